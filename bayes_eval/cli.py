@@ -1,0 +1,228 @@
+"""The ``bayes-eval`` command line.
+
+    bayes-eval demo                         # a short labeling run on the built-in pool
+    bayes-eval simulate POOL --measure f1 --design ais --budget 2000 --repeats 100 --format json
+
+The commands, flags and JSON keys documented in README.md are a stable interface:
+extend, never rename.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+__all__ = ["main", "build_parser", "measure_from_args", "load_pool"]
+
+MEASURES_NEEDING_THRESHOLDS = ("pr_curve", "roc_curve", "auc")
+
+
+class CLIError(Exception):
+    pass
+
+
+def load_pool(path: str):
+    from .pool import Pool, demo_pool
+
+    if path == "demo":
+        return demo_pool()
+    return Pool.from_file(path)
+
+
+def measure_from_args(name: str, pool, thresholds: int = 1024, beta: float = 1.0, system: int = 0):
+    from . import measures as M
+
+    kw = {}
+    if name in MEASURES_NEEDING_THRESHOLDS:
+        kw["thresholds"] = M.default_thresholds(np.asarray(pool.scores[:, system]), thresholds)
+    if name == "fbeta":
+        kw["beta"] = beta
+    if name in ("macro_f1", "micro_f1"):
+        kw["n_classes"] = pool.n_classes
+    kw["system"] = system
+    return M.get(name, **kw)
+
+
+def _jsonable(o):
+    if isinstance(o, dict):
+        return {k: _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return _jsonable(o.tolist())
+    if isinstance(o, (np.floating, float)):
+        o = float(o)
+        return o if math.isfinite(o) else None
+    if isinstance(o, np.integer):
+        return int(o)
+    return o
+
+
+def _add_design_args(p):
+    p.add_argument("--design", default="ais", help="passive, stratified, is, oasis, ais (default: ais)")
+    p.add_argument("--model", default="dirichlet-tree", help="oracle model for ais: dirichlet-tree, independent, classifier")
+    p.add_argument("--depth", type=int, default=8, help="depth of the Dirichlet tree (1 = flat)")
+    p.add_argument("--branching", type=int, default=None, help="branching of the tree (default: smallest that fits)")
+    p.add_argument("--strata", type=int, default=256, help="number of score strata K (default 256)")
+    p.add_argument("--eps", type=float, default=1e-3, help="ε_0 of the AIS proposal floor (relative)")
+    p.add_argument("--oracle", default="deterministic", choices=["deterministic", "stochastic"])
+    p.add_argument("--lam", type=float, default=0.9, help="λ-mixing toward 1/C for static IS (000 eq. 13)")
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(prog="bayes-eval", description="Label-efficient evaluation of classifiers.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="a short labeling run on the built-in synthetic pool")
+    d.add_argument("--budget", type=int, default=1000)
+    d.add_argument("--batch", type=int, default=50)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--measure", default="f1")
+    d.add_argument("--format", choices=["text", "json"], default="text")
+    _add_design_args(d)
+
+    s = sub.add_parser("simulate", help="repeated simulated labeling runs on a pool with known labels")
+    s.add_argument("pool", help="Parquet or CSV file with columns score, pred, label — or 'demo'")
+    s.add_argument("--measure", default="f1")
+    s.add_argument("--beta", type=float, default=1.0, help="β of the fbeta measure")
+    s.add_argument("--thresholds", type=int, default=1024, help="grid size L for pr_curve / roc_curve / auc")
+    s.add_argument("--system", type=int, default=0)
+    s.add_argument("--budget", type=int, default=2000)
+    s.add_argument("--batch", type=int, default=50)
+    s.add_argument("--repeats", type=int, default=100)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--checkpoints", default="500,1000,2000", help="comma-separated label counts")
+    s.add_argument("--format", choices=["text", "json"], default="text")
+    _add_design_args(s)
+    return ap
+
+
+def _design_kw(args):
+    kw = dict(n_strata=args.strata, depth=args.depth, branching=args.branching, model=args.model,
+              lam=args.lam, eps=args.eps)
+    if args.design == "ais":
+        kw["eps0"] = args.eps
+        kw["oracle"] = args.oracle
+    return kw
+
+
+def cmd_simulate(args):
+    from .simulate import run_simulation, summarize
+
+    pool = load_pool(args.pool)
+    if pool.labels is None:
+        raise CLIError(f"{args.pool}: simulation needs a 'label' column (the label plays the oracle)")
+    measure = measure_from_args(args.measure, pool, args.thresholds, args.beta, args.system)
+    try:
+        checkpoints = [int(c) for c in args.checkpoints.split(",") if c.strip()]
+    except ValueError:
+        raise CLIError(f"--checkpoints must be comma-separated integers, got {args.checkpoints!r}") from None
+    if args.repeats < 1:
+        raise CLIError("--repeats must be at least 1")
+    res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch,
+                                repeats=args.repeats, seed=args.seed, checkpoints=checkpoints,
+                                **_design_kw(args))
+    summary = summarize(res)
+    tv = res.true_value
+    out = {
+        "pool": args.pool,
+        "n_items": pool.n_items,
+        "measure": args.measure,
+        "components": list(res.names),
+        "true_value": float(tv[0]) if tv.size == 1 else tv.tolist(),
+        "design": args.design,
+        "model": args.model if args.design == "ais" else None,
+        "depth": args.depth if args.design == "ais" else None,
+        "oracle": args.oracle,
+        "budget": args.budget,
+        "batch": args.batch if res.design != "oasis" else 1,
+        "repeats": args.repeats,
+        "seed": args.seed,
+        "n_cells": cells.n_cells,
+        "seconds": res.seconds,
+        "compile_seconds": res.compile_seconds,
+        "seconds_per_run": res.seconds / args.repeats,
+        "stalled_runs": int(res.stalled.sum()),
+        "checkpoints": summary,
+    }
+    if args.format == "json":
+        print(json.dumps(_jsonable(out), indent=2))
+    else:
+        print(f"{pool!r}: true {args.measure} = {np.array2string(tv, precision=4)}")
+        print(f"design {args.design}, {args.repeats} repeats: {res.seconds:.2f} s "
+              f"(+{res.compile_seconds:.1f} s compile), {res.seconds / args.repeats * 1000:.1f} ms per run")
+        print(f"{'labels':>7} {'mean':>9} {'bias':>10} {'mse':>10} {'coverage':>9} {'width':>8} {'undef':>6}")
+        for c in summary:
+            mean = c["mean"] if not isinstance(c["mean"], list) else float(np.mean(c["mean"]))
+            bias = c["bias"] if not isinstance(c["bias"], list) else float(np.mean(np.abs(c["bias"])))
+            if c["mse"] is None:
+                print(f"{c['labels']:>7} {'-':>9} {'-':>10} {'-':>10} {'-':>9} {'-':>8} {c['undefined_runs']:>6}")
+                continue
+            print(f"{c['labels']:>7} {mean:>9.4f} {bias:>10.2e} {c['mse']:>10.3e} {c['coverage']:>9.2f} "
+                  f"{c['mean_width']:>8.4f} {c['undefined_runs']:>6}")
+    return 0
+
+
+def cmd_demo(args):
+    from .pool import demo_pool
+    from .simulate import run_simulation
+
+    pool = demo_pool()
+    measure = measure_from_args(args.measure, pool)
+    res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch, repeats=1,
+                                seed=args.seed, checkpoints=(args.budget,), **_design_kw(args))
+    h = res.history
+    truth = res.true_value[0]
+    rows = []
+    for t in range(h.n_labels.shape[1]):
+        rows.append(dict(labels=int(h.n_labels[0, t]), draws=int(h.n_draws[0, t]), estimate=float(h.value[0, t, 0]),
+                         lower=float(h.lower[0, t, 0]), upper=float(h.upper[0, t, 0])))
+    if args.format == "json":
+        print(json.dumps(_jsonable({"pool": "demo", "n_items": pool.n_items, "measure": args.measure,
+                                    "design": args.design, "true_value": truth, "stages": rows}), indent=2))
+        return 0
+    print(f"bayes-eval demo: estimating {args.measure} of a classifier on a synthetic pool of "
+          f"{pool.n_items:,} items ({int(pool.labels.sum())} positives), labeling {args.budget} of them "
+          f"with design '{args.design}'")
+    print(f"(the pool's labels play the oracle; true {args.measure} = {truth:.4f})\n")
+    print(f"{'labels':>7} {'estimate':>9}   95% CLT interval")
+    step = max(1, len(rows) // 10)
+    for i, r in enumerate(rows):
+        if (i + 1) % step == 0 or i == len(rows) - 1:
+            est = "undefined" if not np.isfinite(r["estimate"]) else f"{r['estimate']:.4f}"
+            ci = "" if not np.isfinite(r["lower"]) else f"[{r['lower']:.4f}, {r['upper']:.4f}]"
+            print(f"{r['labels']:>7} {est:>9}   {ci}")
+    last = rows[-1]
+    print(f"\nlabels spent: {last['labels']} of {pool.n_items:,} items; final estimate {last['estimate']:.4f}, "
+          f"95% interval [{last['lower']:.4f}, {last['upper']:.4f}], truth {truth:.4f}")
+    return 0
+
+
+def main(argv=None):
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
+    args = build_parser().parse_args(argv)
+    from .pool import PoolError
+
+    try:
+        if args.command == "simulate":
+            return cmd_simulate(args)
+        if args.command == "demo":
+            return cmd_demo(args)
+        if args.command == "session":
+            from .session_cli import cmd_session
+
+            return cmd_session(args)
+    except (CLIError, PoolError, ValueError) as exc:
+        print(f"bayes-eval: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Sampling designs: how the next items to label are chosen.
+
+A design is a small bundle of pure functions over a design state (optax / blackjax
+style, DESIGN.md §3):
+
+* ``init(cells) -> state``
+* ``propose(state, cells, obs) -> Proposal`` — the per-item proposal q_t, constant on
+  each cell; separate values for items still without a label and for labeled items of
+  each class (under a deterministic oracle the posterior of a labeled item's response is
+  a point mass, 001 Prop. 2).
+* ``update(state, cells, obs) -> state`` — after a stage's labels arrive (e.g. refit the
+  oracle model).
+
+Designs never look at ``cells.truth``: what they know of the labels is ``obs.labeled``,
+the number of labeled items of each class in each cell.
+
+Built in: passive; stratified with proportional allocation (001 §5); static
+variance-minimizing importance sampling (002; 000 §2 with λ-mixing, eq. 13); OASIS
+(stratified AIS for F-measures); and AIS with a Bayesian oracle model (001 Alg. 1,
+Prop. 2-3), in :mod:`bayes_eval.ais`.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from . import _config  # noqa: F401
+from .cells import CellTable
+
+__all__ = [
+    "Observed",
+    "Proposal",
+    "Design",
+    "passive",
+    "stratified",
+    "static_is",
+    "oasis",
+    "importance",
+    "normalize",
+    "model_risk",
+    "design_names",
+]
+
+
+class Observed(NamedTuple):
+    """What a design knows after some stages.
+
+    ``labeled`` (X, C): labeled items per cell and class (label observations for a
+    stochastic oracle); ``risk`` (d,): the current estimate R̂ (NaN where undefined);
+    ``n_draws``: draws so far.
+    """
+
+    labeled: jnp.ndarray
+    risk: jnp.ndarray
+    n_draws: jnp.ndarray
+
+
+class Proposal(NamedTuple):
+    """Per-item proposal probabilities (normalised over the pool).
+
+    ``unl`` (X,) for an item without a label, ``lab`` (X, C) for a labeled item of each
+    class.  Σ_x [unlabeled_x unl_x + Σ_y labeled_xy lab_xy] = 1.
+    """
+
+    unl: jnp.ndarray
+    lab: jnp.ndarray
+
+
+class Design(NamedTuple):
+    name: str
+    init: Callable[[CellTable], Any]
+    propose: Callable[[Any, CellTable, Observed], Proposal]
+    update: Callable[[Any, CellTable, Observed], Any]
+    estimator: str = "is"  # "is" or "stratified"
+    stage_size: int | None = None  # forces a batch size (OASIS: 1 label per stage)
+    oracle: str = "deterministic"
+    model: Any = None  # the oracle model, for designs that carry one
+
+
+def _no_update(state, cells, obs):
+    return state
+
+
+def normalize(cells: CellTable, labeled, unl_raw, lab_raw, delta: float = 0.0) -> Proposal:
+    """Normalise raw per-item proposal values over the pool and mix in δ of p(x)
+    (001 §3.3.1, sample reuse)."""
+    unlabeled = cells.size - labeled.sum(axis=1)
+    z = jnp.sum(unlabeled * unl_raw) + jnp.sum(labeled * lab_raw)
+    z = jnp.where(z > 0, z, 1.0)
+    unl = unl_raw / z
+    lab = lab_raw / z
+    if delta:
+        unl = (1.0 - delta) * unl + delta * cells.weight
+        lab = (1.0 - delta) * lab + delta * cells.weight[:, None]
+    return Proposal(unl=unl, lab=lab)
+
+
+def importance(g, risk, loss):
+    """a[x, y] = ‖Dg(R) ℓ(x, y)‖₂ for every cell and class (001 Prop. 1-2)."""
+    jac = jax.jacfwd(lambda r: jnp.atleast_1d(g(r)))(risk)  # (m, d)
+    v = jnp.einsum("md,xcd->xcm", jac, loss)
+    return jnp.sqrt(jnp.sum(v * v, axis=-1))
+
+
+def model_risk(cells: CellTable, labeled, pi_cell):
+    """R under the model: labeled items at their labels, the rest at the posterior
+    predictive ``pi_cell`` (X, C)."""
+    unlabeled = cells.size - labeled.sum(axis=1)
+    per_cell = labeled[:, :, None] * cells.loss + (unlabeled[:, None] * pi_cell)[:, :, None] * cells.loss
+    return jnp.einsum("x,xcd->d", cells.weight, per_cell)
+
+
+def _passive_propose(state, cells, obs):
+    c = cells.loss.shape[1]
+    return Proposal(unl=cells.weight, lab=jnp.broadcast_to(cells.weight[:, None], (cells.weight.shape[0], c)))
+
+
+def passive() -> Design:
+    """Passive sampling: items drawn i.i.d. from p(x) (001 Def. 2)."""
+    return Design("passive", lambda cells: (), _passive_propose, _no_update, estimator="is")
+
+
+def stratified() -> Design:
+    """Online stratified sampling with proportional allocation (001 §5, "Stratified"):
+    one item at a time, a stratum with probability proportional to its size, an item
+    uniformly inside it; estimated by the post-stratified estimator."""
+    return Design("stratified", lambda cells: (), _passive_propose, _no_update, estimator="stratified")
+
+
+def _floored(a, nz, eps, scale):
+    return jnp.maximum(a, eps * scale * nz)
+
+
+def static_is(g, lam: float = 0.9, eps: float = 1e-3) -> Design:
+    """Static variance-minimizing importance sampling from the classifier's probabilities.
+
+    q(x) ∝ p(x) sqrt(Σ_y p_a(y|x) ‖Dg(R_a) ℓ(x, y)‖²) with p_a = λ s(y|x) + (1−λ)/C
+    (000 §2 eq. 13, λ = 0.9 by default; 002; 001 Remark 4) and R_a the risk expected
+    under p_a.  The floor ε keeps every item with a non-zero loss in the support.
+    Re-drawn items are answered from the store; the proposal never changes.
+    """
+
+    def init(cells):
+        c = cells.loss.shape[1]
+        pa = lam * cells.prior + (1.0 - lam) / c
+        ra = jnp.einsum("x,xc,xcd->d", cells.weight * cells.size, pa, cells.loss)
+        a = importance(g, ra, cells.loss)
+        nz = jnp.any(cells.loss != 0, axis=-1)
+        scale = jnp.sum(cells.size * cells.weight * jnp.sum(pa * a, axis=1))
+        a2 = jnp.maximum(a * a, (eps * scale) ** 2 * nz)
+        raw = cells.weight * jnp.sqrt(jnp.sum(pa * a2, axis=1))
+        return raw
+
+    def propose(raw, cells, obs):
+        c = cells.loss.shape[1]
+        return normalize(cells, obs.labeled, raw, jnp.broadcast_to(raw[:, None], (raw.shape[0], c)))
+
+    return Design("is", init, propose, _no_update, estimator="is")
+
+
+class OasisState(NamedTuple):
+    a: jnp.ndarray  # (K, C) Dirichlet (Beta) parameters of each stratum's class rates
+    prior_risk: jnp.ndarray  # (d,) risk under the prior, used until R̂ is defined
+
+
+def oasis(g, n_strata: int, eps: float = 1e-3, prior_strength: float = 2.0) -> Design:
+    """OASIS: stratified adaptive importance sampling for F-measures.
+
+    Per-stratum Beta (Dirichlet) posteriors of the class rates, seeded from the
+    classifier's mean probability in the stratum with ``prior_strength`` pseudo-labels;
+    the variance-minimizing stratum proposal at the current estimate,
+    v_k ∝ W_k sqrt(E_k[‖Dg(R̂) ℓ‖²]) (for the F-measure this is OASIS's optimal
+    instrumental distribution), mixed with ε = 10⁻³ of the stratum-size proposal W_k;
+    items uniform inside the stratum; one label per stage.
+    """
+
+    def stratum_sum(v, cells):
+        return jax.ops.segment_sum(v, cells.stratum, num_segments=n_strata)
+
+    def init(cells):
+        mass = cells.size * cells.weight
+        wk = stratum_sum(mass, cells)
+        sbar = stratum_sum(mass[:, None] * cells.prior, cells) / jnp.maximum(wk, 1e-300)[:, None]
+        a = 1e-3 + prior_strength * sbar
+        pi = a / a.sum(1, keepdims=True)
+        prior_risk = model_risk(cells, jnp.zeros_like(cells.prior), pi[cells.stratum])
+        return OasisState(a=a, prior_risk=prior_risk)
+
+    def update(state, cells, obs):
+        return state  # the posterior is recomputed from obs.labeled in propose
+
+    def propose(state, cells, obs):
+        counts = stratum_sum(obs.labeled, cells)
+        post = state.a + counts
+        pi = post / post.sum(1, keepdims=True)
+        risk = jnp.where(jnp.all(jnp.isfinite(jnp.atleast_1d(g(obs.risk)))), obs.risk, state.prior_risk)
+        a = importance(g, risk, cells.loss)
+        mass = cells.size * cells.weight
+        wk = stratum_sum(mass, cells)
+        e = stratum_sum(mass * jnp.sum(pi[cells.stratum] * a * a, axis=1), cells)
+        v = jnp.sqrt(jnp.maximum(e, 0.0) * wk)  # W_k sqrt(E_k) with E_k = e / W_k
+        v = jnp.where(v.sum() > 0, v / jnp.maximum(v.sum(), 1e-300), wk)
+        v = (1.0 - eps) * v + eps * wk
+        per_item = v[cells.stratum] * cells.weight / jnp.maximum(wk[cells.stratum], 1e-300)
+        c = cells.loss.shape[1]
+        return Proposal(unl=per_item, lab=jnp.broadcast_to(per_item[:, None], (per_item.shape[0], c)))
+
+    return Design("oasis", init, propose, update, estimator="is", stage_size=1)
+
+
+def design_names():
+    return ["passive", "stratified", "is", "oasis", "ais", "poisson", "poisson-adaptive"]

@@ -1,0 +1,437 @@
+"""The unlabeled pool: items, the systems' predictions and scores, item weights.
+
+A :class:`Pool` is validated once, when it is built, and is immutable afterwards.  Every
+bad input raises :class:`PoolError` naming the column and the first offending row, so a
+user never gets a NaN estimate back from a NaN score (brief: "bad input gets a clear
+error").
+
+The pool is the finite test pool T = {x_1..x_M} of 001 §2.1; item weights are the
+marginal p(x) (uniform by default, 001 Remark 2).  Ground-truth ``labels`` are optional
+and used only to *simulate* an oracle.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import _config  # noqa: F401
+
+__all__ = ["Pool", "PoolError", "sigmoid", "demo_pool"]
+
+
+class PoolError(ValueError):
+    """A pool (or data given for it) failed validation; the message names column and row."""
+
+
+def sigmoid(x):
+    """Numerically stable logistic function (001 §5.2 uses sigmoid(score) as the prior)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    pos = x >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-x[pos]))
+    e = np.exp(x[~pos])
+    out[~pos] = e / (1.0 + e)
+    return out
+
+
+def _as_2d(name, a, n=None):
+    a = np.asarray(a)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2:
+        raise PoolError(f"column {name!r}: expected a 1-D or 2-D array, got shape {a.shape}")
+    if n is not None and a.shape[0] != n:
+        raise PoolError(
+            f"column {name!r}: has {a.shape[0]} rows but the pool has {n} items (mismatched lengths)"
+        )
+    return a
+
+
+def _first_bad(mask):
+    idx = np.flatnonzero(mask)
+    return int(idx[0]) if idx.size else None
+
+
+def _check_finite(name, a, ids):
+    a2 = a.reshape(a.shape[0], -1)
+    bad = ~np.isfinite(a2).all(axis=1)
+    row = _first_bad(bad)
+    if row is not None:
+        val = a2[row][~np.isfinite(a2[row])][0]
+        raise PoolError(
+            f"column {name!r}: non-finite value {val} at row {row} (item {ids[row]!r}); "
+            f"{int(bad.sum())} row(s) affected"
+        )
+
+
+def _check_labels(name, a, n_classes, ids):
+    a2 = a.reshape(a.shape[0], -1)
+    if not np.issubdtype(a2.dtype, np.number) and a2.dtype != bool:
+        raise PoolError(f"column {name!r}: labels must be integers 0..{n_classes - 1}, got {a2.dtype}")
+    af = a2.astype(np.float64)
+    bad = ~(np.isfinite(af) & (af == np.round(af)) & (af >= 0) & (af < n_classes)).all(axis=1)
+    row = _first_bad(bad)
+    if row is not None:
+        raise PoolError(
+            f"column {name!r}: value {a2[row].tolist() if a2.shape[1] > 1 else a2[row, 0]!r} at row {row} "
+            f"(item {ids[row]!r}) is outside the label set {{0..{n_classes - 1}}}"
+        )
+    return a2.astype(np.int32)
+
+
+@dataclass(frozen=True, eq=False)
+class Pool:
+    """A validated pool of N items scored by S systems, with C classes.
+
+    Attributes
+    ----------
+    preds : (N, S) int32
+        Each system's predicted label.
+    scores : (N, S) float64
+        Each system's real-valued score (larger = more likely positive).
+    probs : (N, S, C) float64
+        Each system's probability of each class; for binary pools without a probability
+        column, ``sigmoid(score)`` as in 001 §5.2.
+    weights : (N,) float64
+        Item weights p(x), normalised to sum to one (uniform by default).
+    ids : (N,) array
+        Stable item ids (row positions by default).
+    labels : (N,) int32 or None
+        Ground truth, only for simulating an oracle.
+    columns : pandas.DataFrame
+        The pool's own columns (what an annotator sees), indexed like the items.
+    """
+
+    preds: np.ndarray
+    scores: np.ndarray
+    probs: np.ndarray
+    weights: np.ndarray
+    ids: np.ndarray
+    labels: np.ndarray | None
+    n_classes: int = 2
+    system_names: tuple = ("system0",)
+    columns: pd.DataFrame | None = field(default=None, repr=False)
+    name: str = "pool"
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_arrays(
+        cls,
+        scores=None,
+        preds=None,
+        probs=None,
+        labels=None,
+        weights=None,
+        ids=None,
+        n_classes: int = 2,
+        system_names: Sequence[str] | None = None,
+        columns: pd.DataFrame | None = None,
+        name: str = "pool",
+    ) -> "Pool":
+        """Build and validate a pool from numpy arrays.
+
+        ``scores``/``preds``/``probs`` may be 1-D (one system) or 2-D (items × systems);
+        ``probs`` may also be (N, S, C).  Missing pieces are derived: ``preds`` from
+        ``scores >= 0`` (binary; the SVM convention of ``../shared/data``) or the argmax of
+        ``probs``; ``probs`` from ``sigmoid(scores)`` (binary, 001 §5.2); ``scores`` from
+        the positive-class probability.
+        """
+        if n_classes < 2:
+            raise PoolError(f"n_classes must be at least 2, got {n_classes}")
+        if scores is None and preds is None and probs is None:
+            raise PoolError("a pool needs at least one of scores, preds or probs")
+        n = None
+        for nm, a in (("score", scores), ("pred", preds), ("prob", probs), ("label", labels), ("weight", weights), ("item", ids)):
+            if a is not None:
+                m = len(np.asarray(a))
+                if n is None:
+                    n = m
+                elif m != n:
+                    raise PoolError(
+                        f"column {nm!r}: has {m} rows but earlier columns have {n} (mismatched lengths)"
+                    )
+        if n == 0:
+            raise PoolError("the pool is empty (0 items)")
+        if ids is None:
+            ids_arr = np.arange(n)
+        else:
+            ids_arr = np.asarray(ids)
+            if ids_arr.ndim != 1:
+                raise PoolError(f"column 'item': ids must be 1-D, got shape {ids_arr.shape}")
+            if pd.isna(pd.Series(ids_arr)).any():
+                row = _first_bad(pd.isna(pd.Series(ids_arr)).to_numpy())
+                raise PoolError(f"column 'item': missing id at row {row}")
+            uniq, counts = np.unique(ids_arr, return_counts=True)
+            if uniq.size != n:
+                dup = uniq[counts > 1][0]
+                row = int(np.flatnonzero(ids_arr == dup)[1])
+                raise PoolError(f"column 'item': duplicate id {dup!r} at row {row}")
+        if scores is not None:
+            s = _as_2d("score", np.asarray(scores, dtype=np.float64) if np.asarray(scores).dtype != object else np.asarray(scores), n)
+            try:
+                s = s.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise PoolError(f"column 'score': not numeric ({exc})") from None
+            _check_finite("score", s, ids_arr)
+        else:
+            s = None
+        pr = None
+        if probs is not None:
+            pr = np.asarray(probs, dtype=np.float64)
+            if pr.ndim == 1:
+                if n_classes != 2:
+                    raise PoolError("column 'prob': 1-D probabilities are only meaningful for binary pools")
+                pr = np.stack([1 - pr, pr], axis=-1)[:, None, :]
+            elif pr.ndim == 2:
+                # binary: (N, S) positive-class probabilities; multi-class: (N, C), one system
+                pr = np.stack([1 - pr, pr], axis=-1) if n_classes == 2 else pr[:, None, :]
+            if pr.shape[0] != n:
+                raise PoolError(f"column 'prob': has {pr.shape[0]} rows but the pool has {n} items (mismatched lengths)")
+            if pr.shape[-1] != n_classes:
+                raise PoolError(f"column 'prob': last axis has {pr.shape[-1]} classes, expected {n_classes}")
+            _check_finite("prob", pr, ids_arr)
+            bad = ((pr < 0) | (pr > 1)).reshape(n, -1).any(axis=1)
+            row = _first_bad(bad)
+            if row is not None:
+                raise PoolError(f"column 'prob': value outside [0, 1] at row {row} (item {ids_arr[row]!r})")
+        if preds is not None:
+            p = _as_2d("pred", preds, n)
+            p = _check_labels("pred", p, n_classes, ids_arr)
+        elif pr is not None:
+            p = pr.argmax(-1).astype(np.int32)
+        else:
+            if n_classes != 2:
+                raise PoolError("column 'pred': predictions are required for multi-class pools")
+            p = (s >= 0).astype(np.int32)
+        n_sys = p.shape[1]
+        if s is None:
+            s = pr[..., -1] if pr is not None else p.astype(np.float64)
+        if s.shape[1] != n_sys:
+            raise PoolError(f"column 'score': {s.shape[1]} systems but 'pred' has {n_sys}")
+        if pr is None:
+            if n_classes == 2:
+                p1 = sigmoid(s)
+                pr = np.stack([1 - p1, p1], axis=-1)
+            else:
+                pr = np.full((n, n_sys, n_classes), 1.0 / n_classes)
+                pr = 0.5 * pr + 0.5 * np.eye(n_classes)[p]
+        if pr.shape[1] != n_sys:
+            raise PoolError(f"column 'prob': {pr.shape[1]} systems but 'pred' has {n_sys}")
+        if labels is not None:
+            lab = np.asarray(labels)
+            if lab.ndim != 1:
+                raise PoolError(f"column 'label': expected one label per item, got shape {lab.shape}")
+            lab = _check_labels("label", lab, n_classes, ids_arr)[:, 0]
+        else:
+            lab = None
+        if weights is None:
+            w = np.full(n, 1.0 / n)
+        else:
+            w = np.asarray(weights, dtype=np.float64).reshape(-1)
+            if w.shape[0] != n:
+                raise PoolError(f"column 'weight': has {w.shape[0]} rows but the pool has {n} items")
+            _check_finite("weight", w, ids_arr)
+            row = _first_bad(w <= 0)
+            if row is not None:
+                raise PoolError(f"column 'weight': item weights p(x) must be positive; {w[row]} at row {row}")
+            w = w / w.sum()
+        names = tuple(system_names) if system_names is not None else tuple(f"system{i}" for i in range(n_sys))
+        if len(names) != n_sys:
+            raise PoolError(f"{len(names)} system names for {n_sys} systems")
+        for a in (p, s, pr, w):
+            a.setflags(write=False)
+        if lab is not None:
+            lab.setflags(write=False)
+        return cls(
+            preds=p, scores=s, probs=pr, weights=w, ids=ids_arr, labels=lab, n_classes=n_classes,
+            system_names=names, columns=columns, name=name,
+        )
+
+    @classmethod
+    def from_frame(
+        cls,
+        df: pd.DataFrame,
+        score: str | Sequence[str] | None = "score",
+        pred: str | Sequence[str] | None = "pred",
+        prob: str | Sequence[str] | None = None,
+        label: str | None = "label",
+        weight: str | None = None,
+        item: str | None = None,
+        n_classes: int = 2,
+        name: str = "pool",
+    ) -> "Pool":
+        """Build a pool from a DataFrame.
+
+        Column names default to the layout of ``../shared/data`` (``score``, ``pred``,
+        ``label``; index = item id).  A column named as default but absent is skipped;
+        a column named explicitly but absent is an error.  Several systems: pass lists
+        of column names.  ``item`` names the id column (default: the index).
+        """
+        if not isinstance(df, pd.DataFrame):
+            raise PoolError(f"expected a pandas DataFrame, got {type(df).__name__}")
+        if len(df) == 0:
+            raise PoolError("the pool is empty (0 rows)")
+
+        def cols(arg, default):
+            if arg is None:
+                return None
+            names = [arg] if isinstance(arg, str) else list(arg)
+            missing = [c for c in names if c not in df.columns]
+            if missing:
+                if isinstance(arg, str) and arg == default:
+                    return None
+                raise PoolError(f"column {missing[0]!r} not found; columns are {list(df.columns)}")
+            return names
+
+        sc = cols(score, "score")
+        pc = cols(pred, "pred")
+        prc = cols(prob, None)
+        lc = cols(label, "label")
+        wc = cols(weight, None)
+        if sc is None and pc is None and prc is None:
+            raise PoolError(f"no score, pred or prob column found; columns are {list(df.columns)}")
+        if item is not None:
+            if item not in df.columns:
+                raise PoolError(f"column {item!r} not found; columns are {list(df.columns)}")
+            ids = df[item].to_numpy()
+        else:
+            ids = df.index.to_numpy()
+
+        def arr(c, numeric=True):
+            if c is None:
+                return None
+            sub = df[c]
+            if numeric:
+                for col in c:
+                    if not (pd.api.types.is_numeric_dtype(sub[col]) or pd.api.types.is_bool_dtype(sub[col])):
+                        bad = pd.to_numeric(sub[col], errors="coerce").isna() & sub[col].notna()
+                        row = _first_bad(bad.to_numpy())
+                        raise PoolError(
+                            f"column {col!r}: non-numeric value {sub[col].iloc[row]!r} at row {row} (item {ids[row]!r})"
+                        )
+                    if sub[col].isna().any() and col in (lc or []):
+                        row = _first_bad(sub[col].isna().to_numpy())
+                        raise PoolError(f"column {col!r}: missing label at row {row} (item {ids[row]!r})")
+            a = sub.to_numpy(dtype=np.float64 if numeric else None)
+            return a[:, 0] if a.shape[1] == 1 else a
+
+        scores = arr(sc)
+        preds = arr(pc)
+        if preds is not None:
+            _check_finite(pc[0] if len(pc) == 1 else "pred", np.asarray(preds, dtype=float).reshape(len(df), -1), ids)
+        probs = arr(prc)
+        labels = arr(lc)
+        weights = arr(wc)
+        skip = set((sc or []) + (pc or []) + (lc or []))
+        own = df[[c for c in df.columns if c not in skip]].copy()
+        return cls.from_arrays(
+            scores=scores, preds=preds, probs=probs, labels=labels, weights=weights, ids=ids,
+            n_classes=n_classes, system_names=sc if sc is not None and len(sc) > 1 else None,
+            columns=own, name=name,
+        )
+
+    @classmethod
+    def from_file(cls, path: str, **kw) -> "Pool":
+        """Read a pool from Parquet (``.parquet``/``.pq``) or CSV (anything else)."""
+        if not os.path.exists(path):
+            raise PoolError(f"pool file not found: {path}")
+        ext = os.path.splitext(path)[1].lower()
+        try:
+            if ext in (".parquet", ".pq"):
+                df = pd.read_parquet(path)
+            else:
+                df = pd.read_csv(path)
+                if "item" in df.columns and "item" not in kw:
+                    df = df.set_index("item")
+        except (OSError, ValueError) as exc:
+            raise PoolError(f"could not read pool file {path}: {exc}") from None
+        kw.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+        return cls.from_frame(df, **kw)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_items(self) -> int:
+        return int(self.preds.shape[0])
+
+    @property
+    def n_systems(self) -> int:
+        return int(self.preds.shape[1])
+
+    @property
+    def uniform_weights(self) -> bool:
+        return bool(np.all(self.weights == self.weights[0]))
+
+    def features(self):
+        """The :class:`bayes_eval.measures.Features` of every item (what ℓ may look at)."""
+        from .measures import Features
+        import jax.numpy as jnp
+
+        return Features(preds=jnp.asarray(self.preds), scores=jnp.asarray(self.scores), probs=jnp.asarray(self.probs))
+
+    def prior_probs(self, system: int = 0) -> np.ndarray:
+        """(N, C) the classifier's own estimate s(y|x) of p(y|x) (001 §5.2)."""
+        return np.asarray(self.probs[:, system, :])
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the pool's content (predictions, scores, probabilities, weights, ids)."""
+        h = hashlib.sha256()
+        for a in (self.preds, self.scores, self.probs, self.weights):
+            h.update(np.ascontiguousarray(a).tobytes())
+        h.update(pd.util.hash_array(np.asarray(self.ids, dtype=object)).tobytes())
+        h.update(str(self.n_classes).encode())
+        return h.hexdigest()
+
+    def index_of(self, items) -> np.ndarray:
+        """Row positions of item ids; raises PoolError naming the first unknown id."""
+        items = np.asarray(items)
+        if np.issubdtype(self.ids.dtype, np.integer) and np.array_equal(self.ids, np.arange(self.n_items)):
+            try:
+                rows = items.astype(np.int64)
+                ok = (rows.astype(items.dtype) == items) if items.dtype.kind in "iuf" else np.zeros(len(items), bool)
+            except (TypeError, ValueError):
+                ok = np.zeros(len(items), bool)
+                rows = np.zeros(len(items), np.int64)
+            ok &= (rows >= 0) & (rows < self.n_items)
+            bad = _first_bad(~ok)
+            if bad is not None:
+                raise PoolError(f"unknown item id {items[bad]!r} (row {bad} of the input)")
+            return rows
+        idx = pd.Index(self.ids)
+        pos = idx.get_indexer(items)
+        bad = _first_bad(pos < 0)
+        if bad is not None:
+            raise PoolError(f"unknown item id {items[bad]!r} (row {bad} of the input)")
+        return pos.astype(np.int64)
+
+    def true_value(self, measure) -> np.ndarray:
+        """G on the fully labeled pool (requires ground-truth labels)."""
+        from . import measures as M
+
+        if self.labels is None:
+            raise PoolError("this pool has no ground-truth labels")
+        return np.asarray(M.value(measure, self.features(), self.labels, self.weights))
+
+    def __repr__(self):
+        lab = "with labels" if self.labels is not None else "unlabeled"
+        return f"Pool({self.name!r}, {self.n_items} items, {self.n_systems} system(s), {self.n_classes} classes, {lab})"
+
+
+def demo_pool(n_items: int = 50_000, positive_rate: float = 0.002, seed: int = 0) -> Pool:
+    """A built-in synthetic imbalanced pool (binary, one system) with known labels.
+
+    Scores are an SVM-like decision value: negatives ~ N(-3, 0.6), positives ~
+    N(0.3, 1.2), so the classifier is good but imperfect (F1 around 0.6-0.7) and its
+    ``sigmoid(score)`` is poorly calibrated, as on the entity-resolution pools of 001 §5.
+    """
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n_items) < positive_rate).astype(np.int32)
+    if y.sum() == 0:
+        y[0] = 1
+    s = np.where(y == 1, rng.normal(0.3, 1.2, n_items), rng.normal(-3.0, 0.6, n_items))
+    pred = (s >= 0).astype(np.int32)
+    return Pool.from_arrays(scores=s, preds=pred, labels=y, name="demo")

@@ -1,0 +1,383 @@
+"""The jit-compiled simulation core: ``lax.scan`` over stages, ``vmap`` over repeats.
+
+A simulated run labels a pool whose ground truth is known (the truth plays the oracle)
+under a design and a batch schedule, and records the estimate and its interval after
+every stage.  It works on cells (:mod:`bayes_eval.cells`), so a stage costs O(cells +
+draws), not O(N).
+
+Protocol (001 §5.2; DESIGN.md §3, "Oracle semantics"): under a deterministic oracle the
+budget counts *distinct* labeled items; a with-replacement stage of size n draws from the
+fixed proposal q_{t-1} until n new items are labeled; items drawn again are answered
+from what is known at no cost, and *every* draw, repeats included, enters the estimator
+with its weight p/q_{t-1}.  Under a stochastic oracle every draw costs a label.
+"""
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _config  # noqa: F401
+from .cells import CellTable
+from .designs import Design, Observed, Proposal
+from .estimators import is_estimate, normal_interval, stratified_estimate
+
+__all__ = ["SimState", "StageRecord", "SimResult", "schedule", "simulate_runs", "summarize", "run_simulation"]
+
+_CHUNK = 64
+
+
+class SimState(NamedTuple):
+    labeled: jnp.ndarray  # (X, C) labeled items per cell and class
+    draws: jnp.ndarray  # (X, C) draws per cell and class (repeats included)
+    wsum: jnp.ndarray  # (X, C) Σ p/q_{j-1} over the draws
+    n_draws: jnp.ndarray
+    n_labels: jnp.ndarray
+    design_state: Any
+    proposal: Proposal  # the proposal for the next stage
+    stalled: jnp.ndarray  # True once a stage could not find enough new items
+
+
+class StageRecord(NamedTuple):
+    n_labels: jnp.ndarray
+    n_draws: jnp.ndarray
+    value: jnp.ndarray  # (m_hist,) estimate after the stage (first components)
+    lower: jnp.ndarray
+    upper: jnp.ndarray
+    kl: jnp.ndarray  # KL(q* || q_t), q* the optimal proposal (001 Prop. 1)
+
+
+def schedule(budget: int, batch: int) -> np.ndarray:
+    """Stage sizes: ``budget // batch`` stages of ``batch`` and one remainder stage."""
+    if budget <= 0:
+        raise ValueError(f"the label budget must be positive, got {budget}")
+    if batch <= 0:
+        raise ValueError(f"the batch size must be positive, got {batch}")
+    sizes = [batch] * (budget // batch)
+    if budget % batch:
+        sizes.append(budget % batch)
+    return np.asarray(sizes, dtype=np.int64)
+
+
+def _draw_stage(key, truth, labeled, prop, n_new, stochastic, max_chunks):
+    """Draw i.i.d. from the fixed per-item proposal until ``n_new`` new labels.
+
+    Returns hits of labeled-at-start items (X, C), hits of unlabeled-at-start items
+    (X, C), new labels (X, C) and whether the stage stalled.
+    """
+    x, c = truth.shape
+    g = x * c
+    if stochastic:
+        cnt_a = jnp.zeros_like(truth)
+        cnt_b = truth
+    else:
+        cnt_a = labeled
+        cnt_b = truth - labeled
+    q_a = prop.lab
+    q_b = jnp.broadcast_to(prop.unl[:, None], truth.shape)
+    mass = jnp.concatenate([(cnt_a * q_a).ravel(), (cnt_b * q_b).ravel()])
+    cdf = jnp.cumsum(mass)
+    total = cdf[-1]
+    cnt_b_flat = cnt_b.ravel()
+    q_b_flat = q_b.ravel()
+    rem0 = total if stochastic else jnp.sum(q_b_flat * cnt_b_flat)
+    idx = jnp.arange(_CHUNK)
+
+    def cond(carry):
+        _, _, _, _, got, it, rem = carry
+        return (got < n_new) & (rem > 1e-12 * total) & (it < max_chunks)
+
+    def body(carry):
+        key, h_a, h_b, n_b, got, it, rem = carry
+        key, k1, k2 = jax.random.split(key, 3)
+        u = jax.random.uniform(k1, (_CHUNK,)) * total
+        grp = jnp.clip(jnp.searchsorted(cdf, u, side="right"), 0, 2 * g - 1)
+        v = jax.random.uniform(k2, (_CHUNK,))
+        is_b = grp >= g
+        gb = jnp.where(is_b, grp - g, 0)
+        ga = jnp.where(is_b, 0, grp)
+        u_cnt = cnt_b_flat[gb]
+        seen0 = n_b[gb]
+
+        # newness is sequential only among draws of the same group inside the chunk:
+        # resolve it with an O(chunk^2) scan over small local arrays
+        def one(carry, i):
+            new_flags, act_flags, got = carry
+            active = got < n_new
+            if stochastic:
+                new = is_b[i] & active
+            else:
+                before = jnp.sum(jnp.where((idx < i) & (gb == gb[i]) & is_b, new_flags, 0.0))
+                new = is_b[i] & active & (v[i] * u_cnt[i] < u_cnt[i] - seen0[i] - before)
+            new_flags = new_flags.at[i].set(new.astype(new_flags.dtype))
+            act_flags = act_flags.at[i].set(active.astype(act_flags.dtype))
+            return (new_flags, act_flags, got + new.astype(got.dtype)), None
+
+        z = jnp.zeros(_CHUNK)
+        (new_flags, act_flags, got), _ = jax.lax.scan(one, (z, z, got), idx)
+        isb = is_b.astype(jnp.float64)
+        h_a = h_a.at[ga].add(act_flags * (1.0 - isb))
+        h_b = h_b.at[gb].add(act_flags * isb)
+        n_b = n_b.at[gb].add(new_flags)
+        rem = total if stochastic else rem - jnp.sum(new_flags * q_b_flat[gb])
+        return key, h_a, h_b, n_b, got, it + 1, rem
+
+    z = jnp.zeros(g)
+    init = (key, z, z, z, jnp.asarray(0, jnp.int64), jnp.asarray(0, jnp.int64), rem0)
+    _, h_a, h_b, n_b, got, _, _ = jax.lax.while_loop(cond, body, init)
+    return h_a.reshape(x, c), h_b.reshape(x, c), n_b.reshape(x, c), got < n_new
+
+
+def _estimate(design: Design, g, cells: CellTable, labeled, draws, wsum, n_draws, prop: Proposal, n_strata):
+    x, c, d = cells.loss.shape
+    loss = cells.loss.reshape(x * c, d)
+    if design.estimator == "stratified":
+        stratum = jnp.repeat(cells.stratum, c)
+        mass = jax.ops.segment_sum(cells.size * cells.weight, cells.stratum, num_segments=n_strata)
+        return stratified_estimate(g, loss, draws.ravel(), stratum, mass, n_strata)
+    q_n = prop.lab if design.oracle == "deterministic" else jnp.broadcast_to(prop.unl[:, None], (x, c))
+    p_over_qn = jnp.where(q_n > 0, cells.weight[:, None] / jnp.where(q_n > 0, q_n, 1.0), 0.0)
+    return is_estimate(g, loss, wsum.ravel(), p_over_qn.ravel(), n_draws)
+
+
+def _kl_optimal(cells: CellTable, labeled, prop: Proposal, a_true, stochastic):
+    """KL(q* ‖ q) over items, q* ∝ p(x) ‖Dg(R) ℓ(x, y(x))‖ with the true labels (001 Prop. 1)."""
+    truth = cells.truth
+    qstar = cells.weight[:, None] * a_true
+    zstar = jnp.sum(truth * qstar)
+    qstar = qstar / jnp.where(zstar > 0, zstar, 1.0)
+    q_b = jnp.broadcast_to(prop.unl[:, None], truth.shape)
+    cnt_a = jnp.zeros_like(truth) if stochastic else labeled
+    cnt_b = truth - cnt_a
+
+    def part(cnt, q):
+        t = jnp.where(qstar > 0, qstar * (jnp.log(jnp.where(qstar > 0, qstar, 1.0)) - jnp.log(jnp.where(q > 0, q, 1e-300))), 0.0)
+        return jnp.sum(cnt * t)
+
+    return part(cnt_a, prop.lab) + part(cnt_b, q_b)
+
+
+def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_stages, m_hist, a_true, max_chunks, track_kl):
+    """One simulated run: scan over stages."""
+    x, c, d = cells.loss.shape
+    stochastic = design.oracle == "stochastic"
+    zero = jnp.zeros((x, c))
+    dstate = design.init(cells)
+    obs0 = Observed(labeled=zero, risk=jnp.full(d, jnp.nan), n_draws=jnp.asarray(0.0))
+    prop0 = design.propose(dstate, cells, obs0)
+    state = SimState(zero, zero, zero, jnp.asarray(0.0), jnp.asarray(0.0), dstate, prop0, jnp.asarray(False))
+    m = jnp.atleast_1d(g(jnp.ones(d))).shape[0]
+    n_ck = len(ck_stages)
+    ck_index = np.full(len(batches), -1, dtype=np.int64)
+    for i, s in enumerate(ck_stages):
+        ck_index[s] = i
+    buf = (jnp.full((max(n_ck, 1), m), jnp.nan),) * 3 + (jnp.zeros(max(n_ck, 1)), jnp.zeros(max(n_ck, 1)))
+
+    def stage(carry, inp):
+        state, buf = carry
+        key, n_new, cki = inp
+        h_a, h_b, n_b, stalled = _draw_stage(key, cells.truth, state.labeled, state.proposal, n_new, stochastic, max_chunks)
+        prop = state.proposal
+        q_b = jnp.broadcast_to(prop.unl[:, None], (x, c))
+        w_a = jnp.where(prop.lab > 0, cells.weight[:, None] / jnp.where(prop.lab > 0, prop.lab, 1.0), 0.0)
+        w_b = jnp.where(q_b > 0, cells.weight[:, None] / jnp.where(q_b > 0, q_b, 1.0), 0.0)
+        wsum = state.wsum + h_a * w_a + h_b * w_b
+        draws = state.draws + h_a + h_b
+        labeled = state.labeled + n_b
+        n_draws = state.n_draws + h_a.sum() + h_b.sum()
+        n_labels = state.n_labels + n_b.sum()
+        # estimate with the proposal just used, then let the design update and propose
+        est_prev = _estimate(design, g, cells, labeled, draws, wsum, n_draws, prop, n_strata)
+        obs = Observed(labeled=labeled, risk=est_prev.risk, n_draws=n_draws)
+        dstate = design.update(state.design_state, cells, obs)
+        new_prop = design.propose(dstate, cells, obs)
+        est = _estimate(design, g, cells, labeled, draws, wsum, n_draws, new_prop, n_strata)
+        lo, hi = normal_interval(est.value, est.cov)
+        kl = _kl_optimal(cells, labeled, new_prop, a_true, stochastic) if track_kl else jnp.asarray(jnp.nan)
+        new_state = SimState(labeled, draws, wsum, n_draws, n_labels, dstate, new_prop, state.stalled | stalled)
+        i = jnp.maximum(cki, 0)
+        write = cki >= 0
+        vb, lb, hb, nlb, ndb = buf
+        buf = (
+            vb.at[i].set(jnp.where(write, est.value, vb[i])),
+            lb.at[i].set(jnp.where(write, lo, lb[i])),
+            hb.at[i].set(jnp.where(write, hi, hb[i])),
+            nlb.at[i].set(jnp.where(write, n_labels, nlb[i])),
+            ndb.at[i].set(jnp.where(write, n_draws, ndb[i])),
+        )
+        rec = StageRecord(n_labels, n_draws, est.value[:m_hist], lo[:m_hist], hi[:m_hist], kl)
+        return (new_state, buf), rec
+
+    keys = jax.random.split(key, len(batches))
+    (state, buf), hist = jax.lax.scan(stage, (state, buf), (keys, jnp.asarray(batches), jnp.asarray(ck_index)))
+    return hist, buf, state.stalled
+
+
+class SimResult(NamedTuple):
+    history: StageRecord  # arrays (repeats, stages, ...)
+    checkpoint_value: np.ndarray  # (repeats, n_ck, m)
+    checkpoint_lower: np.ndarray
+    checkpoint_upper: np.ndarray
+    checkpoint_labels: np.ndarray  # (repeats, n_ck)
+    checkpoint_draws: np.ndarray
+    stalled: np.ndarray  # (repeats,)
+    checkpoints: list
+    true_value: np.ndarray  # (m,)
+    names: tuple
+    seconds: float
+    compile_seconds: float
+    design: str
+
+
+def simulate_runs(
+    cells: CellTable,
+    design: Design,
+    measure,
+    budget: int = 2000,
+    batch: int = 50,
+    repeats: int = 100,
+    seed: int = 0,
+    checkpoints=(500, 1000, 2000),
+    n_strata: int | None = None,
+    max_chunks: int = 4096,
+    track_kl: bool = True,
+) -> SimResult:
+    """Run ``repeats`` simulated labeling runs, vmapped and jit-compiled.
+
+    Compilation is timed separately (``compile_seconds``) from the run (``seconds``).
+    """
+    if design.stage_size is not None:
+        batch = design.stage_size
+    batches = schedule(budget, batch)
+    cum = np.cumsum(batches)
+    checkpoints = [int(c) for c in checkpoints if 0 < c <= budget]
+    ck_stages = [int(np.searchsorted(cum, c)) for c in checkpoints]
+    if n_strata is None:
+        n_strata = int(np.asarray(cells.stratum).max()) + 1
+    g = measure.g
+    x, c, d = cells.loss.shape
+    true_risk = jnp.einsum("x,xc,xcd->d", cells.weight, cells.truth, cells.loss)
+    true_value = np.asarray(jnp.atleast_1d(g(true_risk)))
+    from .designs import importance
+
+    a_true = importance(g, true_risk, cells.loss)
+    m = true_value.shape[0]
+    m_hist = min(m, 16)
+    run = partial(
+        _run_one, cells=cells, batches=batches, design=design, g=g, n_strata=n_strata,
+        ck_stages=ck_stages, m_hist=m_hist, a_true=a_true, max_chunks=max_chunks,
+        track_kl=track_kl,
+    )
+    fn = jax.jit(jax.vmap(run))
+    keys = jax.random.split(jax.random.PRNGKey(seed), repeats)
+    t0 = time.perf_counter()
+    compiled = fn.lower(keys).compile()
+    t1 = time.perf_counter()
+    hist, buf, stalled = compiled(keys)
+    jax.block_until_ready((hist, buf, stalled))
+    t2 = time.perf_counter()
+    return SimResult(
+        history=jax.tree_util.tree_map(np.asarray, hist),
+        checkpoint_value=np.asarray(buf[0]),
+        checkpoint_lower=np.asarray(buf[1]),
+        checkpoint_upper=np.asarray(buf[2]),
+        checkpoint_labels=np.asarray(buf[3]),
+        checkpoint_draws=np.asarray(buf[4]),
+        stalled=np.asarray(stalled),
+        checkpoints=checkpoints,
+        true_value=true_value,
+        names=tuple(measure.names),
+        seconds=t2 - t1,
+        compile_seconds=t1 - t0,
+        design=design.name,
+    )
+
+
+def summarize(res: SimResult) -> list[dict]:
+    """Per checkpoint: labels, mean, bias, mse, coverage of the 95% CLT interval and its
+    mean width (averaged over the measure's components for vector measures); runs whose
+    estimate is undefined (NaN) are left out and counted in ``undefined_runs``."""
+    out = []
+    truth = res.true_value
+    for i, ck in enumerate(res.checkpoints):
+        v = res.checkpoint_value[:, i, :]
+        lo = res.checkpoint_lower[:, i, :]
+        hi = res.checkpoint_upper[:, i, :]
+        ok = np.all(np.isfinite(v), axis=1)
+        n_ok = int(ok.sum())
+        entry = {"labels": int(ck), "undefined_runs": int((~ok).sum())}
+        if n_ok:
+            vv = v[ok]
+            err = vv - truth
+            cover = (lo[ok] <= truth) & (truth <= hi[ok])
+            width = hi[ok] - lo[ok]
+            entry.update(
+                mean=_scalar(vv.mean(0)),
+                bias=_scalar(err.mean(0)),
+                mse=float(np.mean(err**2)),
+                mse_se=float(np.std(np.mean(err**2, axis=1), ddof=1) / np.sqrt(n_ok)) if n_ok > 1 else None,
+                coverage=float(np.mean(cover)),
+                mean_width=float(np.mean(width[np.isfinite(width)])) if np.isfinite(width).any() else None,
+                mean_draws=float(res.checkpoint_draws[ok, i].mean()),
+            )
+        else:
+            entry.update(mean=None, bias=None, mse=None, mse_se=None, coverage=None, mean_width=None, mean_draws=None)
+        out.append(entry)
+    return out
+
+
+def _scalar(a):
+    a = np.asarray(a)
+    return float(a[0]) if a.size == 1 else [float(v) for v in a]
+
+
+def prior_key(pool, resolution: float = 0.02, system: int = 0):
+    """Cell key for designs whose proposal varies item by item with the classifier's
+    probability (static IS): the logit of each class probability on a grid of width
+    ``resolution``.  The proposal is then constant on a cell — so the estimator stays
+    exactly unbiased — and differs from the per-item proposal by well under 1%.
+    """
+    pr = np.clip(np.asarray(pool.probs[:, system, :]), 1e-300, 1.0)
+    logit = np.log(pr) - np.log1p(-np.clip(pr, 0, 1 - 1e-16))
+    q = np.round(logit / resolution).astype(np.int64)
+    _, inv = np.unique(q, axis=0, return_inverse=True)
+    return inv.reshape(-1)
+
+
+def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repeats=100, seed=0,
+                   checkpoints=(500, 1000, 2000), n_strata=256, depth=8, branching=None,
+                   model="dirichlet-tree", lam=0.9, eps=1e-3, track_kl=True, **design_kw):
+    """Build strata, cells and the design for a pool with ground truth, and simulate."""
+    from .strata import stratify
+    from .cells import build_cells
+    from . import designs as D
+
+    if pool.labels is None:
+        raise ValueError("simulation needs a pool with ground-truth labels (a 'label' column)")
+    strata = stratify(pool, n_strata)
+    k = strata.n_strata
+    extra = None
+    if design_name == "is":
+        extra = prior_key(pool)
+    cells, _ = build_cells(pool, strata, measure, extra_key=extra)
+    if design_name == "passive":
+        design = D.passive()
+    elif design_name == "stratified":
+        design = D.stratified()
+    elif design_name == "is":
+        design = D.static_is(measure.g, lam=lam, eps=eps)
+    elif design_name == "oasis":
+        design = D.oasis(measure.g, k)
+    elif design_name == "ais":
+        from .ais import ais_design
+
+        design, k = ais_design(measure.g, cells, k, model=model, depth=depth, branching=branching, **design_kw)
+    else:
+        raise ValueError(f"unknown design {design_name!r}; choose one of {D.design_names()}")
+    res = simulate_runs(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
+                        checkpoints=checkpoints, n_strata=k, track_kl=track_kl)
+    return res, cells

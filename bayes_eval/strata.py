@@ -1,0 +1,145 @@
+"""Score-binned strata and the hierarchical tree over them.
+
+The pool is partitioned into K blocks by classifier score with the cumulative
+square-root-frequency (CSF) method (001 §5.2, "Partitioning"; Dalenius-Hodges), K = 2^8
+by default.  The blocks, in score order, are the leaves of a complete tree of given depth
+and branching (001 §5.2 fills in post-hoc structure "in breadth-first order"; depth 1 =
+flat, "Ours-1").  When the pool has fewer distinct scores than K, or the CSF cut points
+fall inside one heavy score value, fewer strata come out; the tree is padded with empty
+leaves at the top so its shape stays ``branching ** depth``.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Strata", "TreeShape", "csf_strata", "uniform_strata", "stratify", "tree_shape"]
+
+
+class Strata(NamedTuple):
+    """A partition of the pool into score-ordered blocks.
+
+    Attributes
+    ----------
+    index : (N,) int32
+        Stratum (leaf) of every item, 0 = lowest scores.
+    sizes : (K,) int64
+        Items per stratum (every stratum non-empty).
+    lower, upper : (K,) float64
+        Smallest and largest score in each stratum.
+    method : str
+    """
+
+    index: np.ndarray
+    sizes: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    method: str
+
+    @property
+    def n_strata(self) -> int:
+        return int(self.sizes.shape[0])
+
+
+class TreeShape(NamedTuple):
+    """A complete tree: ``branching ** depth`` leaves, the strata in score order."""
+
+    depth: int
+    branching: int
+
+    @property
+    def n_leaves(self) -> int:
+        return self.branching ** self.depth
+
+
+def tree_shape(n_strata: int, depth: int = 8, branching: int | None = None) -> TreeShape:
+    """The tree for ``n_strata`` leaves: with ``branching`` None, the smallest branching
+    factor b with b**depth >= n_strata (depth 1 gives a flat tree with K children)."""
+    if depth < 1:
+        raise ValueError(f"tree depth must be >= 1, got {depth}")
+    if branching is None:
+        if depth == 1:
+            branching = max(n_strata, 2)
+        else:
+            branching = max(2, int(np.ceil(n_strata ** (1.0 / depth) - 1e-9)))
+            while branching ** depth < n_strata:
+                branching += 1
+    if branching < 2:
+        raise ValueError(f"tree branching must be >= 2, got {branching}")
+    if branching ** depth < n_strata:
+        raise ValueError(
+            f"a tree of depth {depth} and branching {branching} has {branching ** depth} leaves, "
+            f"fewer than the {n_strata} strata"
+        )
+    return TreeShape(depth=depth, branching=branching)
+
+
+def _from_cut_codes(scores, codes, method):
+    """Relabel integer bin codes (monotone in score) to consecutive non-empty strata."""
+    uniq, index = np.unique(codes, return_inverse=True)
+    index = index.astype(np.int32)
+    k = uniq.size
+    sizes = np.bincount(index, minlength=k).astype(np.int64)
+    lower = np.full(k, np.inf)
+    upper = np.full(k, -np.inf)
+    np.minimum.at(lower, index, scores)
+    np.maximum.at(upper, index, scores)
+    return Strata(index=index, sizes=sizes, lower=lower, upper=upper, method=method)
+
+
+def csf_strata(scores, n_strata: int = 256, n_fine: int | None = None) -> Strata:
+    """Cumulative square-root-frequency stratification (001 §5.2).
+
+    The scores are first binned into ``n_fine`` equal-width fine bins (default
+    ``max(64 K, 4096)``, capped at the number of distinct scores when those are fewer, in
+    which case each distinct value is its own fine bin); the cumulative sum of
+    sqrt(frequency) is cut into K equal parts.  Equal scores always share a stratum;
+    empty strata are dropped, so fewer than K may come out.
+    """
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if scores.size == 0:
+        raise ValueError("cannot stratify an empty pool")
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("scores must be finite to stratify")
+    if n_strata < 1:
+        raise ValueError(f"n_strata must be >= 1, got {n_strata}")
+    uniq, inv = np.unique(scores, return_inverse=True)
+    fine_default = max(64 * n_strata, 4096)
+    if uniq.size <= (n_fine or fine_default):
+        fine_codes = inv
+        freq = np.bincount(inv, minlength=uniq.size)
+    else:
+        nf = n_fine or fine_default
+        lo, hi = uniq[0], uniq[-1]
+        fine_codes = np.minimum(((scores - lo) / (hi - lo) * nf).astype(np.int64), nf - 1)
+        freq = np.bincount(fine_codes, minlength=nf)
+    csf = np.cumsum(np.sqrt(freq))
+    total = csf[-1]
+    # fine bin f goes to stratum floor(K * csf_before(f) / total): boundaries at equal csf steps
+    before = csf - np.sqrt(freq)
+    code_of_fine = np.minimum((before / total * n_strata).astype(np.int64), n_strata - 1)
+    return _from_cut_codes(scores, code_of_fine[fine_codes], "csf")
+
+
+def uniform_strata(scores, n_strata: int = 256) -> Strata:
+    """Equal-width score bins; empty bins are dropped."""
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if scores.size == 0:
+        raise ValueError("cannot stratify an empty pool")
+    lo, hi = scores.min(), scores.max()
+    if hi == lo:
+        codes = np.zeros(scores.size, np.int64)
+    else:
+        codes = np.minimum(((scores - lo) / (hi - lo) * n_strata).astype(np.int64), n_strata - 1)
+    return _from_cut_codes(scores, codes, "uniform")
+
+
+def stratify(pool, n_strata: int = 256, method: str = "csf", system: int = 0) -> Strata:
+    """Stratify a :class:`~bayes_eval.pool.Pool` by one system's score."""
+    s = np.asarray(pool.scores[:, system])
+    if method == "csf":
+        return csf_strata(s, n_strata)
+    if method == "uniform":
+        return uniform_strata(s, n_strata)
+    raise ValueError(f"unknown stratification method {method!r}; use 'csf' or 'uniform'")
