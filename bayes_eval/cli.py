@@ -104,9 +104,10 @@ def build_parser():
 def _design_kw(args):
     kw = dict(n_strata=args.strata, depth=args.depth, branching=args.branching, model=args.model,
               lam=args.lam, eps=args.eps)
+    if args.design in ("ais", "is"):
+        kw["oracle"] = args.oracle
     if args.design == "ais":
         kw["eps0"] = args.eps
-        kw["oracle"] = args.oracle
     return kw
 
 

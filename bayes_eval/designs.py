@@ -133,24 +133,40 @@ def _floored(a, nz, eps, scale):
     return jnp.maximum(a, eps * scale * nz)
 
 
-def static_is(g, lam: float = 0.9, eps: float = 1e-3) -> Design:
+def static_is(g, lam: float = 0.9, eps: float = 1e-3, oracle: str = "deterministic") -> Design:
     """Static variance-minimizing importance sampling from the classifier's probabilities.
 
-    q(x) ∝ p(x) sqrt(Σ_y p_a(y|x) ‖Dg(R_a) ℓ(x, y)‖²) with p_a = λ s(y|x) + (1−λ)/C
-    (000 §2 eq. 13, λ = 0.9 by default; 002; 001 Remark 4) and R_a the risk expected
-    under p_a.  The floor ε keeps every item with a non-zero loss in the support.
-    Re-drawn items are answered from the store; the proposal never changes.
+    The prior p_a(y|x) = λ s(y|x) + (1−λ)/C (000 §2 eq. 13, λ = 0.9 by default) and the
+    risk R_a it implies give the proposal of 001 Prop. 2 at t = 0 (001 Remark 4; 002):
+
+    * ``oracle="deterministic"``: q(x) ∝ p(x) Σ_y p_a(y|x) ‖Dg(R_a) ℓ(x, y)‖ — the form
+      for a deterministic oracle, which puts its mass on the items likely to matter;
+    * ``oracle="stochastic"``: q(x) ∝ p(x) sqrt(Σ_y p_a(y|x) ‖Dg(R_a) ℓ(x, y)‖²) — the
+      form of 002 and 000 §2.1 (q ∝ |h|), which spreads more mass over items whose
+      label is uncertain.
+
+    A relative floor ε keeps every item with a non-zero loss in the support.  Re-drawn
+    items are answered from the store; the proposal never changes.
     """
+    if oracle not in ("deterministic", "stochastic"):
+        raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
+    if not 0.0 <= lam <= 1.0:
+        raise ValueError(f"lam must be in [0, 1], got {lam}")
 
     def init(cells):
         c = cells.loss.shape[1]
         pa = lam * cells.prior + (1.0 - lam) / c
         ra = jnp.einsum("x,xc,xcd->d", cells.weight * cells.size, pa, cells.loss)
         a = importance(g, ra, cells.loss)
+        a = jnp.where(jnp.isfinite(a), a, 0.0)
         nz = jnp.any(cells.loss != 0, axis=-1)
         scale = jnp.sum(cells.size * cells.weight * jnp.sum(pa * a, axis=1))
-        a2 = jnp.maximum(a * a, (eps * scale) ** 2 * nz)
-        raw = cells.weight * jnp.sqrt(jnp.sum(pa * a2, axis=1))
+        scale = jnp.where(scale > 0, scale, 1.0)
+        if oracle == "deterministic":
+            raw = cells.weight * jnp.sum(pa * jnp.maximum(a, eps * scale * nz), axis=1)
+        else:
+            a2 = jnp.maximum(a * a, (eps * scale) ** 2 * nz)
+            raw = cells.weight * jnp.sqrt(jnp.sum(pa * a2, axis=1))
         return raw
 
     def propose(raw, cells, obs):

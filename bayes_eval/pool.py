@@ -52,6 +52,11 @@ def _as_2d(name, a, n=None):
     return a
 
 
+def _py(v):
+    """numpy scalar -> Python scalar, for readable error messages."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def _first_bad(mask):
     idx = np.flatnonzero(mask)
     return int(idx[0]) if idx.size else None
@@ -64,7 +69,7 @@ def _check_finite(name, a, ids):
     if row is not None:
         val = a2[row][~np.isfinite(a2[row])][0]
         raise PoolError(
-            f"column {name!r}: non-finite value {val} at row {row} (item {ids[row]!r}); "
+            f"column {name!r}: non-finite value {val} at row {row} (item {_py(ids[row])!r}); "
             f"{int(bad.sum())} row(s) affected"
         )
 
@@ -79,7 +84,7 @@ def _check_labels(name, a, n_classes, ids):
     if row is not None:
         raise PoolError(
             f"column {name!r}: value {a2[row].tolist() if a2.shape[1] > 1 else a2[row, 0]!r} at row {row} "
-            f"(item {ids[row]!r}) is outside the label set {{0..{n_classes - 1}}}"
+            f"(item {_py(ids[row])!r}) is outside the label set {{0..{n_classes - 1}}}"
         )
     return a2.astype(np.int32)
 
@@ -170,7 +175,7 @@ class Pool:
             if uniq.size != n:
                 dup = uniq[counts > 1][0]
                 row = int(np.flatnonzero(ids_arr == dup)[1])
-                raise PoolError(f"column 'item': duplicate id {dup!r} at row {row}")
+                raise PoolError(f"column 'item': duplicate id {_py(dup)!r} at row {row}")
         if scores is not None:
             s = _as_2d("score", np.asarray(scores, dtype=np.float64) if np.asarray(scores).dtype != object else np.asarray(scores), n)
             try:
@@ -198,7 +203,7 @@ class Pool:
             bad = ((pr < 0) | (pr > 1)).reshape(n, -1).any(axis=1)
             row = _first_bad(bad)
             if row is not None:
-                raise PoolError(f"column 'prob': value outside [0, 1] at row {row} (item {ids_arr[row]!r})")
+                raise PoolError(f"column 'prob': value outside [0, 1] at row {row} (item {_py(ids_arr[row])!r})")
         if preds is not None:
             p = _as_2d("pred", preds, n)
             p = _check_labels("pred", p, n_classes, ids_arr)
@@ -312,11 +317,11 @@ class Pool:
                         bad = pd.to_numeric(sub[col], errors="coerce").isna() & sub[col].notna()
                         row = _first_bad(bad.to_numpy())
                         raise PoolError(
-                            f"column {col!r}: non-numeric value {sub[col].iloc[row]!r} at row {row} (item {ids[row]!r})"
+                            f"column {col!r}: non-numeric value {_py(sub[col].iloc[row])!r} at row {row} (item {_py(ids[row])!r})"
                         )
                     if sub[col].isna().any() and col in (lc or []):
                         row = _first_bad(sub[col].isna().to_numpy())
-                        raise PoolError(f"column {col!r}: missing label at row {row} (item {ids[row]!r})")
+                        raise PoolError(f"column {col!r}: missing label at row {row} (item {_py(ids[row])!r})")
             a = sub.to_numpy(dtype=np.float64 if numeric else None)
             return a[:, 0] if a.shape[1] == 1 else a
 
@@ -399,13 +404,13 @@ class Pool:
             ok &= (rows >= 0) & (rows < self.n_items)
             bad = _first_bad(~ok)
             if bad is not None:
-                raise PoolError(f"unknown item id {items[bad]!r} (row {bad} of the input)")
+                raise PoolError(f"unknown item id {_py(items[bad])!r} (row {bad} of the input)")
             return rows
         idx = pd.Index(self.ids)
         pos = idx.get_indexer(items)
         bad = _first_bad(pos < 0)
         if bad is not None:
-            raise PoolError(f"unknown item id {items[bad]!r} (row {bad} of the input)")
+            raise PoolError(f"unknown item id {_py(items[bad])!r} (row {bad} of the input)")
         return pos.astype(np.int64)
 
     def true_value(self, measure) -> np.ndarray:

@@ -350,7 +350,7 @@ def prior_key(pool, resolution: float = 0.02, system: int = 0):
 
 def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repeats=100, seed=0,
                    checkpoints=(500, 1000, 2000), n_strata=256, depth=8, branching=None,
-                   model="dirichlet-tree", lam=0.9, eps=1e-3, track_kl=True, **design_kw):
+                   model="dirichlet-tree", lam=0.9, eps=1e-3, track_kl=True, n_fine=None, **design_kw):
     """Build strata, cells and the design for a pool with ground truth, and simulate."""
     from .strata import stratify
     from .cells import build_cells
@@ -358,7 +358,7 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
 
     if pool.labels is None:
         raise ValueError("simulation needs a pool with ground-truth labels (a 'label' column)")
-    strata = stratify(pool, n_strata)
+    strata = stratify(pool, n_strata, n_fine=n_fine)
     k = strata.n_strata
     extra = None
     if design_name == "is":
@@ -369,7 +369,7 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     elif design_name == "stratified":
         design = D.stratified()
     elif design_name == "is":
-        design = D.static_is(measure.g, lam=lam, eps=eps)
+        design = D.static_is(measure.g, lam=lam, eps=eps, oracle=design_kw.get("oracle", "deterministic"))
     elif design_name == "oasis":
         design = D.oasis(measure.g, k)
     elif design_name == "ais":

@@ -135,11 +135,11 @@ def uniform_strata(scores, n_strata: int = 256) -> Strata:
     return _from_cut_codes(scores, codes, "uniform")
 
 
-def stratify(pool, n_strata: int = 256, method: str = "csf", system: int = 0) -> Strata:
+def stratify(pool, n_strata: int = 256, method: str = "csf", system: int = 0, n_fine: int | None = None) -> Strata:
     """Stratify a :class:`~bayes_eval.pool.Pool` by one system's score."""
     s = np.asarray(pool.scores[:, system])
     if method == "csf":
-        return csf_strata(s, n_strata)
+        return csf_strata(s, n_strata, n_fine=n_fine)
     if method == "uniform":
         return uniform_strata(s, n_strata)
     raise ValueError(f"unknown stratification method {method!r}; use 'csf' or 'uniform'")

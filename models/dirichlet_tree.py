@@ -654,16 +654,38 @@ def gibbs(
 # --------------------------------------------------------------------------------------
 # NUTS (NumPyro)
 # --------------------------------------------------------------------------------------
+def _node_conc(prior: DirichletTreePrior) -> Array:
+    """β of all internal nodes' children, (C, n_internal, b), nodes in breadth-first order."""
+    return jnp.concatenate(_level_conc(prior), axis=1)
+
+
+def _split_nodes(phi_nodes: Array, depth: int, branching: int) -> tuple:
+    """Inverse of the breadth-first concatenation: per-level (…, C, b**(l-1), b) arrays."""
+    out, start = [], 0
+    for lvl in range(1, depth + 1):
+        n = branching ** (lvl - 1)
+        out.append(phi_nodes[..., start : start + n, :])
+        start += n
+    return tuple(out)
+
+
+@functools.partial(jax.jit, static_argnames=("depth", "branching"))
+def _nodes_log_lik(theta, phi_nodes, counts, unlabeled, depth, branching):
+    params = DirichletTreeParams(theta, _split_nodes(phi_nodes, depth, branching))
+    return _log_lik(params, counts, unlabeled, branching**depth)
+
+
 def dirichlet_tree_model(
     prior: DirichletTreePrior, spec: TreeSpec, counts: Array, unlabeled: Array
 ) -> None:
     """NumPyro model of the Dirichlet tree with the labels of unlabeled items summed out.
 
-    Sample sites ``theta`` (C,) ~ Dirichlet(α) and ``phi_l`` (C, b**(l-1), b) for
-    l = 1..depth — a batch of Dirichlets, one per class and internal node of depth l-1
-    (001 §4.1) — and the factor ``loglik`` =
-    Σ_k [Σ_y n_{k,y} log(θ_y ψ_y(k)) + U_k log Σ_y θ_y ψ_y(k)] (DESIGN.md §4); leaves
-    without data contribute 0.
+    Sample sites: ``theta`` (C,) ~ Dirichlet(α), and ``phi`` (C, n_internal, b), a batch
+    of Dirichlets over the plates ``class`` (C) and ``node`` (the n_internal =
+    (b**depth − 1) / (b − 1) internal nodes in breadth-first order: the root, then its
+    children, ...), φ_{y,v} ~ Dirichlet(β_{y,children(v)}) (001 §4.1).  The factor
+    ``loglik`` adds Σ_k [Σ_y n_{k,y} log(θ_y ψ_y(k)) + U_k log Σ_y θ_y ψ_y(k)]
+    (DESIGN.md §4); leaves without data contribute exactly 0.
 
     Parameters
     ----------
@@ -672,6 +694,12 @@ def dirichlet_tree_model(
         Must agree with the shapes of ``prior``.
     counts : array, shape (K, C)
     unlabeled : array, shape (K,)
+
+    Notes
+    -----
+    One batched ``phi`` site (rather than one per level) keeps NumPyro's eager model
+    tracing at initialization cheap; :func:`params_from_samples` splits it back into
+    levels.  The likelihood is one jitted function for the same reason.
     """
     import numpyro
     import numpyro.distributions as dist
@@ -679,16 +707,15 @@ def dirichlet_tree_model(
     c, depth, b = _shape_of(prior)
     if (depth, b) != (int(spec.depth), int(spec.branching)):
         raise ValueError(f"prior has depth={depth}, branching={b} but spec is {spec}")
+    conc = _node_conc(prior)
     theta = numpyro.sample("theta", dist.Dirichlet(prior.alpha))
-    phis = tuple(
-        numpyro.sample(f"phi_{lvl}", dist.Dirichlet(conc).to_event(2))
-        for lvl, conc in enumerate(_level_conc(prior), 1)
-    )
-    numpyro.factor("loglik", _log_lik(DirichletTreeParams(theta, phis), counts, unlabeled, b**depth))
+    with numpyro.plate("class", c, dim=-2), numpyro.plate("node", conc.shape[1], dim=-1):
+        phi = numpyro.sample("phi", dist.Dirichlet(conc))
+    numpyro.factor("loglik", _nodes_log_lik(theta, phi, counts, unlabeled, depth, b))
 
 
 def params_from_samples(samples: dict, spec: TreeSpec) -> DirichletTreeParams:
-    """Batched :class:`DirichletTreeParams` from NumPyro samples (``theta``, ``phi_l``).
+    """Batched :class:`DirichletTreeParams` from NumPyro samples (``theta``, ``phi``).
 
     Parameters
     ----------
@@ -704,7 +731,7 @@ def params_from_samples(samples: dict, spec: TreeSpec) -> DirichletTreeParams:
         axis) to get π(y|k) draws.
     """
     return DirichletTreeParams(
-        samples["theta"], tuple(samples[f"phi_{lvl}"] for lvl in range(1, int(spec.depth) + 1))
+        samples["theta"], _split_nodes(samples["phi"], int(spec.depth), int(spec.branching))
     )
 
 
@@ -778,16 +805,20 @@ def run_nuts(
 
 
 def _jittered_mode_init(key, prior, spec, counts, unlabeled, num_chains):
-    """Unconstrained initial values near the EM mode, one per chain."""
+    """Unconstrained initial values near the EM mode, one set per chain."""
+    return _jittered_mode_init_jit(key, prior, counts, unlabeled, num_chains)
+
+
+@functools.partial(jax.jit, static_argnames=("num_chains",))
+def _jittered_mode_init_jit(key, prior, counts, unlabeled, num_chains):
     from numpyro.distributions import biject_to, constraints
 
     mode = em(prior, counts, unlabeled)
     to_unc = biject_to(constraints.simplex).inv
-    values = {"theta": mode.theta}
-    values.update({f"phi_{lvl}": phi for lvl, phi in enumerate(mode.phis, 1)})
+    values = {"theta": mode.theta, "phi": jnp.concatenate(mode.phis, axis=1)}
     out = {}
-    for i, (name, v) in enumerate(sorted(values.items())):
-        u = to_unc(jnp.clip(v, 1e-12, 1.0))
+    for i, name in enumerate(sorted(values)):
+        u = to_unc(jnp.clip(values[name], 1e-12, 1.0))
         noise = 0.1 * jax.random.normal(jax.random.fold_in(key, i), (num_chains,) + u.shape)
         out[name] = u[None] + noise if num_chains > 1 else u + noise[0]
     return out
