@@ -161,8 +161,11 @@ def _kl_optimal(cells: CellTable, labeled, prop: Proposal, a_true, stochastic):
     return part(cnt_a, prop.lab) + part(cnt_b, q_b)
 
 
-def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_stages, m_hist, a_true, max_chunks, track_kl):
-    """One simulated run: scan over stages."""
+def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_stages, m_hist, a_true, max_chunks,
+             track_kl, bayes_model=None, level=0.95):
+    """One simulated run: ``lax.scan`` over the stages of each segment between checkpoints;
+    at every checkpoint the CLT estimate and, with a ``bayes_model``, the finite-pool
+    posterior of G (:mod:`bayes_eval.posterior`)."""
     x, c, d = cells.loss.shape
     stochastic = design.oracle == "stochastic"
     zero = jnp.zeros((x, c))
@@ -170,16 +173,9 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
     obs0 = Observed(labeled=zero, risk=jnp.full(d, jnp.nan), n_draws=jnp.asarray(0.0))
     prop0 = design.propose(dstate, cells, obs0)
     state = SimState(zero, zero, zero, jnp.asarray(0.0), jnp.asarray(0.0), dstate, prop0, jnp.asarray(False))
-    m = jnp.atleast_1d(g(jnp.ones(d))).shape[0]
-    n_ck = len(ck_stages)
-    ck_index = np.full(len(batches), -1, dtype=np.int64)
-    for i, s in enumerate(ck_stages):
-        ck_index[s] = i
-    buf = (jnp.full((max(n_ck, 1), m), jnp.nan),) * 3 + (jnp.zeros(max(n_ck, 1)), jnp.zeros(max(n_ck, 1)))
 
-    def stage(carry, inp):
-        state, buf = carry
-        key, n_new, cki = inp
+    def stage(state, inp):
+        key, n_new = inp
         h_a, h_b, n_b, stalled = _draw_stage(key, cells.truth, state.labeled, state.proposal, n_new, stochastic, max_chunks)
         prop = state.proposal
         q_b = jnp.broadcast_to(prop.unl[:, None], (x, c))
@@ -196,25 +192,34 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         dstate = design.update(state.design_state, cells, obs)
         new_prop = design.propose(dstate, cells, obs)
         est = _estimate(design, g, cells, labeled, draws, wsum, n_draws, new_prop, n_strata)
-        lo, hi = normal_interval(est.value, est.cov)
+        lo, hi = normal_interval(est.value, est.cov, level)
         kl = _kl_optimal(cells, labeled, new_prop, a_true, stochastic) if track_kl else jnp.asarray(jnp.nan)
         new_state = SimState(labeled, draws, wsum, n_draws, n_labels, dstate, new_prop, state.stalled | stalled)
-        i = jnp.maximum(cki, 0)
-        write = cki >= 0
-        vb, lb, hb, nlb, ndb = buf
-        buf = (
-            vb.at[i].set(jnp.where(write, est.value, vb[i])),
-            lb.at[i].set(jnp.where(write, lo, lb[i])),
-            hb.at[i].set(jnp.where(write, hi, hb[i])),
-            nlb.at[i].set(jnp.where(write, n_labels, nlb[i])),
-            ndb.at[i].set(jnp.where(write, n_draws, ndb[i])),
-        )
         rec = StageRecord(n_labels, n_draws, est.value[:m_hist], lo[:m_hist], hi[:m_hist], kl)
-        return (new_state, buf), rec
+        return new_state, rec
 
-    keys = jax.random.split(key, len(batches))
-    (state, buf), hist = jax.lax.scan(stage, (state, buf), (keys, jnp.asarray(batches), jnp.asarray(ck_index)))
-    return hist, buf, state.stalled
+    stage_keys = jax.random.split(key, len(batches))
+    bounds = sorted(set(int(s) + 1 for s in ck_stages))
+    seg_ends = bounds + ([len(batches)] if not bounds or bounds[-1] < len(batches) else [])
+    hists, ck_out = [], {}
+    start = 0
+    for end in seg_ends:
+        state, h = jax.lax.scan(stage, state, (stage_keys[start:end], jnp.asarray(batches[start:end])))
+        hists.append(h)
+        if end in bounds:
+            est = _estimate(design, g, cells, state.labeled, state.draws, state.wsum, state.n_draws,
+                            state.proposal, n_strata)
+            lo, hi = normal_interval(est.value, est.cov, level)
+            out = {"value": est.value, "lower": lo, "upper": hi, "labels": state.n_labels, "draws": state.n_draws}
+            if bayes_model is not None:
+                out["labeled"] = state.labeled
+            ck_out[end] = out
+        start = end
+    hist = jax.tree_util.tree_map(lambda *a: jnp.concatenate(a, axis=0), *hists)
+    # checkpoints in the order given
+    cks = [ck_out[int(s) + 1] for s in ck_stages]
+    stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a, axis=0), *cks) if cks else {}
+    return hist, stacked, state.stalled
 
 
 class SimResult(NamedTuple):
@@ -231,6 +236,9 @@ class SimResult(NamedTuple):
     seconds: float
     compile_seconds: float
     design: str
+    bayes_lower: np.ndarray | None = None  # (repeats, n_ck, m) equal-tailed posterior interval
+    bayes_upper: np.ndarray | None = None
+    bayes_mean: np.ndarray | None = None
 
 
 def simulate_runs(
@@ -245,6 +253,8 @@ def simulate_runs(
     n_strata: int | None = None,
     max_chunks: int = 4096,
     track_kl: bool = True,
+    bayes_model=None,
+    bayes_draws: int = 200,
 ) -> SimResult:
     """Run ``repeats`` simulated labeling runs, vmapped and jit-compiled.
 
@@ -270,23 +280,29 @@ def simulate_runs(
     run = partial(
         _run_one, cells=cells, batches=batches, design=design, g=g, n_strata=n_strata,
         ck_stages=ck_stages, m_hist=m_hist, a_true=a_true, max_chunks=max_chunks,
-        track_kl=track_kl,
+        track_kl=track_kl, bayes_model=bayes_model,
     )
     fn = jax.jit(jax.vmap(run))
     keys = jax.random.split(jax.random.PRNGKey(seed), repeats)
     t0 = time.perf_counter()
     compiled = fn.lower(keys).compile()
     t1 = time.perf_counter()
-    hist, buf, stalled = compiled(keys)
-    jax.block_until_ready((hist, buf, stalled))
+    hist, ck, stalled = compiled(keys)
+    jax.block_until_ready((hist, ck, stalled))
     t2 = time.perf_counter()
+    bayes = {}
+    if bayes_model is not None:
+        bayes = _bayes_at_checkpoints(cells, bayes_model, g, n_strata, ck["labeled"], seed, bayes_draws)
+        t2 = time.perf_counter()
+    ck = {k: np.asarray(v) for k, v in ck.items()}
+    ck.update(bayes)
     return SimResult(
         history=jax.tree_util.tree_map(np.asarray, hist),
-        checkpoint_value=np.asarray(buf[0]),
-        checkpoint_lower=np.asarray(buf[1]),
-        checkpoint_upper=np.asarray(buf[2]),
-        checkpoint_labels=np.asarray(buf[3]),
-        checkpoint_draws=np.asarray(buf[4]),
+        checkpoint_value=ck["value"],
+        checkpoint_lower=ck["lower"],
+        checkpoint_upper=ck["upper"],
+        checkpoint_labels=ck["labels"],
+        checkpoint_draws=ck["draws"],
         stalled=np.asarray(stalled),
         checkpoints=checkpoints,
         true_value=true_value,
@@ -294,7 +310,32 @@ def simulate_runs(
         seconds=t2 - t1,
         compile_seconds=t1 - t0,
         design=design.name,
+        bayes_lower=ck.get("bayes_lower"),
+        bayes_upper=ck.get("bayes_upper"),
+        bayes_mean=ck.get("bayes_mean"),
     )
+
+
+def _bayes_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95):
+    """Finite-pool posterior of G at every checkpoint of every run, one compiled vmapped
+    function over (repeats × checkpoints) labeled tables."""
+    from .posterior import equal_tailed, finite_pool_posterior, leaf_counts
+
+    r, n_ck = labeled.shape[:2]
+    flat = labeled.reshape((r * n_ck,) + labeled.shape[2:])
+
+    def one(key, lab):
+        cnt, unl = leaf_counts(cells, lab, n_strata)
+        mstate = model.fit(model.init_state(), cnt, unl)
+        post = finite_pool_posterior(key, model, cells, lab, n_strata, g, n_draws=n_draws, state=mstate)
+        lo, hi = equal_tailed(post.value, level)
+        return lo, hi, jnp.nanmean(post.value, axis=0)
+
+    keys = jax.random.split(jax.random.PRNGKey(seed + 7919), r * n_ck)
+    lo, hi, mean = jax.jit(jax.vmap(one))(keys, flat)
+    shape = (r, n_ck, -1)
+    return {"bayes_lower": np.asarray(lo).reshape(shape), "bayes_upper": np.asarray(hi).reshape(shape),
+            "bayes_mean": np.asarray(mean).reshape(shape)}
 
 
 def summarize(res: SimResult) -> list[dict]:
@@ -310,11 +351,22 @@ def summarize(res: SimResult) -> list[dict]:
         ok = np.all(np.isfinite(v), axis=1)
         n_ok = int(ok.sum())
         entry = {"labels": int(ck), "undefined_runs": int((~ok).sum())}
+        # KL(q* || q_t) of the proposal after this checkpoint's stage (001 Prop. 1, Fig. 2)
+        st = int(np.searchsorted(res.history.n_labels[0], ck))
+        kl = res.history.kl[:, min(st, res.history.kl.shape[1] - 1)]
+        entry["kl_to_optimal"] = float(np.mean(kl)) if np.all(np.isfinite(kl)) else None
         if n_ok:
             vv = v[ok]
             err = vv - truth
             cover = (lo[ok] <= truth) & (truth <= hi[ok])
             width = hi[ok] - lo[ok]
+            if res.bayes_lower is not None:
+                blo = res.bayes_lower[ok, i, :]
+                bhi = res.bayes_upper[ok, i, :]
+                bok = np.isfinite(blo) & np.isfinite(bhi)
+                entry["coverage_bayes"] = float(np.mean(((blo <= truth) & (truth <= bhi))[bok])) if bok.any() else None
+                entry["mean_width_bayes"] = float(np.mean((bhi - blo)[bok])) if bok.any() else None
+                entry["mean_bayes"] = _scalar(np.nanmean(res.bayes_mean[ok, i, :], axis=0))
             entry.update(
                 mean=_scalar(vv.mean(0)),
                 bias=_scalar(err.mean(0)),
@@ -350,7 +402,8 @@ def prior_key(pool, resolution: float = 0.02, system: int = 0):
 
 def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repeats=100, seed=0,
                    checkpoints=(500, 1000, 2000), n_strata=256, depth=8, branching=None,
-                   model="dirichlet-tree", lam=0.9, eps=1e-3, track_kl=True, n_fine=None, **design_kw):
+                   model="dirichlet-tree", lam=0.9, eps=1e-3, track_kl=True, n_fine=None, keep_empty=False, bayes=None,
+                   bayes_draws=200, **design_kw):
     """Build strata, cells and the design for a pool with ground truth, and simulate."""
     from .strata import stratify
     from .cells import build_cells
@@ -358,7 +411,7 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
 
     if pool.labels is None:
         raise ValueError("simulation needs a pool with ground-truth labels (a 'label' column)")
-    strata = stratify(pool, n_strata, n_fine=n_fine)
+    strata = stratify(pool, n_strata, n_fine=n_fine, keep_empty=keep_empty)
     k = strata.n_strata
     extra = None
     if design_name == "is":
@@ -378,6 +431,17 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
         design, k = ais_design(measure.g, cells, k, model=model, depth=depth, branching=branching, **design_kw)
     else:
         raise ValueError(f"unknown design {design_name!r}; choose one of {D.design_names()}")
+    if bayes is None:
+        bayes = False
+    bayes_model = None
+    if bayes:
+        if design.model is not None:
+            bayes_model = design.model
+        else:
+            from .ais import leaf_probs, make_model
+
+            bayes_model = make_model(model, leaf_probs(cells, k), depth=depth, branching=branching)
     res = simulate_runs(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
-                        checkpoints=checkpoints, n_strata=k, track_kl=track_kl)
+                        checkpoints=checkpoints, n_strata=k, track_kl=track_kl, bayes_model=bayes_model,
+                        bayes_draws=bayes_draws)
     return res, cells

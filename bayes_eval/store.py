@@ -1,0 +1,344 @@
+"""The SQLite store of a labeling session: one file per session, nothing ever lost.
+
+DESIGN.md §3 ("Persistence"): an embedded SQLite database per session, in WAL mode with
+``synchronous=FULL``, holding the pool's fingerprint, the configuration, every stage with
+the RNG state it drew with, every draw with its weight and proposal probability, and
+every label with its arrival time.  Every write — drawing a batch, ingesting labels — is
+*one* transaction, so after ``kill -9`` at any point a batch is either wholly present or
+wholly absent, and an acknowledged (committed) label is never lost.
+
+This module is the thin I/O layer only: it stores and returns rows.  What the rows mean
+(replaying the design, validating labels) lives in :mod:`bayes_eval.session`.
+
+Tables
+------
+``meta(key, value)``
+    JSON values: ``schema_version``, ``config`` (measures, design, seed, oracle, pool
+    path and fingerprint), ``revision`` (bumped by every write; a second writer whose
+    view is stale is refused instead of silently interleaving).
+``stages(stage, n_requested, n_new, n_draws, stalled, rng_state, opened_at, closed_at)``
+    One row per batch drawn.  ``rng_state`` is the bit generator state after the draws.
+``draws(draw, stage, row, item, new, q, weight)``
+    Every draw of every stage, repeats included; ``q`` is the per-item proposal
+    probability it was drawn with and ``weight = p(x) / q`` its importance weight.
+``ingests(ingest, sha256, source, n_rows, n_new, at)``
+    One row per accepted ingest (a file or an ``add_labels`` call).
+``labels(id, row, item, label, draw, stage, ingest, arrived_at)``
+    Every accepted label.  Deterministic oracle: at most one per item (unique index on
+    ``row``); stochastic oracle: one per draw (unique index on ``draw``).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from typing import Iterable, Sequence
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SessionError",
+    "PoolMismatchError",
+    "UnknownItemError",
+    "NotDrawnError",
+    "InvalidLabelError",
+    "LabelConflictError",
+    "EmptyInputError",
+    "MalformedInputError",
+    "StaleSessionError",
+    "Store",
+]
+
+SCHEMA_VERSION = 1
+
+
+# ---------------------------------------------------------------------------------- errors
+class SessionError(ValueError):
+    """Any refused session operation.  The message names the problem (item, row, file);
+    nothing in the session file has changed when it is raised."""
+
+
+class PoolMismatchError(SessionError):
+    """The pool given on reopen is not the pool the session was created on."""
+
+
+class UnknownItemError(SessionError):
+    """An item id that is not in the pool."""
+
+
+class NotDrawnError(SessionError):
+    """A label for an item (or draw) the session never asked for."""
+
+
+class InvalidLabelError(SessionError):
+    """A label value outside the label set (after applying the label mapping)."""
+
+
+class LabelConflictError(SessionError):
+    """A second, different label for an item under a deterministic oracle (or for one
+    draw under a stochastic oracle)."""
+
+
+class EmptyInputError(SessionError):
+    """A labels file or call with no labels in it."""
+
+
+class MalformedInputError(SessionError):
+    """A labels file or row that cannot be read (bad JSON, missing columns or ids)."""
+
+
+class StaleSessionError(SessionError):
+    """The session file was changed by another process since this one opened it."""
+
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE stages (
+    stage INTEGER PRIMARY KEY,
+    n_requested INTEGER NOT NULL,
+    n_new INTEGER NOT NULL,
+    n_draws INTEGER NOT NULL,
+    stalled INTEGER NOT NULL,
+    rng_state TEXT NOT NULL,
+    opened_at REAL NOT NULL,
+    closed_at REAL
+);
+CREATE TABLE draws (
+    draw INTEGER PRIMARY KEY,
+    stage INTEGER NOT NULL REFERENCES stages(stage),
+    row INTEGER NOT NULL,
+    item NOT NULL,
+    new INTEGER NOT NULL,
+    q REAL NOT NULL,
+    weight REAL NOT NULL
+);
+CREATE INDEX draws_stage ON draws(stage);
+CREATE TABLE ingests (
+    ingest INTEGER PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    source TEXT,
+    n_rows INTEGER NOT NULL,
+    n_new INTEGER NOT NULL,
+    at REAL NOT NULL
+);
+CREATE INDEX ingests_sha ON ingests(sha256);
+CREATE TABLE labels (
+    id INTEGER PRIMARY KEY,
+    row INTEGER NOT NULL,
+    item NOT NULL,
+    label INTEGER NOT NULL,
+    draw INTEGER REFERENCES draws(draw),
+    stage INTEGER NOT NULL REFERENCES stages(stage),
+    ingest INTEGER NOT NULL REFERENCES ingests(ingest),
+    arrived_at REAL NOT NULL
+);
+"""
+
+
+def _py(v):
+    """numpy scalars -> Python scalars (sqlite3 adapts only the latter)."""
+    return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
+
+
+class Store:
+    """One session file.  Create with :meth:`create`, open with :meth:`open`.
+
+    Every write method runs in one ``BEGIN IMMEDIATE`` transaction and checks that the
+    file's ``revision`` is the one this object last saw (else :class:`StaleSessionError`
+    and nothing is written).
+    """
+
+    def __init__(self, path: str, conn: sqlite3.Connection):
+        self.path = path
+        self._conn = conn
+        self.revision = int(self._meta_value("revision"))
+
+    # ------------------------------------------------------------------ opening
+    @staticmethod
+    def _connect(path: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    @staticmethod
+    def _is_blank(path: str) -> bool:
+        """A file left by a crash *before* the creating transaction committed (no tables)."""
+        if os.path.getsize(path) == 0:
+            return True
+        try:
+            conn = sqlite3.connect(path, isolation_level=None)
+            try:
+                n = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError:
+            return False
+        return n == 0
+
+    @classmethod
+    def create(cls, path: str, meta: dict, unique_labels_by: str = "row") -> "Store":
+        """Create a new session file holding ``meta`` (JSON-serialisable values).
+
+        ``unique_labels_by``: ``"row"`` (deterministic oracle: one label per item) or
+        ``"draw"`` (stochastic oracle: one label per draw), enforced by a unique index.
+        """
+        if unique_labels_by not in ("row", "draw"):
+            raise ValueError(f"unique_labels_by must be 'row' or 'draw', got {unique_labels_by!r}")
+        path = os.fspath(path)
+        if os.path.exists(path) and not cls._is_blank(path):
+            raise SessionError(f"{path} already exists; open it with Session.open (or choose another file)")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise SessionError(f"cannot create {path}: folder {parent} does not exist")
+        try:
+            conn = cls._connect(path)
+        except sqlite3.Error as exc:
+            raise SessionError(f"cannot create session file {path}: {exc}") from None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for stmt in _SCHEMA.strip().split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            conn.execute(f"CREATE UNIQUE INDEX labels_unique ON labels({unique_labels_by})")
+            rows = dict(meta)
+            rows["schema_version"] = SCHEMA_VERSION
+            rows["revision"] = 0
+            conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
+                             [(k, json.dumps(v)) for k, v in rows.items()])
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            conn.close()
+            raise
+        return cls(path, conn)
+
+    @classmethod
+    def open(cls, path: str) -> "Store":
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise SessionError(f"session file not found: {path}")
+        try:
+            conn = cls._connect(path)
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            raise SessionError(f"{path} is not a bayes_eval session file ({exc})") from None
+        if not {"meta", "stages", "draws", "labels", "ingests"} <= tables:
+            conn.close()
+            raise SessionError(f"{path} is not a bayes_eval session file (tables missing)")
+        store = cls(path, conn)
+        version = store.meta().get("schema_version")
+        if version != SCHEMA_VERSION:
+            store.close()
+            raise SessionError(f"{path}: session schema version {version}, this bayes_eval reads {SCHEMA_VERSION}")
+        return store
+
+    def close(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # ------------------------------------------------------------------ reading
+    def _meta_value(self, key):
+        row = self._conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def meta(self) -> dict:
+        return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
+
+    def stages(self) -> list[dict]:
+        cur = self._conn.execute(
+            "SELECT stage, n_requested, n_new, n_draws, stalled, rng_state, opened_at, closed_at "
+            "FROM stages ORDER BY stage")
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur]
+
+    def draws(self) -> list[tuple]:
+        """(draw, stage, row, item, new, q, weight) in draw order."""
+        return self._conn.execute(
+            "SELECT draw, stage, row, item, new, q, weight FROM draws ORDER BY draw").fetchall()
+
+    def labels(self) -> list[tuple]:
+        """(id, row, item, label, draw, stage, ingest, arrived_at) in arrival order."""
+        return self._conn.execute(
+            "SELECT id, row, item, label, draw, stage, ingest, arrived_at FROM labels ORDER BY id").fetchall()
+
+    def ingests(self) -> list[tuple]:
+        return self._conn.execute(
+            "SELECT ingest, sha256, source, n_rows, n_new, at FROM ingests ORDER BY ingest").fetchall()
+
+    def has_ingest(self, sha256: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM ingests WHERE sha256=? LIMIT 1", (sha256,)).fetchone() is not None
+
+    def current_revision(self) -> int:
+        return int(self._meta_value("revision"))
+
+    def integrity_check(self) -> str:
+        return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+    def pragma(self, name: str):
+        return self._conn.execute(f"PRAGMA {name}").fetchone()[0]
+
+    # ------------------------------------------------------------------ writing
+    @contextlib.contextmanager
+    def _transaction(self):
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise SessionError(f"{self.path}: cannot start a write ({exc})") from None
+        try:
+            rev = int(json.loads(conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone()[0]))
+            if rev != self.revision:
+                raise StaleSessionError(
+                    f"{self.path} was changed by another process (revision {rev}, this session "
+                    f"has {self.revision}); reopen it")
+            yield conn
+            conn.execute("UPDATE meta SET value=? WHERE key='revision'", (json.dumps(rev + 1),))
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        self.revision = rev + 1
+
+    def set_meta(self, key: str, value):
+        with self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+
+    def add_stage(self, stage: dict, draws: Iterable[Sequence]):
+        """Write a stage and its draws ``(draw, stage, row, item, new, q, weight)`` at once."""
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO stages(stage, n_requested, n_new, n_draws, stalled, rng_state, opened_at, closed_at) "
+                "VALUES (:stage, :n_requested, :n_new, :n_draws, :stalled, :rng_state, :opened_at, NULL)",
+                {k: _py(v) for k, v in stage.items()})
+            conn.executemany(
+                "INSERT INTO draws(draw, stage, row, item, new, q, weight) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [tuple(_py(v) for v in d) for d in draws])
+
+    def add_labels(self, ingest: dict, labels: Iterable[Sequence], close_stage: int | None = None,
+                   closed_at: float | None = None) -> int:
+        """Write one ingest: its record, its labels ``(row, item, label, draw, stage,
+        arrived_at)`` and, when it completes the open stage, the stage's closing time.
+        Returns the ingest id."""
+        with self._transaction() as conn:
+            cur = conn.execute(
+                "INSERT INTO ingests(sha256, source, n_rows, n_new, at) VALUES (:sha256, :source, :n_rows, :n_new, :at)",
+                {k: _py(v) for k, v in ingest.items()})
+            ingest_id = cur.lastrowid
+            conn.executemany(
+                "INSERT INTO labels(row, item, label, draw, stage, ingest, arrived_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [tuple(_py(v) for v in lab[:5]) + (ingest_id, _py(lab[5])) for lab in labels])
+            if close_stage is not None:
+                conn.execute("UPDATE stages SET closed_at=? WHERE stage=?", (closed_at, int(close_stage)))
+        return ingest_id
+
+    def dump(self) -> dict:
+        """Every table's rows (for tests that check that nothing changed)."""
+        out = {}
+        for t in ("meta", "stages", "draws", "ingests", "labels"):
+            out[t] = self._conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+        return out
