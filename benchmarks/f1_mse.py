@@ -96,7 +96,8 @@ def peers_for(name, peers_path):
     if not os.path.exists(peers_path):
         return {}
     peers = json.load(open(peers_path))
-    return {k: v for k, v in peers.get(name, {}).items() if isinstance(v, dict) and "mse@2000" in v}
+    return {k: v for k, v in peers.get(name, {}).items()
+            if isinstance(v, dict) and isinstance(v.get("mse@2000"), (int, float))}
 
 
 def write_tables(name, rows, peers, out):

@@ -402,6 +402,7 @@ def predictive(params: DirichletTreeParams, n_leaves: int | None = None) -> Arra
     return out if n_leaves is None else out[:n_leaves]
 
 
+@jax.jit
 def log_posterior(
     prior: DirichletTreePrior, counts: Array, unlabeled: Array, params: DirichletTreeParams
 ) -> Array:
@@ -684,6 +685,7 @@ def _gibbs_impl(key, prior, counts, unlabeled, params, n_draws, n_warmup, thin):
     }
 
 
+@jax.jit
 def draw_unlabeled_counts(key: Array, params: DirichletTreeParams, unlabeled: Array) -> dict:
     """Posterior predictive class counts of the unlabeled items, given parameter draws.
 

@@ -18,9 +18,26 @@ def test_csf_partition_in_score_order():
     s = np.concatenate([rng.normal(-3, 0.5, 20000), rng.normal(1, 1, 100)])
     st = csf_strata(s, 256)
     _check_partition(st, s)
-    assert 200 <= st.n_strata <= 256
+    assert 50 <= st.n_strata <= 256
     # CSF puts relatively more strata in the sparse tail than equal-frequency binning
     assert st.sizes[-1] < s.size / 256
+    tail = st.lower > 0
+    assert tail.sum() >= 10  # the 100 high scores get many narrow strata
+    # a fine histogram of one item per bin degenerates to equal-frequency strata
+    eq = csf_strata(s, 256, n_fine=10**6)
+    assert eq.sizes[-1] > st.sizes[-1]
+
+
+def test_keep_empty_keeps_codes_in_place():
+    rng = np.random.default_rng(2)
+    s = np.concatenate([rng.normal(-3, 0.5, 5000), rng.normal(1, 1, 30)])
+    dense = csf_strata(s, 64)
+    full = csf_strata(s, 64, keep_empty=True)
+    assert full.n_strata == 64 and full.sizes.sum() == s.size
+    assert (full.sizes == 0).sum() == 64 - dense.n_strata
+    # same partition, codes in score order
+    np.testing.assert_array_equal(np.unique(full.index, return_inverse=True)[1].reshape(-1), dense.index)
+    assert np.all(np.diff(full.index[np.argsort(s)]) >= 0)
 
 
 def test_ties_share_a_stratum():

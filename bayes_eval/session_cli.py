@@ -1,0 +1,518 @@
+"""``bayes-eval session``: labeling sessions from the command line.
+
+    bayes-eval session new DB --pool POOL --measure f1 --design ais [--seed S --depth 8 --strata 256]
+    bayes-eval session next DB --n 50 --out batch.csv          # or .jsonl / .json (Label Studio tasks)
+    bayes-eval session ingest DB labeled.csv                   # or .jsonl / Label Studio .json export
+    bayes-eval session status DB [--format json] [--target-width W]
+    bayes-eval session report DB --out report/ [--pr-curve]
+
+The session file records the pool's path, so ``next``, ``ingest``, ``status`` and
+``report`` need no ``--pool`` (``--pool`` overrides it; the pool's fingerprint is checked
+either way).  Errors print one message on stderr and exit with status 2, with nothing
+changed.  Long steps show a progress bar on stderr when it is a terminal.
+
+Importing this module is cheap (no JAX); the work happens in :mod:`bayes_eval.session`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sqlite3
+import sys
+import time
+
+__all__ = ["add_session_parser", "cmd_session"]
+
+
+# ------------------------------------------------------------------------------ parser
+def add_session_parser(subparsers):
+    """Register ``session`` and its sub-commands on the ``bayes-eval`` parser."""
+    sp = subparsers.add_parser("session", help="labeling sessions: next batch, ingest labels, status, report",
+                               description="Labeling sessions stored in one SQLite file (never loses a label).")
+    ss = sp.add_subparsers(dest="session_command", required=True, metavar="{new,next,ingest,status,report}")
+
+    def common(p, pool=True):
+        p.add_argument("db", help="the session file (SQLite)")
+        if pool:
+            p.add_argument("--pool", default=None,
+                           help="the pool file (default: the one recorded in the session; fingerprint-checked)")
+        p.add_argument("--format", choices=["text", "json"], default="text")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    n = ss.add_parser("new", help="create a session on a pool")
+    common(n, pool=False)
+    n.add_argument("--pool", required=True, help="Parquet or CSV pool (columns score, pred; index = item id) or 'demo'")
+    n.add_argument("--measure", action="append", default=None,
+                   help="measure name; repeat or comma-separate for several (the labels serve all; the design "
+                        "targets the first). Default f1")
+    n.add_argument("--design", default="ais", help="passive, stratified, is, oasis, ais (default ais)")
+    n.add_argument("--seed", type=int, default=0)
+    n.add_argument("--oracle", default="deterministic", choices=["deterministic", "stochastic"])
+    n.add_argument("--strata", type=int, default=256, help="number of score strata K (default 256)")
+    n.add_argument("--depth", type=int, default=8, help="depth of the Dirichlet tree (1 = flat)")
+    n.add_argument("--branching", type=int, default=None)
+    n.add_argument("--model", default="dirichlet-tree", help="oracle model for ais: dirichlet-tree, independent, classifier")
+    n.add_argument("--eps", type=float, default=1e-3, help="ε floor of the AIS / IS / OASIS proposals")
+    n.add_argument("--delta", type=float, default=0.0, help="share of p(x) mixed into the AIS proposal (001 §3.3.1)")
+    n.add_argument("--lam", type=float, default=0.9, help="λ-mixing of static IS (000 eq. 13)")
+    n.add_argument("--beta", type=float, default=1.0, help="β of the fbeta measure")
+    n.add_argument("--thresholds", type=int, default=1024, help="grid size for pr_curve / roc_curve / auc")
+    n.add_argument("--system", type=int, default=0)
+    n.add_argument("--label-map", default=None,
+                   help="choice strings -> labels for ingested files, e.g. negative=0,positive=1")
+
+    x = ss.add_parser("next", help="draw the next batch and write it for annotators")
+    common(x)
+    x.add_argument("--n", type=int, default=50, help="items that need a label (default 50)")
+    x.add_argument("--out", default="-", help="batch.csv, batch.jsonl or batch.json (Label Studio tasks); - = CSV on stdout")
+
+    i = ss.add_parser("ingest", help="ingest labeled files (CSV, JSONL, Label Studio JSON export)")
+    common(i)
+    i.add_argument("files", nargs="+", help="labeled files; each is one transaction")
+    i.add_argument("--label-map", default=None, help="choice strings -> labels, e.g. negative=0,positive=1")
+    i.add_argument("--from-name", default=None, help="Label Studio: the Choices control holding the label")
+
+    s = ss.add_parser("status", help="estimate, intervals, labels spent, weights, stopping rule")
+    common(s)
+    s.add_argument("--target-width", type=float, default=None,
+                   help="stopping rule: is the interval narrower than W, and how many more labels (extrapolated)")
+    s.add_argument("--level", type=float, default=0.95)
+    s.add_argument("--bayesian", action="store_true", help="also the Bayesian interval (designs with a model)")
+
+    r = ss.add_parser("report", help="tables (CSV, markdown) and PNG plots in a folder")
+    common(r)
+    r.add_argument("--out", required=True, help="output folder")
+    r.add_argument("--level", type=float, default=0.95)
+    r.add_argument("--pr-curve", action="store_true", help="also the PR curve estimated from the same labels")
+    r.add_argument("--thresholds", type=int, default=64, help="thresholds of the reported PR curve (default 64)")
+    r.add_argument("--target-width", type=float, default=None)
+    return sp
+
+
+# ------------------------------------------------------------------------------ helpers
+class _Bar:
+    """A tiny progress bar on stderr (only when stderr is a terminal)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self._last = ""
+        self._t0 = time.monotonic()
+
+    def __call__(self, msg, done, total):
+        if not self.enabled:
+            return
+        width = 24
+        frac = 0.0 if not total else min(max(done / total, 0.0), 1.0)
+        fill = int(round(frac * width))
+        line = f"\r[{'#' * fill}{'.' * (width - fill)}] {msg}"
+        if total and total > 1:
+            line += f" {done}/{total}"
+        line += f"  {time.monotonic() - self._t0:5.1f}s"
+        pad = max(0, len(self._last) - len(line))
+        sys.stderr.write(line + " " * pad)
+        sys.stderr.flush()
+        self._last = line
+
+    def done(self):
+        if self.enabled and self._last:
+            sys.stderr.write("\r" + " " * len(self._last) + "\r")
+            sys.stderr.flush()
+            self._last = ""
+
+
+def _enable_compile_cache():
+    """Reuse compiled designs across CLI invocations (JAX's persistent compilation
+    cache).  ``BAYES_EVAL_CACHE_DIR`` chooses the folder; set it empty to disable."""
+    d = os.environ.get("BAYES_EVAL_CACHE_DIR")
+    if d is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = os.path.join(base, "bayes_eval", "jax")
+    if not d:
+        return
+    try:
+        import jax
+
+        if jax.config.jax_compilation_cache_dir:  # already configured by the caller
+            return
+        os.makedirs(d, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", d)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
+def _fmt(v, digits=4):
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "undefined"
+    return f"{v:.{digits}f}"
+
+
+def _jsonable(o):
+    from .cli import _jsonable as j
+
+    return j(o)
+
+
+def _print_json(obj):
+    print(json.dumps(_jsonable(obj), indent=2))
+
+
+def _open(args, bar):
+    from .session import Session
+
+    return Session.open(args.db, pool=args.pool, progress=bar)
+
+
+# ------------------------------------------------------------------------------ commands
+def _cmd_new(args, bar):
+    from .cli import load_pool
+    from .session import Session
+
+    bar("reading the pool", 0, 1)
+    pool = load_pool(args.pool)
+    measures = [p for m in (args.measure or ["f1"]) for p in m.split(",") if p.strip()]
+    s = Session.create(args.db, pool, measures, args.design, seed=args.seed, oracle=args.oracle,
+                       n_strata=args.strata, depth=args.depth, branching=args.branching, model=args.model,
+                       eps=args.eps, delta=args.delta, lam=args.lam, thresholds=args.thresholds, beta=args.beta,
+                       system=args.system, label_map=args.label_map, pool_path=args.pool, progress=bar)
+    bar.done()
+    out = {"session": os.path.abspath(args.db), "pool": s.config["pool"], "measures": [m.name for m in s.measures],
+           "components": len(s.components), "design": s.design_name, "oracle": s.oracle, "seed": s.seed,
+           "strata": int(s._core.strata.n_strata), "cells": s.cells.n_cells}
+    s.close()
+    if args.format == "json":
+        _print_json(out)
+    else:
+        print(f"created session {args.db}: pool {out['pool']['name']!r} ({out['pool']['n_items']:,} items), "
+              f"measure {', '.join(out['measures'])}, design {out['design']}, oracle {out['oracle']}, seed {out['seed']} "
+              f"({out['strata']} strata, {out['cells']} cells)")
+        print(f"next: bayes-eval session next {args.db} --n 50 --out batch.csv")
+    return 0
+
+
+def _cmd_next(args, bar):
+    from . import annotate
+
+    if args.out != "-":
+        annotate.format_of(args.out)
+    s = _open(args, bar)
+    bar.done()
+    try:
+        if args.out == "-":
+            df = s.next_batch(args.n)
+            cols = [c for c in df.columns if c not in ("q", "weight", "stage")]
+            out = df[cols].copy()
+            out["label"] = ""
+            if args.format != "json":
+                out.to_csv(sys.stdout, index=False)
+        else:
+            df = s.export_batch(args.out, args.n)
+        info = {"stage": int(df["stage"].iloc[0]) if len(df) else None, "items": len(df),
+                "reissued": bool(df.attrs.get("reissued")), "stalled": bool(df.attrs.get("stalled")),
+                "out": None if args.out == "-" else os.path.abspath(args.out), "labels": s.n_labels}
+    finally:
+        s.close()
+    if args.format == "json":
+        if args.out == "-":
+            info["batch"] = json.loads(df.to_json(orient="records"))
+        _print_json(info)
+        return 0
+    msg = sys.stderr if args.out == "-" else sys.stdout
+    if not len(df):
+        print("no item left to label: the proposal reaches no unlabeled item (the pool is exhausted)", file=msg)
+    elif info["reissued"]:
+        print(f"batch of stage {info['stage']} is still open: re-issued its {len(df)} item(s) awaiting a label"
+              + (f" to {args.out}" if args.out != "-" else ""), file=msg)
+    else:
+        print(f"wrote {len(df)} item(s) to label (stage {info['stage']})" + (f" to {args.out}" if args.out != "-" else "")
+              + (" — fewer than asked: the pool has no more reachable unlabeled items" if info["stalled"] else ""),
+              file=msg)
+    return 0
+
+
+def _cmd_ingest(args, bar):
+    s = _open(args, bar)
+    bar.done()
+    results = []
+    try:
+        for f in args.files:
+            r = s.ingest_file(f, label_map=args.label_map, from_name=args.from_name)
+            results.append((f, r))
+            if args.format != "json":
+                if r.already_ingested:
+                    print(f"{f}: already ingested — nothing changed")
+                    continue
+                parts = [f"{r.n_new} new label(s)"]
+                if r.n_duplicate:
+                    parts.append(f"{r.n_duplicate} already known")
+                if r.n_skipped:
+                    parts.append(f"{r.n_skipped} row(s) without a label skipped")
+                state = (f"stage {r.stage} complete, estimate updated" if r.stage_closed
+                         else f"{r.pending} label(s) still missing in the open batch" if r.pending else "")
+                print(f"{f}: {', '.join(parts)}; {r.labels} labels in the session" + (f"; {state}" if state else ""))
+    finally:
+        s.close()
+    if args.format == "json":
+        _print_json({"files": [{"file": f, **r._asdict()} for f, r in results],
+                     "labels": results[-1][1].labels if results else None})
+    return 0
+
+
+def _status_text(st):
+    pool = st["pool"]
+    lines = [f"session {st['session']}: pool {pool.get('name')!r} ({pool.get('n_items', 0):,} items), "
+             f"measure {', '.join(st['measures'])}, design {st['design']}, oracle {st['oracle']}, seed {st['seed']}",
+             f"labels spent: {st['labels']} in {st['stages']} stage(s); draws {st['draws']}"
+             + (f"; open batch: {st['pending']} item(s) awaiting a label" if st["pending"] else ""),
+             f"effective sample size (Σw)²/Σw²: {_fmt(st['ess'], 1)}; largest weight: {_fmt(st['max_weight'], 2)}"]
+    lvl = int(round(st["level"] * 100))
+    comps = st["estimates"]
+    has_b = any("bayes_lower" in c for c in comps)
+    w = max(9, max(len(c["component"]) for c in comps) if comps else 9)
+    head = f"{'component':<{w}}  {'estimate':>9}  {f'{lvl}% CLT interval':>22}"
+    if has_b:
+        head += f"  {f'{lvl}% Bayesian interval':>24}"
+    lines.append(head)
+    for c in comps[:12]:
+        ci = (f"[{_fmt(c.get('clt_lower'))}, {_fmt(c.get('clt_upper'))}]" if c.get("clt_lower") is not None
+              else "undefined")
+        row = f"{c['component']:<{w}}  {_fmt(c['estimate']):>9}  {ci:>22}"
+        if has_b:
+            bi = (f"[{_fmt(c.get('bayes_lower'))}, {_fmt(c.get('bayes_upper'))}]" if c.get("bayes_lower") is not None
+                  else "undefined")
+            row += f"  {bi:>24}"
+        lines.append(row)
+    if len(comps) > 12:
+        lines.append(f"... {len(comps) - 12} more component(s); --format json lists all")
+    stop = st.get("stopping")
+    if stop:
+        tw = stop["target_width"]
+        if stop["width"] is None:
+            lines.append(f"stopping rule (width < {tw:g}): {stop['note']}")
+        elif stop["reached"]:
+            lines.append(f"stopping rule: the {lvl}% interval of {stop['component']} has width {stop['width']:.4f} "
+                         f"< {tw:g}: reached — you can stop")
+        elif stop["more_labels"] is None:
+            lines.append(f"stopping rule (width < {tw:g}): {stop['note']}")
+        else:
+            lines.append(f"stopping rule: the {lvl}% interval of {stop['component']} has width {stop['width']:.4f} "
+                         f"≥ {tw:g}: not reached; about {stop['more_labels']:,} more labels expected "
+                         f"(an extrapolation: width assumed ∝ 1/sqrt(labels))")
+    return "\n".join(lines)
+
+
+def _cmd_status(args, bar):
+    s = _open(args, bar)
+    try:
+        bar("estimating", 0, 1)
+        st = s.status(target_width=args.target_width, level=args.level, bayesian=args.bayesian)
+    finally:
+        bar.done()
+        s.close()
+    if args.format == "json":
+        _print_json(st)
+    else:
+        print(_status_text(st))
+    return 0
+
+
+def _md_table(df, floatfmt="{:.4g}"):
+    cols = list(df.columns)
+
+    def cell(v):
+        if isinstance(v, float):
+            return "" if not math.isfinite(v) else floatfmt.format(v)
+        return str(v)
+
+    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df.itertuples(index=False, name=None):
+        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _plot_posterior(s, path, level):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    import numpy as np
+
+    draws = s.posterior()
+    if draws is None:
+        return None
+    comp = s.components[0]
+    d = draws[:, 0]
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        return None
+    iv = s.intervals(level, bayesian=True)
+    fig = Figure(figsize=(7, 4.2), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.hist(d, bins=40, density=True, color="#7a9cc6", alpha=0.8, label="finite-pool posterior")
+    lvl = int(round(level * 100))
+    colors = {"clt": "#c0392b", "bayes": "#1f3a5f"}
+    for kind, style in (("bayes", "-"), ("clt", "--")):
+        r = iv[(iv["component"] == comp) & (iv["kind"] == kind)]
+        if len(r) and np.isfinite(r["lower"].iloc[0]):
+            for j, v in enumerate((r["lower"].iloc[0], r["upper"].iloc[0])):
+                ax.axvline(v, ls=style, color=colors[kind],
+                           label=f"{lvl}% {'CLT' if kind == 'clt' else 'Bayesian'} interval" if j == 0 else None)
+    est = s.estimate().iloc[0]
+    if np.isfinite(est):
+        ax.axvline(est, color="#c0392b", lw=1, alpha=0.6, label="IS estimate")
+    ax.set_xlabel(comp)
+    ax.set_ylabel("density")
+    ax.set_title(f"posterior of {comp} on this pool after {s._n_labels} labels")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return path
+
+
+def _pr_curve(s, path, thresholds, level):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    import numpy as np
+    import pandas as pd
+
+    from . import measures as M
+    from .estimators import normal_interval
+
+    pr = next((m for m in s.measures if m.name.startswith("pr_curve")), None)
+    if pr is not None:
+        names = list(pr.names)
+        iv = s.intervals(level, bayesian=False).set_index("component")
+        value = iv.loc[names, "estimate"].to_numpy()
+        lo = iv.loc[names, "lower"].to_numpy()
+        hi = iv.loc[names, "upper"].to_numpy()
+    else:
+        system = int(s.config.get("system", 0))
+        t = M.default_thresholds(np.asarray(s.pool.scores[:, system]), thresholds)
+        pr = M.pr_curve(t, system=system)
+        names = list(pr.names)
+        est = s.estimate_draws(pr)
+        value = np.asarray(est.value)
+        lo, hi = (np.asarray(a) for a in normal_interval(est.value, est.cov, level))
+    L = len(names) // 2
+    df = pd.DataFrame({"threshold": [n.split("@", 1)[1] for n in names[:L]], "precision": value[:L],
+                       "precision_lower": lo[:L], "precision_upper": hi[:L], "recall": value[L:],
+                       "recall_lower": lo[L:], "recall_upper": hi[L:]})
+    fig = Figure(figsize=(6, 5), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ok = np.isfinite(df["precision"]) & np.isfinite(df["recall"])
+    d = df[ok].sort_values("recall")
+    ax.plot(d["recall"], d["precision"], marker=".", color="#1f3a5f", label="estimate")
+    ax.fill_between(d["recall"].to_numpy(float), np.clip(d["precision_lower"].to_numpy(float), 0, 1),
+                    np.clip(d["precision_upper"].to_numpy(float), 0, 1), alpha=0.25, color="#1f3a5f",
+                    label=f"{int(round(level * 100))}% CLT band (precision)")
+    ax.set_xlabel("recall")
+    ax.set_ylabel("precision")
+    ax.set_xlim(0, 1.02)
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"PR curve from {s._n_labels} labels (design {s.design_name})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return df
+
+
+def _cmd_report(args, bar):
+    from .session import SessionError
+
+    s = _open(args, bar)
+    files = []
+    try:
+        os.makedirs(args.out, exist_ok=True)
+        bar("writing tables", 0, 4)
+        summ = s.summary(level=args.level, bayesian=True)
+        hist = s.history(level=args.level)
+        p = os.path.join(args.out, "summary.csv")
+        summ.to_csv(p, index=False)
+        files.append(p)
+        p = os.path.join(args.out, "history.csv")
+        hist.to_csv(p, index=False)
+        files.append(p)
+        bar("plotting", 1, 4)
+        prog = s.plot_progress(os.path.join(args.out, "progress.png"), level=args.level)
+        files.append(prog)
+        post = _plot_posterior(s, os.path.join(args.out, "posterior.png"), args.level) if s.n_stages else None
+        if post:
+            files.append(post)
+        pr_df = None
+        pr_note = None
+        if args.pr_curve:
+            bar("PR curve", 2, 4)
+            try:
+                pr_df = _pr_curve(s, os.path.join(args.out, "pr_curve.png"), args.thresholds, args.level)
+                files.append(os.path.join(args.out, "pr_curve.png"))
+                p = os.path.join(args.out, "pr_curve.csv")
+                pr_df.to_csv(p, index=False)
+                files.append(p)
+            except SessionError as exc:
+                pr_note = f"PR curve not drawn: {exc}"
+        stop = s.stopping(args.target_width, args.level) if args.target_width else None
+        bar("writing the report", 3, 4)
+        st = s.status(level=args.level)
+        first = s.components[: len(s.measures[0].names)][:8]
+        hshort = hist[hist["component"].isin(first)][["stage", "labels", "draws", "ess", "max_weight", "component",
+                                                      "estimate", "lower", "upper"]]
+        show = [c for c in ("measure", "component", "estimate", "std_error", "clt_lower", "clt_upper", "bayes_lower",
+                            "bayes_upper") if c in summ.columns]
+        md = [f"# Labeling session report\n",
+              f"Session `{s.path}` — pool `{s.config['pool'].get('name')}` ({s.pool.n_items:,} items), "
+              f"measure(s) {', '.join(m.name for m in s.measures)}, design `{s.design_name}`, oracle "
+              f"{s.oracle}, seed {s.seed}.\n",
+              f"Labels spent: **{st['labels']}** in {st['stages']} stage(s); draws {st['draws']}; effective sample "
+              f"size (Σw)²/Σw² {_fmt(st['ess'], 1)}; largest weight {_fmt(st['max_weight'], 2)}.\n",
+              "## Estimates\n", _md_table(summ[show].head(40)),
+              "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n"]
+        if stop:
+            md.append(f"\nStopping rule (width < {stop['target_width']:g}): "
+                      + (f"width {stop['width']:.4f}, " if stop["width"] is not None else "")
+                      + ("reached." if stop["reached"] else f"not reached; {stop['note']}"
+                         + (f" — about {stop['more_labels']} more labels." if stop.get("more_labels") else "")) + "\n")
+        md += ["\n## Estimate and interval against labels spent\n", "![progress](progress.png)\n"]
+        if post:
+            md += ["\n## Posterior of the measure on this pool, with the CLT interval\n", "![posterior](posterior.png)\n"]
+        if pr_df is not None:
+            md += ["\n## PR curve (same labels, 001 §3.3.1)\n", "![PR curve](pr_curve.png)\n"]
+        if pr_note:
+            md.append(f"\n{pr_note}\n")
+        md += ["\n## History\n", _md_table(hshort)]
+        p = os.path.join(args.out, "report.md")
+        with open(p, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(md))
+        files.append(p)
+        p = os.path.join(args.out, "summary.md")
+        with open(p, "w", encoding="utf-8") as fh:
+            fh.write(_md_table(summ[show]))
+        files.append(p)
+    finally:
+        bar.done()
+        s.close()
+    if args.format == "json":
+        _print_json({"out": os.path.abspath(args.out), "files": [os.path.abspath(f) for f in files]})
+    else:
+        print(f"wrote {len(files)} files to {args.out}: " + ", ".join(os.path.basename(f) for f in files))
+    return 0
+
+
+_COMMANDS = {"new": _cmd_new, "next": _cmd_next, "ingest": _cmd_ingest, "status": _cmd_status, "report": _cmd_report}
+
+
+def cmd_session(args) -> int:
+    """Run ``bayes-eval session <command>``; errors -> message on stderr, exit 2."""
+    from .pool import PoolError
+    from .session import SessionError
+
+    bar = _Bar(not getattr(args, "no_progress", False))
+    _enable_compile_cache()
+    try:
+        return _COMMANDS[args.session_command](args, bar)
+    except (SessionError, PoolError, ValueError, OSError, sqlite3.Error) as exc:
+        bar.done()
+        print(f"bayes-eval: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,414 @@
+"""Tests of the oracle-response models (``bayes_eval.models``; 001 §4, DESIGN.md §4, §8).
+
+Statistical checks use fixed seeds and thresholds of several Monte Carlo standard errors
+(ESS-based for MCMC draws).  Shapes are shared between tests so that each jitted
+function compiles once (XLA compilation dominates the run time of this file).
+"""
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+
+from bayes_eval.models import (
+    DirichletTreeParams,
+    OracleModel,
+    TreeSpec,
+    classifier_scores,
+    dirichlet_tree,
+    draw_unlabeled_counts,
+    em,
+    flat_dirichlet_tree,
+    gibbs,
+    independent_dirichlet,
+    log_posterior,
+    map_from_counts,
+    params_from_samples,
+    posterior_from_counts,
+    predictive,
+    prior_from_scores,
+    prior_mode,
+    run_nuts,
+)
+
+SPEC = TreeSpec(3, 2)  # 8 leaves: small enough for a quick NUTS run
+K, C = 8, 2
+N_DRAWS, N_WARMUP, THIN = 4000, 500, 2  # one Gibbs configuration -> one compilation
+
+
+def _scores(k=K):
+    p1 = np.linspace(0.05, 0.9, k)
+    return np.stack([1.0 - p1, p1], axis=1)
+
+
+def _problem(seed, labeled=8, size=30, k=K):
+    """Per-leaf counts: ``labeled`` labels and ``size - labeled`` unlabeled per leaf."""
+    rng = np.random.default_rng(seed)
+    probs = _scores(k)
+    true_p = np.clip(probs[:, 1] + 0.1 * rng.standard_normal(k), 0.02, 0.98)
+    lab = np.full(k, labeled)
+    pos = rng.binomial(lab, true_p)
+    counts = np.stack([lab - pos, pos], axis=1).astype(float)
+    unlabeled = np.full(k, float(size - labeled))
+    return probs, counts, unlabeled
+
+
+def _tree_nodes(depth, branching):
+    """Brute-force node list: (level, index, leaves below) for every non-root node."""
+    n_leaves = branching**depth
+    out = []
+    for lvl in range(1, depth + 1):
+        width = branching ** (depth - lvl)
+        for j in range(branching**lvl):
+            out.append((lvl, j, list(range(j * width, (j + 1) * width))))
+    return out
+
+
+def _mc_z(a, b):
+    """z-scores of the difference of two sets of MCMC draws' means (leading axes: chain,
+    draw), standard errors from the effective sample size."""
+    def mean_se(x):
+        flat = x.reshape((-1,) + x.shape[2:])
+        return flat.mean(0), flat.std(0) / np.sqrt(effective_sample_size(x))
+
+    ma, sa = mean_se(a)
+    mb, sb = mean_se(b)
+    return (ma - mb) / np.sqrt(sa**2 + sb**2)
+
+
+# ---------------------------------------------------------------------------------------
+# (d) hyperparameters from scores (001 §5.2), by hand
+# ---------------------------------------------------------------------------------------
+def test_prior_from_scores_depth2_by_hand():
+    # three strata on a depth-2 binary tree: the fourth leaf is empty (padding)
+    s = np.array([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8]])
+    prior = prior_from_scores(s, TreeSpec(2, 2))
+    np.testing.assert_allclose(prior.alpha, [1 + 1.7, 1 + 1.3])
+    assert len(prior.betas) == 2
+    # depth-1 nodes: A = leaves {0, 1}, B = leaves {2, 3}; β = 1² + Σ s
+    np.testing.assert_allclose(prior.betas[0], [[1 + 1.5, 1 + 0.2], [1 + 0.5, 1 + 0.8]])
+    # depth-2 nodes are the leaves: β = 2² + s(y|k); the empty leaf gets 4
+    np.testing.assert_allclose(
+        prior.betas[1], [[4.9, 4.6, 4.2, 4.0], [4.1, 4.4, 4.8, 4.0]]
+    )
+    strong = prior_from_scores(s, TreeSpec(2, 2), strength=2.0)
+    np.testing.assert_allclose(strong.alpha, [1 + 3.4, 1 + 2.6])
+    np.testing.assert_allclose(strong.betas[0], [[1 + 3.0, 1 + 0.4], [1 + 1.0, 1 + 1.6]])
+    # flat tree ("Ours-1"): β_{y,k} = 1 + s(y|k)
+    flat = prior_from_scores(s, TreeSpec.flat(3))
+    np.testing.assert_allclose(flat.betas[0], 1.0 + s.T)
+
+
+def test_prior_from_scores_general_tree_matches_brute_force():
+    rng = np.random.default_rng(3)
+    depth, b, k = 3, 3, 20  # 27 leaves, 7 empty
+    s = rng.dirichlet(np.ones(3), size=k)
+    prior = prior_from_scores(s, TreeSpec(depth, b), strength=0.5)
+    s_pad = np.vstack([s, np.zeros((b**depth - k, 3))])
+    for lvl, j, leaves in _tree_nodes(depth, b):
+        np.testing.assert_allclose(
+            prior.betas[lvl - 1][:, j], lvl**2 + 0.5 * s_pad[leaves].sum(0), rtol=1e-12
+        )
+
+
+def test_prior_from_scores_rejects_too_many_strata():
+    with pytest.raises(ValueError, match="only 4 leaves"):
+        prior_from_scores(np.full((5, 2), 0.5), TreeSpec(2, 2))
+
+
+# ---------------------------------------------------------------------------------------
+# (b) complete data: closed-form conjugate posterior
+# ---------------------------------------------------------------------------------------
+def _closed_form_posterior(probs, counts, depth, b):
+    """Brute-force Dirichlet posterior parameters of θ and of each node's branches."""
+    prior = prior_from_scores(probs, TreeSpec(depth, b))
+    n = np.vstack([counts, np.zeros((b**depth - len(counts), counts.shape[1]))])
+    alpha = np.asarray(prior.alpha) + n.sum(0)
+    node_post = {}
+    for lvl, j, leaves in _tree_nodes(depth, b):
+        node_post[(lvl, j)] = np.asarray(prior.betas[lvl - 1])[:, j] + n[leaves].sum(0)
+    return prior, alpha, node_post
+
+
+def _dir_mean_var(a):
+    a0 = a.sum(-1, keepdims=True)
+    return a / a0, a * (a0 - a) / (a0**2 * (a0 + 1))
+
+
+def test_em_with_all_labels_is_closed_form_mode():
+    probs, counts, _ = _problem(0, labeled=30)
+    prior, alpha, node_post = _closed_form_posterior(probs, counts, 3, 2)
+    params = em(prior, counts, np.zeros(K))
+    np.testing.assert_allclose(params.theta, (alpha - 1) / (alpha - 1).sum(), rtol=1e-12)
+    for (lvl, j), post in node_post.items():
+        parent, child = divmod(j, 2)
+        mode = (post - 1) / (post - 1 + np.asarray(node_post[(lvl, parent * 2 + 1 - child)]) - 1)
+        np.testing.assert_allclose(params.phis[lvl - 1][:, parent, child], mode, rtol=1e-12)
+    # and posterior_from_counts is the same conjugate update
+    post = posterior_from_counts(prior, counts)
+    np.testing.assert_allclose(post.alpha, alpha)
+
+
+def test_gibbs_with_all_labels_matches_closed_form_posterior():
+    probs, counts, _ = _problem(1, labeled=30)
+    prior, alpha, node_post = _closed_form_posterior(probs, counts, 3, 2)
+    draws = gibbs(
+        jax.random.PRNGKey(11), prior, counts, np.zeros(K), N_DRAWS, n_warmup=N_WARMUP, thin=THIN
+    )
+    # no unlabeled items: the draws are independent, so SE = sd / sqrt(n)
+    n = N_DRAWS
+    mean, var = _dir_mean_var(alpha)
+    th = np.asarray(draws["theta"])
+    assert np.all(np.abs(th.mean(0) - mean) <= 5 * np.sqrt(var / n))
+    np.testing.assert_allclose(th.var(0), var, rtol=5 * np.sqrt(2 / n) + 0.02)
+    for (lvl, j), post in node_post.items():
+        parent, child = divmod(j, 2)
+        sib = np.asarray(node_post[(lvl, parent * 2 + 1 - child)])
+        m, v = _dir_mean_var(np.stack([post, sib], -1))
+        x = np.asarray(draws["phis"][lvl - 1][:, :, parent, child])
+        assert np.all(np.abs(x.mean(0) - m[:, 0]) <= 5 * np.sqrt(v[:, 0] / n)), (lvl, j)
+        np.testing.assert_allclose(x.var(0), v[:, 0], rtol=5 * np.sqrt(2 / n) + 0.02)
+    assert np.all(np.asarray(draws["unlabeled_counts"]) == 0)
+
+
+def test_gibbs_closed_form_three_classes_and_unlabeled_counts():
+    rng = np.random.default_rng(5)
+    probs = rng.dirichlet(np.ones(3), size=4)
+    counts = rng.integers(0, 20, size=(4, 3)).astype(float)
+    spec = TreeSpec(2, 2)
+    prior = prior_from_scores(probs, spec)
+    unl = np.array([5.0, 0.0, 17.0, 3.0])
+    out = gibbs(jax.random.PRNGKey(2), prior, counts, unl, 2000, n_warmup=100)
+    m = np.asarray(out["unlabeled_counts"])
+    assert m.shape == (2000, 4, 3) and np.all(m >= 0) and np.all(m == np.round(m))
+    np.testing.assert_array_equal(m.sum(-1), np.broadcast_to(unl, (2000, 4)))
+    # with no unlabeled items, θ follows its closed-form Dirichlet posterior
+    out0 = gibbs(jax.random.PRNGKey(3), prior, counts, np.zeros(4), 2000, n_warmup=100)
+    mean, var = _dir_mean_var(np.asarray(prior.alpha) + counts.sum(0))
+    th = np.asarray(out0["theta"])
+    assert np.all(np.abs(th.mean(0) - mean) <= 5 * np.sqrt(var / 2000))
+
+
+# ---------------------------------------------------------------------------------------
+# EM
+# ---------------------------------------------------------------------------------------
+def test_em_accelerated_matches_plain_and_increases_log_posterior():
+    probs, counts, unl = _problem(2, labeled=4, size=200)
+    prior = prior_from_scores(probs, SPEC)
+    ref = em(prior, counts, unl, n_iter=5000, accelerate=False)
+    fast = em(prior, counts, unl)  # SQUAREM
+    np.testing.assert_allclose(predictive(fast), predictive(ref), atol=1e-9)
+    np.testing.assert_allclose(fast.theta, ref.theta, atol=1e-9)
+    # plain EM never decreases the log posterior; the fixed point beats the prior mode
+    lps, p = [], prior_mode(prior)
+    for _ in range(15):
+        p = em(prior, counts, unl, init=p, n_iter=1, accelerate=False)
+        lps.append(float(log_posterior(prior, counts, unl, p)))
+    assert np.all(np.diff(lps) >= -1e-9)
+    assert float(log_posterior(prior, counts, unl, fast)) >= lps[-1] - 1e-9
+
+
+def test_em_padding_equals_explicit_empty_leaves():
+    probs, counts, unl = _problem(4, k=6)
+    prior = prior_from_scores(probs, SPEC)
+    a = em(prior, counts, unl)
+    b = em(prior, np.vstack([counts, np.zeros((2, C))]), np.concatenate([unl, [0.0, 0.0]]))
+    np.testing.assert_allclose(predictive(a), predictive(b), atol=1e-12)
+    assert predictive(a, n_leaves=6).shape == (6, C)
+
+
+def test_flat_prior_mode_predictive_is_the_classifier():
+    # 001 §5.2 hyperparameters on a flat tree: θ_y ψ_y(k) ∝ s(y|k) at the prior mode
+    probs = _scores()
+    prior = prior_from_scores(probs, TreeSpec.flat(K))
+    np.testing.assert_allclose(predictive(prior_mode(prior)), probs, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------
+# (c) the EM mode sits where the posterior concentrates
+# ---------------------------------------------------------------------------------------
+def test_em_mode_is_where_posterior_concentrates():
+    probs, counts, unl = _problem(6, labeled=150, size=200)
+    prior = prior_from_scores(probs, SPEC)
+    mode = em(prior, counts, unl)
+    draws = gibbs(jax.random.PRNGKey(7), prior, counts, unl, N_DRAWS, n_warmup=N_WARMUP, thin=THIN)
+    pi = np.asarray(draws["pi"])
+    pi_mode = np.asarray(predictive(mode))
+    sd = pi.std(0)
+    # plentiful labels: mode and mean differ by O(1/n), a small fraction of the sd
+    assert np.all(np.abs(pi_mode - pi.mean(0)) <= 0.3 * sd)
+    lo, hi = np.quantile(pi, [0.25, 0.75], axis=0)
+    assert np.all((pi_mode >= lo) & (pi_mode <= hi))
+    # the MAP has a higher posterior density than every draw
+    params = DirichletTreeParams(draws["theta"], draws["phis"])
+    lp_draws = jax.vmap(lambda p: log_posterior(prior, counts, unl, p))(params)
+    assert float(log_posterior(prior, counts, unl, mode)) >= float(jnp.max(lp_draws))
+
+
+# ---------------------------------------------------------------------------------------
+# (a) Gibbs and NUTS agree
+# ---------------------------------------------------------------------------------------
+def test_gibbs_and_nuts_agree_on_predictive():
+    probs, counts, unl = _problem(8)
+    prior = prior_from_scores(probs, SPEC)
+    g = gibbs(jax.random.PRNGKey(0), prior, counts, unl, N_DRAWS, n_warmup=N_WARMUP, thin=THIN)
+    mcmc = run_nuts(jax.random.PRNGKey(1), prior, SPEC, counts, unl)
+    samples = mcmc.get_samples(group_by_chain=True)
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    assert int(extra["diverging"].sum()) == 0
+    assert float(np.max(split_gelman_rubin(samples["theta"]))) < 1.01
+    assert float(np.min(effective_sample_size(samples["theta"]))) > 400
+    params = params_from_samples(samples, SPEC)
+    pi_nuts = np.asarray(jax.vmap(jax.vmap(predictive))(params))  # (chain, draw, K, C)
+    pi_gibbs = np.asarray(g["pi"])[None]
+    z = _mc_z(pi_gibbs[..., 1], pi_nuts[..., 1])
+    assert np.all(np.abs(z) < 4.5), z
+    z_theta = _mc_z(np.asarray(g["theta"])[None, :, 1], np.asarray(samples["theta"][..., 1]))
+    assert abs(float(z_theta)) < 4.5
+    # posterior predictive counts from the NUTS draws complete each leaf
+    flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), params)
+    pp = draw_unlabeled_counts(jax.random.PRNGKey(2), flat, unl)
+    np.testing.assert_array_equal(np.asarray(pp["unlabeled_counts"]).sum(-1), np.broadcast_to(unl, (2000, K)))
+    m_mean_nuts = np.asarray(pp["unlabeled_counts"][..., 1]).mean(0)
+    m_mean_gibbs = np.asarray(g["unlabeled_counts"][..., 1]).mean(0)
+    # π(1|k)·U_k summarizes both; a loose check (the z-test above is the sharp one)
+    np.testing.assert_allclose(m_mean_nuts, m_mean_gibbs, atol=0.1 * unl.max())
+
+
+def test_gibbs_is_deterministic_given_key():
+    probs, counts, unl = _problem(8)
+    prior = prior_from_scores(probs, SPEC)
+    a = gibbs(jax.random.PRNGKey(0), prior, counts, unl, N_DRAWS, n_warmup=N_WARMUP, thin=THIN)
+    b = gibbs(jax.random.PRNGKey(0), prior, counts, unl, N_DRAWS, n_warmup=N_WARMUP, thin=THIN)
+    np.testing.assert_array_equal(a["unlabeled_counts"], b["unlabeled_counts"])
+    np.testing.assert_array_equal(a["theta"], b["theta"])
+
+
+# ---------------------------------------------------------------------------------------
+# (e) one interface for all oracle models
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: dirichlet_tree(s, depth=3, branching=2),
+        lambda s: flat_dirichlet_tree(s, strength=1.0),
+        lambda s: independent_dirichlet(s, strength=1.0),
+        lambda s: classifier_scores(s),
+    ],
+    ids=["tree", "flat", "independent", "classifier"],
+)
+def test_oracle_models_share_one_interface(make):
+    probs, counts, unl = _problem(9, labeled=10)
+    model = make(probs)
+    assert isinstance(model, OracleModel) and isinstance(model.name, str)
+    total = counts.sum(1) + unl
+
+    # a simulated run: labels arrive in stages (lax.scan), many repeats (vmap), jit
+    def run(key):
+        def stage(state, t):
+            frac = (t + 1.0) / 4.0
+            c = jnp.floor(frac * counts)
+            state = model.fit(state, c, total - c.sum(1))
+            return state, model.predictive(state)
+
+        return jax.lax.scan(stage, model.init_state(), jnp.arange(4.0))
+
+    final, preds = jax.jit(jax.vmap(run))(jax.random.split(jax.random.PRNGKey(0), 3))
+    preds = np.asarray(preds)
+    assert preds.shape == (3, 4, K, C)
+    np.testing.assert_allclose(preds.sum(-1), 1.0, atol=1e-12)
+    assert np.all(preds >= 0)
+    np.testing.assert_allclose(
+        preds[0, -1], model.predictive(model.fit(model.init_state(), counts, unl)), atol=1e-6
+    )
+
+    out = model.sample(jax.random.PRNGKey(1), counts, unl, 200)
+    assert out["pi"].shape == (200, K, C) and out["unlabeled_counts"].shape == (200, K, C)
+    np.testing.assert_allclose(np.asarray(out["pi"]).sum(-1), 1.0, atol=1e-12)
+    np.testing.assert_array_equal(np.asarray(out["unlabeled_counts"]).sum(-1), np.broadcast_to(unl, (200, K)))
+
+
+def test_independent_dirichlet_is_conjugate():
+    probs, counts, unl = _problem(10)
+    model = independent_dirichlet(probs, strength=1.0)
+    conc = 1.0 + C * probs + counts
+    state = model.fit(model.init_state(), counts, unl)
+    np.testing.assert_allclose(model.predictive(state), conc / conc.sum(1, keepdims=True))
+    out = model.sample(jax.random.PRNGKey(4), counts, unl, 4000)
+    mean, var = _dir_mean_var(conc)
+    assert np.all(np.abs(np.asarray(out["pi"]).mean(0) - mean) <= 5 * np.sqrt(var / 4000))
+
+
+def test_hierarchical_model_shares_strength_between_leaves():
+    # labels only in leaf 0 (all positive): the tree moves its neighbour, the flat
+    # and independent models do not (001 §4: neighbouring blocks respond alike)
+    probs = _scores()
+    counts = np.zeros((K, C))
+    counts[0, 1] = 30.0
+    unl = np.full(K, 50.0)
+    unl[0] = 20.0
+    before_after = {}
+    for name, model in [
+        ("tree", dirichlet_tree(probs, depth=3, branching=2)),
+        ("independent", independent_dirichlet(probs)),
+    ]:
+        p0 = model.predictive(model.fit(model.init_state(), np.zeros((K, C)), unl + counts.sum(1)))
+        p1 = model.predictive(model.fit(model.init_state(), counts, unl))
+        before_after[name] = float(p1[1, 1] - p0[1, 1])
+    assert before_after["tree"] > 0.01
+    assert before_after["independent"] == 0.0
+
+
+# ---------------------------------------------------------------------------------------
+# slow tier: the diagnostics target of DESIGN.md §6 on a pool shaped like the benchmarks
+# ---------------------------------------------------------------------------------------
+def _benchmark_shaped_problem(seed=0, n_items=54_000, n_labels=1000, k=256):
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n_items) < 0.03).astype(int)
+    logit = np.where(y == 1, rng.normal(2.0, 1.5, n_items), rng.normal(-3.0, 1.5, n_items))
+    s = 1.0 / (1.0 + np.exp(-logit))
+    edges = np.quantile(s, np.linspace(0, 1, k + 1)[1:-1])
+    leaf = np.searchsorted(edges, s)
+    w = np.sqrt(s) + 0.02
+    idx = rng.choice(n_items, size=n_labels, replace=False, p=w / w.sum())
+    lab = np.zeros(n_items, bool)
+    lab[idx] = True
+    counts = np.zeros((k, 2))
+    np.add.at(counts, (leaf[lab], y[lab]), 1)
+    unl = np.bincount(leaf[~lab], minlength=k).astype(float)
+    p1 = np.bincount(leaf, weights=s, minlength=k) / np.maximum(np.bincount(leaf, minlength=k), 1)
+    return np.stack([1 - p1, p1], 1), counts, unl
+
+
+@pytest.mark.slow
+def test_nuts_diagnostics_on_256_leaf_tree():
+    probs, counts, unl = _benchmark_shaped_problem()
+    spec = TreeSpec(8, 2)
+    prior = prior_from_scores(probs, spec)
+    t0 = time.perf_counter()
+    mcmc = run_nuts(jax.random.PRNGKey(0), prior, spec, counts, unl)
+    elapsed = time.perf_counter() - t0
+    samples = mcmc.get_samples(group_by_chain=True)
+    assert int(mcmc.get_extra_fields()["diverging"].sum()) == 0
+    assert float(np.max(split_gelman_rubin(samples["theta"]))) < 1.01
+    assert float(np.min(effective_sample_size(samples["theta"]))) > 400
+    assert float(np.max(split_gelman_rubin(samples["phi"]))) < 1.02
+    assert elapsed < 120  # DESIGN.md §6 asks for < 60 s; timed in benchmarks, not here
+    # the EM mode of θ lies in the bulk of the NUTS posterior
+    mode = em(prior, counts, unl)
+    th = np.asarray(samples["theta"][..., 1]).ravel()
+    assert np.quantile(th, 0.05) < float(mode.theta[1]) < np.quantile(th, 0.95)
+
+
+@pytest.mark.slow
+def test_gibbs_agrees_with_nuts_on_256_leaf_tree():
+    probs, counts, unl = _benchmark_shaped_problem(seed=1)
+    spec = TreeSpec(8, 2)
+    prior = prior_from_scores(probs, spec)
+    g = gibbs(jax.random.PRNGKey(3), prior, counts, unl, 2000, n_warmup=2000, thin=20)
+    mcmc = run_nuts(jax.random.PRNGKey(4), prior, spec, counts, unl)
+    th_n = np.asarray(mcmc.get_samples(group_by_chain=True)["theta"][..., 1])
+    z = _mc_z(np.asarray(g["theta"])[None, :, 1], th_n)
+    assert abs(float(z)) < 4.5

@@ -1,0 +1,424 @@
+"""Labeling sessions: budget semantics, exact replay, bad input, reports, CLI (issue 5)."""
+import json
+import os
+import runpy
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bayes_eval import measures as M
+from bayes_eval.cli import main as cli_main
+from bayes_eval.estimators import is_estimate_draws
+from bayes_eval.pool import Pool, demo_pool
+from bayes_eval.session import (
+    EmptyInputError,
+    InvalidLabelError,
+    LabelConflictError,
+    MalformedInputError,
+    NotDrawnError,
+    PoolMismatchError,
+    Session,
+    SessionError,
+    StaleSessionError,
+    UnknownItemError,
+    clear_cache,
+)
+
+from conftest import shared_pool_path
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return demo_pool(n_items=5000, positive_rate=0.03, seed=11)
+
+
+def truth_oracle(pool):
+    return lambda batch: pool.labels[pool.index_of(batch["item"].to_numpy())]
+
+
+def label(session, pool, batch):
+    return session.add_labels(batch["item"], truth_oracle(pool)(batch))
+
+
+@pytest.fixture(autouse=True)
+def _no_compile_cache(monkeypatch):
+    # the CLI would otherwise turn on JAX's persistent compilation cache in this process
+    monkeypatch.setenv("BAYES_EVAL_CACHE_DIR", "")
+
+
+# ---------------------------------------------------------------------------- budget semantics
+def test_next_batch_yields_n_items_that_need_a_label(tmp_path, pool):
+    s = Session.create(str(tmp_path / "s.db"), pool, "f1", "is", seed=1)
+    labeled = set()
+    for stage in range(6):
+        b = s.next_batch(40)
+        assert len(b) == 40 and b["item"].is_unique
+        assert {"item", "q", "weight", "stage"} <= set(b.columns)
+        assert not labeled & set(b["item"]), "a batch asked for an item already labeled"
+        np.testing.assert_allclose(b["weight"] * b["q"], 1.0 / pool.n_items, rtol=1e-12)
+        assert (b["stage"] == stage).all()
+        r = label(s, pool, b)
+        assert r.stage_closed and r.n_new == 40 and r.pending == 0
+        labeled |= set(b["item"])
+    assert s.n_labels == 240 and s.n_stages == 6
+    d = s.draws()
+    assert len(d) == s.n_draws and s.n_draws > 240  # with-replacement: repeats recorded as draws
+    assert d["new"].sum() == 240
+    # every repeat draw is of an item labeled before its stage (answered from the store)
+    lab = s.labels().set_index("row")
+    rep = d[d["new"] == 0]
+    assert len(rep) > 0
+    first_stage = d[d["new"] == 1].set_index("row")["stage"]
+    assert (first_stage.loc[rep["row"]].to_numpy() <= rep["stage"].to_numpy()).all()
+    assert lab.index.is_unique and len(lab) == 240
+
+
+def test_open_batch_is_reissued_not_redrawn(tmp_path, pool):
+    s = Session.create(str(tmp_path / "s.db"), pool, "f1", "passive", seed=2)
+    b = s.next_batch(10)
+    s.add_labels(b["item"][:4], truth_oracle(pool)(b)[:4])
+    again = s.next_batch(10)
+    assert again.attrs["reissued"] and list(again["item"]) == list(b["item"][4:])
+    assert s.n_draws == 10 and s.n_pending == 6
+    s2 = Session.open(s.path, pool)  # the open batch survives a reopen
+    assert list(s2.pending()["item"]) == list(b["item"][4:])
+
+
+def test_stochastic_oracle_takes_several_labels_per_item(tmp_path):
+    tiny = demo_pool(n_items=12, positive_rate=0.3, seed=4)
+    s = Session.create(str(tmp_path / "s.db"), tiny, "accuracy", "passive", seed=0, oracle="stochastic")
+    b = s.next_batch(30)
+    assert len(b) == 30 and "draw" in b.columns and not b["item"].is_unique  # 30 draws from 12 items
+    rng = np.random.default_rng(0)
+    noisy = rng.integers(0, 2, size=30)  # a noisy annotator: the same item may get different labels
+    r = s.add_labels(b["item"], noisy, draws=b["draw"])
+    assert r.n_new == 30 and r.stage_closed and s.n_labels == 30
+    # re-ingesting the same labels (same draws) is harmless; a different label for a draw is refused
+    assert s.add_labels(b["item"], noisy, draws=b["draw"]).n_new == 0
+    with pytest.raises(LabelConflictError, match=f"draw {int(b['draw'][0])}"):
+        s.add_labels(b["item"][:1], 1 - noisy[:1], draws=b["draw"][:1])
+    # without draw ids, labels fill the item's waiting draws in order
+    b2 = s.next_batch(5)
+    r2 = s.add_labels(b2["item"], np.zeros(5, int))
+    assert r2.n_new == 5 and r2.stage_closed
+    labs = s.labels()
+    assert len(labs) == 35 and labs["draw"].is_unique
+
+
+# ---------------------------------------------------------------------------- exact replay
+def test_reopen_at_every_stage_reproduces_uninterrupted_run(tmp_path):
+    """1000 labels on abt-buy: a run reopened from its file before, during and after every
+    batch gives exactly (bit for bit) the batches and estimates of an uninterrupted run."""
+    pool = Pool.from_file(shared_pool_path("abt-buy"))
+    oracle = truth_oracle(pool)
+    pa, pb = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    a = Session.create(pa, pool, "f1", "ais", seed=3)
+    Session.create(pb, pool, "f1", "ais", seed=3).close()
+    for stage in range(20):
+        ba = a.next_batch(50)
+        a.add_labels(ba["item"], oracle(ba))
+        s = Session.open(pb, pool)
+        bb = s.next_batch(50)
+        s.close()
+        for col in ("item", "q", "weight"):
+            np.testing.assert_array_equal(ba[col].to_numpy(), bb[col].to_numpy())
+        s = Session.open(pb, pool)  # mid-batch: half the labels, reopen, the rest
+        s.add_labels(bb["item"][:20], oracle(bb)[:20])
+        s.close()
+        s = Session.open(pb, pool)
+        assert list(s.pending()["item"]) == list(bb["item"][20:])
+        s.add_labels(bb["item"][20:], oracle(bb)[20:])
+        s.close()
+        s = Session.open(pb, pool)
+        np.testing.assert_array_equal(s.estimate().to_numpy(), a.estimate().to_numpy())
+        np.testing.assert_array_equal(s.intervals().to_numpy(), a.intervals().to_numpy())
+        np.testing.assert_array_equal(np.asarray(s.proposal.lab), np.asarray(a.proposal.lab))
+        s.close()
+    assert a.n_labels == 1000 and a.n_stages == 20
+    s = Session.open(pb, pool)
+    pd.testing.assert_frame_equal(s.history().drop(columns=["opened_at", "closed_at"]),
+                                  a.history().drop(columns=["opened_at", "closed_at"]))
+    est = a.estimate()["f1"]
+    assert abs(est - pool.true_value(M.f1())[0]) < 0.2
+    assert s.integrity_check() == "ok"
+
+
+def test_replay_rebuilds_from_scratch(tmp_path, pool):
+    """Reopening in a fresh process state (no cached strata, cells or compiled design)
+    gives the same state and the same next batch."""
+    p = str(tmp_path / "s.db")
+    s = Session.create(p, pool, ["f1", "precision"], "is", seed=5)
+    s.run(truth_oracle(pool), budget=150, batch=30)
+    est = s.estimate().to_numpy()
+    clear_cache()
+    s2 = Session.open(p, pool)
+    np.testing.assert_array_equal(s2.estimate().to_numpy(), est)
+    np.testing.assert_array_equal(s2.next_batch(30)["item"].to_numpy(), s.next_batch(30)["item"].to_numpy())
+
+
+# ---------------------------------------------------------------------------- estimator
+def test_estimate_is_the_draw_level_estimator_for_every_measure(tmp_path, pool):
+    s = Session.create(str(tmp_path / "s.db"), pool, ["f1", "precision", "recall", "accuracy"], "is", seed=7,
+                       delta=0.0)
+    s.run(truth_oracle(pool), budget=200, batch=50)
+    est = s.estimate()
+    for m in s.measures:
+        d = s.estimate_draws(m)
+        np.testing.assert_allclose(est[list(m.names)].to_numpy(), np.asarray(d.value), rtol=1e-10)
+    # one set of labels, one R̂: F1 is the harmonic mean of P and R exactly
+    p, r = est["precision"], est["recall"]
+    assert est["f1"] == pytest.approx(2 * p * r / (p + r), rel=1e-12)
+    # a measure the session does not track, estimated from the same draws (001 §3.3.1)
+    fb = s.estimate_draws(M.f_beta(2.0))
+    assert np.isfinite(np.asarray(fb.value)).all()
+
+
+def test_intervals_summary_history_plot(tmp_path, pool):
+    s = Session.create(str(tmp_path / "s.db"), pool, "f1", "is", seed=8)
+    assert np.isnan(s.estimate()["f1"])
+    s.run(truth_oracle(pool), budget=120, batch=40)
+    iv = s.intervals()
+    assert list(iv["kind"]) == ["clt"] and s.bayesian_interval() is None  # static IS carries no model
+    assert (iv["lower"] <= iv["estimate"]).all() and (iv["estimate"] <= iv["upper"]).all()
+    sm = s.summary()
+    assert {"estimate", "std_error", "clt_lower", "clt_upper", "labels", "draws", "ess", "max_weight"} <= set(sm)
+    w = s.draws()["weight"].to_numpy()
+    assert sm["ess"][0] == pytest.approx(w.sum() ** 2 / (w**2).sum())
+    assert sm["max_weight"][0] == pytest.approx(w.max())
+    h = s.history()
+    assert list(h["labels"]) == [40, 80, 120] and list(h["stage"]) == [0, 1, 2]
+    png = s.plot_progress(str(tmp_path / "p.png"))
+    with open(png, "rb") as fh:
+        assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_stopping_rule_extrapolates(tmp_path, pool):
+    s = Session.create(str(tmp_path / "s.db"), pool, "f1", "is", seed=9)
+    assert s.stopping(0.1)["reached"] is False
+    s.run(truth_oracle(pool), budget=100, batch=50)
+    iv = s.intervals().iloc[0]
+    width = iv["upper"] - iv["lower"]
+    st_ = s.stopping(width / 2)
+    assert not st_["reached"] and st_["more_labels"] == int(np.ceil(100 * 4 - 100))
+    assert "extrapolation" in st_["note"]
+    assert s.stopping(width * 1.01)["reached"] and s.stopping(width * 1.01)["more_labels"] == 0
+
+
+# ---------------------------------------------------------------------------- bad input changes nothing
+@pytest.fixture(scope="module")
+def bad_input_session(tmp_path_factory, pool):
+    p = str(tmp_path_factory.mktemp("bad") / "s.db")
+    s = Session.create(p, pool, "f1", "is", seed=12)
+    b0 = s.next_batch(20)
+    label(s, pool, b0)
+    b1 = s.next_batch(20)
+    s.add_labels(b1["item"][:5], truth_oracle(pool)(b1)[:5])  # an open batch, part labeled
+    drawn = set(s.draws()["item"])
+    never = [i for i in range(pool.n_items) if i not in drawn][:5]
+    return s, b0, b1, never
+
+
+def _unchanged(s, call, exc, *match):
+    before = s._store.dump()
+    est, pend, n = s.estimate().to_numpy(), s.n_pending, s.n_labels
+    with pytest.raises(exc) as info:
+        call()
+    assert isinstance(info.value, SessionError) and isinstance(info.value, ValueError)
+    for m in match:
+        assert m in str(info.value), (m, str(info.value))
+    assert s._store.dump() == before
+    np.testing.assert_array_equal(s.estimate().to_numpy(), est)
+    assert (s.n_pending, s.n_labels) == (pend, n)
+
+
+def test_bad_inputs_are_refused_and_change_nothing(bad_input_session, pool, tmp_path):
+    s, b0, b1, never = bad_input_session
+    ok_item, ok_label = int(b1["item"][10]), int(pool.labels[int(b1["item"][10])])
+    done_item = int(b0["item"][0])
+    done_label = int(pool.labels[done_item])
+    # each bad row comes after a valid one: the valid label must not be stored either
+    _unchanged(s, lambda: s.add_labels([ok_item, 999_999], [ok_label, 1]), UnknownItemError, "999999")
+    _unchanged(s, lambda: s.add_labels([ok_item, "abc"], [ok_label, 1]), UnknownItemError, "'abc'")
+    _unchanged(s, lambda: s.add_labels([ok_item, never[0]], [ok_label, 0]), NotDrawnError, f"item {never[0]}",
+               "never drawn")
+    _unchanged(s, lambda: s.add_labels([ok_item, int(b1["item"][11])], [ok_label, 2]), InvalidLabelError, "2",
+               "label set")
+    _unchanged(s, lambda: s.add_labels([ok_item], ["maybe"]), InvalidLabelError, "'maybe'")
+    _unchanged(s, lambda: s.add_labels([ok_item], [0.5]), InvalidLabelError, "0.5")
+    _unchanged(s, lambda: s.add_labels([ok_item, done_item], [ok_label, 1 - done_label]), LabelConflictError,
+               f"item {done_item}", f"already has label {done_label}")
+    _unchanged(s, lambda: s.add_labels([ok_item, ok_item], [0, 1]), LabelConflictError, f"item {ok_item}")
+    _unchanged(s, lambda: s.add_labels([], []), EmptyInputError)
+    _unchanged(s, lambda: s.add_labels([ok_item, ok_item], [1]), MalformedInputError)
+    # files
+    f = tmp_path / "x.csv"
+    f.write_text("")
+    _unchanged(s, lambda: s.ingest_file(str(f)), EmptyInputError, "empty")
+    f.write_text("item,label\n")
+    _unchanged(s, lambda: s.ingest_file(str(f)), EmptyInputError, "no rows")
+    f.write_text(f"item,label\n{ok_item},{ok_label}\n{never[1]},1,extra\n")
+    _unchanged(s, lambda: s.ingest_file(str(f)), MalformedInputError, "line 3")
+    f.write_text(f"id,label\n{ok_item},{ok_label}\n")
+    _unchanged(s, lambda: s.ingest_file(str(f)), MalformedInputError, "'item'")
+    f.write_text(f"item,label\n{ok_item},{ok_label}\n,1\n")
+    _unchanged(s, lambda: s.ingest_file(str(f)), MalformedInputError, "line 3", "empty item")
+    f.write_text(f"item,label\n{ok_item},{ok_label}\n{never[2]},1\n")
+    _unchanged(s, lambda: s.ingest_file(str(f)), NotDrawnError, "line 3", f"item {never[2]}")
+    g = tmp_path / "x.jsonl"
+    g.write_text(json.dumps({"item": ok_item, "label": ok_label}) + "\n{not json\n")
+    _unchanged(s, lambda: s.ingest_file(str(g)), MalformedInputError, "line 2", "not valid JSON")
+    _unchanged(s, lambda: s.ingest_file(str(tmp_path / "missing.csv")), SessionError, "not found")
+    _unchanged(s, lambda: s.ingest_file(str(tmp_path / "x.txt")), SessionError, "format")
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_bad_row_changes_nothing(bad_input_session, pool, data):
+    """Property: a call holding at least one bad row raises a SessionError and the session
+    (file and memory) is unchanged, whatever the valid rows around it."""
+    s, b0, b1, never = bad_input_session
+    pending = [int(i) for i in s.pending()["item"]]
+    labeled = [int(i) for i in b0["item"]]
+
+    def good():
+        return st.one_of(
+            st.sampled_from(pending).map(lambda i: (i, int(pool.labels[i]))),
+            st.sampled_from(labeled).map(lambda i: (i, int(pool.labels[i]))),  # harmless duplicate
+        )
+
+    bad = st.one_of(
+        st.sampled_from(never).map(lambda i: (i, 0)),  # never drawn
+        st.integers(pool.n_items, 10 * pool.n_items).map(lambda i: (i, 1)),  # unknown id
+        st.sampled_from(pending).map(lambda i: (i, 7)),  # outside the label set
+        st.sampled_from(labeled).map(lambda i: (i, 1 - int(pool.labels[i]))),  # conflict
+        st.just(("x-1", 1)),
+    )
+    rows = data.draw(st.lists(good(), max_size=6))
+    rows.insert(data.draw(st.integers(0, len(rows))), data.draw(bad))
+    items, labels = zip(*rows)
+    _unchanged(s, lambda: s.add_labels(list(items), list(labels)), SessionError)
+
+
+def test_reingesting_a_file_is_harmless(tmp_path, pool):
+    s = Session.create(str(tmp_path / "s.db"), pool, "f1", "is", seed=13)
+    b = s.next_batch(15)
+    f = tmp_path / "l.csv"
+    pd.DataFrame({"item": b["item"], "label": truth_oracle(pool)(b)}).to_csv(f, index=False)
+    r1 = s.ingest_file(str(f))
+    assert r1.n_new == 15 and r1.stage_closed
+    before = s._store.dump()
+    r2 = s.ingest_file(str(f))
+    assert r2.n_new == 0 and r2.n_duplicate == 15 and not r2.stage_closed
+    assert s._store.dump() == before
+
+
+def test_changed_pool_is_refused(tmp_path, pool):
+    p = str(tmp_path / "s.db")
+    s = Session.create(p, pool, "f1", "passive", seed=0)
+    label(s, pool, s.next_batch(5))
+    s.close()
+    other = demo_pool(n_items=5000, positive_rate=0.03, seed=12)
+    size = os.path.getsize(p)
+    with pytest.raises(PoolMismatchError, match="pool has changed.*fingerprint"):
+        Session.open(p, other)
+    assert os.path.getsize(p) == size
+    assert Session.open(p, pool).n_labels == 5
+
+
+def test_a_second_writer_is_refused(tmp_path, pool):
+    p = str(tmp_path / "s.db")
+    s1 = Session.create(p, pool, "f1", "passive", seed=0)
+    s2 = Session.open(p, pool)
+    b = s1.next_batch(5)
+    before = s1._store.dump()
+    with pytest.raises(StaleSessionError, match="another process"):
+        s2.next_batch(5)
+    assert s1._store.dump() == before
+    label(s1, pool, b)
+
+
+def test_creation_refuses_existing_file_and_bad_settings(tmp_path, pool):
+    p = str(tmp_path / "s.db")
+    Session.create(p, pool, "f1", "passive").close()
+    with pytest.raises(SessionError, match="already exists"):
+        Session.create(p, pool, "f1", "passive")
+    with pytest.raises(SessionError, match="unknown design"):
+        Session.create(str(tmp_path / "t.db"), pool, "f1", "nope")
+    with pytest.raises(SessionError, match="unknown measure"):
+        Session.create(str(tmp_path / "t.db"), pool, "f2", "passive")
+    assert not os.path.exists(tmp_path / "t.db")
+
+
+def test_example_script_runs(tmp_path, capsys):
+    runpy.run_path(os.path.join(EXAMPLES, "labeling_loop.py"), run_name="not_main")["main"](
+        ["--budget", "100", "--batch", "50", "--design", "is", "--db", str(tmp_path / "loop.db")])
+    out = capsys.readouterr().out
+    assert "f1" in out and "true values" in out
+
+
+# ---------------------------------------------------------------------------- CLI
+def _cli(capsys, *argv):
+    rc = cli_main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_walkthrough(tmp_path, capsys, pool):
+    pool_file = tmp_path / "pool.parquet"
+    df = pd.DataFrame({"score": pool.scores[:, 0], "pred": pool.preds[:, 0], "label": pool.labels,
+                       "text": [f"pair {i}" for i in range(pool.n_items)]})
+    df.index.name = "item"
+    df.to_parquet(pool_file)
+    db = str(tmp_path / "f1.db")
+    rc, out, err = _cli(capsys, "session", "new", db, "--pool", str(pool_file), "--measure", "f1", "--design", "ais",
+                        "--seed", "0", "--depth", "4", "--strata", "16", "--format", "json")
+    assert rc == 0, err
+    assert json.loads(out)["design"] == "ais"
+    truth = pd.read_parquet(pool_file)["label"]
+    for k in range(3):
+        batch = str(tmp_path / f"batch{k}.csv")
+        rc, out, err = _cli(capsys, "session", "next", db, "--n", "30", "--out", batch)
+        assert rc == 0, err
+        b = pd.read_csv(batch)
+        assert list(b.columns) == ["item", "text", "label"] and len(b) == 30 and b["label"].isna().all()
+        b["label"] = truth.loc[b["item"]].to_numpy()
+        b.to_csv(batch, index=False)
+        rc, out, err = _cli(capsys, "session", "ingest", db, batch)
+        assert rc == 0 and "30 new label(s)" in out, err
+    rc, out, err = _cli(capsys, "session", "status", db, "--format", "json", "--target-width", "0.05")
+    assert rc == 0, err
+    st_ = json.loads(out)
+    assert st_["labels"] == 90 and st_["stages"] == 3 and st_["estimates"][0]["component"] == "f1"
+    assert {"ess", "max_weight", "draws", "stopping"} <= set(st_)
+    assert "extrapolation" in st_["stopping"]["note"] or st_["stopping"]["reached"]
+    rc, out, err = _cli(capsys, "session", "status", db, "--target-width", "0.05")
+    assert rc == 0 and "labels spent: 90" in out and "CLT" in out
+    rep = tmp_path / "report"
+    rc, out, err = _cli(capsys, "session", "report", db, "--out", str(rep), "--pr-curve", "--thresholds", "16")
+    assert rc == 0, err
+    for f in ("summary.csv", "summary.md", "history.csv", "progress.png", "posterior.png", "pr_curve.png",
+              "report.md"):
+        assert (rep / f).exists(), f
+    assert "bayes_lower" in pd.read_csv(rep / "summary.csv").columns
+    # a batch re-issued while open; errors exit 2 and change nothing
+    rc, out, err = _cli(capsys, "session", "next", db, "--n", "5", "--out", str(tmp_path / "b.jsonl"))
+    rc, out, err = _cli(capsys, "session", "next", db, "--n", "5", "--out", str(tmp_path / "b2.jsonl"))
+    assert rc == 0 and "re-issued" in out
+    assert (tmp_path / "b.jsonl").read_text() == (tmp_path / "b2.jsonl").read_text()
+    before = Session.open(db)._store.dump()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("item,label\n0,5\n")
+    rc, out, err = _cli(capsys, "session", "ingest", db, str(bad))
+    assert rc == 2 and "error" in err and "outside the label set" in err
+    other = tmp_path / "other.parquet"
+    df.assign(score=df["score"] + 1).to_parquet(other)
+    rc, out, err = _cli(capsys, "session", "status", db, "--pool", str(other))
+    assert rc == 2 and "pool has changed" in err
+    rc, out, err = _cli(capsys, "session", "new", db, "--pool", str(pool_file))
+    assert rc == 2 and "already exists" in err
+    assert Session.open(db)._store.dump() == before
