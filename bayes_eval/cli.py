@@ -71,6 +71,9 @@ def _add_design_args(p):
     p.add_argument("--eps", type=float, default=1e-3, help="ε_0 of the AIS proposal floor (relative)")
     p.add_argument("--oracle", default="deterministic", choices=["deterministic", "stochastic"])
     p.add_argument("--lam", type=float, default=0.9, help="λ-mixing toward 1/C for static IS (000 eq. 13)")
+    p.add_argument("--delta", type=float, default=0.0,
+                   help="AIS: mix δ of p(x) into every proposal, for reusing the labels for other measures (001 §3.3.1)")
+    p.add_argument("--strength", type=float, default=1.0, help="AIS: weight of the classifier's scores in the model prior")
 
 
 def build_parser():
@@ -97,6 +100,10 @@ def build_parser():
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--checkpoints", default="500,1000,2000", help="comma-separated label counts")
     s.add_argument("--format", choices=["text", "json"], default="text")
+    s.add_argument("--bayes", choices=["auto", "yes", "no"], default="auto",
+                   help="finite-pool Bayesian intervals at the checkpoints (auto: for designs that carry a model)")
+    s.add_argument("--posterior-model", default="calibrated",
+                   help="model of the Bayesian intervals: calibrated (default, binary), design, dirichlet-tree")
     _add_design_args(s)
 
     from .session_cli import add_session_parser
@@ -112,6 +119,8 @@ def _design_kw(args):
         kw["oracle"] = args.oracle
     if args.design == "ais":
         kw["eps0"] = args.eps
+        kw["delta"] = args.delta
+        kw["strength"] = args.strength
     return kw
 
 
@@ -128,9 +137,10 @@ def cmd_simulate(args):
         raise CLIError(f"--checkpoints must be comma-separated integers, got {args.checkpoints!r}") from None
     if args.repeats < 1:
         raise CLIError("--repeats must be at least 1")
+    bayes = {"yes": True, "no": False, "auto": args.design == "ais"}[args.bayes]
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch,
-                                repeats=args.repeats, seed=args.seed, checkpoints=checkpoints,
-                                **_design_kw(args))
+                                repeats=args.repeats, seed=args.seed, checkpoints=checkpoints, bayes=bayes,
+                                posterior_model=args.posterior_model, **_design_kw(args))
     summary = summarize(res)
     tv = res.true_value
     out = {
@@ -151,6 +161,8 @@ def cmd_simulate(args):
         "seconds": res.seconds,
         "compile_seconds": res.compile_seconds,
         "seconds_per_run": res.seconds / args.repeats,
+        "bayes_seconds": res.bayes_seconds,
+        "posterior_model": args.posterior_model if res.bayes_lower is not None else None,
         "stalled_runs": int(res.stalled.sum()),
         "checkpoints": summary,
     }
@@ -160,15 +172,20 @@ def cmd_simulate(args):
         print(f"{pool!r}: true {args.measure} = {np.array2string(tv, precision=4)}")
         print(f"design {args.design}, {args.repeats} repeats: {res.seconds:.2f} s "
               f"(+{res.compile_seconds:.1f} s compile), {res.seconds / args.repeats * 1000:.1f} ms per run")
-        print(f"{'labels':>7} {'mean':>9} {'bias':>10} {'mse':>10} {'coverage':>9} {'width':>8} {'undef':>6}")
+        hb = res.bayes_lower is not None
+        print(f"{'labels':>7} {'mean':>9} {'bias':>10} {'mse':>10} {'coverage':>9} {'width':>8} {'undef':>6}"
+              + (f" {'cov_bayes':>9} {'w_bayes':>8}" if hb else ""))
         for c in summary:
             mean = c["mean"] if not isinstance(c["mean"], list) else float(np.mean(c["mean"]))
             bias = c["bias"] if not isinstance(c["bias"], list) else float(np.mean(np.abs(c["bias"])))
             if c["mse"] is None:
                 print(f"{c['labels']:>7} {'-':>9} {'-':>10} {'-':>10} {'-':>9} {'-':>8} {c['undefined_runs']:>6}")
                 continue
+            extra = ""
+            if hb and c.get("coverage_bayes") is not None:
+                extra = f" {c['coverage_bayes']:>9.2f} {c['mean_width_bayes']:>8.4f}"
             print(f"{c['labels']:>7} {mean:>9.4f} {bias:>10.2e} {c['mse']:>10.3e} {c['coverage']:>9.2f} "
-                  f"{c['mean_width']:>8.4f} {c['undefined_runs']:>6}")
+                  f"{c['mean_width']:>8.4f} {c['undefined_runs']:>6}" + extra)
     return 0
 
 

@@ -57,17 +57,31 @@ def delta_cov(g, risk, cov_risk):
     return jac @ cov_risk @ jac.T
 
 
-def _finish(g, risk, second, n):
-    """From R̂ and the weighted second moment M̂ to an Estimate."""
+#: vector measures with more components than this get only the diagonal of Cov(Ĝ)
+FULL_COV_MAX = 64
+
+
+def _jvp_rows(g, risk, rows):
+    gg = lambda r: jnp.atleast_1d(g(r))  # noqa: E731
+    return jax.vmap(lambda v: jax.jvp(gg, (risk,), (v,))[1])(rows)
+
+
+def _finish_rows(g, risk, loss, coef, n):
+    """Estimate with the covariance assembled from per-row products u_j = Dg ℓ_j:
+    Cov(Ĝ) = (Σ_j c_j u_j u_jᵀ − (Dg R̂)(Dg R̂)ᵀ) / n; for measures with more than
+    FULL_COV_MAX components only its diagonal (the rest NaN), at O(rows × m) cost."""
     n_safe = jnp.maximum(n, 1.0)
-    sigma_r = second - jnp.outer(risk, risk)
-    cov_r = sigma_r / n_safe
     value = jnp.atleast_1d(g(risk))
-    cov = delta_cov(g, risk, cov_r)
+    m = value.shape[0]
+    u = _jvp_rows(g, risk, loss)  # (J, m)
+    v = _jvp_rows(g, risk, risk[None, :])[0]  # Dg R̂
+    if m <= FULL_COV_MAX:
+        cov = ((u * coef[:, None]).T @ u - jnp.outer(v, v)) / n_safe
+    else:
+        diag = (jnp.sum(coef[:, None] * u * u, axis=0) - v * v) / n_safe
+        cov = jnp.full((m, m), jnp.nan).at[jnp.diag_indices(m)].set(diag)
     bad = n < 1
-    value = jnp.where(bad, jnp.nan, value)
-    cov = jnp.where(bad, jnp.nan, cov)
-    return Estimate(value=value, cov=cov, risk=risk, n=n)
+    return Estimate(value=jnp.where(bad, jnp.nan, value), cov=jnp.where(bad, jnp.nan, cov), risk=risk, n=n)
 
 
 def is_estimate(g, loss, wsum, p_over_qn, n):
@@ -83,9 +97,8 @@ def is_estimate(g, loss, wsum, p_over_qn, n):
     """
     n_safe = jnp.maximum(n, 1.0)
     risk = (wsum @ loss) / n_safe
-    coef = wsum * jnp.where(wsum > 0, p_over_qn, 0.0)
-    second = (loss * coef[:, None]).T @ loss / n_safe
-    return _finish(g, risk, second, n)
+    coef = wsum * jnp.where(wsum > 0, p_over_qn, 0.0) / n_safe
+    return _finish_rows(g, risk, loss, coef, n)
 
 
 def is_estimate_draws(g, loss, w, p_over_qn):
@@ -105,23 +118,30 @@ def stratified_estimate(g, loss, draws, stratum, stratum_mass, n_strata):
 
     ``loss`` (J, d) per cell, ``draws`` (J,) draws per cell, ``stratum`` (J,) its
     stratum, ``stratum_mass`` (K,) the p-mass W_k of each stratum.  Strata not yet drawn
-    are left out and the weights renormalised over the drawn ones.
+    are left out and the weights renormalised over the drawn ones.  Cov(Ĝ) =
+    Σ_k W_k²/n_k · Var_k(Dg ℓ), from per-cell products u_j = Dg ℓ_j (diagonal only for
+    measures with more than FULL_COV_MAX components).
     """
     n_k = jax.ops.segment_sum(draws, stratum, num_segments=n_strata)
     s1 = jax.ops.segment_sum(draws[:, None] * loss, stratum, num_segments=n_strata)
-    s2 = jax.ops.segment_sum(draws[:, None, None] * loss[:, :, None] * loss[:, None, :], stratum, num_segments=n_strata)
     seen = n_k > 0
     wk = jnp.where(seen, stratum_mass, 0.0)
     wk = wk / jnp.maximum(wk.sum(), 1e-300)
     nk = jnp.maximum(n_k, 1.0)
-    mean_k = s1 / nk[:, None]
-    risk = wk @ mean_k
-    var_k = s2 / nk[:, None, None] - mean_k[:, :, None] * mean_k[:, None, :]
-    var_k = var_k * (nk / jnp.maximum(nk - 1.0, 1.0))[:, None, None]
-    cov_r = jnp.einsum("k,kab->ab", wk**2 / nk, var_k)
+    risk = wk @ (s1 / nk[:, None])
     n = draws.sum()
     value = jnp.atleast_1d(g(risk))
-    cov = delta_cov(g, risk, cov_r)
+    m = value.shape[0]
+    u = _jvp_rows(g, risk, loss)  # (J, m)
+    ubar = jax.ops.segment_sum(draws[:, None] * u, stratum, num_segments=n_strata) / nk[:, None]
+    bessel = nk / jnp.maximum(nk - 1.0, 1.0)
+    fac = wk**2 / nk * bessel  # (K,)
+    cf = fac[stratum] * draws / nk[stratum]  # per-cell coefficient
+    if m <= FULL_COV_MAX:
+        cov = (u * cf[:, None]).T @ u - (ubar * fac[:, None]).T @ ubar
+    else:
+        diag = jnp.sum(cf[:, None] * u * u, axis=0) - jnp.sum(fac[:, None] * ubar * ubar, axis=0)
+        cov = jnp.full((m, m), jnp.nan).at[jnp.diag_indices(m)].set(diag)
     bad = n < 1
     return Estimate(
         value=jnp.where(bad, jnp.nan, value), cov=jnp.where(bad, jnp.nan, cov), risk=risk, n=n

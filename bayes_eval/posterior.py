@@ -15,11 +15,23 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _config  # noqa: F401
 from .cells import CellTable
 
-__all__ = ["leaf_counts", "complete_pool_draws", "finite_pool_posterior", "equal_tailed", "PosteriorDraws"]
+__all__ = [
+    "leaf_counts",
+    "complete_pool_draws",
+    "finite_pool_posterior",
+    "equal_tailed",
+    "PosteriorDraws",
+    "pool_posterior_from_pi",
+    "calibrated_pi",
+    "replicate_labeled",
+    "ppc_tail_probabilities",
+    "labeled_table",
+]
 
 
 class PosteriorDraws(NamedTuple):
@@ -90,10 +102,175 @@ def finite_pool_posterior(key, model, cells: CellTable, labeled, n_strata: int, 
     counts, unl = leaf_counts(cells, labeled, n_strata)
     k1, k2 = jax.random.split(key)
     s = model.sample(k1, counts, unl, n_draws, state=state)
-    pi = s["pi"]
-    value, risk, m = complete_pool_draws(k2, g, cells, labeled, pi)
+    return pool_posterior_from_pi(k2, g, cells, labeled, s["pi"], n_strata)
+
+
+def pool_posterior_from_pi(key, g, cells: CellTable, labeled, pi_leaf, n_strata: int) -> PosteriorDraws:
+    """Finite-pool posterior of G from given draws of π(y|k) (DESIGN.md §4).
+
+    The second half of :func:`finite_pool_posterior`, for draws of π that come from
+    elsewhere — NUTS chains of either oracle model (:mod:`bayes_eval.report`).
+
+    Parameters
+    ----------
+    key : PRNG key
+    g : callable
+        ``g(R) -> (m,)`` of the measure (001 §2.2).
+    cells : CellTable
+    labeled : array, shape (X, C)
+        Labeled items per cell and class; they keep their labels.
+    pi_leaf : array, shape (n, K, C)
+        Posterior draws of π(y|k).
+    n_strata : int
+        K.
+
+    Returns
+    -------
+    PosteriorDraws
+        ``unlabeled_counts`` summed per stratum, (n, K, C).
+    """
+    value, risk, m = complete_pool_draws(key, g, cells, labeled, pi_leaf)
     m_leaf = jax.vmap(lambda mm: jax.ops.segment_sum(mm, cells.stratum, num_segments=n_strata))(m)
-    return PosteriorDraws(value=value, risk=risk, pi=pi, unlabeled_counts=m_leaf)
+    return PosteriorDraws(value=value, risk=risk, pi=pi_leaf, unlabeled_counts=m_leaf)
+
+
+def calibrated_pi(key, leaf_probs, counts, a, b, kappa):
+    """Draws of π(y|k) of the calibrated Beta-binomial model given draws of (a, b, κ).
+
+    Given the calibration parameters, the class rate of stratum k has the exact
+    conditional posterior π_k | labels ~ Beta(κ μ_k + n_k1, κ (1 − μ_k) + n_k0),
+    μ_k = sigmoid(a + b z_k), z_k = logit s(1|k) (``models/calibrated.py``).  With NUTS
+    draws of (a, b, log κ) this completes an exact posterior draw of every π_k.
+
+    Parameters
+    ----------
+    key : PRNG key
+    leaf_probs : array, shape (K, 2)
+        s(y|k), the classifier's mean class probabilities per stratum.
+    counts : array, shape (K, 2)
+        Labeled items per stratum and class.
+    a, b, kappa : arrays, shape (n,)
+        Draws of the calibration intercept, slope and concentration.
+
+    Returns
+    -------
+    array, shape (n, K, 2)
+    """
+    p = jnp.clip(jnp.asarray(leaf_probs, dtype=jnp.float64)[:, 1], 1e-12, 1 - 1e-12)
+    z = jnp.log(p) - jnp.log1p(-p)
+    counts = jnp.asarray(counts, dtype=jnp.float64)
+    mu = jnp.clip(jax.nn.sigmoid(a[:, None] + b[:, None] * z[None, :]), 1e-12, 1 - 1e-12)
+    al = kappa[:, None] * mu + counts[None, :, 1]
+    be = kappa[:, None] * (1 - mu) + counts[None, :, 0]
+    pi1 = jax.random.beta(key, al, be)
+    return jnp.stack([1 - pi1, pi1], axis=-1)
+
+
+def replicate_labeled(key, counts, pi_leaf):
+    """Posterior predictive replicates of the labeled items' classes, per stratum.
+
+    For every posterior draw of π, the n_k labeled items of stratum k get fresh classes
+    Multinomial(n_k, π(·|k)) — the replicated data of a posterior predictive check of
+    the observed label counts (001 §4; DESIGN.md §4).
+
+    Parameters
+    ----------
+    key : PRNG key
+    counts : array, shape (K, C)
+        Observed labeled items per stratum and class.
+    pi_leaf : array, shape (n, K, C)
+
+    Returns
+    -------
+    array, shape (n, K, C)
+    """
+    n_k = jnp.asarray(counts, dtype=jnp.float64).sum(-1)
+    keys = jax.random.split(key, pi_leaf.shape[0])
+    return jax.vmap(lambda k, p: _multinomial_counts(k, n_k, p))(keys, pi_leaf)
+
+
+def ppc_tail_probabilities(observed, replicated):
+    """Tail probabilities of observed counts under their posterior predictive.
+
+    Parameters
+    ----------
+    observed : array, shape (...)
+    replicated : array, shape (n, ...)
+
+    Returns
+    -------
+    dict
+        ``mean``, ``sd``, ``lower``/``upper`` (2.5% and 97.5% quantiles) of the
+        replicates, ``p_ge`` = P(rep ≥ obs) and ``p_le`` = P(rep ≤ obs); an observation
+        with either probability near 0 is one the model does not reproduce.
+    """
+    rep = np.asarray(replicated, dtype=np.float64)
+    obs = np.asarray(observed, dtype=np.float64)
+    return {
+        "mean": rep.mean(0),
+        "sd": rep.std(0),
+        "lower": np.quantile(rep, 0.025, axis=0),
+        "upper": np.quantile(rep, 0.975, axis=0),
+        "p_ge": (rep >= obs[None]).mean(0),
+        "p_le": (rep <= obs[None]).mean(0),
+    }
+
+
+def labeled_table(item_cell, n_cells: int, n_classes: int, rows, labels) -> np.ndarray:
+    """The (X, C) table of labeled items per cell and class from item rows and labels.
+
+    Parameters
+    ----------
+    item_cell : array, shape (N,)
+        Cell of every item of the pool (:func:`bayes_eval.cells.build_cells`).
+    n_cells, n_classes : int
+    rows : array, shape (n,)
+        Row positions of the labeled items.
+    labels : array, shape (n,)
+        Their labels, integers in 0..C-1.  An item listed twice must carry the same label
+        both times (deterministic oracle, 001 Remark 1); it counts once.
+
+    Returns
+    -------
+    numpy.ndarray, shape (X, C), float64
+
+    Raises
+    ------
+    ValueError
+        Naming the first offending position: a row outside the pool, a label outside
+        0..C-1, or one item with two different labels.
+    """
+    item_cell = np.asarray(item_cell)
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    labels = np.asarray(labels).reshape(-1)
+    if rows.shape != labels.shape:
+        raise ValueError(f"{rows.size} labeled items but {labels.size} labels")
+    bad = np.flatnonzero((rows < 0) | (rows >= item_cell.shape[0]))
+    if bad.size:
+        raise ValueError(f"labeled item at position {bad[0]}: row {rows[bad[0]]} is outside the pool "
+                         f"of {item_cell.shape[0]} items")
+    if labels.size and not np.issubdtype(labels.dtype, np.integer):
+        as_int = labels.astype(np.int64)
+        bad = np.flatnonzero(as_int != labels)
+        if bad.size:
+            raise ValueError(f"label at position {bad[0]} is {labels[bad[0]]!r}, not an integer class")
+        labels = as_int
+    bad = np.flatnonzero((labels < 0) | (labels >= n_classes))
+    if bad.size:
+        raise ValueError(f"label at position {bad[0]} is {labels[bad[0]]}, outside 0..{n_classes - 1}")
+    first = {}
+    keep = np.ones(rows.size, bool)
+    for i, (r, y) in enumerate(zip(rows.tolist(), labels.tolist())):
+        if r in first:
+            if first[r] != y:
+                raise ValueError(f"item at row {r} is labeled {first[r]} and, at position {i}, {y}: a deterministic "
+                                 "oracle gives one label per item")
+            keep[i] = False
+        else:
+            first[r] = y
+    out = np.zeros((int(n_cells), int(n_classes)))
+    np.add.at(out, (item_cell[rows[keep]], labels[keep]), 1.0)
+    return out
 
 
 def equal_tailed(draws, level: float = 0.95):

@@ -50,6 +50,7 @@ import math
 import os
 import re
 import time
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -263,6 +264,7 @@ class _Core(NamedTuple):
     step: Callable
     estimate_fns: tuple
     id_index: Any
+    jitted: dict  # further compiled functions built on demand (the posterior)
 
 
 _CORE_CACHE: "OrderedDict[tuple, _Core]" = OrderedDict()
@@ -342,7 +344,7 @@ def _build_core(pool, measures, cfg, progress) -> _Core:
         size=np.asarray(cells.size).astype(np.int64), p_cell=np.asarray(cells.weight, dtype=np.float64),
         stratum=np.asarray(cells.stratum, dtype=np.int64), loss_tables=tuple(loss_tables), design=design,
         n_strata=int(n_strata), init=jax.jit(init), step=jax.jit(step),
-        estimate_fns=tuple(make_est(j) for j in range(len(measures))), id_index=id_index,
+        estimate_fns=tuple(make_est(j) for j in range(len(measures))), id_index=id_index, jitted={},
     )
 
 
@@ -512,6 +514,18 @@ def _keep_empty_default(keep_empty):
     return bool(p.default) if p is not None else False
 
 
+_FINGERPRINTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _fingerprint(pool) -> str:
+    """``pool.fingerprint()``, computed once per Pool object (its arrays are read-only)."""
+    fp = _FINGERPRINTS.get(pool)
+    if fp is None:
+        fp = pool.fingerprint()
+        _FINGERPRINTS[pool] = fp
+    return fp
+
+
 def _noop_progress(msg, done, total):
     return None
 
@@ -655,7 +669,7 @@ class Session:
             "bayes_eval_version": __version__,
         }
         progress = progress or _noop_progress
-        fingerprint = pool.fingerprint()
+        fingerprint = _fingerprint(pool)
         core = _get_core(pool, measures, config, fingerprint, progress)  # validates the design settings
         store = Store.create(path, {"config": config, "fingerprint": fingerprint},
                              unique_labels_by="draw" if oracle == "stochastic" else "row")
@@ -694,7 +708,7 @@ class Session:
             if not isinstance(pool, Pool):
                 raise SessionError(f"expected a Pool, got {type(pool).__name__}")
             progress("checking the pool's fingerprint", 0, 1)
-            fingerprint = pool.fingerprint()
+            fingerprint = _fingerprint(pool)
             if fingerprint != meta["fingerprint"]:
                 info = config["pool"]
                 raise PoolMismatchError(
@@ -1277,12 +1291,8 @@ class Session:
         and, where the design carries an oracle model, the Bayesian interval
         (:meth:`bayesian_interval`).  Columns: component, kind, level, estimate,
         lower, upper."""
-        from scipy.stats import norm
-
-        if not 0 < level < 1:
-            raise SessionError(f"level must be in (0, 1), got {level}")
         v, sd = self._values()
-        z = norm.ppf(0.5 + level / 2)
+        z = _z(level)
         df = pd.DataFrame({"component": self._names, "kind": "clt", "level": level, "estimate": v,
                            "lower": v - z * sd, "upper": v + z * sd})
         if bayesian:
@@ -1311,15 +1321,24 @@ class Session:
         if key in self._post_cache:
             return self._post_cache[key]
         core = self._core
+        fn = core.jitted.get(("posterior", int(n_draws)))
+        if fn is None:
+            measures = tuple(self.measures)
+
+            def all_measures(rkey, labeled, state):
+                out = []
+                for j, m in enumerate(measures):
+                    cells_j = core.cells._replace(loss=core.loss_tables[j])
+                    post = finite_pool_posterior(rkey, model, cells_j, labeled, core.n_strata, m.g,
+                                                 n_draws=int(n_draws), state=state)
+                    out.append(post.value)
+                return jnp.concatenate(out, axis=1)
+
+            fn = jax.jit(all_measures)
+            core.jitted[("posterior", int(n_draws))] = fn
         state = getattr(self._dstate, "model_state", None)
         rkey = jax.random.fold_in(jax.random.PRNGKey(seed), len(self._snapshots))
-        out = []
-        for j, m in enumerate(self.measures):
-            cells_j = core.cells._replace(loss=core.loss_tables[j])
-            post = finite_pool_posterior(rkey, model, cells_j, jnp.asarray(self._labeled), core.n_strata, m.g,
-                                         n_draws=int(n_draws), state=state)
-            out.append(np.asarray(post.value))
-        draws = np.concatenate(out, axis=1)
+        draws = np.asarray(fn(rkey, jnp.asarray(self._labeled), state))
         self._post_cache[key] = draws
         return draws
 
@@ -1347,10 +1366,8 @@ class Session:
     def summary(self, level: float = 0.95, bayesian: bool = False) -> pd.DataFrame:
         """One row per component: estimate, standard error, CLT interval (and Bayesian
         interval with ``bayesian=True``), labels, draws, ESS, largest weight."""
-        from scipy.stats import norm
-
         v, sd = self._values()
-        z = norm.ppf(0.5 + level / 2)
+        z = _z(level)
         measure_of = [m.name for m in self.measures for _ in m.names]
         ws = self.weight_stats()
         df = pd.DataFrame({"measure": measure_of, "component": self._names, "estimate": v, "std_error": sd,
@@ -1370,9 +1387,7 @@ class Session:
     def history(self, level: float = 0.95) -> pd.DataFrame:
         """Every closed stage: labels and draws after it, ESS, largest weight, times, and
         the estimate and CLT interval of each component (long format)."""
-        from scipy.stats import norm
-
-        z = norm.ppf(0.5 + level / 2)
+        z = _z(level)
         parts = []
         for i, s in enumerate(self._snapshots):
             v, sd = self._values(i)
@@ -1462,11 +1477,13 @@ class Session:
             out["stopping"] = self.stopping(target_width, level)
         return out
 
-    def plot_progress(self, path: str | None = None, components: Sequence[str] | None = None, level: float = 0.95):
+    def plot_progress(self, path: str | None = None, components: Sequence[str] | None = None, level: float = 0.95,
+                      bayesian: bool = False):
         """Estimate and CLT interval against labels spent (PNG via matplotlib's Agg).
 
         ``components`` defaults to the first measure's first component (up to four may
-        be given).  Returns the path written, or the Figure when ``path`` is None.
+        be given); ``bayesian=True`` adds the current Bayesian interval (designs with an
+        oracle model).  Returns the path written, or the Figure when ``path`` is None.
         """
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -1486,7 +1503,7 @@ class Session:
             line = ax.plot(d["labels"], d["estimate"], marker="o", ms=3, label=f"{c} (estimate)")[0]
             ax.fill_between(d["labels"].to_numpy(float), d["lower"].to_numpy(float), d["upper"].to_numpy(float),
                             color=line.get_color(), alpha=0.2, label=f"{int(level * 100)}% CLT interval")
-        if self._snapshots and self._core.design.model is not None and not self._stochastic:
+        if bayesian and self._snapshots and self._core.design.model is not None and not self._stochastic:
             b = self.bayesian_interval(level)
             if b is not None:
                 for c in comps[:4]:
@@ -1517,6 +1534,15 @@ class Session:
 
     def snapshots(self) -> list[StageSnapshot]:
         return list(self._snapshots)
+
+
+def _z(level: float) -> float:
+    """z_{(1+level)/2}, the normal quantile of a two-sided ``level`` interval."""
+    if not 0 < level < 1:
+        raise SessionError(f"level must be in (0, 1), got {level}")
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(0.5 + level / 2)
 
 
 def _f(v):

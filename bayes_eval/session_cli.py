@@ -88,6 +88,8 @@ def add_session_parser(subparsers):
     r.add_argument("--pr-curve", action="store_true", help="also the PR curve estimated from the same labels")
     r.add_argument("--thresholds", type=int, default=64, help="thresholds of the reported PR curve (default 64)")
     r.add_argument("--target-width", type=float, default=None)
+    r.add_argument("--no-bayesian", action="store_true",
+                   help="skip the Bayesian posterior (its first computation compiles for a while)")
     return sp
 
 
@@ -427,7 +429,8 @@ def _cmd_report(args, bar):
     try:
         os.makedirs(args.out, exist_ok=True)
         bar("writing tables", 0, 4)
-        summ = s.summary(level=args.level, bayesian=True)
+        bayes = not args.no_bayesian
+        summ = s.summary(level=args.level, bayesian=bayes)
         hist = s.history(level=args.level)
         p = os.path.join(args.out, "summary.csv")
         summ.to_csv(p, index=False)
@@ -436,9 +439,10 @@ def _cmd_report(args, bar):
         hist.to_csv(p, index=False)
         files.append(p)
         bar("plotting", 1, 4)
-        prog = s.plot_progress(os.path.join(args.out, "progress.png"), level=args.level)
+        prog = s.plot_progress(os.path.join(args.out, "progress.png"), level=args.level, bayesian=bayes)
         files.append(prog)
-        post = _plot_posterior(s, os.path.join(args.out, "posterior.png"), args.level) if s.n_stages else None
+        post = (_plot_posterior(s, os.path.join(args.out, "posterior.png"), args.level)
+                if s.n_stages and bayes else None)
         if post:
             files.append(post)
         pr_df = None

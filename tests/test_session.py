@@ -2,6 +2,7 @@
 import json
 import os
 import runpy
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -119,28 +120,24 @@ def test_reopen_at_every_stage_reproduces_uninterrupted_run(tmp_path):
     pa, pb = str(tmp_path / "a.db"), str(tmp_path / "b.db")
     a = Session.create(pa, pool, "f1", "ais", seed=3)
     Session.create(pb, pool, "f1", "ais", seed=3).close()
+    s = Session.open(pb, pool)
     for stage in range(20):
         ba = a.next_batch(50)
         a.add_labels(ba["item"], oracle(ba))
-        s = Session.open(pb, pool)
-        bb = s.next_batch(50)
-        s.close()
+        bb = s.next_batch(50)  # drawn by a session replayed from the file
         for col in ("item", "q", "weight"):
             np.testing.assert_array_equal(ba[col].to_numpy(), bb[col].to_numpy())
-        s = Session.open(pb, pool)  # mid-batch: half the labels, reopen, the rest
         s.add_labels(bb["item"][:20], oracle(bb)[:20])
         s.close()
-        s = Session.open(pb, pool)
+        s = Session.open(pb, pool)  # mid-batch
         assert list(s.pending()["item"]) == list(bb["item"][20:])
         s.add_labels(bb["item"][20:], oracle(bb)[20:])
         s.close()
-        s = Session.open(pb, pool)
+        s = Session.open(pb, pool)  # after the batch
         np.testing.assert_array_equal(s.estimate().to_numpy(), a.estimate().to_numpy())
-        np.testing.assert_array_equal(s.intervals().to_numpy(), a.intervals().to_numpy())
+        np.testing.assert_array_equal(s.intervals(bayesian=False).to_numpy(), a.intervals(bayesian=False).to_numpy())
         np.testing.assert_array_equal(np.asarray(s.proposal.lab), np.asarray(a.proposal.lab))
-        s.close()
     assert a.n_labels == 1000 and a.n_stages == 20
-    s = Session.open(pb, pool)
     pd.testing.assert_frame_equal(s.history().drop(columns=["opened_at", "closed_at"]),
                                   a.history().drop(columns=["opened_at", "closed_at"]))
     est = a.estimate()["f1"]
@@ -151,14 +148,17 @@ def test_reopen_at_every_stage_reproduces_uninterrupted_run(tmp_path):
 def test_replay_rebuilds_from_scratch(tmp_path, pool):
     """Reopening in a fresh process state (no cached strata, cells or compiled design)
     gives the same state and the same next batch."""
-    p = str(tmp_path / "s.db")
+    p, p2 = str(tmp_path / "s.db"), str(tmp_path / "copy.db")
     s = Session.create(p, pool, ["f1", "precision"], "is", seed=5)
     s.run(truth_oracle(pool), budget=150, batch=30)
     est = s.estimate().to_numpy()
+    s.close()
+    shutil.copy(p, p2)
+    expected = Session.open(p, pool).next_batch(30)
     clear_cache()
-    s2 = Session.open(p, pool)
+    s2 = Session.open(p2, pool)
     np.testing.assert_array_equal(s2.estimate().to_numpy(), est)
-    np.testing.assert_array_equal(s2.next_batch(30)["item"].to_numpy(), s.next_batch(30)["item"].to_numpy())
+    np.testing.assert_array_equal(s2.next_batch(30)["item"].to_numpy(), expected["item"].to_numpy())
 
 
 # ---------------------------------------------------------------------------- estimator
@@ -376,7 +376,7 @@ def test_cli_walkthrough(tmp_path, capsys, pool):
     df.to_parquet(pool_file)
     db = str(tmp_path / "f1.db")
     rc, out, err = _cli(capsys, "session", "new", db, "--pool", str(pool_file), "--measure", "f1", "--design", "ais",
-                        "--seed", "0", "--depth", "4", "--strata", "16", "--format", "json")
+                        "--seed", "0", "--model", "independent", "--strata", "16", "--format", "json")
     assert rc == 0, err
     assert json.loads(out)["design"] == "ais"
     truth = pd.read_parquet(pool_file)["label"]
@@ -399,12 +399,14 @@ def test_cli_walkthrough(tmp_path, capsys, pool):
     rc, out, err = _cli(capsys, "session", "status", db, "--target-width", "0.05")
     assert rc == 0 and "labels spent: 90" in out and "CLT" in out
     rep = tmp_path / "report"
-    rc, out, err = _cli(capsys, "session", "report", db, "--out", str(rep), "--pr-curve", "--thresholds", "16")
+    rc, out, err = _cli(capsys, "session", "report", db, "--out", str(rep), "--pr-curve", "--thresholds", "16",
+                        "--no-bayesian")
     assert rc == 0, err
-    for f in ("summary.csv", "summary.md", "history.csv", "progress.png", "posterior.png", "pr_curve.png",
-              "report.md"):
+    for f in ("summary.csv", "summary.md", "history.csv", "progress.png", "pr_curve.png", "report.md"):
         assert (rep / f).exists(), f
-    assert "bayes_lower" in pd.read_csv(rep / "summary.csv").columns
+    with open(rep / "progress.png", "rb") as fh:
+        assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert "## Estimates" in (rep / "report.md").read_text()
     # a batch re-issued while open; errors exit 2 and change nothing
     rc, out, err = _cli(capsys, "session", "next", db, "--n", "5", "--out", str(tmp_path / "b.jsonl"))
     rc, out, err = _cli(capsys, "session", "next", db, "--n", "5", "--out", str(tmp_path / "b2.jsonl"))
@@ -422,3 +424,30 @@ def test_cli_walkthrough(tmp_path, capsys, pool):
     rc, out, err = _cli(capsys, "session", "new", db, "--pool", str(pool_file))
     assert rc == 2 and "already exists" in err
     assert Session.open(db)._store.dump() == before
+
+
+@pytest.mark.slow
+def test_cli_report_with_posterior(tmp_path, capsys, pool):
+    """The report's Bayesian parts (the first posterior compiles for a while): the
+    finite-pool posterior with the CLT interval, reproducible after reopening."""
+    db = str(tmp_path / "f1.db")
+    s = Session.create(db, pool, "f1", "ais", seed=0, model="independent", n_strata=16, pool_path=None)
+    s.run(truth_oracle(pool), budget=90, batch=30)
+    s.close()
+    a, b = Session.open(db, pool), Session.open(db, pool)
+    ba = a.bayesian_interval(n_draws=200)
+    assert ba is not None and (ba["lower"] <= ba["upper"]).all()
+    pd.testing.assert_frame_equal(ba, b.bayesian_interval(n_draws=200))
+    assert set(a.intervals()["kind"]) == {"clt", "bayes"}
+    a.close()
+    b.close()
+    pool_file = tmp_path / "pool.parquet"
+    df = pd.DataFrame({"score": pool.scores[:, 0], "pred": pool.preds[:, 0], "label": pool.labels})
+    df.index.name = "item"
+    df.to_parquet(pool_file)
+    rep = tmp_path / "report"
+    rc, out, err = _cli(capsys, "session", "report", db, "--pool", str(pool_file), "--out", str(rep))
+    assert rc == 0, err
+    assert (rep / "posterior.png").exists()
+    summ = pd.read_csv(rep / "summary.csv")
+    assert summ["bayes_lower"][0] <= summ["bayes_upper"][0]

@@ -1,0 +1,1007 @@
+"""Poisson (Bernoulli) sampling designs: offline (000 §3, Alg. 2) and adaptive in rounds
+(000 App. E) fed by the Dirichlet-tree posterior (001 §4, Prop. 2), on cells.
+
+A Poisson design labels every item ``n`` independently with its own inclusion probability
+``b_n`` -- possibly 1 -- so that on a finite pool the items that matter most are labeled with
+certainty and never re-drawn (000 §3).  This module holds
+
+* the pure *round proposal*: inclusion probabilities per cell from a predictive
+  ``pi(y|x)`` (the classifier's λ-mixed probabilities, 000 eq. 13, or the Dirichlet-tree
+  posterior predictive), the deviations ``h`` of 000 eq. 12 / App. D generalized by the
+  delta method, and the water-filling of 000 App. B.1 (:func:`round_proposal`,
+  :func:`static_proposal`);
+* the estimators: the Horvitz--Thompson ratio estimator (000 eq. 18) or the model-assisted
+  difference estimator, per round, combined over rounds with predictable weights (000
+  eq. 128 = equal weights), their covariance (000 eq. 27--29 and a model-assisted
+  alternative), the delta method for any ``g`` (so micro / macro F1 of 000 App. D are just
+  measures), Beta-fitted limits (000 §2.2) -- from per-cell arrays (:func:`round_totals`,
+  :func:`combine`) and from per-item records (:func:`poisson_estimate`,
+  :func:`online_poisson_estimate`);
+* fixed-size rounds (Pareto / sequential Poisson sampling) and the jit-compiled simulation
+  (``lax.scan`` over rounds, ``vmap`` over repeats) behind
+  ``bayes-eval simulate POOL --design poisson`` / ``--design poisson-adaptive``
+  (:func:`simulate_poisson`, :func:`run_poisson_simulation`).
+
+Estimator of one round (000 App. E, eq. 127 made model-assisted)
+------------------------------------------------------------------
+Round ``r`` draws only among the items ``U_r`` not labeled before it, with probabilities
+``b^r`` and a model prediction ``m_r(x) = E_{pi_r}[l(x, y)]`` both fixed *before* the round:
+
+.. math::  T_r = K_r + \\sum_{n \\in U_r} p_n m_r(x_n)
+               + \\sum_{n \\in U_r} \\frac{s^r_n}{b^r_n} p_n (\\ell_n - m_r(x_n)),
+    \\qquad K_r = \\sum_{n \\notin U_r} p_n \\ell_n .
+
+``E[T_r | past] = R`` for *any* model (``m_r = 0`` is 000 eq. 127's HT round), provided
+every item of ``U_r`` whose residual ``l_n - m_r(x_n)`` can be non-zero has ``b^r_n > 0``
+(the floor below guarantees it).  Its conditional covariance is
+``sum_{U_r} (1/b - 1) p^2 (l - m)(l - m)^T``: the *residuals* drive it, not the losses.
+
+Combination (000 eq. 128 generalized)
+-------------------------------------
+``R_hat_t = sum_{r<=t} w_r T_r`` with weights summing to one.  The ``T_r - R`` are
+martingale differences, so with weights that are fixed before round ``r`` is drawn the
+combination is unbiased and ``Cov(R_hat_t) = E sum_r w_r^2 V_r``.  Schemes
+(:func:`round_weights`): ``"equal"`` (000 eq. 128), ``"linear"`` / ``"quadratic"`` /
+``"power:k"`` (``w_r ∝ r^k``: later rounds, which know more and have fewer unknown items
+left, count more), ``"precision"`` (inverse *predicted* variance, made predictable; see
+:func:`round_weights`).  All are deterministic functions of ``t`` and of quantities known
+before each round, hence exactly unbiased.  When the planned budget covers every item that
+can still matter, the round labels all of them (``b = 1``), that round's ``T`` equals ``R``
+exactly, and every later estimate puts all its weight on it: the estimate is then exact.
+
+Notation: cells ``x`` (stratum x loss pattern, :mod:`bayes_eval.cells`); ``labeled``
+(X, C) labeled items per cell and class; per-item weight ``p_x = cells.weight``;
+``U_x = size_x - sum_y labeled_xy`` unlabeled items.  Designs never look at
+``cells.truth``; the simulation uses it only as the oracle.
+"""
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _config  # noqa: F401  (float64)
+from . import poisson as P
+from .cells import CellTable
+
+__all__ = [
+    "PoissonDesign",
+    "RoundProposal",
+    "RoundRecord",
+    "PoissonEstimate",
+    "ESTIMATORS",
+    "FORMS",
+    "WEIGHTS",
+    "VARIANCES",
+    "FIXED_SIZE",
+    "poisson_design",
+    "prior_predictive",
+    "support_mask",
+    "cell_deviations",
+    "round_proposal",
+    "static_proposal",
+    "poisson_round_counts",
+    "fixed_size_round_counts",
+    "round_totals",
+    "model_round_covariance",
+    "round_weights",
+    "combine",
+    "poisson_estimate",
+    "online_poisson_estimate",
+    "beta_limits",
+    "simulate_poisson",
+    "run_poisson_simulation",
+]
+
+ESTIMATORS = ("difference", "ht")
+FORMS = ("sqrt", "linear")
+WEIGHTS = ("equal", "linear", "quadratic", "cubic", "precision", "last")
+VARIANCES = ("model", "ht")
+FIXED_SIZE = (None, "pareto", "sequential")
+
+
+# --------------------------------------------------------------------------------------
+# configuration
+# --------------------------------------------------------------------------------------
+class PoissonDesign(NamedTuple):
+    """Configuration of a Poisson design (a static pytree-free description).
+
+    Attributes
+    ----------
+    name : str
+        ``"poisson"`` (offline / static, 000 Alg. 2) or ``"poisson-adaptive"`` (rounds
+        fed by the oracle model, 000 App. E).
+    adaptive : bool
+    estimator : {"difference", "ht"}
+        Model-assisted difference estimator (residuals ``l - m``) or the plain
+        Horvitz--Thompson estimator of 000 eq. 18 / 127 (``m = 0``).
+    form : {"sqrt", "linear"}
+        Deviation ``h_x = p_x sqrt(E_pi ||Dg e||^2)`` (000 eq. 12: minimizes the expected
+        Poisson variance, 000 §3.1) or ``p_x E_pi ||Dg e||`` (the deterministic-oracle form
+        of 001 Prop. 2, which favours likely-relevant items more).
+    weights : str
+        Round combination, see :func:`round_weights`.
+    variance : {"model", "ht"}
+        Covariance of the combined estimate, see :func:`combine`.
+    eps : float
+        Relative floor of ``h`` on cells whose residual can be non-zero (keeps ``b > 0``,
+        hence unbiasedness, on any pool).
+    lam : float
+        λ of the λ-mixing of the classifier's probabilities (000 eq. 13); used by the static
+        design.
+    fixed_size : {None, "pareto", "sequential"}
+        ``None``: Poisson rounds of random size (mean = the round's budget).  Otherwise each
+        round labels exactly its budget by Pareto / sequential Poisson sampling of the
+        items with target probabilities ``b`` (approximately unbiased, see
+        :func:`fixed_size_round_counts`).  Adaptive design only.
+    model : OracleModel or None
+        The oracle model (Dirichlet tree); required for the adaptive design and for
+        ``variance="model"``.
+    n_strata : int
+        Leaves of the model (strata).
+    """
+
+    name: str
+    adaptive: bool
+    estimator: str = "difference"
+    form: str = "sqrt"
+    weights: str = "linear"
+    variance: str = "model"
+    eps: float = 0.1
+    lam: float = 0.9
+    fixed_size: str | None = None
+    model: Any = None
+    n_strata: int = 0
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+
+
+def _weights_power(scheme: str) -> float | None:
+    table = {"equal": 0.0, "linear": 1.0, "quadratic": 2.0, "cubic": 3.0}
+    if scheme in table:
+        return table[scheme]
+    if scheme.startswith("power:"):
+        try:
+            k = float(scheme.split(":", 1)[1])
+        except ValueError:
+            raise ValueError(f"bad weight scheme {scheme!r}; 'power:k' needs a number k") from None
+        if not np.isfinite(k):
+            raise ValueError(f"bad weight scheme {scheme!r}; k must be finite")
+        return k
+    return None
+
+
+def _form_gamma(form: str) -> float:
+    if form == "sqrt":
+        return 2.0
+    if form == "linear":
+        return 1.0
+    if form.startswith("moment:"):
+        try:
+            gamma = float(form.split(":", 1)[1])
+        except ValueError:
+            gamma = float("nan")
+        if np.isfinite(gamma) and gamma > 0:
+            return gamma
+    raise ValueError(f"form must be one of {FORMS} or 'moment:gamma' with gamma > 0, got {form!r}")
+
+
+def _check_weights(scheme: str) -> None:
+    if _weights_power(scheme) is None and scheme not in ("precision", "last"):
+        raise ValueError(f"weights must be one of {WEIGHTS} or 'power:k', got {scheme!r}")
+
+
+def poisson_design(name: str, *, estimator: str | None = None, form: str = "sqrt", weights: str = "linear",
+                   variance: str | None = None, eps: float = 0.1, lam: float = 0.9,
+                   fixed_size: str | None = None, model=None, n_strata: int = 0) -> PoissonDesign:
+    """Build and validate a :class:`PoissonDesign`.
+
+    Defaults: the static design ``"poisson"`` is 000 Alg. 2 -- HT estimator, HT variance
+    (000 eq. 28) unless ``variance="model"`` is asked for (which needs ``model``); the
+    adaptive design uses the difference estimator, ``w_r ∝ r`` and the model-assisted
+    variance.
+    """
+    _check_choice("design", name, ("poisson", "poisson-adaptive"))
+    adaptive = name == "poisson-adaptive"
+    if estimator is None:
+        estimator = "difference" if adaptive else "ht"
+    if variance is None:
+        variance = "model" if (adaptive or model is not None) else "ht"
+    _check_choice("estimator", estimator, ESTIMATORS)
+    _form_gamma(form)
+    _check_choice("variance", variance, VARIANCES)
+    _check_choice("fixed_size", fixed_size, FIXED_SIZE)
+    _check_weights(weights)
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps must be finite and >= 0, got {eps}")
+    if not 0.0 <= lam <= 1.0:
+        raise ValueError(f"lam must be in [0, 1], got {lam}")
+    if adaptive and model is None:
+        raise ValueError("the adaptive Poisson design needs an oracle model (bayes_eval.ais.make_model)")
+    if variance == "model" and model is None:
+        raise ValueError("variance='model' needs an oracle model")
+    if fixed_size is not None and not adaptive:
+        raise ValueError("fixed-size rounds are offered for the adaptive design only; the static design's "
+                         "nested samples are Poisson")
+    return PoissonDesign(name, adaptive, estimator, form, weights, variance, float(eps), float(lam), fixed_size,
+                         model, int(n_strata))
+
+
+# --------------------------------------------------------------------------------------
+# proposal: deviations and water-filling (000 §3.1, App. B.1, App. D)
+# --------------------------------------------------------------------------------------
+class RoundProposal(NamedTuple):
+    """Inclusion probabilities of one round, per cell.
+
+    ``b`` (X,): inclusion probability of each *unlabeled* item of the cell; ``mean`` (X, d):
+    the model prediction ``m(x)`` of the difference estimator (zeros for HT); ``h`` (X,):
+    the floored deviations that were water-filled; ``risk`` (d,): the plug-in risk at which
+    ``Dg`` was taken; ``pred_var``: the round's variance of ``G`` predicted by the model,
+    ``sum_x U_x (1/b_x - 1) p_x^2 E_pi ||Dg (l - m)||^2``; ``model_total`` (d,):
+    ``sum_x p_x U_x m(x)``, the term ``sum_{n in U_r} p_n m_r(x_n)`` of the round estimator.
+    """
+
+    b: jnp.ndarray
+    mean: jnp.ndarray
+    h: jnp.ndarray
+    risk: jnp.ndarray
+    pred_var: jnp.ndarray
+    model_total: jnp.ndarray
+
+
+def prior_predictive(cells: CellTable, lam: float = 0.9) -> jnp.ndarray:
+    """λ-mixed classifier probabilities ``lam s(y|x) + (1 - lam) / C`` (000 eq. 13, 93)."""
+    c = cells.loss.shape[1]
+    return P.lambda_mix(cells.prior, lam, 1.0 / c)
+
+
+def support_mask(loss, estimator: str = "difference") -> jnp.ndarray:
+    """(X,) cells whose items need ``b > 0`` for the estimator to stay unbiased.
+
+    HT: cells with ``l(x, y) != 0`` for some ``y``.  Difference estimator: cells whose loss
+    depends on ``y`` (if ``l(x, .)`` is constant, ``m(x) = l(x, .)`` and the residual is 0
+    whatever the label).
+    """
+    loss = jnp.asarray(loss)
+    if estimator == "ht":
+        return jnp.any(loss != 0, axis=(1, 2))
+    return jnp.any(loss != loss[:, :1, :], axis=(1, 2))
+
+
+def cell_deviations(g: Callable, loss, pi, risk, weight=None, estimator: str = "difference",
+                    form: str = "sqrt"):
+    """Deviations ``h_x`` of 000 eq. 12 (App. D.2/D.4 for multi-class) by the delta method.
+
+    With ``e(x, y) = l(x, y) - m(x)`` (``m = E_pi l`` for the difference estimator, 0 for
+    HT) and ``a(x, y) = ||Dg(R) e(x, y)||_2`` (``Dg`` from ``jax.jacfwd``; for a scalar
+    ``g`` this is ``|f - F g| / mu_y`` of 000 eq. 12), the expected variance of a Poisson
+    round is ``sum_x U_x (1/b_x - 1) p_x^2 E_pi a^2`` (000 eq. 25--26); it is minimized by
+    ``b_x ∝ h_x = p_x sqrt(E_pi a^2)`` (``form="sqrt"``, 000 §3.1).  ``form="linear"``
+    gives ``p_x E_pi a`` (001 Prop. 2, deterministic oracle).
+
+    Parameters
+    ----------
+    g : callable (d,) -> (m,)
+    loss : (X, C, d)
+    pi : (X, C) predictive class probabilities
+    risk : (d,) plug-in risk for ``Dg``
+    weight : (X,) per-item p(x), optional (1)
+    estimator, form : str
+
+    Returns
+    -------
+    h : (X,) deviations (not floored; NaN / inf mapped to 0)
+    h2 : (X,) ``p_x^2 E_pi a^2`` (for the predicted variance)
+    mean : (X, d) ``m(x)``
+    """
+    loss = jnp.asarray(loss, jnp.float64)
+    pi = jnp.asarray(pi, jnp.float64)
+    if estimator == "difference":
+        mean = jnp.einsum("xc,xcd->xd", pi, loss)
+    else:
+        mean = jnp.zeros(loss.shape[::2], loss.dtype)
+    e = loss - mean[:, None, :]
+    jac = jax.jacfwd(lambda r: jnp.atleast_1d(g(r)))(jnp.asarray(risk, jnp.float64))
+    v = jnp.einsum("md,xcd->xcm", jac, e)
+    a = jnp.sqrt(jnp.sum(v * v, axis=-1))
+    a = jnp.where(jnp.isfinite(a), a, 0.0)
+    w = jnp.ones(loss.shape[0]) if weight is None else jnp.asarray(weight, jnp.float64)
+    h2 = w**2 * jnp.sum(pi * a * a, axis=1)
+    gamma = _form_gamma(form)
+    if gamma == 2.0:
+        h = jnp.sqrt(h2)
+    elif gamma == 1.0:
+        h = w * jnp.sum(pi * a, axis=1)
+    else:
+        h = w * jnp.sum(pi * a**gamma, axis=1) ** (1.0 / gamma)
+    return h, h2, mean
+
+
+def _floor(h, support, unl, eps):
+    """``max(h, eps * mean_h)`` on supported cells, ``mean_h`` the average deviation of the
+    unlabeled supported items (1 if there is none)."""
+    mass = jnp.sum(unl * support)
+    scale = jnp.sum(unl * support * h) / jnp.where(mass > 0, mass, 1.0)
+    scale = jnp.where(scale > 0, scale, 1.0)
+    return jnp.where(support, jnp.maximum(h, eps * scale), 0.0)
+
+
+def round_proposal(g: Callable, cells: CellTable, labeled, pi_cell, budget, *, estimator: str = "difference",
+                   form: str = "sqrt", eps: float = 0.1, complete=False, risk=None) -> RoundProposal:
+    """Inclusion probabilities of the next Poisson round (000 App. E, with 000 §3.1 and
+    001 Prop. 2): the pure function a session calls with its model state.
+
+    Only the items not labeled yet are candidates.  ``h`` from :func:`cell_deviations` at
+    the model-based plug-in risk (labeled items at their labels, the rest at ``pi_cell``:
+    :func:`bayes_eval.designs.model_risk`), floored on supported cells at ``eps`` times the
+    mean deviation of the unlabeled supported items, then water-filled over the unlabeled
+    counts (:func:`bayes_eval.poisson.water_fill_groups`): ``b_x = min(1, h_x / c)`` with
+    ``sum_x U_x b_x = budget``.  ``complete=True`` labels every supported unlabeled item
+    (``b = 1``), which makes the round's estimate exact.  Jit-compatible (``g``, strings
+    static).
+
+    Parameters
+    ----------
+    g : callable
+    cells : CellTable
+    labeled : (X, C) labeled items per cell and class
+    pi_cell : (X, C) predictive ``pi(y|x)`` for unlabeled items (Dirichlet-tree posterior
+        predictive ``model.predictive(state)[cells.stratum]``, or :func:`prior_predictive`)
+    budget : float, expected number of items to label in the round
+    estimator, form, eps : see :class:`PoissonDesign`
+    complete : bool (may be traced)
+    risk : (d,), optional plug-in risk (default: model-based)
+
+    Returns
+    -------
+    RoundProposal
+    """
+    from .designs import model_risk
+
+    labeled = jnp.asarray(labeled, jnp.float64)
+    pi_cell = jnp.asarray(pi_cell, jnp.float64)
+    unl = jnp.maximum(cells.size - labeled.sum(1), 0.0)
+    if risk is None:
+        risk = model_risk(cells, labeled, pi_cell)
+    h, h2, mean = cell_deviations(g, cells.loss, pi_cell, risk, cells.weight, estimator, form)
+    sup = support_mask(cells.loss, estimator) & (unl > 0)
+    hf = _floor(h, sup, unl, eps)
+    b = P.water_fill_groups(hf, unl, jnp.maximum(jnp.asarray(budget, jnp.float64), 1e-300), validate=False)
+    b = jnp.where(complete, jnp.where(sup, 1.0, 0.0), b)
+    b = jnp.where(unl > 0, b, 0.0)
+    # h2 of the floored deviations would overstate the model's belief; predicted variance
+    # uses the model's own E_pi a^2
+    inv = jnp.where(b > 0, 1.0 / jnp.where(b > 0, b, 1.0) - 1.0, jnp.where(h2 > 0, jnp.inf, 0.0))
+    pred_var = jnp.sum(jnp.where(unl > 0, unl * inv * h2, 0.0))
+    model_total = jnp.einsum("x,xd->d", cells.weight * unl, mean)
+    return RoundProposal(b=b, mean=mean, h=hf, risk=risk, pred_var=pred_var, model_total=model_total)
+
+
+def static_proposal(g: Callable, cells: CellTable, budget, *, lam: float = 0.9, estimator: str = "ht",
+                    form: str = "sqrt", eps: float = 0.1) -> RoundProposal:
+    """Offline Poisson design from the classifier's probabilities (000 Alg. 2).
+
+    ``p_a = lam s(y|x) + (1 - lam)/C`` (000 eq. 13), the predicted risk ``R_a`` under
+    ``p_a`` (000 eq. 14), deviations ``h`` (000 eq. 12) and water-filling with expected
+    size ``budget`` over the whole pool.  Nested in the budget: ``b`` only grows with
+    ``budget`` (``b = min(1, h / c)`` with ``c`` decreasing), so the samples for increasing
+    budgets can be coupled, ``s_n(M) = 1[u_n < b_n(M)]``, which is how the simulation
+    labels a static design stage by stage.  Jit-compatible.
+    """
+    pa = prior_predictive(cells, lam)
+    ra = jnp.einsum("x,xc,xcd->d", cells.weight * cells.size, pa, cells.loss)
+    return round_proposal(g, cells, jnp.zeros_like(pa), pa, budget, estimator=estimator, form=form, eps=eps,
+                          risk=ra)
+
+
+# --------------------------------------------------------------------------------------
+# sampling on cells
+# --------------------------------------------------------------------------------------
+def poisson_round_counts(key, unlabeled_true, b):
+    """Poisson sampling on cells: ``Binomial(U_xy, b_x)`` sampled items per cell and true
+    class -- exactly item-level Bernoulli sampling (000 §3) with the labels as the oracle.
+    Returns float (X, C).  Jit-compatible."""
+    u = jnp.asarray(unlabeled_true, jnp.float64)
+    bb = jnp.broadcast_to(jnp.clip(b, 0.0, 1.0)[:, None], u.shape)
+    return P.poisson_sample_counts(key, bb, u).astype(jnp.float64)
+
+
+def _first_order_stats(key, n_items, k: int):
+    """The ``k`` smallest of ``n_items`` i.i.d. U(0,1) per cell, ascending (X, k); entries
+    beyond ``n_items`` are +inf.  By the Rényi representation: successive minima."""
+    x = n_items.shape[0]
+    v = jax.random.uniform(key, (x, k), minval=1e-300, maxval=1.0)
+    j = jnp.arange(k)
+    m = jnp.maximum(n_items[:, None] - j[None, :], 1.0)
+    # 1 - u_(j) = prod_{i<=j} v_i^{1/(n - i + 1)}
+    log_surv = jnp.cumsum(jnp.log(v) / m, axis=1)
+    u = -jnp.expm1(log_surv)
+    return jnp.where(j[None, :] < n_items[:, None], u, jnp.inf)
+
+
+def fixed_size_round_counts(key, unlabeled_true, b, n, n_max: int, method: str = "pareto"):
+    """A round of exactly ``n`` labels (``n <= n_max``, ``n_max`` static) on cells.
+
+    Order sampling with target probabilities ``b`` (Rosén's Pareto sampling,
+    ``method="pareto"``: rank items by ``[u/(1-u)] / [b/(1-b)]``; Ohlsson's sequential
+    Poisson sampling, ``"sequential"``: by ``u / b``, as
+    :func:`bayes_eval.poisson.sequential_poisson_sample`) and take the ``n`` smallest
+    ranks; items with ``b = 1`` come first.  On cells the ranks of a cell's items are
+    monotone in its uniforms, so only the ``n_max`` smallest uniforms of each cell are
+    needed (:func:`_first_order_stats`); which items of a cell are taken is uniform, so the
+    class split is multivariate hypergeometric, drawn one item at a time.
+
+    The realized inclusion probabilities are close to ``b`` but not equal (Pareto is the
+    closer of the two; both are exact in the limit of many small ``b``); the estimators use
+    ``b`` as if the design were Poisson, so the estimate is *approximately* unbiased --
+    the price of an exact sample size.  ``n`` larger than the supported unlabeled items
+    takes them all.
+
+    Returns
+    -------
+    counts : (X, C) float
+    """
+    u_true = jnp.asarray(unlabeled_true, jnp.float64)
+    unl = u_true.sum(1)
+    b = jnp.clip(jnp.asarray(b, jnp.float64), 0.0, 1.0)
+    k1, k2 = jax.random.split(key)
+    sure = (b >= 1.0) & (unl > 0)
+    n_sure = jnp.sum(jnp.where(sure, unl, 0.0))
+    n_rest = jnp.maximum(jnp.asarray(n, jnp.float64) - n_sure, 0.0)
+    us = _first_order_stats(k1, jnp.where(sure | (b <= 0), 0.0, unl), n_max)  # (X, k)
+    bb = jnp.where((b > 0) & (b < 1), b, 0.5)[:, None]
+    if method == "pareto":
+        xi = (us / (1.0 - us)) / (bb / (1.0 - bb))
+    else:
+        xi = us / bb
+    xi = jnp.where(jnp.isfinite(us), xi, jnp.inf)
+    flat = xi.ravel()
+    k = min(n_max, flat.shape[0])
+    neg, idx = jax.lax.top_k(-flat, k)
+    take = (jnp.arange(k) < n_rest) & jnp.isfinite(neg)
+    cnt = jnp.zeros(flat.shape[0]).at[idx].add(take.astype(jnp.float64)).reshape(xi.shape).sum(1)
+    cnt = jnp.where(sure, unl, cnt)
+
+    # class split: hypergeometric, one item at a time (only for cells not taken whole)
+    def one(carry, kk):
+        rem, got, left = carry  # rem (X, C) remaining by class, got (X, C), left (X,) draws still to make
+        tot = rem.sum(1)
+        p = rem / jnp.where(tot > 0, tot, 1.0)[:, None]
+        cls = jax.random.categorical(kk, jnp.log(jnp.maximum(p, 1e-300)), axis=-1)
+        act = (left > 0) & (tot > 0)
+        oh = jax.nn.one_hot(cls, rem.shape[1]) * act[:, None]
+        return (rem - oh, got + oh, left - act), None
+
+    partial_cnt = jnp.where(sure, 0.0, cnt)
+    keys = jax.random.split(k2, n_max)
+    (_, got, _), _ = jax.lax.scan(one, (u_true, jnp.zeros_like(u_true), partial_cnt), keys)
+    return jnp.where(sure[:, None], u_true, got)
+
+
+# --------------------------------------------------------------------------------------
+# estimators on cells
+# --------------------------------------------------------------------------------------
+class RoundRecord(NamedTuple):
+    """What the estimator needs of one round, per cell (stack over rounds on axis 0).
+
+    ``b`` (X,) inclusion probability of the round; ``mean`` (X, d) model prediction
+    ``m_r`` (zeros for HT); ``labeled_before`` (X, C) labels before the round;
+    ``sampled`` (X, C) labels the round brought, by class; ``pred_var`` () predicted
+    variance (for ``weights="precision"``).
+    """
+
+    b: jnp.ndarray
+    mean: jnp.ndarray
+    labeled_before: jnp.ndarray
+    sampled: jnp.ndarray
+    pred_var: jnp.ndarray
+
+
+def _inv(b):
+    return jnp.where(b > 0, 1.0 / jnp.where(b > 0, b, 1.0), 0.0)
+
+
+def round_totals(cells: CellTable, rec: RoundRecord):
+    """Round estimate ``T_r`` (d,) of ``R`` and its HT covariance estimate (d, d).
+
+    ``T_r = K_r + sum_x p_x U_x m_x + sum_x p_x sum_y S_xy (l_xy - m_x) / b_x`` (module
+    docstring; 000 eq. 127 with ``m = 0``), and
+    ``V_hat_r = sum_x p_x^2 (1/b_x)(1/b_x - 1) sum_y S_xy e e^T`` (000 eq. 28 in vector form,
+    conditionally unbiased for the round's covariance).  Jit-compatible.
+    """
+    p = cells.weight
+    lb = rec.labeled_before
+    unl = jnp.maximum(cells.size - lb.sum(1), 0.0)
+    e = cells.loss - rec.mean[:, None, :]  # (X, C, d)
+    inv = _inv(rec.b)
+    known = jnp.einsum("x,xc,xcd->d", p, lb, cells.loss)
+    model = jnp.einsum("x,xd->d", p * unl, rec.mean)
+    corr = jnp.einsum("x,xc,xcd->d", p * inv, rec.sampled, e)
+    coef = p**2 * inv * (inv - 1.0)
+    cov = jnp.einsum("x,xc,xcd,xce->de", coef, rec.sampled, e, e)
+    return known + model + corr, cov
+
+
+def model_round_covariance(cells: CellTable, rec: RoundRecord, labeled_now, pi_now):
+    """Model-assisted estimate of round ``r``'s conditional covariance, given all labels so
+    far and the current posterior predictive.
+
+    The round's covariance is ``V_r = sum_{n in U_r} (1/b_n - 1) p_n^2 e_n e_n^T``; its
+    terms are known exactly for every item of ``U_r`` labeled by now (in round ``r`` or
+    later), and predicted by ``E_{pi_now}[e e^T]`` for items still unlabeled:
+
+    .. math::  \\tilde V_r = \\sum_x (1/b_x - 1) p_x^2 \\Big[\\sum_y (L^{now}_{xy} - L^{r-1}_{xy})
+               e_{xy} e_{xy}^T + U^{now}_x \\sum_y \\pi_{now}(y|x) e_{xy} e_{xy}^T\\Big].
+
+    Unlike the HT estimate (000 eq. 28) it does not vanish when a rare relevant item
+    happened not to be drawn in round ``r`` but was labeled later, and it is smooth in the
+    unknown remainder; it is a predictor of the martingale's quadratic variation rather than
+    a design-unbiased estimator.  Jit-compatible.
+    """
+    p = cells.weight
+    lnow = jnp.asarray(labeled_now, jnp.float64)
+    e = cells.loss - rec.mean[:, None, :]
+    inv = _inv(rec.b)
+    coef = p**2 * jnp.where(rec.b > 0, inv - 1.0, 0.0)
+    unl_now = jnp.maximum(cells.size - lnow.sum(1), 0.0)
+    wxy = jnp.maximum(lnow - rec.labeled_before, 0.0) + unl_now[:, None] * pi_now
+    return jnp.einsum("x,xc,xcd,xce->de", coef, wxy, e, e)
+
+
+def round_weights(t, n_rounds: int, scheme: str = "linear", pred_var=None, complete_round=None):
+    """Weights ``w_r`` (r < n_rounds) of the rounds in the estimate after round ``t``
+    (0-based; rounds ``> t`` get 0).  Jit-compatible in ``t``, ``pred_var`` and
+    ``complete_round``.
+
+    * ``"equal"``: ``1/(t+1)`` -- 000 eq. 128;
+    * ``"linear"``, ``"quadratic"``, ``"cubic"``, ``"power:k"``: ``w_r ∝ (r+1)^k``;
+    * ``"last"``: all weight on round ``t``;
+    * ``"precision"``: inverse-variance weights that stay predictable.  With ``P_r`` the
+      inverse of the *predicted* variance of round ``r`` (known before the round),
+      ``w_r = P_r / (sum_{s<=r} P_s + (t - r) P_r)`` for ``r < t`` -- the inverse-variance
+      weight ``r`` would get if every later round were as precise as round ``r`` -- and the
+      last round takes the rest, ``w_t = 1 - sum_{r<t} w_r``.  Each ``w_r`` depends only on
+      ``t`` and on what was known before round ``r``: unbiased.  Equal precisions give
+      equal weights; rising precision moves weight to the last round.
+
+    All schemes are deterministic given the predictable quantities, so
+    ``sum_r w_r T_r`` is unbiased (000 App. E).  ``complete_round`` (int, -1 if none): a
+    round that labeled every item that could matter; from then on every estimate is that
+    round's ``T``, which equals ``R``.
+    """
+    r = jnp.arange(n_rounds)
+    t = jnp.asarray(t)
+    active = r <= t
+    if scheme == "last":
+        w = (r == t).astype(jnp.float64)
+    elif scheme == "precision":
+        pv = jnp.asarray(pred_var, jnp.float64)
+        prec = 1.0 / jnp.maximum(pv, 1e-300)
+        prec = jnp.where(jnp.isfinite(prec), prec, 1e300)
+        prec = prec / jnp.max(jnp.where(active, prec, 0.0))  # scale-free, avoids overflow
+        cum = jnp.cumsum(jnp.where(active, prec, 0.0))
+        w = prec / (cum + (t - r) * prec)
+        w = jnp.where(active & (r < t), w, 0.0)
+        w = w + jnp.where(r == t, 1.0 - jnp.sum(w), 0.0)
+    else:
+        k = _weights_power(scheme)
+        a = jnp.where(active, (r + 1.0) ** k, 0.0)
+        w = a / jnp.sum(a)
+    if complete_round is not None:
+        cr = jnp.asarray(complete_round)
+        done = (cr >= 0) & (cr <= t)
+        w = jnp.where(done, (r == cr).astype(jnp.float64), w)
+    return w
+
+
+class PoissonEstimate(NamedTuple):
+    """A Poisson-design estimate: ``value`` (m,) = ``g(risk)``, ``cov`` (m, m) its
+    delta-method covariance, ``risk`` (d,), ``risk_cov`` (d, d), ``weights`` (R,) of the
+    rounds."""
+
+    value: jnp.ndarray
+    cov: jnp.ndarray
+    risk: jnp.ndarray
+    risk_cov: jnp.ndarray
+    weights: jnp.ndarray
+
+
+def combine(g: Callable, cells: CellTable, records: RoundRecord, t, *, weights: str = "linear",
+            variance: str = "model", labeled_now=None, pi_now=None, complete_round=None) -> PoissonEstimate:
+    """Estimate of ``G`` after round ``t`` from the stacked round records (rounds > t are
+    ignored): ``R_hat = sum_r w_r T_r`` and ``Cov = sum_r w_r^2 V_r`` (martingale
+    differences are uncorrelated, 000 App. E), then ``g`` and the delta method.
+
+    ``variance="ht"``: ``V_r`` = the HT estimate of :func:`round_totals` (000 eq. 28);
+    ``"model"``: :func:`model_round_covariance` with ``labeled_now`` and ``pi_now``.
+    Jit-compatible.
+    """
+    n_rounds = records.b.shape[0]
+    tot, vht = jax.vmap(lambda rec: round_totals(cells, rec))(records)
+    w = round_weights(t, n_rounds, weights, records.pred_var, complete_round)
+    risk = jnp.einsum("r,rd->d", w, tot)
+    if variance == "model":
+        vm = jax.vmap(lambda rec: model_round_covariance(cells, rec, labeled_now, pi_now))(records)
+        rcov = jnp.einsum("r,rde->de", w**2, vm)
+    else:
+        rcov = jnp.einsum("r,rde->de", w**2, vht)
+    value = jnp.atleast_1d(g(risk))
+    jac = jax.jacfwd(lambda r: jnp.atleast_1d(g(r)))(risk)
+    cov = jac @ rcov @ jac.T
+    return PoissonEstimate(value, cov, risk, rcov, w)
+
+
+# --------------------------------------------------------------------------------------
+# estimators from per-item records (what a labeling session keeps)
+# --------------------------------------------------------------------------------------
+def poisson_estimate(g: Callable, loss_rows, b, weights_p, *, mean_rows=None, model_total=None) -> PoissonEstimate:
+    """Offline Poisson estimate from the labeled items only (000 Alg. 2, eq. 18, 27--29).
+
+    ``R_hat = M + sum_n p_n (l_n - m_n) / b_n`` over the labeled items, with
+    ``M = sum_{pool} p_n m_n`` (``model_total``) and ``m_n`` (``mean_rows``) the model
+    prediction fixed before sampling; without them it is the HT estimator of 000 eq. 18.
+    Covariance ``sum_n p_n^2 (1/b_n)(1/b_n - 1) e_n e_n^T`` (000 eq. 28, vector form), then
+    the delta method (any ``g``; e.g. micro / macro F1, 000 App. D).  Labeling every item
+    with ``b = 1`` gives ``R`` exactly.
+
+    Parameters
+    ----------
+    g : callable
+    loss_rows : (n, d) loss of each labeled item at its label
+    b : (n,) inclusion probability it was drawn with (> 0)
+    weights_p : (n,) its item weight p_n (1/N for a uniform pool of N items)
+    mean_rows : (n, d), optional
+    model_total : (d,), optional (required with ``mean_rows``)
+    """
+    L = jnp.atleast_2d(jnp.asarray(loss_rows, jnp.float64))
+    b = jnp.asarray(b, jnp.float64)
+    p = jnp.asarray(weights_p, jnp.float64)
+    if not P._is_traced(b):
+        P._check_b(b)
+        if np.any(np.asarray(b) <= 0):
+            raise ValueError("every labeled item must have b > 0")
+    if mean_rows is None:
+        M = jnp.zeros(L.shape[1])
+        E = L
+    else:
+        if model_total is None:
+            raise ValueError("mean_rows needs model_total = sum over the pool of p_n m_n")
+        E = L - jnp.asarray(mean_rows, jnp.float64)
+        M = jnp.asarray(model_total, jnp.float64)
+    risk = M + jnp.einsum("n,nd->d", p / b, E)
+    coef = p**2 / b * (1.0 / b - 1.0)
+    rcov = jnp.einsum("n,nd,ne->de", coef, E, E)
+    value = jnp.atleast_1d(g(risk))
+    jac = jax.jacfwd(lambda r: jnp.atleast_1d(g(r)))(risk)
+    return PoissonEstimate(value, jac @ rcov @ jac.T, risk, rcov, jnp.ones(1))
+
+
+def online_poisson_estimate(g: Callable, loss_rows, weights_p, label_round, b_drawn, num_rounds: int, *,
+                            mean_rows=None, round_model_totals=None, weights: str = "linear",
+                            pred_var=None) -> PoissonEstimate:
+    """Multi-round estimate from per-item records (000 App. E, eq. 127--128 generalized).
+
+    Item ``n`` was labeled in round ``r_n`` (0-based) with inclusion probability ``b_n``
+    and model prediction ``m_n = m_{r_n}(x_n)``.  Round ``r``'s estimate is
+    ``T_r = K_r + M_r + sum_{n: r_n = r} p_n (l_n - m_n) / b_n`` with
+    ``K_r = sum_{n: r_n < r} p_n l_n`` and ``M_r`` = ``round_model_totals[r]`` =
+    ``sum_{n in U_r} p_n m_r(x_n)`` (:attr:`RoundProposal.model_total`; zero for HT).  The
+    estimate after ``num_rounds`` rounds is ``sum_r w_r T_r`` with the weights of
+    :func:`round_weights` and covariance ``sum_r w_r^2 sum_{n: r_n=r} p_n^2 (1/b_n)(1/b_n - 1)
+    e_n e_n^T``.  With ``mean_rows=None`` and ``weights="equal"`` this is
+    :func:`bayes_eval.poisson.online_ht_risk` (000 eq. 128).
+
+    Parameters
+    ----------
+    g : callable
+    loss_rows : (n, d) labeled items' losses
+    weights_p : (n,) their item weights
+    label_round : (n,) int round of each item
+    b_drawn : (n,) its inclusion probability in that round
+    num_rounds : int (static)
+    mean_rows : (n, d), optional
+    round_model_totals : (R, d), optional (required with ``mean_rows``)
+    weights : str, see :func:`round_weights`
+    pred_var : (R,), for ``weights="precision"``
+    """
+    L = jnp.atleast_2d(jnp.asarray(loss_rows, jnp.float64))
+    d = L.shape[1]
+    p = jnp.asarray(weights_p, jnp.float64)
+    rnd = jnp.asarray(label_round)
+    b = jnp.asarray(b_drawn, jnp.float64)
+    if not P._is_traced(b, rnd):
+        P._check_b(b)
+        if np.any(np.asarray(b) <= 0):
+            raise ValueError("every labeled item must have b > 0")
+        rr = np.asarray(rnd)
+        if rr.size and (rr.min() < 0 or rr.max() >= num_rounds):
+            raise ValueError(f"label_round must be in [0, {num_rounds}); got values in [{rr.min()}, {rr.max()}]")
+    _check_weights(weights)
+    if mean_rows is None:
+        E = L
+        Mr = jnp.zeros((num_rounds, d))
+    else:
+        if round_model_totals is None:
+            raise ValueError("mean_rows needs round_model_totals (R, d)")
+        E = L - jnp.asarray(mean_rows, jnp.float64)
+        Mr = jnp.asarray(round_model_totals, jnp.float64)
+    oh = jax.nn.one_hot(rnd, num_rounds, dtype=jnp.float64)  # (n, R)
+    before = jnp.cumsum(oh, axis=1) - oh  # 1 if r_n < r
+    K = jnp.einsum("nr,n,nd->rd", before, p, L)
+    corr = jnp.einsum("nr,n,nd->rd", oh, p / b, E)
+    T = K + Mr + corr
+    coef = p**2 / b * (1.0 / b - 1.0)
+    V = jnp.einsum("nr,n,nd,ne->rde", oh, coef, E, E)
+    pv = jnp.ones(num_rounds) if pred_var is None else jnp.asarray(pred_var, jnp.float64)
+    w = round_weights(num_rounds - 1, num_rounds, weights, pv)
+    risk = w @ T
+    rcov = jnp.einsum("r,rde->de", w**2, V)
+    value = jnp.atleast_1d(g(risk))
+    jac = jax.jacfwd(lambda r: jnp.atleast_1d(g(r)))(risk)
+    return PoissonEstimate(value, jac @ rcov @ jac.T, risk, rcov, w)
+
+
+def beta_limits(value, var, level: float = 0.95):
+    """Beta-fitted limits (000 §2.2) for measures in [0, 1]: numpy, see
+    :func:`bayes_eval.poisson.beta_interval` (falls back to the clipped normal interval
+    where the moment fit is invalid)."""
+    return P.beta_interval(value, var, alpha=1.0 - level)
+
+
+# --------------------------------------------------------------------------------------
+# simulation (lax.scan over rounds, vmap over repeats)
+# --------------------------------------------------------------------------------------
+class _Rounds(NamedTuple):
+    rec: RoundRecord
+    pi_after: jnp.ndarray  # (X, C) posterior predictive after the round's labels
+    n_labels: jnp.ndarray  # cumulative labels after the round
+
+
+def _leaf_counts(cells, labeled, n_strata):
+    counts = jax.ops.segment_sum(labeled, cells.stratum, num_segments=n_strata)
+    unl = jax.ops.segment_sum(cells.size - labeled.sum(1), cells.stratum, num_segments=n_strata)
+    return counts, unl
+
+
+def _run_rounds(key, cells: CellTable, design: PoissonDesign, g, budgets, cum_budgets, complete_round: int,
+                n_max: int):
+    """All rounds of one run: returns the stacked round records."""
+    x, c, d = cells.loss.shape
+    om = design.model
+    k = design.n_strata
+    need_model = om is not None
+    zero = jnp.zeros((x, c))
+    mstate0 = om.init_state() if need_model else ()
+    if not design.adaptive:
+        static = [static_proposal(g, cells, float(m), lam=design.lam, estimator=design.estimator, form=design.form,
+                                  eps=design.eps) for m in np.unique(cum_budgets)]
+        # b for every cumulative budget (nested, computed once)
+        uniq = {float(m): i for i, m in enumerate(np.unique(cum_budgets))}
+        b_stat = jnp.stack([static[uniq[float(m)]].b for m in cum_budgets])
+        mean_stat = static[0].mean
+        pv_stat = jnp.stack([static[uniq[float(m)]].pred_var for m in cum_budgets])
+    else:
+        b_stat = jnp.zeros((len(budgets), x))
+        pv_stat = jnp.zeros(len(budgets))
+        mean_stat = jnp.zeros((x, d))
+    r_idx = jnp.arange(len(budgets))
+
+    def step(carry, inp):
+        labeled, mstate, b_prev = carry
+        kr, n_r, r, b_s, pv_s = inp
+        unl_true = jnp.maximum(cells.truth - labeled, 0.0)
+        if design.adaptive:
+            pi = om.predictive(mstate)[cells.stratum]
+            prop = round_proposal(g, cells, labeled, pi, n_r, estimator=design.estimator, form=design.form,
+                                  eps=design.eps, complete=(r == complete_round))
+            b, mean, pv = prop.b, prop.mean, prop.pred_var
+            if design.fixed_size is None:
+                sampled = poisson_round_counts(kr, unl_true, b)
+            else:
+                sampled = fixed_size_round_counts(kr, unl_true, b, n_r, n_max, design.fixed_size)
+            rec = RoundRecord(b, mean, labeled, sampled, pv)
+        else:
+            # nested static design: the increment from b_prev to b_s among the unlabeled
+            inc = jnp.where(b_prev < 1.0, (b_s - b_prev) / jnp.where(b_prev < 1.0, 1.0 - b_prev, 1.0), 0.0)
+            sampled = poisson_round_counts(kr, unl_true, jnp.clip(inc, 0.0, 1.0))
+            b, mean, pv = b_s, mean_stat, pv_s
+            # the estimate after this stage is one Poisson sample with b_s over the pool
+            rec = RoundRecord(b, mean, zero, labeled + sampled, pv)
+        new = labeled + sampled
+        if need_model:
+            counts, unl = _leaf_counts(cells, new, k)
+            mstate = om.fit(mstate, counts, unl)
+            pi_after = om.predictive(mstate)[cells.stratum]
+        else:
+            pi_after = jnp.zeros((x, c))
+        return (new, mstate, b), _Rounds(rec, pi_after, new.sum())
+
+    keys = jax.random.split(key, len(budgets))
+    init = (zero, mstate0, jnp.zeros(x))
+    _, out = jax.lax.scan(step, init, (keys, jnp.asarray(budgets, jnp.float64), r_idx, b_stat, pv_stat))
+    return out
+
+
+def _estimates(cells, design: PoissonDesign, g, rounds: _Rounds, complete_round: int, m_hist: int, level: float):
+    """Estimate and interval after every round t (vmapped over t)."""
+    from jax.scipy.stats import norm
+
+    n_rounds = rounds.rec.b.shape[0]
+    z = norm.ppf(0.5 + level / 2.0)
+
+    def at(t):
+        if design.adaptive:
+            lnow = rounds.rec.labeled_before[t] + rounds.rec.sampled[t]
+            recs = rounds.rec
+            cr = complete_round
+            weights = design.weights
+        else:
+            # static: the estimate after stage t is the single Poisson sample with b_t
+            lnow = rounds.rec.sampled[t]
+            recs = jax.tree_util.tree_map(lambda a: a[t][None], rounds.rec)
+            cr = None
+            weights = "equal"
+        pi_now = rounds.pi_after[t]
+        tt = t if design.adaptive else 0
+        est = combine(g, cells, recs, tt, weights=weights, variance=design.variance, labeled_now=lnow,
+                      pi_now=pi_now, complete_round=cr)
+        var = jnp.clip(jnp.diagonal(est.cov), 0.0)
+        sd = jnp.sqrt(var)
+        return est.value, var, est.value - z * sd, est.value + z * sd, lnow
+
+    value, var, lo, hi, lnow = jax.vmap(at)(jnp.arange(n_rounds))
+    return value, var, lo, hi, lnow
+
+
+def simulate_poisson(cells: CellTable, design: PoissonDesign, measure, budget: int = 2000, batch: int = 50,
+                     repeats: int = 100, seed: int = 0, checkpoints=(500, 1000, 2000), bayes_model=None,
+                     bayes_draws: int = 200, level: float = 0.95, interval: str = "normal",
+                     return_rounds: bool = False):
+    """Simulated labeling runs of a Poisson design, vmapped over repeats and jit-compiled.
+
+    Rounds follow the batch schedule of :func:`bayes_eval.simulate.schedule` (``budget //
+    batch`` rounds of ``batch``); a Poisson round labels a *random* number of items with
+    mean = its budget (the static design: stage ``t`` is the nested Poisson sample of
+    expected size ``cum_budget_t``).  Checkpoint ``c`` is read after the round whose
+    cumulative *expected* labels reach ``c``; the realized label count is random (its mean
+    equals the checkpoint up to saturation) and is returned in ``checkpoint_labels`` and
+    ``checkpoint_draws`` (so :func:`bayes_eval.simulate.summarize` reports it as
+    ``mean_draws``).  With ``design.fixed_size`` every round labels exactly its budget.
+
+    Parameters
+    ----------
+    cells : CellTable (with ``truth``: the oracle)
+    design : PoissonDesign
+    measure : Measure
+    budget, batch, repeats, seed, checkpoints : as for :func:`bayes_eval.simulate.simulate_runs`
+    bayes_model : OracleModel, optional
+        Adds the Bayesian finite-pool posterior interval at each checkpoint.
+    level : float
+        Interval level.
+    interval : {"normal", "beta"}
+        CLT normal interval (``value ± z sd``) or Beta-fitted limits (000 §2.2, computed in
+        NumPy after the run; for measures in [0, 1]).
+    return_rounds : bool
+        Also return the per-round records (for diagnostics).
+
+    Returns
+    -------
+    SimResult (and the round records if ``return_rounds``)
+    """
+    from .simulate import SimResult, StageRecord, _bayes_at_checkpoints, schedule
+
+    _check_choice("interval", interval, ("normal", "beta"))
+    budgets = schedule(budget, batch)
+    cum = np.cumsum(budgets)
+    checkpoints = [int(c) for c in checkpoints if 0 < c <= budget]
+    ck_rounds = [int(np.searchsorted(cum, c)) for c in checkpoints]
+    g = measure.g
+    x, c, d = cells.loss.shape
+    est = design.estimator
+    sup = np.asarray(support_mask(cells.loss, est))
+    n_sup = float(np.sum(np.asarray(cells.size) * sup))
+    complete_round = int(np.searchsorted(cum, n_sup)) if design.adaptive and cum[-1] >= n_sup else -1
+    true_risk = jnp.einsum("x,xc,xcd->d", cells.weight, cells.truth, cells.loss)
+    true_value = np.asarray(jnp.atleast_1d(g(true_risk)))
+    m = true_value.shape[0]
+    m_hist = min(m, 16)
+    n_max = int(batch)
+
+    def one(key):
+        rounds = _run_rounds(key, cells, design, g, budgets, cum, complete_round, n_max)
+        value, var, lo, hi, lnow = _estimates(cells, design, g, rounds, complete_round, m_hist, level)
+        ck = jnp.asarray(ck_rounds, jnp.int32)
+        out = dict(value=value[ck], var=var[ck], lower=lo[ck], upper=hi[ck], labels=rounds.n_labels[ck],
+                   labeled=lnow[ck])
+        hist = StageRecord(rounds.n_labels, rounds.n_labels, value[:, :m_hist], lo[:, :m_hist], hi[:, :m_hist],
+                           jnp.full(value.shape[0], jnp.nan))
+        extra = rounds if return_rounds else None
+        return hist, out, extra
+
+    fn = jax.jit(jax.vmap(one))
+    keys = jax.random.split(jax.random.PRNGKey(seed), repeats)
+    t0 = time.perf_counter()
+    compiled = fn.lower(keys).compile()
+    t1 = time.perf_counter()
+    hist, ck, extra = compiled(keys)
+    jax.block_until_ready((hist, ck))
+    t2 = time.perf_counter()
+    ck = {k_: np.asarray(v) for k_, v in ck.items()}
+    lower, upper = ck["lower"], ck["upper"]
+    if interval == "beta":
+        lower, upper = beta_limits(ck["value"], ck["var"], level)
+    bayes = {}
+    if bayes_model is not None:
+        bayes = _bayes_at_checkpoints(cells, bayes_model, g, design.n_strata or int(np.max(cells.stratum)) + 1,
+                                      jnp.asarray(ck["labeled"]), seed, bayes_draws)
+        t2 = time.perf_counter()
+    res = SimResult(
+        history=jax.tree_util.tree_map(np.asarray, hist),
+        checkpoint_value=ck["value"],
+        checkpoint_lower=np.asarray(lower),
+        checkpoint_upper=np.asarray(upper),
+        checkpoint_labels=ck["labels"],
+        checkpoint_draws=ck["labels"],
+        stalled=np.zeros(repeats, dtype=bool),
+        checkpoints=checkpoints,
+        true_value=true_value,
+        names=tuple(measure.names),
+        seconds=t2 - t1,
+        compile_seconds=t1 - t0,
+        design=design.name,
+        bayes_lower=bayes.get("bayes_lower"),
+        bayes_upper=bayes.get("bayes_upper"),
+        bayes_mean=bayes.get("bayes_mean"),
+    )
+    if return_rounds:
+        return res, jax.tree_util.tree_map(np.asarray, extra)
+    return res
+
+
+def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellTable, *, budget=2000, batch=50,
+                           repeats=100, seed=0, checkpoints=(500, 1000, 2000), depth=8, branching=None,
+                           model="dirichlet-tree", lam=0.9, eps=None, bayes=False, bayes_draws=200,
+                           oracle="deterministic", estimator=None, form="sqrt", weights="linear", variance=None,
+                           poisson_eps=0.1, fixed_size=None, interval="normal", strength=1.0, em_iters=10,
+                           **unused):
+    """What ``run_simulation(pool, measure, "poisson" | "poisson-adaptive", ...)`` calls.
+
+    Builds the oracle model over the strata (:func:`bayes_eval.ais.make_model`, as the AIS
+    design does), the :class:`PoissonDesign`, and runs :func:`simulate_poisson`.  The static
+    design splits cells by the classifier's probability (``simulate.prior_key``) so that its
+    λ-mixed deviations are per item, as for static IS.  ``eps`` (the AIS floor) is not used;
+    the Poisson floor is ``poisson_eps``.  Only the deterministic oracle is supported
+    (Poisson designs label distinct items).
+
+    Returns ``(SimResult, cells)``.
+    """
+    from .ais import leaf_probs, make_model
+    from .cells import build_cells
+    from .simulate import prior_key
+
+    if oracle != "deterministic":
+        raise ValueError("Poisson designs label distinct items: only the deterministic oracle is supported")
+    k = strata.n_strata
+    if design_name == "poisson":
+        cells, _ = build_cells(pool, strata, measure, extra_key=prior_key(pool))
+    om = None
+    if design_name == "poisson-adaptive" or variance in (None, "model") or bayes:
+        om = make_model(model, leaf_probs(cells, k), depth=depth, branching=branching, strength=strength,
+                        em_iters=em_iters)
+    if design_name == "poisson" and variance is None:
+        variance = "ht"
+    design = poisson_design(design_name, estimator=estimator, form=form, weights=weights, variance=variance,
+                            eps=poisson_eps, lam=lam, fixed_size=fixed_size,
+                            model=om if (design_name == "poisson-adaptive" or variance == "model") else None,
+                            n_strata=k)
+    res = simulate_poisson(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
+                           checkpoints=checkpoints, bayes_model=om if bayes else None, bayes_draws=bayes_draws,
+                           interval=interval)
+    return res, cells

@@ -1,0 +1,1166 @@
+"""Bayesian and CLT intervals side by side: the finite-pool posterior of G in ArviZ.
+
+The CLT interval of 001 §3.3.2 rests on the importance-weighted estimate and the delta
+method; it is asymptotic and can be poor after few labels on an imbalanced pool.  The
+Bayesian alternative (DESIGN.md §4, last bullets) is the posterior of the measure *on
+this pool* (001 Remark 2): for every posterior draw of an oracle model (001 §4), the
+unlabeled items' classes are drawn as counts per cell, the pool is completed with the
+labels already known, and G is computed exactly (:mod:`bayes_eval.posterior`).  Because
+every design here chooses items from scores and labels already seen, the observation
+process is ignorable (001 §4.2) and the posterior holds whatever design chose the items.
+
+This module runs that posterior with full diagnostics and reports it:
+
+* :func:`fit_finite_pool` — the posterior on a cell table, for the ``"calibrated"``
+  Beta-binomial model (``models/calibrated.py``; the default, because the Dirichlet-tree
+  posterior is improper-like in sparsely labeled strata — see that module's docstring)
+  or the ``"dirichlet-tree"`` of 001 §4 (``models/dirichlet_tree.py``), by
+  ``method="nuts"`` (the models' NUTS in NumPyro, several chains, so that R-hat is
+  defined) or ``method="fast"`` (the samplers the simulation core uses: Laplace-t
+  importance resampling for the calibrated model, the conjugate Gibbs sampler for the
+  tree; several independent runs as chains).
+* :func:`to_inference_data` — an :class:`arviz.InferenceData` with groups
+  ``posterior`` (model parameters, π per stratum, G), ``posterior_predictive``
+  (replicated label counts of the labeled items, unlabeled class counts per stratum,
+  G), ``observed_data`` (label counts per stratum), ``sample_stats`` (NUTS only:
+  divergences, tree depth, step size, energy, ...) and ``constant_data`` (stratum
+  sizes, classifier probabilities, prior).  ``arviz.summary`` works on it.
+* :func:`summary_table` — per component of G: the importance-weighted estimate and its
+  CLT interval (passed in), the Bayesian equal-tailed and highest-density (``arviz.hdi``)
+  intervals, their widths, R-hat, ESS and the labels spent; :data:`TABLE_COLUMNS`.
+* :func:`ppc_table`, :func:`plot_ppc` — a posterior predictive check of the observed
+  positives per stratum: where the model cannot reproduce them, it is misspecified.
+* :func:`plot_density`, :func:`plot_pr_band` — the posterior density of a component with
+  the CLT interval and the estimate overlaid; a PR curve with Bayesian and CLT bands.
+* :func:`posterior_report` (pool, measure, labeled items, labels) and
+  :func:`report_from_session` (a :class:`~bayes_eval.session.Session`) — everything at
+  once, as a :class:`PosteriorReport`.
+
+Examples
+--------
+>>> rep = posterior_report(pool, M.f1(), items, labels, estimate=est,    # doctest: +SKIP
+...                        clt=(lo, hi), model="calibrated", method="nuts")
+>>> rep.table                                                           # doctest: +SKIP
+>>> az.summary(rep.idata, var_names=["a", "b", "kappa", "G"])           # doctest: +SKIP
+>>> rep.plot_density(path="f1.png"); rep.plot_ppc(path="ppc.png")      # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import re
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from . import _config  # noqa: F401
+from .cells import CellTable
+from .posterior import (
+    calibrated_pi,
+    labeled_table,
+    leaf_counts,
+    pool_posterior_from_pi,
+    ppc_tail_probabilities,
+    replicate_labeled,
+)
+
+__all__ = [
+    "MODELS",
+    "METHODS",
+    "TABLE_COLUMNS",
+    "PPC_COLUMNS",
+    "FinitePoolFit",
+    "PosteriorReport",
+    "fit_finite_pool",
+    "to_inference_data",
+    "summary_table",
+    "ppc_table",
+    "hdi",
+    "plot_density",
+    "plot_pr_band",
+    "plot_ppc",
+    "posterior_report",
+    "report_from_session",
+]
+
+MODELS = ("calibrated", "dirichlet-tree")
+METHODS = ("nuts", "fast")
+
+#: Columns of :func:`summary_table`, in order (``truth`` and the ``*_covers`` columns
+#: only when the truth is given).
+TABLE_COLUMNS = (
+    "component",  # name of the component of G
+    "model",  # oracle model of the posterior
+    "method",  # "nuts" or "fast"
+    "labels",  # labels spent (distinct labeled items)
+    "estimate",  # the importance-weighted (CLT) point estimate passed in
+    "clt_lower", "clt_upper", "clt_width",  # CLT interval (001 §3.3.2), passed in
+    "post_mean", "post_median",  # posterior mean and median of G on the pool
+    "eq_lower", "eq_upper", "eq_width",  # equal-tailed posterior interval
+    "hdi_lower", "hdi_upper", "hdi_width",  # highest-density interval (arviz.hdi)
+    "r_hat", "ess_bulk", "ess_tail",  # ArviZ diagnostics of the draws of G
+)
+
+#: Columns of :func:`ppc_table`.
+PPC_COLUMNS = (
+    "stratum", "class", "classifier_prob", "n_labeled", "observed", "pred_mean", "pred_lower", "pred_upper",
+    "p_ge", "p_le", "flag",
+)
+
+_NUTS_FIELDS = ("diverging", "num_steps", "energy", "potential_energy", "accept_prob", "adapt_state.step_size")
+
+
+# --------------------------------------------------------------------------------------
+# The fit
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FinitePoolFit:
+    """Draws of the finite-pool posterior of G with everything needed to report them.
+
+    Every array with draws has leading axes (chain, draw).
+
+    Attributes
+    ----------
+    model, method : str
+        See :data:`MODELS`, :data:`METHODS`.
+    names : tuple of str
+        The m components of G.
+    value : numpy.ndarray, shape (chain, draw, m)
+        G on the completed pool.
+    params : dict of str to numpy.ndarray
+        Model parameters: ``a``, ``b``, ``kappa``, ``log_kappa`` (calibrated) or
+        ``theta`` (chain, draw, C) and ``phi`` (chain, draw, C, node, branch)
+        (Dirichlet-tree, nodes in breadth-first order).
+    pi : numpy.ndarray, shape (chain, draw, K, C)
+        π(y|k) of every stratum.
+    unlabeled_counts : numpy.ndarray, shape (chain, draw, K, C)
+        Drawn classes of the unlabeled items per stratum.
+    replicated_counts : numpy.ndarray, shape (chain, draw, K, C)
+        Posterior predictive replicates of the labeled items' classes per stratum.
+    observed_counts : numpy.ndarray, shape (K, C)
+        Labeled items per stratum and class.
+    unlabeled : numpy.ndarray, shape (K,)
+    strata_sizes : numpy.ndarray, shape (K,)
+    leaf_probs : numpy.ndarray, shape (K, C)
+        The classifier's mean class probabilities per stratum (001 §5.2).
+    prior : dict
+        Prior hyperparameters (constant data).
+    sample_stats : dict or None
+        NUTS per-draw statistics, (chain, draw) each.
+    seconds : float
+        Wall time of the fit (compilation included).
+    info : dict
+        Extra facts (tree shape, importance ESS of the fast calibrated route, ...).
+    """
+
+    model: str
+    method: str
+    names: tuple
+    value: np.ndarray
+    params: dict
+    pi: np.ndarray
+    unlabeled_counts: np.ndarray
+    replicated_counts: np.ndarray
+    observed_counts: np.ndarray
+    unlabeled: np.ndarray
+    strata_sizes: np.ndarray
+    leaf_probs: np.ndarray
+    prior: dict
+    sample_stats: dict | None
+    seconds: float
+    info: dict = field(default_factory=dict)
+
+    @property
+    def n_labels(self) -> int:
+        """Labels spent: distinct labeled items."""
+        return int(round(float(self.observed_counts.sum())))
+
+    @property
+    def n_chains(self) -> int:
+        return int(self.value.shape[0])
+
+    @property
+    def n_draws(self) -> int:
+        return int(self.value.shape[1])
+
+
+def _as_measure(measure):
+    from . import measures as M
+
+    if isinstance(measure, M.Measure):
+        return measure
+    if isinstance(measure, str):
+        parts = [p.strip() for p in measure.split(",") if p.strip()]
+        ms = [M.get(p) for p in parts]
+        return ms[0] if len(ms) == 1 else M.stack(*ms)
+    if isinstance(measure, (list, tuple)):
+        ms = [_as_measure(m) for m in measure]
+        if not ms:
+            raise ValueError("need at least one measure")
+        return ms[0] if len(ms) == 1 else M.stack(*ms)
+    raise TypeError(f"expected a Measure, a measure name or a list of them, got {type(measure).__name__}")
+
+
+def _check_choice(name, value, options):
+    if value not in options:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+
+
+@jax.jit
+def _calibrated_pi_jit(key, lp, counts, a, b, kappa):
+    return calibrated_pi(key, lp, counts, a, b, kappa)
+
+
+def _grouped(x, n_chains):
+    x = np.asarray(x)
+    return x.reshape((n_chains, -1) + x.shape[1:])
+
+
+def _nuts_stats(mcmc) -> dict:
+    ef = mcmc.get_extra_fields(group_by_chain=True)
+    out = {"diverging": np.asarray(ef["diverging"]).astype(bool)}
+    if "num_steps" in ef:
+        n = np.asarray(ef["num_steps"]).astype(np.int64)
+        out["n_steps"] = n
+        # as arviz.from_numpyro: a trajectory of n leapfrog steps has depth floor(log2 n) + 1
+        out["tree_depth"] = (np.floor(np.log2(np.maximum(n, 1))) + 1).astype(np.int64)
+    if "energy" in ef:
+        out["energy"] = np.asarray(ef["energy"])
+    if "potential_energy" in ef:
+        out["lp"] = -np.asarray(ef["potential_energy"])
+    if "accept_prob" in ef:
+        out["acceptance_rate"] = np.asarray(ef["accept_prob"])
+    if "adapt_state.step_size" in ef:
+        out["step_size"] = np.asarray(ef["adapt_state.step_size"])
+    return out
+
+
+def _calibrated_nuts(key, lp, counts, num_warmup, num_samples, num_chains, nuts_kwargs):
+    """NUTS on the calibrated model's (a, b, log κ), keeping the per-draw sampler fields.
+
+    ``models.calibrated.run_nuts`` is used when it accepts ``extra_fields``; otherwise
+    the identical sampler (same NumPyro model, sequential chains, default initialisation)
+    is run here so that tree depths and step sizes reach ``sample_stats``.
+    """
+    import inspect
+
+    from numpyro.infer import MCMC, NUTS
+
+    cal = importlib.import_module("bayes_eval.models.calibrated")
+    counts = jnp.asarray(counts, dtype=jnp.float64)
+    if not nuts_kwargs and "extra_fields" in inspect.signature(cal.run_nuts).parameters:
+        return cal.run_nuts(key, lp, counts, num_warmup=num_warmup, num_samples=num_samples,
+                            num_chains=num_chains, extra_fields=_NUTS_FIELDS)
+    p = jnp.clip(jnp.asarray(lp)[:, 1], 1e-12, 1 - 1e-12)
+    z = jnp.log(p) - jnp.log1p(-p)
+    mcmc = MCMC(NUTS(cal.numpyro_model, **nuts_kwargs), num_warmup=num_warmup, num_samples=num_samples,
+                num_chains=num_chains, chain_method="sequential", progress_bar=False)
+    mcmc.run(key, z, counts, extra_fields=_NUTS_FIELDS)
+    return mcmc
+
+
+def fit_finite_pool(
+    cells: CellTable,
+    labeled,
+    n_strata: int,
+    measure,
+    *,
+    model: str = "calibrated",
+    method: str = "nuts",
+    leaf_probs=None,
+    depth: int = 8,
+    branching: int | None = None,
+    strength: float = 1.0,
+    num_chains: int = 4,
+    num_warmup: int = 500,
+    num_samples: int = 1000,
+    thin: int = 10,
+    n_proposals: int = 4096,
+    seed: int = 0,
+    nuts_kwargs: dict | None = None,
+) -> FinitePoolFit:
+    """The finite-pool posterior of G given labeled items, with diagnostics.
+
+    Parameters
+    ----------
+    cells : CellTable
+        The pool as cells (:func:`bayes_eval.cells.build_cells`) for ``measure``: every
+        item of a cell shares the stratum and the loss row ℓ(x, ·).
+    labeled : array, shape (X, C)
+        Labeled items per cell and class (:func:`bayes_eval.posterior.labeled_table`).
+    n_strata : int
+        K, the strata (tree leaves) of ``cells.stratum``.
+    measure : Measure, str or list
+        The measure G = g(R) (001 §2.2); a list is stacked into one vector measure.
+        ``cells`` must have been built for it.
+    model : {"calibrated", "dirichlet-tree"}, default "calibrated"
+        The oracle model: the calibrated Beta-binomial (binary pools only) or the
+        Dirichlet-tree of 001 §4 with 001 §5.2 hyperparameters.
+    method : {"nuts", "fast"}, default "nuts"
+        ``"nuts"``: the model's ``run_nuts`` with ``num_chains`` chains of
+        ``num_warmup`` + ``num_samples`` iterations — R-hat, ESS and divergences are
+        meaningful.  ``"fast"``: the samplers of the simulation core — for the
+        calibrated model Laplace-t importance resampling with ``n_proposals``
+        proposals, for the tree the conjugate Gibbs sampler started at the EM mode,
+        ``num_warmup`` sweeps then every ``thin``-th of ``num_samples * thin``; each
+        chain an independent run.
+    leaf_probs : array, shape (K, C), optional
+        s(y|k); default :func:`bayes_eval.ais.leaf_probs` of ``cells``.
+    depth, branching, strength : tree shape and prior strength (Dirichlet-tree only).
+    num_chains, num_warmup, num_samples, thin, n_proposals : sampler settings.
+    seed : int
+        Seeds everything: equal seeds give equal draws.
+    nuts_kwargs : dict, optional
+        Passed to ``numpyro.infer.NUTS`` (e.g. ``target_accept_prob``).
+
+    Returns
+    -------
+    FinitePoolFit
+    """
+    _check_choice("model", model, MODELS)
+    _check_choice("method", method, METHODS)
+    if num_chains < 1 or num_samples < 1:
+        raise ValueError(f"need num_chains >= 1 and num_samples >= 1, got {num_chains}, {num_samples}")
+    measure = _as_measure(measure)
+    nuts_kwargs = dict(nuts_kwargs or {})
+    labeled = jnp.asarray(labeled, dtype=jnp.float64)
+    c = cells.n_classes
+    if labeled.shape != (cells.n_cells, c):
+        raise ValueError(f"labeled must have shape (X, C) = ({cells.n_cells}, {c}), got {labeled.shape}")
+    if cells.loss.shape[-1] and measure.n_classes != c:
+        raise ValueError(f"the measure has {measure.n_classes} classes, the cells {c}")
+    if bool(jnp.any(labeled > cells.size[:, None] + 1e-9)) or bool(jnp.any(labeled.sum(1) > cells.size + 1e-9)):
+        raise ValueError("labeled counts exceed the items of a cell")
+    if model == "calibrated" and c != 2:
+        raise ValueError(f"the calibrated model is binary (C = 2); this pool has C = {c}: use model='dirichlet-tree'")
+    if leaf_probs is None:
+        from .ais import leaf_probs as _lp
+
+        leaf_probs = _lp(cells, n_strata)
+    lp = jnp.asarray(leaf_probs, dtype=jnp.float64)
+    counts, unl = leaf_counts(cells, labeled, n_strata)
+    sizes = jax.ops.segment_sum(cells.size, cells.stratum, num_segments=n_strata)
+    key = jax.random.PRNGKey(int(seed))
+    k_fit, k_pi, k_pool, k_rep = jax.random.split(key, 4)
+    t0 = time.perf_counter()
+    info: dict[str, Any] = {}
+    stats = None
+
+    if model == "calibrated":
+        cal = importlib.import_module("bayes_eval.models.calibrated")
+        prior = {name: np.asarray(v, dtype=np.float64) for name, v in cal.PRIOR.items()}
+        if method == "nuts":
+            mcmc = _calibrated_nuts(k_fit, lp, counts, num_warmup, num_samples, num_chains, nuts_kwargs)
+            s = mcmc.get_samples(group_by_chain=True)
+            a, b, lk = (np.asarray(s[n]) for n in ("a", "b", "log_kappa"))
+            kappa = np.exp(lk)
+            stats = _nuts_stats(mcmc)
+            flat = lambda x: jnp.asarray(x.reshape(-1))  # noqa: E731
+            pi = _calibrated_pi_jit(k_pi, lp, counts, flat(a), flat(b), flat(kappa))
+        else:
+            om = cal.calibrated_model(lp, n_proposals=int(n_proposals))
+
+            def one(k):
+                d = om.sample(k, counts, unl, int(num_samples))
+                return d["a"], d["b"], d["kappa"], d["pi"], d["importance_ess"]
+
+            a, b, kappa, pi, iess = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
+            a, b, kappa = np.asarray(a), np.asarray(b), np.asarray(kappa)
+            lk = np.log(kappa)
+            pi = jnp.asarray(pi).reshape((-1,) + pi.shape[2:])
+            info["importance_ess"] = np.asarray(iess).tolist()
+            info["n_proposals"] = int(n_proposals)
+        params = {"a": a, "b": b, "kappa": kappa, "log_kappa": lk}
+    else:
+        from .strata import tree_shape
+
+        dt = importlib.import_module("bayes_eval.models.dirichlet_tree")  # the package re-exports a function
+
+        shape = tree_shape(n_strata, depth, branching)
+        spec = dt.TreeSpec(shape.depth, shape.branching)
+        pr = dt.prior_from_scores(lp, spec, strength)
+        prior = {"alpha": np.asarray(pr.alpha), "beta": np.asarray(jnp.concatenate(
+            [bb.reshape(c, -1, spec.branching) for bb in pr.betas], axis=1))}
+        info.update(depth=int(spec.depth), branching=int(spec.branching), strength=float(strength))
+        if method == "nuts":
+            mcmc = dt.run_nuts(k_fit, pr, spec, counts, unl, num_warmup=num_warmup, num_samples=num_samples,
+                               num_chains=num_chains, extra_fields=_NUTS_FIELDS, **nuts_kwargs)
+            s = mcmc.get_samples(group_by_chain=True)
+            theta, phi = np.asarray(s["theta"]), np.asarray(s["phi"])
+            stats = _nuts_stats(mcmc)
+        else:
+            mode = dt.em(pr, counts, unl)
+            thetas, phis = [], []
+            for kc in jax.random.split(k_fit, num_chains):
+                d = dt.gibbs(kc, pr, counts, unl, int(num_samples), n_warmup=int(num_warmup), init=mode,
+                             thin=int(thin))
+                thetas.append(np.asarray(d["theta"]))
+                phis.append(np.asarray(jnp.concatenate(d["phis"], axis=2)))
+            theta, phi = np.stack(thetas), np.stack(phis)
+            info["thin"] = int(thin)
+        params = {"theta": theta, "phi": phi}
+        p_flat = dt.params_from_samples({"theta": jnp.asarray(theta.reshape((-1,) + theta.shape[2:])),
+                                         "phi": jnp.asarray(phi.reshape((-1,) + phi.shape[2:]))}, spec)
+        pi = jax.jit(jax.vmap(lambda p: dt.predictive(p, n_leaves=n_strata)))(p_flat)
+
+    post = jax.jit(pool_posterior_from_pi, static_argnums=(1, 5))(k_pool, measure.g, cells, labeled, pi, n_strata)
+    rep = jax.jit(replicate_labeled)(k_rep, counts, pi)
+    jax.block_until_ready((post, rep))
+    seconds = time.perf_counter() - t0
+    return FinitePoolFit(
+        model=model,
+        method=method,
+        names=tuple(measure.names),
+        value=_grouped(post.value, num_chains),
+        params=params,
+        pi=_grouped(pi, num_chains),
+        unlabeled_counts=_grouped(post.unlabeled_counts, num_chains),
+        replicated_counts=_grouped(rep, num_chains),
+        observed_counts=np.asarray(counts),
+        unlabeled=np.asarray(unl),
+        strata_sizes=np.asarray(sizes),
+        leaf_probs=np.asarray(lp),
+        prior=prior,
+        sample_stats=stats,
+        seconds=seconds,
+        info=info,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# ArviZ
+# --------------------------------------------------------------------------------------
+def to_inference_data(fit: FinitePoolFit):
+    """The fit as an :class:`arviz.InferenceData`.
+
+    Groups and variables (dims in brackets; chain and draw omitted):
+
+    ``posterior``
+        calibrated: ``a``, ``b``, ``kappa``, ``log_kappa``; Dirichlet-tree: ``theta``
+        [class], ``phi`` [class, node, branch] (branch probabilities of the internal
+        nodes, breadth-first); both: ``pi`` [stratum, class] and ``G`` [component].
+    ``posterior_predictive``
+        ``label_counts`` [stratum, class] (replicated classes of the labeled items, named
+        as the observation, ArviZ's convention for posterior predictive checks),
+        ``unlabeled_counts`` [stratum, class], ``unlabeled_positives`` [stratum] (binary
+        pools) and ``G`` [component] (G is a function of the parameters *and* of the
+        drawn classes of the unlabeled items, so it is both).
+    ``observed_data``
+        ``label_counts`` [stratum, class].
+    ``sample_stats``
+        NUTS only: ``diverging``, ``tree_depth``, ``n_steps``, ``energy``, ``lp``,
+        ``acceptance_rate``, ``step_size``.
+    ``constant_data``
+        ``strata_sizes``, ``unlabeled`` [stratum], ``classifier_probs`` [stratum, class]
+        and the prior: ``prior_a``, ``prior_b``, ``prior_log_kappa`` [moment] (mean, sd)
+        or ``prior_alpha`` [class], ``prior_beta`` [class, node, branch].
+
+    Attributes: model, method, labels, components, seconds and the fit's ``info``.
+
+    Parameters
+    ----------
+    fit : FinitePoolFit
+
+    Returns
+    -------
+    arviz.InferenceData
+    """
+    import arviz as az
+
+    k, c = fit.observed_counts.shape
+    coords = {"component": list(fit.names), "stratum": np.arange(k), "class": np.arange(c)}
+    dims = {"G": ["component"], "pi": ["stratum", "class"], "label_counts": ["stratum", "class"],
+            "unlabeled_counts": ["stratum", "class"], "unlabeled_positives": ["stratum"],
+            "strata_sizes": ["stratum"], "unlabeled": ["stratum"], "classifier_probs": ["stratum", "class"]}
+    posterior = {name: np.asarray(v) for name, v in fit.params.items()}
+    posterior["pi"] = fit.pi
+    posterior["G"] = fit.value
+    ppred = {"label_counts": fit.replicated_counts, "unlabeled_counts": fit.unlabeled_counts, "G": fit.value}
+    if c == 2:
+        ppred["unlabeled_positives"] = fit.unlabeled_counts[..., 1]
+    constant = {"strata_sizes": fit.strata_sizes, "unlabeled": fit.unlabeled, "classifier_probs": fit.leaf_probs}
+    if fit.model == "calibrated":
+        coords["moment"] = ["mean", "sd"]
+        for name, v in fit.prior.items():
+            constant[f"prior_{name}"] = np.asarray(v)
+            dims[f"prior_{name}"] = ["moment"]
+    else:
+        n_int, br = fit.params["phi"].shape[-2:]
+        coords["node"] = np.arange(n_int)
+        coords["branch"] = np.arange(br)
+        dims.update(theta=["class"], phi=["class", "node", "branch"], prior_alpha=["class"],
+                    prior_beta=["class", "node", "branch"])
+        constant["prior_alpha"] = fit.prior["alpha"]
+        constant["prior_beta"] = fit.prior["beta"]
+    attrs = {"model": fit.model, "method": fit.method, "labels": fit.n_labels, "components": list(fit.names),
+             "seconds": float(fit.seconds), "inference_library": "numpyro" if fit.method == "nuts" else "jax"}
+    attrs.update({k_: (v if isinstance(v, (int, float, str)) else str(v)) for k_, v in fit.info.items()})
+    return az.from_dict(
+        posterior=posterior,
+        posterior_predictive=ppred,
+        observed_data={"label_counts": fit.observed_counts},
+        sample_stats=fit.sample_stats,
+        constant_data=constant,
+        coords=coords,
+        dims=dims,
+        attrs=attrs,
+    )
+
+
+def _g_of(obj):
+    """(chain, draw, m) draws of G, names, attrs from a fit or an InferenceData."""
+    if isinstance(obj, FinitePoolFit):
+        return obj.value, list(obj.names), {"model": obj.model, "method": obj.method, "labels": obj.n_labels}
+    post = obj.posterior
+    g = post["G"].transpose("chain", "draw", "component")
+    return np.asarray(g.values), [str(x) for x in g["component"].values], dict(post.attrs)
+
+
+# --------------------------------------------------------------------------------------
+# Intervals and the side-by-side table
+# --------------------------------------------------------------------------------------
+def hdi(draws, level: float = 0.95) -> np.ndarray:
+    """Highest-density interval of each component (``arviz.hdi``), NaN-aware.
+
+    Parameters
+    ----------
+    draws : array, shape (n,) or (n, m)
+    level : float
+
+    Returns
+    -------
+    numpy.ndarray, shape (2,) or (m, 2)
+        Lower and upper end; NaN for a component without finite draws.
+    """
+    import arviz as az
+
+    x = np.asarray(draws, dtype=np.float64)
+    one = x.ndim == 1
+    x = x.reshape(x.shape[0], -1)
+    out = np.full((x.shape[1], 2), np.nan)
+    for j in range(x.shape[1]):
+        v = x[:, j][np.isfinite(x[:, j])]
+        if v.size >= 2:
+            out[j] = np.asarray(az.hdi(v, hdi_prob=level))
+        elif v.size == 1:
+            out[j] = v[0]
+    return out[0] if one else out
+
+
+def _diagnostics(values):
+    """R-hat, bulk and tail ESS of each component of (chain, draw, m) draws."""
+    import arviz as az
+
+    m = values.shape[-1]
+    out = np.full((m, 3), np.nan)
+    for j in range(m):
+        v = values[..., j]
+        if not np.all(np.isfinite(v)) or np.ptp(v) == 0:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[j] = (float(az.rhat(v)), float(az.ess(v, method="bulk")), float(az.ess(v, method="tail")))
+    return out
+
+
+def _clt_arrays(m, estimate, clt):
+    est = np.full(m, np.nan) if estimate is None else np.asarray(estimate, dtype=np.float64).reshape(-1)
+    if est.shape != (m,):
+        raise ValueError(f"estimate has {est.size} components, G has {m}")
+    if clt is None:
+        lo = hi = np.full(m, np.nan)
+    else:
+        lo, hi = (np.asarray(x, dtype=np.float64).reshape(-1) for x in clt)
+        if lo.shape != (m,) or hi.shape != (m,):
+            raise ValueError(f"clt must be (lower, upper) with {m} components each")
+    return est, lo, hi
+
+
+def summary_table(obj, estimate=None, clt=None, *, truth=None, level: float = 0.95) -> pd.DataFrame:
+    """Bayesian and CLT intervals side by side, one row per component of G.
+
+    Parameters
+    ----------
+    obj : FinitePoolFit or arviz.InferenceData
+        From :func:`fit_finite_pool` / :func:`to_inference_data`.
+    estimate : array, shape (m,), optional
+        The importance-weighted point estimate Ĝ (001 eq. 1).
+    clt : (lower, upper), optional
+        Its CLT interval (001 §3.3.2), e.g. from
+        :func:`bayes_eval.estimators.normal_interval` or ``Session.summary()``.
+    truth : array, shape (m,), optional
+        The true value, in simulations: adds ``truth`` and coverage flags.
+    level : float, default 0.95
+        Level of the Bayesian intervals (the CLT interval is taken as given).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`TABLE_COLUMNS` (+ ``truth``, ``clt_covers``, ``eq_covers``,
+        ``hdi_covers`` with ``truth``).  Widths are upper − lower.  R-hat and ESS are
+        NaN for a component whose draws are constant (e.g. fully labeled pool).
+    """
+    values, names, attrs = _g_of(obj)
+    m = len(names)
+    flat = values.reshape(-1, m)
+    est, clo, chi = _clt_arrays(m, estimate, clt)
+    a = (1.0 - level) / 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(flat, axis=0)
+        med = np.nanmedian(flat, axis=0)
+        eq_lo = np.nanquantile(flat, a, axis=0)
+        eq_hi = np.nanquantile(flat, 1.0 - a, axis=0)
+    h = hdi(flat, level).reshape(m, 2)
+    diag = _diagnostics(values)
+    df = pd.DataFrame({
+        "component": names,
+        "model": attrs.get("model"),
+        "method": attrs.get("method"),
+        "labels": int(attrs.get("labels", 0)),
+        "estimate": est,
+        "clt_lower": clo,
+        "clt_upper": chi,
+        "clt_width": chi - clo,
+        "post_mean": mean,
+        "post_median": med,
+        "eq_lower": eq_lo,
+        "eq_upper": eq_hi,
+        "eq_width": eq_hi - eq_lo,
+        "hdi_lower": h[:, 0],
+        "hdi_upper": h[:, 1],
+        "hdi_width": h[:, 1] - h[:, 0],
+        "r_hat": diag[:, 0],
+        "ess_bulk": diag[:, 1],
+        "ess_tail": diag[:, 2],
+    })
+    df.attrs["level"] = level
+    if truth is not None:
+        t = np.asarray(truth, dtype=np.float64).reshape(-1)
+        if t.shape != (m,):
+            raise ValueError(f"truth has {t.size} components, G has {m}")
+        df["truth"] = t
+        df["clt_covers"] = (clo <= t) & (t <= chi)
+        df["eq_covers"] = (eq_lo <= t) & (t <= eq_hi)
+        df["hdi_covers"] = (h[:, 0] <= t) & (t <= h[:, 1])
+    return df
+
+
+# --------------------------------------------------------------------------------------
+# Posterior predictive check
+# --------------------------------------------------------------------------------------
+def _ppc_arrays(obj):
+    if isinstance(obj, FinitePoolFit):
+        return obj.observed_counts, obj.replicated_counts, obj.leaf_probs
+    obs = np.asarray(obj.observed_data["label_counts"].values)
+    rep = np.asarray(obj.posterior_predictive["label_counts"].transpose("chain", "draw", "stratum", "class").values)
+    lp = np.asarray(obj.constant_data["classifier_probs"].values)
+    return obs, rep, lp
+
+
+def ppc_table(obj, alpha: float = 0.05) -> pd.DataFrame:
+    """Posterior predictive check of the observed label counts per stratum.
+
+    For every posterior draw of π the labeled items of each stratum get replicated
+    classes (:func:`bayes_eval.posterior.replicate_labeled`); the observed count of a
+    class (positives, for a binary pool) is compared with its replicates.
+
+    Parameters
+    ----------
+    obj : FinitePoolFit or arviz.InferenceData
+    alpha : float, default 0.05
+        A stratum is flagged when P(rep ≥ obs) or P(rep ≤ obs) is below ``alpha / 2``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per labeled stratum (and class, for C > 2; class 1 only for binary
+        pools), columns :data:`PPC_COLUMNS`: the classifier's mean probability of the
+        class, labels in the stratum, observed count, predictive mean and central
+        1 − alpha interval, P(rep ≥ obs), P(rep ≤ obs), flag.  ``attrs["ppp_chi2"]``
+        holds the posterior predictive p-value of the discrepancy
+        Σ_k (count − n_k π_k)² / (n_k π_k (1 − π_k)) over all labeled strata: small
+        values say the model misfits the labels as a whole.
+    """
+    obs, rep, lp = _ppc_arrays(obj)
+    k, c = obs.shape
+    rep = rep.reshape((-1, k, c))
+    n_k = obs.sum(1)
+    seen = np.flatnonzero(n_k > 0)
+    classes = [1] if c == 2 else list(range(c))
+    tail = ppc_tail_probabilities(obs, rep)
+    rows = []
+    for kk in seen:
+        for y in classes:
+            lo = float(np.quantile(rep[:, kk, y], alpha / 2))
+            hi = float(np.quantile(rep[:, kk, y], 1 - alpha / 2))
+            p_ge, p_le = float(tail["p_ge"][kk, y]), float(tail["p_le"][kk, y])
+            rows.append({"stratum": int(kk), "class": int(y), "classifier_prob": float(lp[kk, y]),
+                         "n_labeled": int(n_k[kk]), "observed": int(obs[kk, y]),
+                         "pred_mean": float(tail["mean"][kk, y]), "pred_lower": lo, "pred_upper": hi,
+                         "p_ge": p_ge, "p_le": p_le, "flag": bool(min(p_ge, p_le) < alpha / 2)})
+    df = pd.DataFrame(rows, columns=list(PPC_COLUMNS))
+    df.attrs["ppp_chi2"] = _ppp_chi2(obj, obs, rep, classes)
+    return df
+
+
+def _ppp_chi2(obj, obs, rep, classes):
+    pi = obj.pi if isinstance(obj, FinitePoolFit) else np.asarray(
+        obj.posterior["pi"].transpose("chain", "draw", "stratum", "class").values)
+    pi = pi.reshape(rep.shape)
+    n_k = obs.sum(1)
+    seen = n_k > 0
+    if not seen.any():
+        return float("nan")
+    e = n_k[None, :, None] * pi
+    v = np.maximum(n_k[None, :, None] * pi * (1 - pi), 1e-9)
+    cls = np.asarray(classes)
+    t_obs = (((obs[None] - e) ** 2 / v)[:, seen][..., cls]).sum((1, 2))
+    t_rep = (((rep - e) ** 2 / v)[:, seen][..., cls]).sum((1, 2))
+    return float(np.mean(t_rep >= t_obs))
+
+
+# --------------------------------------------------------------------------------------
+# Plots (matplotlib, Agg)
+# --------------------------------------------------------------------------------------
+def _pyplot():
+    import matplotlib
+
+    if matplotlib.get_backend().lower() not in ("agg", "pdf", "svg", "cairo", "ps"):
+        try:
+            matplotlib.use("Agg")
+        except Exception:  # pragma: no cover - an interactive backend already in use
+            pass
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _component_index(names, component):
+    if isinstance(component, (int, np.integer)):
+        return int(component)
+    if component in names:
+        return names.index(component)
+    raise ValueError(f"unknown component {component!r}; components are {names[:8]}{'...' if len(names) > 8 else ''}")
+
+
+def _finish(fig, path):
+    if path is not None:
+        fig.savefig(path, dpi=130, bbox_inches="tight")
+    return fig
+
+
+def plot_density(obj, component=0, estimate=None, clt=None, *, truth=None, level: float = 0.95, path=None,
+                 title: str | None = None):
+    """Posterior density of one component of G with the CLT interval and Ĝ overlaid.
+
+    The histogram and density of the posterior draws (the finite-pool posterior of
+    DESIGN.md §4), the Bayesian equal-tailed and HDI intervals as bars under it, the
+    CLT interval of 001 §3.3.2 as a shaded band with the importance-weighted estimate
+    in its middle, and the truth where known.
+
+    Parameters
+    ----------
+    obj : FinitePoolFit or arviz.InferenceData
+    component : int or str, default 0
+    estimate, clt, truth : as in :func:`summary_table` (full length m, or scalars for
+        the chosen component).
+    level : float, default 0.95
+    path : str, optional
+        Where to save the PNG.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    plt = _pyplot()
+    values, names, attrs = _g_of(obj)
+    j = _component_index(names, component)
+    x = values.reshape(-1, len(names))[:, j]
+    x = x[np.isfinite(x)]
+
+    def pick(v):
+        if v is None:
+            return None
+        v = np.asarray(v, dtype=np.float64).reshape(-1)
+        return float(v[j] if v.size == len(names) else v[0])
+
+    est, t = pick(estimate), pick(truth)
+    clo, chi = (pick(clt[0]), pick(clt[1])) if clt is not None else (None, None)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    if x.size == 0:
+        ax.text(0.5, 0.5, "no finite posterior draws", ha="center", transform=ax.transAxes)
+        return _finish(fig, path)
+    a = (1 - level) / 2
+    eq = np.quantile(x, [a, 1 - a])
+    h = hdi(x, level)
+    lo_all = min([v for v in (x.min(), clo, t, est) if v is not None and np.isfinite(v)])
+    hi_all = max([v for v in (x.max(), chi, t, est) if v is not None and np.isfinite(v)])
+    pad = 0.05 * max(hi_all - lo_all, 1e-6)
+    ax.set_xlim(lo_all - pad, hi_all + pad)
+    n_unique = np.unique(np.round(x, 12)).size
+    bins = min(80, max(10, n_unique)) if np.ptp(x) > 0 else 1
+    ax.hist(x, bins=bins, density=True, color="tab:blue", alpha=0.35, label="posterior draws")
+    ymax = ax.get_ylim()[1]
+    if np.ptp(x) > 0:
+        import arviz as az
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            grid, dens = az.kde(x)
+        ax.plot(grid, dens, color="tab:blue", lw=1.8, label="posterior density")
+        ymax = max(ymax, float(np.max(dens)))
+    if clo is not None and chi is not None and np.isfinite(clo) and np.isfinite(chi):
+        ax.axvspan(clo, chi, color="tab:orange", alpha=0.18, label=f"CLT {level:.0%} interval [{clo:.3f}, {chi:.3f}]")
+        for v in (clo, chi):
+            ax.axvline(v, color="tab:orange", lw=1.0, ls=":")
+    if est is not None and np.isfinite(est):
+        ax.axvline(est, color="tab:orange", lw=2.0, label=f"estimate (IS) {est:.3f}")
+    if t is not None and np.isfinite(t):
+        ax.axvline(t, color="black", lw=1.6, ls="--", label=f"truth {t:.3f}")
+    y1, y2 = -0.06 * ymax, -0.13 * ymax
+    ax.plot(eq, [y1, y1], color="tab:blue", lw=5, solid_capstyle="butt",
+            label=f"Bayes {level:.0%} equal-tailed [{eq[0]:.3f}, {eq[1]:.3f}]")
+    ax.plot(h, [y2, y2], color="tab:green", lw=5, solid_capstyle="butt",
+            label=f"Bayes {level:.0%} HDI [{h[0]:.3f}, {h[1]:.3f}]")
+    ax.plot([np.median(x)], [y1], "o", color="white", mec="tab:blue", ms=6)
+    ax.set_ylim(-0.2 * ymax, 1.08 * ymax)
+    ax.axhline(0, color="0.6", lw=0.6)
+    ax.set_xlabel(names[j])
+    ax.set_ylabel("posterior density")
+    lab = attrs.get("labels")
+    ax.set_title(title or f"{names[j]}: finite-pool posterior ({attrs.get('model')}, {attrs.get('method')}) vs CLT"
+                 + (f", {lab} labels" if lab is not None else ""), fontsize=10)
+    ax.legend(fontsize=7.5, loc="upper left", framealpha=0.9)
+    fig.tight_layout()
+    return _finish(fig, path)
+
+
+_NUM = re.compile(r"@([-+0-9.eE]+)")
+
+
+def _curve_parts(names):
+    prec = [i for i, n in enumerate(names) if n.startswith("precision@")]
+    rec = [i for i, n in enumerate(names) if n.startswith("recall@")]
+    if not prec or len(prec) != len(rec):
+        raise ValueError("plot_pr_band needs the components of a pr_curve measure (precision@τ and recall@τ)")
+    thr = np.asarray([float(_NUM.search(names[i]).group(1)) for i in prec])
+    return np.asarray(prec), np.asarray(rec), thr
+
+
+def plot_pr_band(obj, estimate=None, clt=None, *, truth=None, level: float = 0.95, path=None, n_curves: int = 60,
+                 seed: int = 0, title: str | None = None):
+    """A precision–recall curve with its Bayesian band and its CLT band.
+
+    Three panels: precision and recall against the threshold τ, each with the pointwise
+    Bayesian equal-tailed band (shaded), the CLT band (dashed, 001 §3.3.2), the
+    importance-weighted estimate and the truth where known; and the curve in PR space,
+    with posterior draws of the whole curve (the posterior of a vector measure is a
+    distribution over curves), the estimated and the true curve.
+
+    Parameters
+    ----------
+    obj : FinitePoolFit or arviz.InferenceData
+        Whose G contains the components of a :func:`bayes_eval.measures.pr_curve`
+        (other components are ignored).
+    estimate, clt, truth : full-length (m) arrays as in :func:`summary_table`.
+    level : float
+    path : str, optional
+    n_curves : int, default 60
+        Posterior curves drawn in the PR-space panel.
+    seed : int
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    plt = _pyplot()
+    values, names, attrs = _g_of(obj)
+    flat = values.reshape(-1, len(names))
+    ip, ir, thr = _curve_parts(names)
+    order = np.argsort(thr)
+    ip, ir, thr = ip[order], ir[order], thr[order]
+    a = (1 - level) / 2
+    m = len(names)
+    est, clo, chi = _clt_arrays(m, estimate, clt)
+    t = None if truth is None else np.asarray(truth, dtype=np.float64).reshape(-1)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    for ax, idx, lab in ((axes[0], ip, "precision"), (axes[1], ir, "recall")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lo = np.nanquantile(flat[:, idx], a, axis=0)
+            hi = np.nanquantile(flat[:, idx], 1 - a, axis=0)
+            med = np.nanmedian(flat[:, idx], axis=0)
+        ax.fill_between(thr, lo, hi, color="tab:blue", alpha=0.3, step=None, label=f"Bayes {level:.0%} band")
+        ax.plot(thr, med, color="tab:blue", lw=1.2, label="posterior median")
+        if np.isfinite(clo[idx]).any():
+            ax.plot(thr, np.clip(clo[idx], -0.05, 1.05), color="tab:orange", ls="--", lw=1.2,
+                    label=f"CLT {level:.0%} band")
+            ax.plot(thr, np.clip(chi[idx], -0.05, 1.05), color="tab:orange", ls="--", lw=1.2)
+        if np.isfinite(est[idx]).any():
+            ax.plot(thr, est[idx], color="tab:orange", lw=1.6, label="estimate (IS)")
+        if t is not None:
+            ax.plot(thr, t[idx], color="black", ls=":", lw=1.5, label="truth")
+        ax.set_xlabel("threshold τ on the score")
+        ax.set_ylabel(lab)
+        ax.set_ylim(-0.05, 1.05)
+        ax.legend(fontsize=7.5, loc="best")
+    ax = axes[2]
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(flat.shape[0], size=min(n_curves, flat.shape[0]), replace=False)
+    for i, d in enumerate(pick):
+        ax.plot(flat[d, ir], flat[d, ip], color="tab:blue", alpha=0.12, lw=0.8,
+                label="posterior draws of the curve" if i == 0 else None)
+    if np.isfinite(est[ip]).any():
+        ax.plot(est[ir], est[ip], color="tab:orange", lw=1.8, label="estimate (IS)")
+    if t is not None:
+        ax.plot(t[ir], t[ip], color="black", ls=":", lw=1.8, label="truth")
+    ax.set_xlabel("recall")
+    ax.set_ylabel("precision")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.05)
+    ax.legend(fontsize=7.5, loc="lower left")
+    lab = attrs.get("labels")
+    fig.suptitle(title or f"PR curve: Bayesian band ({attrs.get('model')}, {attrs.get('method')}) vs CLT band"
+                 + (f", {lab} labels" if lab is not None else ""), fontsize=11)
+    fig.tight_layout()
+    return _finish(fig, path)
+
+
+def plot_ppc(obj, *, alpha: float = 0.05, path=None, title: str | None = None):
+    """Posterior predictive check plot: observed vs replicated label counts per stratum.
+
+    Top: for each labeled stratum (x: stratum, in score order), the observed share of
+    positives among its labeled items (dots; red when flagged) against the central
+    1 − alpha posterior predictive interval of that share (bars) and its mean.
+    Bottom: min(P(rep ≥ obs), P(rep ≤ obs)) per stratum on a log scale, with the flag
+    line at alpha / 2.  Marker size grows with the labels in the stratum.
+
+    Parameters
+    ----------
+    obj : FinitePoolFit or arviz.InferenceData
+    alpha : float, default 0.05
+    path : str, optional
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    plt = _pyplot()
+    df = ppc_table(obj, alpha)
+    attrs = _g_of(obj)[2]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 6), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    if df.empty:
+        ax1.text(0.5, 0.5, "no labeled strata", ha="center", transform=ax1.transAxes)
+        return _finish(fig, path)
+    for y in df["class"].unique():
+        d = df[df["class"] == y]
+        n = d["n_labeled"].to_numpy().astype(float)
+        xk = d["stratum"].to_numpy()
+        ax1.vlines(xk, d["pred_lower"] / n, d["pred_upper"] / n, color="tab:blue", alpha=0.45, lw=2.5,
+                   label=f"predictive {1 - alpha:.0%} interval" if y == df["class"].iloc[0] else None)
+        ax1.plot(xk, d["pred_mean"] / n, "_", color="tab:blue", ms=7,
+                 label="predictive mean" if y == df["class"].iloc[0] else None)
+        size = 8 + 40 * np.sqrt(n / n.max())
+        col = np.where(d["flag"], "tab:red", "black")
+        ax1.scatter(xk, d["observed"] / n, s=size, c=col, zorder=3,
+                    label="observed share (red: flagged)" if y == df["class"].iloc[0] else None)
+        tp = np.minimum(d["p_ge"], d["p_le"]).clip(lower=1e-4)
+        ax2.scatter(xk, tp, s=size, c=col)
+    ax2.axhline(alpha / 2, color="tab:red", ls="--", lw=1, label=f"flag at {alpha / 2:g}")
+    ax2.set_yscale("log")
+    ax2.set_ylim(5e-5, 1.5)
+    ax2.set_ylabel("min tail prob.")
+    ax2.set_xlabel("stratum (score order)")
+    ax2.legend(fontsize=8, loc="lower left")
+    ax1.set_ylabel("share of class" + (" 1 (positives)" if set(df["class"]) == {1} else ""))
+    ax1.set_ylim(-0.03, 1.03)
+    ax1.legend(fontsize=8, loc="upper left")
+    nflag = int(df["flag"].sum())
+    lab = attrs.get("labels")
+    ax1.set_title(title or (f"Posterior predictive check ({attrs.get('model')}, {attrs.get('method')}"
+                            + (f", {lab} labels" if lab is not None else "")
+                            + f"): {nflag} of {len(df)} strata flagged, p(χ²) = {df.attrs['ppp_chi2']:.2f}"),
+                  fontsize=10)
+    fig.tight_layout()
+    return _finish(fig, path)
+
+
+# --------------------------------------------------------------------------------------
+# High-level entry points
+# --------------------------------------------------------------------------------------
+@dataclass
+class PosteriorReport:
+    """Everything :func:`posterior_report` computed.
+
+    Attributes
+    ----------
+    fit : FinitePoolFit
+    idata : arviz.InferenceData
+    table : pandas.DataFrame
+        :func:`summary_table`.
+    ppc : pandas.DataFrame
+        :func:`ppc_table`.
+    estimate, clt, truth, level :
+        What was passed in (for the plots).
+    cells : CellTable
+    item_cell : numpy.ndarray
+        The cell of every item of the pool.
+    """
+
+    fit: FinitePoolFit
+    idata: Any
+    table: pd.DataFrame
+    ppc: pd.DataFrame
+    estimate: Any = None
+    clt: Any = None
+    truth: Any = None
+    level: float = 0.95
+    cells: Any = None
+    item_cell: Any = None
+
+    def summary(self, var_names=None, **kw) -> pd.DataFrame:
+        """``arviz.summary`` of the posterior (default: the scalar model parameters and
+        G; pass ``var_names`` for others, e.g. ``["theta", "G"]``)."""
+        import arviz as az
+
+        if var_names is None:
+            var_names = [v for v in self.idata.posterior.data_vars
+                         if v == "G" or self.idata.posterior[v].ndim <= 3 and v not in ("pi", "phi")]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return az.summary(self.idata, var_names=var_names, **kw)
+
+    def plot_density(self, component=0, path=None, **kw):
+        """:func:`plot_density` with this report's estimate, CLT interval and truth."""
+        return plot_density(self.idata, component, self.estimate, self.clt, truth=self.truth, level=self.level,
+                            path=path, **kw)
+
+    def plot_pr_band(self, path=None, **kw):
+        """:func:`plot_pr_band` with this report's estimate, CLT band and truth."""
+        return plot_pr_band(self.idata, self.estimate, self.clt, truth=self.truth, level=self.level, path=path,
+                            **kw)
+
+    def plot_ppc(self, path=None, **kw):
+        """:func:`plot_ppc`."""
+        return plot_ppc(self.idata, path=path, **kw)
+
+
+def posterior_report(
+    pool,
+    measure,
+    items,
+    labels,
+    *,
+    estimate=None,
+    clt=None,
+    truth=None,
+    level: float = 0.95,
+    model: str = "calibrated",
+    method: str = "nuts",
+    n_strata: int = 256,
+    strata_method: str = "csf",
+    n_fine: int | None = None,
+    keep_empty: bool = True,
+    system: int = 0,
+    **fit_kw,
+) -> PosteriorReport:
+    """The finite-pool posterior of G for a pool and its labeled items, reported.
+
+    Stratifies the pool by score (CSF, 001 §5.2 — by default as ``run_simulation`` and
+    ``Session`` do), builds the cells for ``measure``, fits the oracle model to the
+    labels (:func:`fit_finite_pool`) and reports the posterior next to the CLT interval.
+
+    Parameters
+    ----------
+    pool : Pool
+    measure : Measure, str or list
+        A list is stacked into one vector measure (one fit, G with every component).
+    items : array, shape (n,)
+        Ids of the labeled items (``pool.ids``); an item may repeat with the same label.
+    labels : array, shape (n,)
+        Their labels.
+    estimate, clt : optional
+        The importance-weighted estimate and its CLT interval (lower, upper), for the
+        table and the plots.
+    truth : optional
+        The true value (simulations only).
+    level : float, default 0.95
+    model, method :
+        See :func:`fit_finite_pool`.
+    n_strata, strata_method, n_fine, keep_empty, system :
+        The score strata (:func:`bayes_eval.strata.stratify`).
+    **fit_kw
+        Further arguments of :func:`fit_finite_pool` (``num_chains``, ``num_samples``,
+        ``seed``, ``depth``, ...).
+
+    Returns
+    -------
+    PosteriorReport
+    """
+    from .cells import build_cells
+    from .strata import stratify
+
+    measure = _as_measure(measure)
+    strata = stratify(pool, n_strata, method=strata_method, system=system, n_fine=n_fine, keep_empty=keep_empty)
+    cells, item_cell = build_cells(pool, strata, measure, system=system)
+    rows = pool.index_of(np.asarray(items))
+    lab = labeled_table(item_cell, cells.n_cells, pool.n_classes, rows, labels)
+    fit = fit_finite_pool(cells, lab, strata.n_strata, measure, model=model, method=method, **fit_kw)
+    idata = to_inference_data(fit)
+    table = summary_table(fit, estimate, clt, truth=truth, level=level)
+    return PosteriorReport(fit=fit, idata=idata, table=table, ppc=ppc_table(fit), estimate=estimate, clt=clt,
+                           truth=truth, level=level, cells=cells, item_cell=item_cell)
+
+
+def report_from_session(session, *, truth=None, level: float = 0.95, **kw) -> PosteriorReport:
+    """:func:`posterior_report` for a labeling :class:`~bayes_eval.session.Session`.
+
+    Takes the pool, the measures (stacked), the labels of the closed stages and the
+    session's importance-weighted estimate and CLT interval (``Session.summary``, 001
+    §3.3.2), and the session's stratification settings unless overridden in ``kw``.
+    Deterministic-oracle sessions only (the finite-pool posterior completes one label
+    per item).
+
+    Parameters
+    ----------
+    session : Session
+    truth : optional
+    level : float, default 0.95
+    **kw
+        Passed to :func:`posterior_report` (``model``, ``method``, ``num_chains``, ...).
+
+    Returns
+    -------
+    PosteriorReport
+    """
+    if getattr(session, "oracle", "deterministic") != "deterministic":
+        raise ValueError("the finite-pool posterior needs a deterministic oracle (one label per item)")
+    cfg = getattr(session, "config", {}) or {}
+    for name in ("n_strata", "n_fine", "keep_empty", "strata_method", "system"):
+        if name in cfg and cfg[name] is not None:
+            kw.setdefault(name, cfg[name])
+    summ = session.summary(level=level)
+    hist = session.history(level=level)
+    labs = session.labels()
+    if len(hist):
+        labs = labs[labs["stage"] <= int(hist["stage"].max())]
+    else:
+        labs = labs.iloc[:0]
+    return posterior_report(
+        session.pool, list(session.measures), labs["item"].to_numpy(), labs["label"].to_numpy(),
+        estimate=summ["estimate"].to_numpy(), clt=(summ["clt_lower"].to_numpy(), summ["clt_upper"].to_numpy()),
+        truth=truth, level=level, **kw)
+
+
+def _fmt(x, nd=3):  # pragma: no cover - used by the example script
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
