@@ -71,11 +71,25 @@ def item_patterns(measure, features, chunk: int = 65536) -> np.ndarray:
 
 
 def _combine_keys(keys):
-    """Map rows of several int64 key columns to consecutive group ids (first-seen order
-    is irrelevant; ids follow lexicographic order of the keys)."""
-    stacked = np.stack([np.asarray(k, dtype=np.int64) for k in keys], axis=1)
-    _, inv = np.unique(stacked, axis=0, return_inverse=True)
-    return inv.reshape(-1)
+    """Map rows of several non-negative integer key columns to consecutive group ids.
+
+    Returns ``(inverse, first, counts)``: the group of every row, the first row of every
+    group, and group sizes.  The columns are combined by mixed radix into one int64 (one
+    1-D sort of N values, no N × k temporary) when the product of their ranges fits;
+    otherwise a row-wise unique is used.
+    """
+    cols = [np.asarray(k, dtype=np.int64).reshape(-1) for k in keys]
+    radices = [int(c.max()) + 1 if c.size else 1 for c in cols]
+    if float(np.prod([float(r) for r in radices])) < 2.0**62:
+        key = np.zeros(cols[0].shape[0], dtype=np.int64)
+        for c, r in zip(cols, radices):
+            key *= r
+            key += c
+        _, first, inv, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    else:  # pragma: no cover - astronomically many distinct keys
+        stacked = np.stack(cols, axis=1)
+        _, first, inv, counts = np.unique(stacked, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    return inv.reshape(-1), first, counts
 
 
 def build_cells(pool, strata: Strata, measure, labels=None, extra_key=None, system: int = 0):
@@ -101,28 +115,24 @@ def build_cells(pool, strata: Strata, measure, labels=None, extra_key=None, syst
     """
     feats = pool.features()
     pattern = item_patterns(measure, feats)
-    _, wgroup = np.unique(pool.weights, return_inverse=True)
+    wgroup = np.zeros(pool.n_items, np.int64) if pool.uniform_weights else np.unique(pool.weights, return_inverse=True)[1]
     keys = [strata.index, pattern, wgroup.reshape(-1)]
     if extra_key is not None:
         keys.append(np.asarray(extra_key).reshape(-1))
-    item_cell = _combine_keys(keys)
-    x = int(item_cell.max()) + 1
-    first = np.full(x, -1, dtype=np.int64)
-    # representative item of each cell: the first one
-    order = np.argsort(item_cell, kind="stable")
-    starts = np.searchsorted(item_cell[order], np.arange(x))
-    first = order[starts]
-    size = np.bincount(item_cell, minlength=x).astype(np.float64)
+    item_cell, first, counts = _combine_keys(keys)
+    x = int(first.shape[0])
+    size = counts.astype(np.float64)
     rep = type(feats)(*(np.asarray(a)[first] for a in feats))
     loss = np.asarray(measure.loss(rep), dtype=np.float64)
     c = pool.n_classes
-    prior = np.zeros((x, c))
-    np.add.at(prior, item_cell, np.asarray(pool.probs[:, system, :]))
+    probs = np.asarray(pool.probs[:, system, :])
+    prior = np.stack([np.bincount(item_cell, weights=probs[:, j], minlength=x) for j in range(c)], axis=1)
     prior /= size[:, None]
     truth = np.zeros((x, c))
     labels = pool.labels if labels is None else labels
     if labels is not None:
-        np.add.at(truth, (item_cell, np.asarray(labels)), 1.0)
+        labels = np.asarray(labels)
+        truth = np.stack([np.bincount(item_cell[labels == j], minlength=x) for j in range(c)], axis=1).astype(float)
     cells = CellTable(
         stratum=jnp.asarray(strata.index[first], dtype=jnp.int32),
         size=jnp.asarray(size),

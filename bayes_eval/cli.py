@@ -196,7 +196,11 @@ def cmd_demo(args):
     pool = demo_pool()
     measure = measure_from_args(args.measure, pool)
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch, repeats=1,
-                                seed=args.seed, checkpoints=(args.budget,), **_design_kw(args))
+                                seed=args.seed, checkpoints=(args.budget,), bayes=pool.n_classes == 2,
+                                **_design_kw(args))
+    blo = bhi = None
+    if res.bayes_lower is not None:
+        blo, bhi = float(res.bayes_lower[0, -1, 0]), float(res.bayes_upper[0, -1, 0])
     h = res.history
     truth = res.true_value[0]
     rows = []
@@ -205,7 +209,8 @@ def cmd_demo(args):
                          lower=float(h.lower[0, t, 0]), upper=float(h.upper[0, t, 0])))
     if args.format == "json":
         print(json.dumps(_jsonable({"pool": "demo", "n_items": pool.n_items, "measure": args.measure,
-                                    "design": args.design, "true_value": truth, "stages": rows}), indent=2))
+                                    "design": args.design, "true_value": truth, "stages": rows,
+                                    "bayes_interval": [blo, bhi] if blo is not None else None}), indent=2))
         return 0
     print(f"bayes-eval demo: estimating {args.measure} of a classifier on a synthetic pool of "
           f"{pool.n_items:,} items ({int(pool.labels.sum())} positives), labeling {args.budget} of them "
@@ -219,8 +224,12 @@ def cmd_demo(args):
             ci = "" if not np.isfinite(r["lower"]) else f"[{r['lower']:.4f}, {r['upper']:.4f}]"
             print(f"{r['labels']:>7} {est:>9}   {ci}")
     last = rows[-1]
-    print(f"\nlabels spent: {last['labels']} of {pool.n_items:,} items; final estimate {last['estimate']:.4f}, "
-          f"95% interval [{last['lower']:.4f}, {last['upper']:.4f}], truth {truth:.4f}")
+    print(f"\nlabels spent: {last['labels']} of {pool.n_items:,} items")
+    print(f"estimate {last['estimate']:.4f}   95% CLT interval [{last['lower']:.4f}, {last['upper']:.4f}]")
+    if blo is not None:
+        print(f"                  95% Bayesian interval [{blo:.4f}, {bhi:.4f}] (finite-pool posterior, "
+              f"calibrated model)")
+    print(f"truth    {truth:.4f}  (known here because the demo pool is synthetic)")
     return 0
 
 

@@ -94,13 +94,15 @@ __all__ = [
     "online_poisson_estimate",
     "beta_limits",
     "simulate_poisson",
+    "model_predictive",
+    "build_model",
     "run_poisson_simulation",
 ]
 
 ESTIMATORS = ("difference", "ht")
 FORMS = ("sqrt", "linear")
 WEIGHTS = ("equal", "linear", "quadratic", "cubic", "precision", "last")
-VARIANCES = ("model", "ht")
+VARIANCES = ("model", "ht", "labeled", "labeled+ht")
 FIXED_SIZE = (None, "pareto", "sequential")
 
 
@@ -147,15 +149,18 @@ class PoissonDesign(NamedTuple):
 
     name: str
     adaptive: bool
-    estimator: str = "difference"
-    form: str = "sqrt"
-    weights: str = "linear"
-    variance: str = "model"
-    eps: float = 0.1
+    estimator: str = "ht"
+    form: str = "moment:0.5"
+    weights: str = "quadratic"
+    variance: str = "labeled+ht"
+    eps: float = 1e-3
     lam: float = 0.9
     fixed_size: str | None = None
     model: Any = None
     n_strata: int = 0
+    defensive: float = 0.2
+    defensive_form: str = "linear"
+    variance_model: Any = None
 
 
 def _check_choice(name, value, choices):
@@ -198,24 +203,36 @@ def _check_weights(scheme: str) -> None:
         raise ValueError(f"weights must be one of {WEIGHTS} or 'power:k', got {scheme!r}")
 
 
-def poisson_design(name: str, *, estimator: str | None = None, form: str = "sqrt", weights: str = "linear",
-                   variance: str | None = None, eps: float = 0.1, lam: float = 0.9,
-                   fixed_size: str | None = None, model=None, n_strata: int = 0) -> PoissonDesign:
+def poisson_design(name: str, *, estimator: str = "ht", form: str | None = None, weights: str = "quadratic",
+                   variance: str | None = None, eps: float = 1e-3, lam: float = 0.9,
+                   fixed_size: str | None = None, model=None, n_strata: int = 0, defensive: float | None = None,
+                   defensive_form: str = "linear", variance_model=None) -> PoissonDesign:
     """Build and validate a :class:`PoissonDesign`.
 
-    Defaults: the static design ``"poisson"`` is 000 Alg. 2 -- HT estimator, HT variance
-    (000 eq. 28) unless ``variance="model"`` is asked for (which needs ``model``); the
-    adaptive design uses the difference estimator, ``w_r ∝ r`` and the model-assisted
-    variance.
+    Defaults (chosen by the measurements reported in ``benchmarks/poisson_f1.py``):
+
+    * ``"poisson"`` (static) is 000 Alg. 2: λ-mixed classifier probabilities, the
+      ``sqrt`` deviations of 000 eq. 12, HT estimator (000 eq. 18) and HT variance
+      (000 eq. 28);
+    * ``"poisson-adaptive"``: HT rounds (``estimator="ht"``), deviations
+      ``form="moment:0.5"`` (``h ∝ E_pi[a^{1/2}]^2``, i.e. ``∝ pi^2`` for a rare class: it
+      sweeps the likely-relevant items first) mixed with 20% of the ``"linear"`` design
+      (``defensive=0.2``: a defensive mixture that bounds ``1/b`` where the model is too
+      sure), ``weights="quadratic"`` and the conservative ``variance="labeled+ht"``.
     """
     _check_choice("design", name, ("poisson", "poisson-adaptive"))
     adaptive = name == "poisson-adaptive"
-    if estimator is None:
-        estimator = "difference" if adaptive else "ht"
+    if form is None:
+        form = "moment:0.5" if adaptive else "sqrt"
+    if defensive is None:
+        defensive = 0.2 if adaptive else 0.0
     if variance is None:
-        variance = "model" if (adaptive or model is not None) else "ht"
+        variance = "labeled+ht" if adaptive else "ht"
     _check_choice("estimator", estimator, ESTIMATORS)
     _form_gamma(form)
+    _form_gamma(defensive_form)
+    if not 0.0 <= defensive <= 1.0:
+        raise ValueError(f"defensive must be in [0, 1], got {defensive}")
     _check_choice("variance", variance, VARIANCES)
     _check_choice("fixed_size", fixed_size, FIXED_SIZE)
     _check_weights(weights)
@@ -225,13 +242,13 @@ def poisson_design(name: str, *, estimator: str | None = None, form: str = "sqrt
         raise ValueError(f"lam must be in [0, 1], got {lam}")
     if adaptive and model is None:
         raise ValueError("the adaptive Poisson design needs an oracle model (bayes_eval.ais.make_model)")
-    if variance == "model" and model is None:
+    if variance == "model" and model is None and variance_model is None:
         raise ValueError("variance='model' needs an oracle model")
     if fixed_size is not None and not adaptive:
         raise ValueError("fixed-size rounds are offered for the adaptive design only; the static design's "
                          "nested samples are Poisson")
     return PoissonDesign(name, adaptive, estimator, form, weights, variance, float(eps), float(lam), fixed_size,
-                         model, int(n_strata))
+                         model, int(n_strata), float(defensive), defensive_form, variance_model)
 
 
 # --------------------------------------------------------------------------------------
@@ -334,7 +351,8 @@ def _floor(h, support, unl, eps):
 
 
 def round_proposal(g: Callable, cells: CellTable, labeled, pi_cell, budget, *, estimator: str = "difference",
-                   form: str = "sqrt", eps: float = 0.1, complete=False, risk=None) -> RoundProposal:
+                   form: str = "sqrt", eps: float = 1e-3, complete=False, risk=None, defensive: float = 0.0,
+                   defensive_form: str = "linear") -> RoundProposal:
     """Inclusion probabilities of the next Poisson round (000 App. E, with 000 §3.1 and
     001 Prop. 2): the pure function a session calls with its model state.
 
@@ -373,7 +391,12 @@ def round_proposal(g: Callable, cells: CellTable, labeled, pi_cell, budget, *, e
     h, h2, mean = cell_deviations(g, cells.loss, pi_cell, risk, cells.weight, estimator, form)
     sup = support_mask(cells.loss, estimator) & (unl > 0)
     hf = _floor(h, sup, unl, eps)
-    b = P.water_fill_groups(hf, unl, jnp.maximum(jnp.asarray(budget, jnp.float64), 1e-300), validate=False)
+    bud = jnp.maximum(jnp.asarray(budget, jnp.float64), 1e-300)
+    b = P.water_fill_groups(hf, unl, bud, validate=False)
+    if defensive > 0.0:
+        hd, _, _ = cell_deviations(g, cells.loss, pi_cell, risk, cells.weight, estimator, defensive_form)
+        bd = P.water_fill_groups(_floor(hd, sup, unl, eps), unl, bud, validate=False)
+        b = (1.0 - defensive) * b + defensive * bd
     b = jnp.where(complete, jnp.where(sup, 1.0, 0.0), b)
     b = jnp.where(unl > 0, b, 0.0)
     # h2 of the floored deviations would overstate the model's belief; predicted variance
@@ -385,7 +408,7 @@ def round_proposal(g: Callable, cells: CellTable, labeled, pi_cell, budget, *, e
 
 
 def static_proposal(g: Callable, cells: CellTable, budget, *, lam: float = 0.9, estimator: str = "ht",
-                    form: str = "sqrt", eps: float = 0.1) -> RoundProposal:
+                    form: str = "sqrt", eps: float = 1e-3) -> RoundProposal:
     """Offline Poisson design from the classifier's probabilities (000 Alg. 2).
 
     ``p_a = lam s(y|x) + (1 - lam)/C`` (000 eq. 13), the predicted risk ``R_a`` under
@@ -627,8 +650,11 @@ def combine(g: Callable, cells: CellTable, records: RoundRecord, t, *, weights: 
     tot, vht = jax.vmap(lambda rec: round_totals(cells, rec))(records)
     w = round_weights(t, n_rounds, weights, records.pred_var, complete_round)
     risk = jnp.einsum("r,rd->d", w, tot)
-    if variance == "model":
-        vm = jax.vmap(lambda rec: model_round_covariance(cells, rec, labeled_now, pi_now))(records)
+    if variance in ("model", "labeled", "labeled+ht"):
+        pn = pi_now if variance == "model" else jnp.zeros_like(labeled_now)
+        vm = jax.vmap(lambda rec: model_round_covariance(cells, rec, labeled_now, pn))(records)
+        if variance == "labeled+ht":
+            vm = vm + vht
         rcov = jnp.einsum("r,rde->de", w**2, vm)
     else:
         rcov = jnp.einsum("r,rde->de", w**2, vht)
@@ -770,15 +796,53 @@ def _leaf_counts(cells, labeled, n_strata):
     return counts, unl
 
 
+def model_predictive(model, state, counts):
+    """(K, C) predictive ``pi(y|k)`` of an unlabeled item of stratum ``k``.
+
+    ``model.predictive(state)`` for the Dirichlet tree (001 §4; its state already holds the
+    labels).  For the calibrated Beta-binomial model (``models/calibrated.py``, whose
+    ``predictive`` is the calibration curve ``mu_k`` alone) the per-stratum posterior mean
+    at the mode of ``(a, b, log kappa)``: ``(kappa mu_k + n_k1) / (kappa + n_k)`` -- what the
+    stratum's own labels add to the curve.  Jit-compatible.
+    """
+    pi = model.predictive(state)
+    if getattr(model, "name", "") == "calibrated-beta":
+        kappa = jnp.exp(state.mode[2])
+        n = counts.sum(1)
+        p1 = (kappa * pi[:, 1] + counts[:, 1]) / (kappa + n)
+        pi = jnp.stack([1.0 - p1, p1], axis=-1)
+    return pi
+
+
+def build_model(name: str, cells: CellTable, n_strata: int, depth: int = 8, branching=None, strength: float = 1.0,
+                em_iters: int = 10):
+    """The oracle model by name: those of :func:`bayes_eval.ais.make_model`
+    (``dirichlet-tree`` by default) or ``calibrated`` (the Beta-binomial model with a
+    logistic recalibration of the classifier, ``models/calibrated.py``; binary only)."""
+    from .ais import leaf_probs, make_model
+
+    lp = leaf_probs(cells, n_strata)
+    if name == "calibrated":
+        if cells.loss.shape[1] != 2:
+            raise ValueError("the calibrated model is binary only; use model='dirichlet-tree'")
+        from .models.calibrated import calibrated_model
+
+        return calibrated_model(lp)
+    return make_model(name, lp, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
+
+
 def _run_rounds(key, cells: CellTable, design: PoissonDesign, g, budgets, cum_budgets, complete_round: int,
                 n_max: int):
     """All rounds of one run: returns the stacked round records."""
     x, c, d = cells.loss.shape
     om = design.model
+    vm = design.variance_model if design.variance_model is not None else om
     k = design.n_strata
     need_model = om is not None
+    need_vm = vm is not None and design.variance == "model"
     zero = jnp.zeros((x, c))
     mstate0 = om.init_state() if need_model else ()
+    vstate0 = vm.init_state() if (need_vm and vm is not om) else ()
     if not design.adaptive:
         static = [static_proposal(g, cells, float(m), lam=design.lam, estimator=design.estimator, form=design.form,
                                   eps=design.eps) for m in np.unique(cum_budgets)]
@@ -794,13 +858,14 @@ def _run_rounds(key, cells: CellTable, design: PoissonDesign, g, budgets, cum_bu
     r_idx = jnp.arange(len(budgets))
 
     def step(carry, inp):
-        labeled, mstate, b_prev = carry
+        labeled, mstate, vstate, b_prev = carry
         kr, n_r, r, b_s, pv_s = inp
         unl_true = jnp.maximum(cells.truth - labeled, 0.0)
         if design.adaptive:
-            pi = om.predictive(mstate)[cells.stratum]
+            pi = model_predictive(om, mstate, _leaf_counts(cells, labeled, k)[0])[cells.stratum]
             prop = round_proposal(g, cells, labeled, pi, n_r, estimator=design.estimator, form=design.form,
-                                  eps=design.eps, complete=(r == complete_round))
+                                  eps=design.eps, complete=(r == complete_round), defensive=design.defensive,
+                                  defensive_form=design.defensive_form)
             b, mean, pv = prop.b, prop.mean, prop.pred_var
             if design.fixed_size is None:
                 sampled = poisson_round_counts(kr, unl_true, b)
@@ -815,16 +880,19 @@ def _run_rounds(key, cells: CellTable, design: PoissonDesign, g, budgets, cum_bu
             # the estimate after this stage is one Poisson sample with b_s over the pool
             rec = RoundRecord(b, mean, zero, labeled + sampled, pv)
         new = labeled + sampled
+        counts, unl = _leaf_counts(cells, new, k)
         if need_model:
-            counts, unl = _leaf_counts(cells, new, k)
             mstate = om.fit(mstate, counts, unl)
-            pi_after = om.predictive(mstate)[cells.stratum]
-        else:
-            pi_after = jnp.zeros((x, c))
-        return (new, mstate, b), _Rounds(rec, pi_after, new.sum())
+        pi_after = jnp.zeros((x, c))
+        if need_vm and vm is om:
+            pi_after = model_predictive(om, mstate, counts)[cells.stratum]
+        elif need_vm:
+            vstate = vm.fit(vstate, counts, unl)
+            pi_after = model_predictive(vm, vstate, counts)[cells.stratum]
+        return (new, mstate, vstate, b), _Rounds(rec, pi_after, new.sum())
 
     keys = jax.random.split(key, len(budgets))
-    init = (zero, mstate0, jnp.zeros(x))
+    init = (zero, mstate0, vstate0, jnp.zeros(x))
     _, out = jax.lax.scan(step, init, (keys, jnp.asarray(budgets, jnp.float64), r_idx, b_stat, pv_stat))
     return out
 
@@ -968,9 +1036,9 @@ def simulate_poisson(cells: CellTable, design: PoissonDesign, measure, budget: i
 def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellTable, *, budget=2000, batch=50,
                            repeats=100, seed=0, checkpoints=(500, 1000, 2000), depth=8, branching=None,
                            model="dirichlet-tree", lam=0.9, eps=None, bayes=False, bayes_draws=200,
-                           oracle="deterministic", estimator=None, form="sqrt", weights="linear", variance=None,
-                           poisson_eps=0.1, fixed_size=None, interval="normal", strength=1.0, em_iters=10,
-                           **unused):
+                           oracle="deterministic", estimator="ht", form=None, weights="quadratic", variance=None,
+                           poisson_eps=1e-3, fixed_size=None, interval="normal", strength=1.0, em_iters=10,
+                           defensive=None, defensive_form="linear", variance_model=None):
     """What ``run_simulation(pool, measure, "poisson" | "poisson-adaptive", ...)`` calls.
 
     Builds the oracle model over the strata (:func:`bayes_eval.ais.make_model`, as the AIS
@@ -982,7 +1050,6 @@ def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellT
 
     Returns ``(SimResult, cells)``.
     """
-    from .ais import leaf_probs, make_model
     from .cells import build_cells
     from .simulate import prior_key
 
@@ -992,15 +1059,16 @@ def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellT
     if design_name == "poisson":
         cells, _ = build_cells(pool, strata, measure, extra_key=prior_key(pool))
     om = None
-    if design_name == "poisson-adaptive" or variance in (None, "model") or bayes:
-        om = make_model(model, leaf_probs(cells, k), depth=depth, branching=branching, strength=strength,
-                        em_iters=em_iters)
-    if design_name == "poisson" and variance is None:
-        variance = "ht"
+    if design_name == "poisson-adaptive" or variance == "model" or bayes:
+        om = build_model(model, cells, k, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
+    vmod = None
+    if variance_model is not None and variance_model != model:
+        vmod = build_model(variance_model, cells, k, depth=depth, branching=branching, strength=strength,
+                           em_iters=em_iters)
     design = poisson_design(design_name, estimator=estimator, form=form, weights=weights, variance=variance,
                             eps=poisson_eps, lam=lam, fixed_size=fixed_size,
                             model=om if (design_name == "poisson-adaptive" or variance == "model") else None,
-                            n_strata=k)
+                            n_strata=k, defensive=defensive, defensive_form=defensive_form, variance_model=vmod)
     res = simulate_poisson(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
                            checkpoints=checkpoints, bayes_model=om if bayes else None, bayes_draws=bayes_draws,
                            interval=interval)

@@ -368,7 +368,6 @@ def _get_core(pool, measures, cfg, fingerprint, progress) -> _Core:
 def _measure_specs(measure, pool, thresholds=1024, beta=1.0, system=0):
     """Measures and their JSON specs from names, dicts or Measure objects."""
     from . import measures as M
-    from .cli import measure_from_args
 
     items = measure if isinstance(measure, (list, tuple)) else [measure]
     flat = []
@@ -411,13 +410,25 @@ def _measure_specs(measure, pool, thresholds=1024, beta=1.0, system=0):
 
 
 def _measure_of_spec(spec, pool):
+    """A built-in measure from its JSON spec, as the CLI builds it (thresholds of curve
+    measures from the pool's scores), with the pool's number of classes where the
+    measure takes one (accuracy, Brier, macro/micro F1)."""
+    import inspect
+
+    from . import measures as M
     from .cli import measure_from_args
 
+    name = spec["name"]
     try:
-        return measure_from_args(spec["name"], pool, thresholds=int(spec.get("thresholds", 1024)),
-                                 beta=float(spec.get("beta", 1.0)), system=int(spec.get("system", 0)))
+        m = measure_from_args(name, pool, thresholds=int(spec.get("thresholds", 1024)),
+                              beta=float(spec.get("beta", 1.0)), system=int(spec.get("system", 0)))
+        if m.n_classes != pool.n_classes:
+            factory = getattr(M, "_REGISTRY", {}).get(name)
+            if factory is not None and "n_classes" in inspect.signature(factory).parameters:
+                m = M.get(name, system=int(spec.get("system", 0)), n_classes=pool.n_classes)
     except (TypeError, ValueError) as exc:
         raise SessionError(f"measure {spec}: {exc}") from None
+    return m
 
 
 def _component_names(measures):
@@ -592,8 +603,10 @@ class Session:
                oracle: str = "deterministic", n_strata: int = 256, depth: int = 8, branching: int | None = None,
                model: str = "dirichlet-tree", eps: float = 1e-3, lam: float = 0.9, delta: float = 0.0,
                plugin: str = "model", strength: float = 1.0, n_fine: int | None = None,
-               strata_method: str = "csf", keep_empty: bool | None = None, system: int = 0, thresholds: int = 1024, beta: float = 1.0,
-               label_map: dict | None = None, pool_path: str | None = None, progress=None) -> "Session":
+               strata_method: str = "csf", keep_empty: bool | None = None, system: int = 0,
+               thresholds: int = 1024, beta: float = 1.0,
+               label_map: dict | None = None, posterior_model: str = "calibrated", pool_path: str | None = None,
+               progress=None) -> "Session":
         """Start a new session in a new file ``path``.
 
         Parameters
@@ -625,6 +638,8 @@ class Session:
         label_map : dict, optional
             Choice string -> label, e.g. ``{"negative": 0, "positive": 1}``, used by
             :meth:`add_labels` and :meth:`ingest_file`.
+        posterior_model : str
+            The oracle model of the Bayesian interval (:meth:`posterior_model`).
         pool_path : str, optional
             Where the pool lives, so that :meth:`open` (and the CLI) can reload it.
         progress : callable(message, done, total), optional
@@ -663,6 +678,7 @@ class Session:
             "keep_empty": _keep_empty_default(keep_empty),
             "system": int(system),
             "label_map": label_map,
+            "posterior_model": posterior_model,
             "pool": {"path": os.path.abspath(pool_path) if pool_path not in (None, "demo") else pool_path,
                      "name": pool.name, "n_items": pool.n_items, "n_classes": pool.n_classes},
             "created_at": time.time(),
@@ -1289,8 +1305,9 @@ class Session:
     def intervals(self, level: float = 0.95, bayesian: bool = True) -> pd.DataFrame:
         """Intervals per component: the CLT interval Ĝ ± z sd (delta method, 001 §3.3.2)
         and, where the design carries an oracle model, the Bayesian interval
-        (:meth:`bayesian_interval`).  Columns: component, kind, level, estimate,
-        lower, upper."""
+        (:meth:`bayesian_interval`; its first computation in a process compiles the
+        posterior sampler, which takes a while — ``bayesian=False`` skips it).
+        Columns: component, kind, level, estimate, lower, upper."""
         v, sd = self._values()
         z = _z(level)
         df = pd.DataFrame({"component": self._names, "kind": "clt", "level": level, "estimate": v,
@@ -1302,30 +1319,69 @@ class Session:
         return df
 
     # ------------------------------------------------------------------ Bayesian hook
+    def posterior_model(self):
+        """The oracle model behind the Bayesian interval, chosen as
+        :func:`~bayes_eval.simulate.run_simulation` chooses it (``posterior_model``,
+        default ``"calibrated"``: the calibrated Beta-binomial model for binary pools,
+        whose finite-pool intervals hold where the Dirichlet tree's do not; ``"design"``:
+        the design's own model).  None when the design carries no model."""
+        design = self._core.design
+        if design.model is None:
+            return None
+        core = self._core
+        choice = self.config.get("posterior_model") or "calibrated"
+        if ("posterior_model", choice) in core.jitted:
+            return core.jitted[("posterior_model", choice)]
+        from .ais import leaf_probs, make_model
+
+        dkw = self.config["design"]
+        model = None
+        if choice == "calibrated" and self._n_classes == 2:
+            try:
+                from .models.calibrated import calibrated_model
+            except ImportError:  # pragma: no cover - older model collections
+                calibrated_model = None
+            if calibrated_model is not None:
+                model = calibrated_model(leaf_probs(core.cells, core.n_strata))
+        if model is None:
+            if choice in ("design", "calibrated", dkw.get("model")):
+                model = design.model
+            else:
+                model = make_model(choice, leaf_probs(core.cells, core.n_strata), depth=dkw.get("depth", 8),
+                                   branching=dkw.get("branching"))
+        core.jitted[("posterior_model", choice)] = model
+        return model
+
     def posterior(self, n_draws: int = 1000, seed: int | None = None) -> np.ndarray | None:
         """Draws (n, m) of every component of G on this pool, or None.
 
         The hook for the Bayesian finite-pool posterior (DESIGN.md §4): None unless the
-        design carries an oracle model (AIS) and the oracle is deterministic; otherwise
+        design carries an oracle model (AIS) and the oracle is deterministic.  Otherwise
         :func:`bayes_eval.posterior.finite_pool_posterior` given the labels of the closed
-        stages, warm-started at the design's fitted model.  The same key serves every
-        measure, so the draws of different measures come from the same completed pools.
+        stages, with :meth:`posterior_model` fitted to them — the recipe of the
+        simulation's Bayesian intervals.  The same key serves every measure, so the draws
+        of different measures come from the same completed pools.  For NUTS, ArviZ
+        diagnostics and posterior predictive checks see
+        :func:`bayes_eval.report.report_from_session`.
         """
-        model = self._core.design.model
+        model = self.posterior_model()
         if model is None or self._stochastic:
             return None
-        from .posterior import finite_pool_posterior
+        from .posterior import finite_pool_posterior, leaf_counts
 
         seed = self.seed if seed is None else int(seed)
         key = (int(n_draws), seed)
         if key in self._post_cache:
             return self._post_cache[key]
         core = self._core
-        fn = core.jitted.get(("posterior", int(n_draws)))
+        fkey = ("posterior", self.config.get("posterior_model") or "calibrated", int(n_draws))
+        fn = core.jitted.get(fkey)
         if fn is None:
             measures = tuple(self.measures)
 
-            def all_measures(rkey, labeled, state):
+            def all_measures(rkey, labeled):
+                cnt, unl = leaf_counts(core.cells, labeled, core.n_strata)
+                state = model.fit(model.init_state(), cnt, unl)
                 out = []
                 for j, m in enumerate(measures):
                     cells_j = core.cells._replace(loss=core.loss_tables[j])
@@ -1335,10 +1391,9 @@ class Session:
                 return jnp.concatenate(out, axis=1)
 
             fn = jax.jit(all_measures)
-            core.jitted[("posterior", int(n_draws))] = fn
-        state = getattr(self._dstate, "model_state", None)
+            core.jitted[fkey] = fn
         rkey = jax.random.fold_in(jax.random.PRNGKey(seed), len(self._snapshots))
-        draws = np.asarray(fn(rkey, jnp.asarray(self._labeled), state))
+        draws = np.asarray(fn(rkey, jnp.asarray(self._labeled)))
         self._post_cache[key] = draws
         return draws
 
@@ -1410,27 +1465,32 @@ class Session:
         rows = self._store.draws()
         return pd.DataFrame(rows, columns=["draw", "stage", "row", "item", "new", "q", "weight"])
 
-    def stopping(self, target_width: float, level: float = 0.95) -> dict:
-        """Whether the ``level`` CLT interval is narrower than ``target_width``, and how
-        many more labels that is expected to take.
+    def stopping(self, target_width: float, level: float = 0.95, bayesian: bool = False) -> dict:
+        """Whether the ``level`` interval is narrower than ``target_width``, and how many
+        more labels that is expected to take.
 
-        The width of the first measure's widest component is extrapolated as
-        width ∝ 1/sqrt(labels) from its current value: an *extrapolation*, not a
-        promise (AIS typically does better, the first stages worse).
+        The interval is the CLT interval of the first measure's widest component — with
+        ``bayesian=True`` and a design that carries a model, the wider of the CLT and the
+        Bayesian interval (the CLT interval is optimistic after few labels).  Its width
+        is extrapolated as width ∝ 1/sqrt(labels) from the current value: an
+        *extrapolation*, not a promise (AIS typically does better, the first stages
+        worse).
         """
         if not target_width > 0:
             raise SessionError(f"the target width must be positive, got {target_width}")
-        iv = self.intervals(level, bayesian=False)
+        iv = self.intervals(level, bayesian=bayesian)
         m0 = len(self.measures[0].names)
-        width = (iv["upper"] - iv["lower"]).to_numpy()[:m0]
-        out = {"target_width": float(target_width), "level": level, "labels": self._n_labels}
+        first = set(self._names[:m0])
+        iv = iv[iv["component"].isin(first)]
+        width = (iv["upper"] - iv["lower"]).to_numpy()
+        out = {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels}
         if not self._snapshots or not np.isfinite(width).any():
-            out.update(width=None, component=None, reached=False, more_labels=None,
+            out.update(width=None, component=None, kind=None, reached=False, more_labels=None,
                        note="the interval is not defined yet; label more items")
             return out
         i = int(np.nanargmax(width))
         wmax = float(width[i])
-        out.update(width=wmax, component=self._names[i])
+        out.update(width=wmax, component=str(iv["component"].iloc[i]), kind=str(iv["kind"].iloc[i]))
         if wmax <= 0:
             out.update(reached=False, more_labels=None,
                        note="the interval has zero width (too few informative labels for the CLT); label more items")
@@ -1443,7 +1503,12 @@ class Session:
         return out
 
     def status(self, target_width: float | None = None, level: float = 0.95, bayesian: bool = False) -> dict:
-        """A JSON-ready summary of the session (what ``bayes-eval session status`` shows)."""
+        """A JSON-ready summary of the session (what ``bayes-eval session status`` shows).
+
+        ``labels`` counts every accepted label (the budget spent, an open batch's
+        partial labels included); ``labels_in_estimate`` those of the closed stages,
+        which the estimate and intervals rest on.
+        """
         iv = self.intervals(level, bayesian=bayesian)
         v, sd = self._values()
         comps = []
@@ -1464,8 +1529,8 @@ class Session:
             "oracle": self.oracle,
             "seed": self.seed,
             "stages": self.n_stages,
-            "labels": self._n_labels,
-            "labels_accepted": self.n_labels,
+            "labels": self.n_labels,
+            "labels_in_estimate": self._n_labels,
             "pending": self.n_pending,
             "draws": ws["draws"],
             "ess": _f(ws["ess"]),
@@ -1474,7 +1539,7 @@ class Session:
             "estimates": comps,
         }
         if target_width is not None:
-            out["stopping"] = self.stopping(target_width, level)
+            out["stopping"] = self.stopping(target_width, level, bayesian=bayesian)
         return out
 
     def plot_progress(self, path: str | None = None, components: Sequence[str] | None = None, level: float = 0.95,

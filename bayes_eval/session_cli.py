@@ -15,7 +15,6 @@ Importing this module is cheap (no JAX); the work happens in :mod:`bayes_eval.se
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -53,7 +52,8 @@ def add_session_parser(subparsers):
     n.add_argument("--strata", type=int, default=256, help="number of score strata K (default 256)")
     n.add_argument("--depth", type=int, default=8, help="depth of the Dirichlet tree (1 = flat)")
     n.add_argument("--branching", type=int, default=None)
-    n.add_argument("--model", default="dirichlet-tree", help="oracle model for ais: dirichlet-tree, independent, classifier")
+    n.add_argument("--model", default="dirichlet-tree",
+                   help="oracle model for ais: dirichlet-tree, independent, classifier")
     n.add_argument("--eps", type=float, default=1e-3, help="ε floor of the AIS / IS / OASIS proposals")
     n.add_argument("--delta", type=float, default=0.0, help="share of p(x) mixed into the AIS proposal (001 §3.3.1)")
     n.add_argument("--lam", type=float, default=0.9, help="λ-mixing of static IS (000 eq. 13)")
@@ -66,7 +66,8 @@ def add_session_parser(subparsers):
     x = ss.add_parser("next", help="draw the next batch and write it for annotators")
     common(x)
     x.add_argument("--n", type=int, default=50, help="items that need a label (default 50)")
-    x.add_argument("--out", default="-", help="batch.csv, batch.jsonl or batch.json (Label Studio tasks); - = CSV on stdout")
+    x.add_argument("--out", default="-",
+                   help="batch.csv, batch.jsonl or batch.json (Label Studio tasks); - = CSV on stdout")
 
     i = ss.add_parser("ingest", help="ingest labeled files (CSV, JSONL, Label Studio JSON export)")
     common(i)
@@ -79,7 +80,8 @@ def add_session_parser(subparsers):
     s.add_argument("--target-width", type=float, default=None,
                    help="stopping rule: is the interval narrower than W, and how many more labels (extrapolated)")
     s.add_argument("--level", type=float, default=0.95)
-    s.add_argument("--bayesian", action="store_true", help="also the Bayesian interval (designs with a model)")
+    s.add_argument("--bayesian", action="store_true",
+                   help="also the Bayesian interval (designs with a model); the stopping rule then uses the wider")
 
     r = ss.add_parser("report", help="tables (CSV, markdown) and PNG plots in a folder")
     common(r)
@@ -188,7 +190,8 @@ def _cmd_new(args, bar):
         _print_json(out)
     else:
         print(f"created session {args.db}: pool {out['pool']['name']!r} ({out['pool']['n_items']:,} items), "
-              f"measure {', '.join(out['measures'])}, design {out['design']}, oracle {out['oracle']}, seed {out['seed']} "
+              f"measure {', '.join(out['measures'])}, design {out['design']}, oracle {out['oracle']}, "
+              f"seed {out['seed']} "
               f"({out['strata']} strata, {out['cells']} cells)")
         print(f"next: bayes-eval session next {args.db} --n 50 --out batch.csv")
     return 0
@@ -228,7 +231,8 @@ def _cmd_next(args, bar):
         print(f"batch of stage {info['stage']} is still open: re-issued its {len(df)} item(s) awaiting a label"
               + (f" to {args.out}" if args.out != "-" else ""), file=msg)
     else:
-        print(f"wrote {len(df)} item(s) to label (stage {info['stage']})" + (f" to {args.out}" if args.out != "-" else "")
+        print(f"wrote {len(df)} item(s) to label (stage {info['stage']})"
+              + (f" to {args.out}" if args.out != "-" else "")
               + (" — fewer than asked: the pool has no more reachable unlabeled items" if info["stalled"] else ""),
               file=msg)
     return 0
@@ -262,11 +266,16 @@ def _cmd_ingest(args, bar):
     return 0
 
 
+_KIND = {"clt": "CLT", "bayes": "Bayesian"}
+
+
 def _status_text(st):
     pool = st["pool"]
     lines = [f"session {st['session']}: pool {pool.get('name')!r} ({pool.get('n_items', 0):,} items), "
              f"measure {', '.join(st['measures'])}, design {st['design']}, oracle {st['oracle']}, seed {st['seed']}",
-             f"labels spent: {st['labels']} in {st['stages']} stage(s); draws {st['draws']}"
+             f"labels spent: {st['labels']}"
+             + (f" ({st['labels_in_estimate']} in the estimate)" if st["labels_in_estimate"] != st["labels"] else "")
+             + f" in {st['stages']} stage(s); draws {st['draws']}"
              + (f"; open batch: {st['pending']} item(s) awaiting a label" if st["pending"] else ""),
              f"effective sample size (Σw)²/Σw²: {_fmt(st['ess'], 1)}; largest weight: {_fmt(st['max_weight'], 2)}"]
     lvl = int(round(st["level"] * 100))
@@ -294,14 +303,14 @@ def _status_text(st):
         if stop["width"] is None:
             lines.append(f"stopping rule (width < {tw:g}): {stop['note']}")
         elif stop["reached"]:
-            lines.append(f"stopping rule: the {lvl}% interval of {stop['component']} has width {stop['width']:.4f} "
-                         f"< {tw:g}: reached — you can stop")
+            lines.append(f"stopping rule: the {lvl}% {_KIND[stop['kind']]} interval of {stop['component']} has width "
+                         f"{stop['width']:.4f} < {tw:g}: reached — you can stop")
         elif stop["more_labels"] is None:
             lines.append(f"stopping rule (width < {tw:g}): {stop['note']}")
         else:
-            lines.append(f"stopping rule: the {lvl}% interval of {stop['component']} has width {stop['width']:.4f} "
-                         f"≥ {tw:g}: not reached; about {stop['more_labels']:,} more labels expected "
-                         f"(an extrapolation: width assumed ∝ 1/sqrt(labels))")
+            lines.append(f"stopping rule: the {lvl}% {_KIND[stop['kind']]} interval of {stop['component']} has width "
+                         f"{stop['width']:.4f} ≥ {tw:g}: not reached; about {stop['more_labels']:,} more labels "
+                         f"expected (an extrapolation: width assumed ∝ 1/sqrt(labels))")
     return "\n".join(lines)
 
 
@@ -390,7 +399,9 @@ def _pr_curve(s, path, thresholds, level):
         hi = iv.loc[names, "upper"].to_numpy()
     else:
         system = int(s.config.get("system", 0))
-        t = M.default_thresholds(np.asarray(s.pool.scores[:, system]), thresholds)
+        # evenly spaced between the smallest and largest score, as in 001 §5.3 (quantiles of an
+        # imbalanced pool would crowd the thresholds among the negatives)
+        t = M.default_thresholds(np.asarray(s.pool.scores[:, system]), thresholds, spacing="uniform")
         pr = M.pr_curve(t, system=system)
         names = list(pr.names)
         est = s.estimate_draws(pr)
@@ -469,7 +480,8 @@ def _cmd_report(args, bar):
               f"Session `{s.path}` — pool `{s.config['pool'].get('name')}` ({s.pool.n_items:,} items), "
               f"measure(s) {', '.join(m.name for m in s.measures)}, design `{s.design_name}`, oracle "
               f"{s.oracle}, seed {s.seed}.\n",
-              f"Labels spent: **{st['labels']}** in {st['stages']} stage(s); draws {st['draws']}; effective sample "
+              f"Labels spent: **{st['labels']}** ({st['labels_in_estimate']} in the estimate) in {st['stages']} "
+              f"stage(s); draws {st['draws']}; effective sample "
               f"size (Σw)²/Σw² {_fmt(st['ess'], 1)}; largest weight {_fmt(st['max_weight'], 2)}.\n",
               "## Estimates\n", _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n"]
@@ -477,10 +489,12 @@ def _cmd_report(args, bar):
             md.append(f"\nStopping rule (width < {stop['target_width']:g}): "
                       + (f"width {stop['width']:.4f}, " if stop["width"] is not None else "")
                       + ("reached." if stop["reached"] else f"not reached; {stop['note']}"
-                         + (f" — about {stop['more_labels']} more labels." if stop.get("more_labels") else "")) + "\n")
+                         + (f" — about {stop['more_labels']} more labels." if stop.get("more_labels") else ""))
+                      + "\n")
         md += ["\n## Estimate and interval against labels spent\n", "![progress](progress.png)\n"]
         if post:
-            md += ["\n## Posterior of the measure on this pool, with the CLT interval\n", "![posterior](posterior.png)\n"]
+            md += ["\n## Posterior of the measure on this pool, with the CLT interval\n",
+                   "![posterior](posterior.png)\n"]
         if pr_df is not None:
             md += ["\n## PR curve (same labels, 001 §3.3.1)\n", "![PR curve](pr_curve.png)\n"]
         if pr_note:
@@ -516,6 +530,10 @@ def cmd_session(args) -> int:
     _enable_compile_cache()
     try:
         return _COMMANDS[args.session_command](args, bar)
+    except BrokenPipeError:  # e.g. `... | head`: the reader left, nothing to report
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except (SessionError, PoolError, ValueError, OSError, sqlite3.Error) as exc:
         bar.done()
         print(f"bayes-eval: error: {exc}", file=sys.stderr)

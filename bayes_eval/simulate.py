@@ -350,7 +350,8 @@ def _bayes_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, lev
         return lo, hi, jnp.nanmean(post.value, axis=0)
 
     keys = jax.random.split(jax.random.PRNGKey(seed + 7919), r * n_ck)
-    lo, hi, mean = jax.jit(jax.vmap(one))(keys, flat)
+    # batched map, not one big vmap: each posterior holds (proposals × strata) temporaries
+    lo, hi, mean = jax.jit(lambda k, f: jax.lax.map(lambda a: one(*a), (k, f), batch_size=16))(keys, flat)
     shape = (r, n_ck, -1)
     return {"bayes_lower": np.asarray(lo).reshape(shape), "bayes_upper": np.asarray(hi).reshape(shape),
             "bayes_mean": np.asarray(mean).reshape(shape)}
@@ -454,6 +455,15 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
         from .ais import ais_design
 
         design, k = ais_design(measure.g, cells, k, model=model, depth=depth, branching=branching, **design_kw)
+    elif design_name in ("poisson", "poisson-adaptive"):
+        # Poisson (Bernoulli) designs run their own simulation (random round sizes,
+        # round-combined estimators): bayes_eval.poisson_designs
+        from .poisson_designs import run_poisson_simulation
+
+        return run_poisson_simulation(pool, measure, design_name, strata, cells, budget=budget, batch=batch,
+                                      repeats=repeats, seed=seed, checkpoints=checkpoints, depth=depth,
+                                      branching=branching, model=model, lam=lam, bayes=bool(bayes),
+                                      bayes_draws=bayes_draws, **design_kw)
     else:
         raise ValueError(f"unknown design {design_name!r}; choose one of {D.design_names()}")
     if bayes is None:

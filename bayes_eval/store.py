@@ -326,7 +326,8 @@ class Store:
         Returns the ingest id."""
         with self._transaction() as conn:
             cur = conn.execute(
-                "INSERT INTO ingests(sha256, source, n_rows, n_new, at) VALUES (:sha256, :source, :n_rows, :n_new, :at)",
+                "INSERT INTO ingests(sha256, source, n_rows, n_new, at) "
+                "VALUES (:sha256, :source, :n_rows, :n_new, :at)",
                 {k: _py(v) for k, v in ingest.items()})
             ingest_id = cur.lastrowid
             conn.executemany(

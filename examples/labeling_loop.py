@@ -9,8 +9,6 @@ kill -9) and run it again — it reopens the file and carries on exactly where i
 import argparse
 import os
 
-import numpy as np
-
 import bayes_eval as be
 from bayes_eval import measures as M
 from bayes_eval.session import Session

@@ -222,12 +222,18 @@ def _check_counts(counts: Array, unlabeled: Array) -> None:
 
 
 def _level_counts(counts_ct: Array, depth: int, branching: int) -> tuple:
-    """Subtree counts per level: ``out[l-1]`` (C, b**(l-1), b), from (C, K_tree)."""
+    """Subtree counts per level: ``out[l-1]`` (C, b**(l-1), b), from (C, K_tree).
+
+    Summed bottom-up (each level from the one below), so the work is O(K), not
+    O(K · depth).  ``out[0].sum(-1)`` is the total per class.
+    """
     c = counts_ct.shape[0]
-    return tuple(
-        counts_ct.reshape(c, branching ** (lvl - 1), branching, branching ** (depth - lvl)).sum(-1)
-        for lvl in range(1, depth + 1)
-    )
+    out = [None] * depth
+    cur = counts_ct
+    for lvl in range(depth, 0, -1):
+        out[lvl - 1] = cur.reshape(c, branching ** (lvl - 1), branching)
+        cur = out[lvl - 1].sum(-1)
+    return tuple(out)
 
 
 def _dirichlet_mode(conc: Array) -> Array:
@@ -336,12 +342,19 @@ def posterior_from_counts(prior: DirichletTreePrior, complete_counts: Array) -> 
         The posterior, in the same layout as the prior.
     """
     c, depth, b = _shape_of(prior)
-    n_ct = _pad_leaves(complete_counts, b**depth).T
-    alpha = prior.alpha + n_ct.sum(1)
-    betas = tuple(
-        beta + n_ct.reshape(c, b**lvl, -1).sum(-1) for lvl, beta in enumerate(prior.betas, 1)
-    )
+    lc = _level_counts(_pad_leaves(complete_counts, b**depth).T, depth, b)
+    alpha = prior.alpha + lc[0].sum(-1).reshape(c)
+    betas = tuple(beta + n.reshape(c, -1) for beta, n in zip(prior.betas, lc))
     return DirichletTreePrior(alpha, betas)
+
+
+def _map_ct(prior: DirichletTreePrior, n_ct: Array) -> DirichletTreeParams:
+    """Dirichlet modes given complete counts in class-major layout (C, K_tree)."""
+    c, depth, b = _shape_of(prior)
+    lc = _level_counts(n_ct, depth, b)
+    theta = _dirichlet_mode(prior.alpha + lc[0].sum(-1).reshape(c))
+    phis = tuple(_dirichlet_mode(conc + n) for conc, n in zip(_level_conc(prior), lc))
+    return DirichletTreeParams(theta, phis)
 
 
 def map_from_counts(prior: DirichletTreePrior, complete_counts: Array) -> DirichletTreeParams:
@@ -358,10 +371,8 @@ def map_from_counts(prior: DirichletTreePrior, complete_counts: Array) -> Dirich
         Dirichlet modes (α − 1 + n) / Σ(α − 1 + n), guarded as in the notes of
         :func:`em`.
     """
-    post = posterior_from_counts(prior, complete_counts)
-    return DirichletTreeParams(
-        _dirichlet_mode(post.alpha), tuple(_dirichlet_mode(cc) for cc in _level_conc(post))
-    )
+    _, depth, b = _shape_of(prior)
+    return _map_ct(prior, _pad_leaves(complete_counts, b**depth).T)
 
 
 def prior_mode(prior: DirichletTreePrior) -> DirichletTreeParams:
@@ -439,8 +450,11 @@ def _dirichlet_logpdf(x: Array, conc: Array) -> Array:
 def _log_lik(params: DirichletTreeParams, counts: Array, unlabeled: Array, n_leaves: int) -> Array:
     """Σ_k [Σ_y n_{k,y} log(θ_y ψ_y(k)) + U_k log Σ_y θ_y ψ_y(k)], leaves without data
     contributing exactly 0 (also to gradients)."""
-    n_ct = _pad_leaves(counts, n_leaves).T
-    u = _pad_leaves(unlabeled, n_leaves)
+    return _log_lik_ct(params, _pad_leaves(counts, n_leaves).T, _pad_leaves(unlabeled, n_leaves))
+
+
+def _log_lik_ct(params: DirichletTreeParams, n_ct: Array, u: Array) -> Array:
+    """:func:`_log_lik` with padded counts in class-major layout (C, K_tree)."""
     log_joint = jnp.log(params.theta)[:, None] + _log_psi(params.phis)  # (C, K_tree)
     safe = jnp.where(n_ct > 0, log_joint, 0.0)
     lab = jnp.sum(jnp.where(n_ct > 0, n_ct * safe, 0.0))
@@ -452,23 +466,23 @@ def _log_lik(params: DirichletTreeParams, counts: Array, unlabeled: Array, n_lea
 # --------------------------------------------------------------------------------------
 # EM / MAP
 # --------------------------------------------------------------------------------------
-def _em_map(prior, counts_p, unl_p, m):
-    """One EM iteration in the space of expected unlabeled class counts m (K_tree, C)."""
-    params = map_from_counts(prior, counts_p + m)
-    return unl_p[:, None] * _predictive_ct(params).T
+def _em_map(prior, n_ct, u, m):
+    """One EM iteration in the space of expected unlabeled class counts m (C, K_tree).
+
+    Class-major layout throughout (no transposes inside the loop)."""
+    return u[None, :] * _predictive_ct(_map_ct(prior, n_ct + m))
 
 
-def _m_objective(prior, counts_p, unl_p, m):
+def _m_objective(prior, n_ct, u, m):
     """Log posterior (without the constant Dirichlet normalizers) at the M-step of m."""
-    params = map_from_counts(prior, counts_p + m)
-    _, depth, b = _shape_of(prior)
+    params = _map_ct(prior, n_ct + m)
     lp = jnp.sum(jax.scipy.special.xlogy(prior.alpha - 1.0, params.theta))
     for phi, conc in zip(params.phis, _level_conc(prior)):
         lp = lp + jnp.sum(jax.scipy.special.xlogy(conc - 1.0, phi))
-    return lp + _log_lik(params, counts_p, unl_p, b**depth)
+    return lp + _log_lik_ct(params, n_ct, u)
 
 
-def _squarem_cycle(prior, counts_p, unl_p, m0):
+def _squarem_cycle(prior, n_ct, u, m0):
     """One SQUAREM cycle (Varadhan & Roland 2008, scheme S3) with a monotone safeguard.
 
     Two EM steps, a squared extrapolation along them, one stabilizing EM step; if the
@@ -476,7 +490,7 @@ def _squarem_cycle(prior, counts_p, unl_p, m0):
     The extrapolation is affine with weights summing to one, so each leaf's expected
     counts still sum to U_k; negative entries are clipped and the row renormalized.
     """
-    g = functools.partial(_em_map, prior, counts_p, unl_p)
+    g = functools.partial(_em_map, prior, n_ct, u)
     m1 = g(m0)
     m2 = g(m1)
     r = m1 - m0
@@ -486,11 +500,11 @@ def _squarem_cycle(prior, counts_p, unl_p, m0):
     a = jnp.where(vn > 0, -rn / jnp.where(vn > 0, vn, 1.0), -1.0)
     a = jnp.minimum(a, -1.0)
     mx = jnp.maximum(m0 - 2.0 * a * r + a * a * v, 0.0)
-    rows = mx.sum(1, keepdims=True)
-    mx = jnp.where(rows > 0, mx * (unl_p[:, None] / jnp.where(rows > 0, rows, 1.0)), m2)
+    cols = mx.sum(0, keepdims=True)
+    mx = jnp.where(cols > 0, mx * (u[None, :] / jnp.where(cols > 0, cols, 1.0)), m2)
     m3 = g(mx)
-    obj2 = _m_objective(prior, counts_p, unl_p, m2)
-    obj3 = _m_objective(prior, counts_p, unl_p, m3)
+    obj2 = _m_objective(prior, n_ct, u, m2)
+    obj3 = _m_objective(prior, n_ct, u, m3)
     return jnp.where(jnp.isfinite(obj3) & (obj3 >= obj2), m3, m2)
 
 
@@ -543,16 +557,16 @@ def em(
     """
     _check_counts(counts, unlabeled)
     _, depth, b = _shape_of(prior)
-    counts_p = _pad_leaves(counts, b**depth)
-    unl_p = _pad_leaves(unlabeled, b**depth)
+    n_ct = _pad_leaves(counts, b**depth).T
+    u = _pad_leaves(unlabeled, b**depth)
     params = prior_mode(prior) if init is None else jax.tree.map(jnp.asarray, init)
-    m = unl_p[:, None] * _predictive_ct(params).T
+    m = u[None, :] * _predictive_ct(params)
     if accelerate:
-        step = functools.partial(_squarem_cycle, prior, counts_p, unl_p)
+        step = functools.partial(_squarem_cycle, prior, n_ct, u)
     else:
-        step = functools.partial(_em_map, prior, counts_p, unl_p)
+        step = functools.partial(_em_map, prior, n_ct, u)
     m = lax.fori_loop(0, n_iter, lambda _, x: step(x), m)
-    return map_from_counts(prior, counts_p + m)
+    return _map_ct(prior, n_ct + m)
 
 
 # --------------------------------------------------------------------------------------
@@ -573,8 +587,9 @@ def _draw_params(key, prior, complete_ct):
     keeps compilation and run time low.
     """
     c, depth, b = _shape_of(prior)
-    theta_conc = prior.alpha + complete_ct.sum(1)
-    node_conc = _node_conc(prior) + jnp.concatenate(_level_counts(complete_ct, depth, b), axis=1)
+    lc = _level_counts(complete_ct, depth, b)
+    theta_conc = prior.alpha + lc[0].sum(-1).reshape(c)
+    node_conc = _node_conc(prior) + jnp.concatenate(lc, axis=1)
     lg = jax.random.loggamma(key, jnp.concatenate([theta_conc, node_conc.reshape(-1)]))
     theta = jax.nn.softmax(lg[:c])
     phi = jax.nn.softmax(lg[c:].reshape(node_conc.shape), axis=-1)

@@ -98,7 +98,8 @@ def test_label_studio_round_trip(tmp_path, pool):
     tasks = json.loads(f.read_text())
     y = dict(zip(df["item"], truth(pool, df["item"])))
     # one task cancelled, one not yet annotated: both skipped, the rest ingested
-    export = _label_studio_export(tasks, lambda i: "Positive" if y[i] else "Negative", cancelled={tasks[0]["data"]["item"]})
+    export = _label_studio_export(tasks, lambda i: "Positive" if y[i] else "Negative",
+                                  cancelled={tasks[0]["data"]["item"]})
     export[1]["annotations"] = []
     e = tmp_path / "project-7-at-2024-06-11.json"
     e.write_text(json.dumps(export, indent=2))

@@ -43,16 +43,20 @@ def _scores(k=K):
     return np.stack([1.0 - p1, p1], axis=1)
 
 
-def _problem(seed, labeled=8, size=30, k=K):
-    """Per-leaf counts: ``labeled`` labels and ``size - labeled`` unlabeled per leaf."""
+SIZES = np.array([12, 60, 25, 90, 15, 45, 120, 30])  # uneven strata: unlabeled items matter
+
+
+def _problem(seed, labeled=8, size=None, k=K):
+    """Per-leaf counts: ``labeled`` labels per leaf, the rest of the leaf unlabeled
+    (leaf sizes ``size``, default :data:`SIZES` scaled to the number of labels)."""
     rng = np.random.default_rng(seed)
     probs = _scores(k)
     true_p = np.clip(probs[:, 1] + 0.1 * rng.standard_normal(k), 0.02, 0.98)
     lab = np.full(k, labeled)
     pos = rng.binomial(lab, true_p)
     counts = np.stack([lab - pos, pos], axis=1).astype(float)
-    unlabeled = np.full(k, float(size - labeled))
-    return probs, counts, unlabeled
+    sizes = np.full(k, size) if size is not None else labeled + SIZES[:k]
+    return probs, counts, (sizes - lab).astype(float)
 
 
 def _tree_nodes(depth, branching):
@@ -269,6 +273,9 @@ def test_gibbs_and_nuts_agree_on_predictive():
     assert np.all(np.abs(z) < 4.5), z
     z_theta = _mc_z(np.asarray(g["theta"])[None, :, 1], np.asarray(samples["theta"][..., 1]))
     assert abs(float(z_theta)) < 4.5
+    # negative control: a sampler that ignores the unlabeled items fails the same test
+    g0 = gibbs(jax.random.PRNGKey(0), prior, counts, np.zeros(K), N_DRAWS, n_warmup=N_WARMUP, thin=THIN)
+    assert np.max(np.abs(_mc_z(np.asarray(g0["pi"])[None][..., 1], pi_nuts[..., 1]))) > 4.5
     # posterior predictive counts from the NUTS draws complete each leaf
     flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), params)
     pp = draw_unlabeled_counts(jax.random.PRNGKey(2), flat, unl)

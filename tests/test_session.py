@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from bayes_eval import measures as M
 from bayes_eval.cli import main as cli_main
-from bayes_eval.estimators import is_estimate_draws
 from bayes_eval.pool import Pool, demo_pool
 from bayes_eval.session import (
     EmptyInputError,
@@ -88,6 +87,17 @@ def test_open_batch_is_reissued_not_redrawn(tmp_path, pool):
     assert s.n_draws == 10 and s.n_pending == 6
     s2 = Session.open(s.path, pool)  # the open batch survives a reopen
     assert list(s2.pending()["item"]) == list(b["item"][4:])
+
+
+def test_exhausted_pool_gives_short_then_empty_batches(tmp_path):
+    tiny = demo_pool(n_items=12, positive_rate=0.3, seed=4)
+    s = Session.create(str(tmp_path / "s.db"), tiny, "accuracy", "passive", seed=0)
+    b = s.next_batch(20)
+    assert len(b) == 12 and b.attrs["stalled"] and b["item"].is_unique
+    label(s, tiny, b)
+    assert s.n_draws >= 12 and np.isfinite(s.estimate()["accuracy"])  # with replacement: repeats are draws
+    e = s.next_batch(5)
+    assert e.empty and e.attrs["stalled"] and s.n_stages == 1
 
 
 def test_stochastic_oracle_takes_several_labels_per_item(tmp_path):
@@ -439,6 +449,8 @@ def test_cli_report_with_posterior(tmp_path, capsys, pool):
     assert ba is not None and (ba["lower"] <= ba["upper"]).all()
     pd.testing.assert_frame_equal(ba, b.bayesian_interval(n_draws=200))
     assert set(a.intervals()["kind"]) == {"clt", "bayes"}
+    stop = a.stopping(0.01, bayesian=True)
+    assert stop["kind"] in ("clt", "bayes") and stop["width"] >= a.stopping(0.01)["width"]
     a.close()
     b.close()
     pool_file = tmp_path / "pool.parquet"
@@ -451,3 +463,26 @@ def test_cli_report_with_posterior(tmp_path, capsys, pool):
     assert (rep / "posterior.png").exists()
     summ = pd.read_csv(rep / "summary.csv")
     assert summ["bayes_lower"][0] <= summ["bayes_upper"][0]
+
+
+@pytest.mark.slow
+def test_session_matches_simulation_in_distribution(tmp_path, pool):
+    """The item-level session and the cell-level jit simulation are the same sampler and
+    estimator: over many seeds their F1 estimates after 200 labels agree in mean and
+    spread (static IS, 4 stages of 50)."""
+    from bayes_eval.simulate import run_simulation
+
+    res, _ = run_simulation(pool, M.f1(), "is", budget=200, batch=50, repeats=400, seed=0, checkpoints=(200,),
+                            track_kl=False)
+    sim = res.checkpoint_value[:, 0, 0]
+    ses = []
+    for r in range(150):
+        s = Session.create(str(tmp_path / f"{r}.db"), pool, "f1", "is", seed=r)
+        s.run(truth_oracle(pool), budget=200, batch=50)
+        ses.append(s.estimate()["f1"])
+        s.close()
+    ses = np.asarray(ses)
+    assert np.isfinite(ses).all() and np.isfinite(sim).all()
+    se = np.sqrt(ses.var(ddof=1) / ses.size + sim.var(ddof=1) / sim.size)
+    assert abs(ses.mean() - sim.mean()) <= 4 * se, (ses.mean(), sim.mean(), se)
+    assert 0.75 <= ses.std(ddof=1) / sim.std(ddof=1) <= 1.33

@@ -1,0 +1,266 @@
+"""The benchmark suite: label efficiency, interval coverage and speed, in one command.
+
+    python benchmarks/run.py                     # everything (long: see benchmarks/README.md)
+    python benchmarks/run.py --quick             # smoke version: tiny synthetic pool, few repeats
+    python benchmarks/run.py --measures f1 --repeats 500 --designs ais8,is
+
+For every pool in ``../shared/data`` (or ``--pools``), every measure (F1, accuracy, PR curve
+on L = 1024 thresholds, 001 §5.3) and every design, it simulates 40 stages × 50 labels
+(deterministic oracle, labels counted as distinct items — the protocol of
+``../shared/benchmarks/README.md``) and writes to ``benchmarks/results/``:
+
+* ``suite_<measure>_<pool>.md`` / ``.csv``: MSE with its 95% bootstrap interval, bias,
+  coverage and mean width of the 95% CLT and Bayesian intervals at 500 / 1000 / 2000
+  labels, the ratio of each MSE to the reference AIS figure (``ours8`` in ``peers.json``)
+  and to the best reference figure, seconds per run;
+* ``suite_<measure>_<pool>.png``: MSE against labels (log scale);
+* ``speed.md`` / ``speed.json``: seconds per vmapped run (compilation reported
+  separately) against the reference implementation's seconds per run.
+
+Vector measures (PR curve) are summarised by the MSE averaged over components, coverage
+averaged over components.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from bayes_eval import measures as M  # noqa: E402
+from bayes_eval.pool import Pool, demo_pool  # noqa: E402
+from bayes_eval.simulate import run_simulation, summarize  # noqa: E402
+
+CHECKPOINTS = (500, 1000, 2000)
+DESIGNS = {
+    "passive": ("passive", {}),
+    "stratified": ("stratified", {}),
+    "is": ("is", {"lam": 0.9}),
+    "is-lam1": ("is", {"lam": 1.0}),
+    "oasis": ("oasis", {}),
+    "ais8": ("ais", {"depth": 8}),
+    "ais1": ("ais", {"depth": 1}),
+    "poisson": ("poisson", {}),
+    "poisson-adaptive": ("poisson-adaptive", {}),
+}
+
+
+def bootstrap_ci(x, n_boot=2000, seed=0):
+    x = np.asarray(x, float)
+    if x.size < 2:
+        return (np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    boots = x[rng.integers(0, x.size, (n_boot, x.size))].mean(1)
+    return tuple(np.quantile(boots, [0.025, 0.975]))
+
+
+def measure_of(name, pool):
+    if name == "pr_curve":
+        return M.pr_curve(M.default_thresholds(np.asarray(pool.scores[:, 0]), 1024))
+    return M.get(name)
+
+
+def run_one(pool, measure, design_key, repeats, seed, bayes, checkpoints=CHECKPOINTS, budget=2000):
+    design, kw = DESIGNS[design_key]
+    res, _ = run_simulation(pool, measure, design, budget=budget, batch=50, repeats=repeats, seed=seed,
+                            checkpoints=checkpoints, track_kl=False, bayes=bayes, **kw)
+    truth = res.true_value
+    row = {"design": design_key, "repeats": repeats, "sec_per_run": res.seconds / repeats,
+           "compile_s": res.compile_seconds, "bayes_s": res.bayes_seconds}
+    for c in summarize(res):
+        ck = c["labels"]
+        i = res.checkpoints.index(ck)
+        v = res.checkpoint_value[:, i, :]
+        ok = np.all(np.isfinite(v), axis=1)
+        err2 = np.nanmean((v[ok] - truth) ** 2, axis=1)
+        lo, hi = bootstrap_ci(err2)
+        row.update({f"mse@{ck}": c["mse"], f"mse_lo@{ck}": lo, f"mse_hi@{ck}": hi,
+                    f"bias@{ck}": float(np.mean(np.abs(np.atleast_1d(c["bias"])))) if c["bias"] is not None else None,
+                    f"coverage@{ck}": c["coverage"], f"width@{ck}": c["mean_width"],
+                    f"coverage_bayes@{ck}": c.get("coverage_bayes"), f"width_bayes@{ck}": c.get("mean_width_bayes"),
+                    f"undefined@{ck}": c["undefined_runs"]})
+    hist = res.history
+    vals = hist.value
+    err2 = np.mean((vals - truth[: vals.shape[-1]]) ** 2, axis=-1)  # NaN where undefined
+    ok = np.isfinite(err2)
+    mse = np.where(ok.any(0), np.where(ok, err2, 0.0).sum(0) / np.maximum(ok.sum(0), 1), np.nan)
+    curve = (hist.n_labels[0], mse)
+    return row, curve
+
+
+def peers_of(peers, pool_name, measure):
+    block = peers.get(pool_name, {})
+    if measure == "accuracy":
+        block = block.get("accuracy", {})
+    elif measure != "f1":
+        return {}
+    return {k: v for k, v in block.items() if isinstance(v, dict) and isinstance(v.get("mse@2000"), (int, float))}
+
+
+def fmt(x, spec=".3g"):
+    return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, spec)
+
+
+def write_outputs(out, measure, pool_name, rows, curves, peers, checkpoints=CHECKPOINTS):
+    import pandas as pd
+
+    stem = os.path.join(out, f"suite_{measure}_{pool_name}")
+    ref = peers.get("ours8")
+    best = min((v["mse@2000"] for v in peers.values()), default=None)
+    for r in rows:
+        for ck in checkpoints:
+            if ref and r.get(f"mse@{ck}") is not None:
+                r[f"ratio_ref_ais@{ck}"] = r[f"mse@{ck}"] / ref[f"mse@{ck}"]
+                bk = min(v[f"mse@{ck}"] for v in peers.values())
+                r[f"ratio_best@{ck}"] = r[f"mse@{ck}"] / bk
+    pd.DataFrame(rows).to_csv(stem + ".csv", index=False)
+    c1, c2, c3 = (list(checkpoints) * 3)[:3] if len(checkpoints) < 3 else checkpoints[:3]
+    lines = [f"# {measure} on `{pool_name}` (stages of 50 labels; {rows[0]['repeats']} repeats)", "",
+             "MSE [95% bootstrap interval]; ratio = MSE / reference AIS (`ours8`); coverage and mean width of "
+             f"95% CLT / Bayesian (finite-pool, calibrated model) intervals at {c3} labels.", "",
+             f"| design | mse@{c1} | mse@{c2} | mse@{c3} | ratio@{c1} | ratio@{c2} | ratio@{c3} | cov CLT | width CLT "
+             f"| cov Bayes@{c2} | cov Bayes@{c3} | width Bayes | ms/run |",
+             "|" + "---|" * 13]
+    for r in rows:
+        cells = [f"{fmt(r.get(f'mse@{c}'))} [{fmt(r.get(f'mse_lo@{c}'), '.2g')}, {fmt(r.get(f'mse_hi@{c}'), '.2g')}]"
+                 for c in (c1, c2, c3)]
+        ratios = [fmt(r.get(f"ratio_ref_ais@{c}"), ".2f") for c in (c1, c2, c3)]
+        lines.append(f"| {r['design']} | " + " | ".join(cells + ratios) +
+                     f" | {fmt(r.get(f'coverage@{c3}'), '.2f')} | {fmt(r.get(f'width@{c3}'))} | "
+                     f"{fmt(r.get(f'coverage_bayes@{c2}'), '.2f')} | {fmt(r.get(f'coverage_bayes@{c3}'), '.2f')} | "
+                     f"{fmt(r.get(f'width_bayes@{c3}'))} | {r['sec_per_run'] * 1000:.1f} |")
+    if peers:
+        lines += ["", "Reference figures (`peers.json`):", "", "| method | mse@500 | mse@1000 | mse@2000 | s/run |",
+                  "|---|---|---|---|---|"]
+        for k, v in peers.items():
+            lines.append(f"| {k} | {v['mse@500']:.3g} | {v['mse@1000']:.3g} | {v['mse@2000']:.3g} | "
+                         f"{v.get('sec_per_run', '')} |")
+        if best is not None:
+            lines.append(f"\nBest reference MSE at 2000 labels: {best:.3g}.")
+    with open(stem + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, (labels, mse) in curves.items():
+        ax.plot(labels, mse, label=name, lw=1.5)
+    for k, v in peers.items():
+        ax.scatter(CHECKPOINTS, [v[f"mse@{c}"] for c in CHECKPOINTS], color="k", marker="o" if k == "ours8" else "s",
+                   zorder=5, label=f"reference {k}")
+    ax.set_yscale("log")
+    ax.set_xlabel("labels spent")
+    ax.set_ylabel(f"MSE of {measure}" + (" (mean over components)" if measure == "pr_curve" else ""))
+    ax.set_title(f"{measure} on {pool_name}: MSE against labels")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(stem + ".png", dpi=110)
+    plt.close(fig)
+
+
+def speed(out, pools, peers, repeats=100, big_repeats=1000, big_n=150_000, quick=False):
+    """Seconds per AIS depth-8 run, 100 vmapped repeats, compilation excluded."""
+    rows = []
+    f1 = M.f1()
+    for name, pool in pools.items():
+        res, _ = run_simulation(pool, f1, "ais", budget=2000, batch=50, repeats=repeats, seed=0, track_kl=False,
+                                depth=8, checkpoints=(2000,))
+        ref = peers.get(name, {}).get("ours8", {}).get("sec_per_run")
+        per = res.seconds / repeats
+        rows.append({"pool": name, "n_items": pool.n_items, "repeats": repeats, "sec_per_run": per,
+                     "compile_s": res.compile_seconds, "reference_sec_per_run": ref,
+                     "speedup": (ref / per) if ref else None})
+        print(f"  speed {name}: {per * 1000:.1f} ms/run, compile {res.compile_seconds:.1f} s, "
+              f"speed-up {ref / per if ref else float('nan'):.0f}x", flush=True)
+    big = demo_pool(n_items=big_n, positive_rate=0.001, seed=11)
+    res, _ = run_simulation(big, f1, "ais", budget=2000, batch=50, repeats=big_repeats, seed=0, track_kl=False,
+                            depth=8, checkpoints=(2000,))
+    rows.append({"pool": f"synthetic-{big_n}", "n_items": big_n, "repeats": big_repeats, "sec_per_run": res.seconds / big_repeats,
+                 "compile_s": res.compile_seconds, "total_s": res.seconds, "reference_sec_per_run": None if quick else 10.0,
+                 "speedup": None if quick else 10.0 / (res.seconds / big_repeats)})
+    print(f"  speed {big_n} items × {big_repeats} repeats: {res.seconds:.1f} s (+{res.compile_seconds:.1f} s compile)")
+    with open(os.path.join(out, "speed.json"), "w") as f:
+        json.dump(rows, f, indent=2)
+    lines = ["# Speed: AIS with the depth-8 Dirichlet tree, 2000 labels (40 × 50), F1", "",
+             "| pool | items | vmapped repeats | s/run | compile s | reference s/run | speed-up |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['pool']} | {r['n_items']} | {r['repeats']} | {r['sec_per_run']:.4f} | {r['compile_s']:.1f} | "
+                     f"{fmt(r['reference_sec_per_run'])} | {fmt(r['speedup'], '.0f')} |")
+    with open(os.path.join(out, "speed.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=500)
+    ap.add_argument("--pr-repeats", type=int, default=None, help="repeats for the PR curve (default: --repeats)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--measures", default="f1,accuracy,pr_curve")
+    ap.add_argument("--designs", default=",".join(DESIGNS))
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"))
+    ap.add_argument("--peers", default=os.path.join(ROOT, "..", "shared", "benchmarks", "peers.json"))
+    ap.add_argument("--pools", default=None, help="comma-separated pool files (default: every *.parquet in --data)")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--bayes", action="store_true", default=True)
+    ap.add_argument("--no-bayes", dest="bayes", action="store_false")
+    ap.add_argument("--no-speed", dest="speed", action="store_false", default=True)
+    ap.add_argument("--quick", action="store_true", help="smoke run: a small synthetic pool, few repeats")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    peers = json.load(open(args.peers)) if os.path.exists(args.peers) else {}
+    if args.quick:
+        pools = {"synthetic": demo_pool(n_items=5000, positive_rate=0.01, seed=2)}
+        checkpoints, budget = (100, 200), 200
+        args.repeats = min(args.repeats, 8)
+    else:
+        if args.pools:
+            paths = args.pools.split(",")
+        else:
+            paths = sorted(os.path.join(args.data, f) for f in os.listdir(args.data) if f.endswith(".parquet"))
+        pools = {os.path.splitext(os.path.basename(p))[0]: Pool.from_file(p) for p in paths}
+        checkpoints, budget = CHECKPOINTS, 2000
+    from bayes_eval.designs import design_names
+
+    known = set(design_names())
+    designs = [d for d in args.designs.split(",") if d in DESIGNS and DESIGNS[d][0] in known]
+    for measure_name in args.measures.split(","):
+        for pool_name, pool in pools.items():
+            print(f"{measure_name} on {pool_name}:", flush=True)
+            measure = measure_of(measure_name, pool)
+            reps = args.pr_repeats if (measure_name == "pr_curve" and args.pr_repeats) else args.repeats
+            rows, curves = [], {}
+            for d in designs:
+                try:
+                    row, curve = run_one(pool, measure, d, reps, args.seed,
+                                         bayes=args.bayes and d.startswith("ais") and pool.n_classes == 2,
+                                         checkpoints=checkpoints, budget=budget)
+                except ValueError as exc:  # a design that does not support this measure
+                    print(f"  {d}: skipped ({exc})")
+                    continue
+                rows.append(row)
+                curves[d] = curve
+                last = checkpoints[-1]
+                print(f"  {d:<17} mse@{last}={fmt(row.get(f'mse@{last}'))} cov={fmt(row.get(f'coverage@{last}'), '.2f')} "
+                      f"covB={fmt(row.get(f'coverage_bayes@{last}'), '.2f')} {row['sec_per_run'] * 1000:.1f} ms/run",
+                      flush=True)
+            write_outputs(args.out, measure_name, pool_name, rows, curves,
+                          {} if args.quick else peers_of(peers, pool_name, measure_name), checkpoints)
+    if args.speed:
+        speed(args.out, pools, peers, repeats=10 if args.quick else 100,
+              big_repeats=10 if args.quick else 1000, big_n=20_000 if args.quick else 150_000, quick=args.quick)
+    print(f"results in {args.out}")
+
+
+if __name__ == "__main__":
+    main()

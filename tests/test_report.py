@@ -1,0 +1,237 @@
+"""The Bayesian report (:mod:`bayes_eval.report`): ArviZ groups, diagnostics, the side-by-side
+table, the posterior predictive check and the plots.
+
+Fast tier: the calibrated model by NUTS on a synthetic pool (structure of everything) and
+on 1000 labels of abt-buy (R-hat < 1.01, bulk ESS > 400; DESIGN.md §8) — both with 256
+strata, so the NUTS sampler compiles once.  Slow tier: NUTS on the 256-leaf depth-8
+Dirichlet tree after 1000 AIS labels of abt-buy, the Gibbs route, determinism.
+"""
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayes_eval import measures as M
+from bayes_eval.pool import Pool, demo_pool
+from bayes_eval import report as R
+
+from conftest import shared_pool_path
+
+THRESHOLDS = np.linspace(-2.0, 2.5, 10)
+# shorter chains than the default (4 x (500 + 1000)) to keep the fast tier fast; the same
+# settings in both fast tests, so the NUTS sampler is compiled once
+NUTS = {"num_chains": 4, "num_warmup": 300, "num_samples": 500}
+
+
+def _labels_by_score(pool, n, seed=0):
+    """n distinct items drawn with probability ∝ sqrt(sigmoid(score)) + 0.01 (a design that
+    looks only at scores: ignorable, 001 §4.2)."""
+    rng = np.random.default_rng(seed)
+    p = np.sqrt(pool.probs[:, 0, 1]) + 0.01
+    rows = rng.choice(pool.n_items, size=n, replace=False, p=p / p.sum())
+    return pool.ids[rows], pool.labels[rows]
+
+
+@pytest.fixture(scope="module")
+def demo_report():
+    pool = demo_pool(n_items=20_000, positive_rate=0.01, seed=3)
+    measure = [M.f1(), M.pr_curve(THRESHOLDS)]
+    items, labels = _labels_by_score(pool, 600)
+    truth = pool.true_value(M.stack(*measure))
+    est = truth + 0.01
+    t0 = time.perf_counter()
+    rep = R.posterior_report(pool, measure, items, labels, estimate=est, clt=(est - 0.05, est + 0.05), truth=truth,
+                             model="calibrated", method="nuts", seed=1, **NUTS)
+    rep.fit.info["test_seconds"] = time.perf_counter() - t0
+    return rep
+
+
+def test_inference_data_groups(demo_report):
+    idata = demo_report.idata
+    for group in ("posterior", "posterior_predictive", "observed_data", "sample_stats", "constant_data"):
+        assert hasattr(idata, group), group
+    post = idata.posterior
+    assert {"a", "b", "kappa", "log_kappa", "pi", "G"} <= set(post.data_vars)
+    assert post.sizes["chain"] == 4 and post.sizes["draw"] == 500
+    assert post["G"].sizes["component"] == 1 + 2 * THRESHOLDS.size
+    assert list(post["G"]["component"].values[:2]) == ["f1", f"precision@{THRESHOLDS[0]:.6g}"]
+    pp = idata.posterior_predictive
+    assert {"label_counts", "unlabeled_counts", "unlabeled_positives", "G"} <= set(pp.data_vars)
+    obs = idata.observed_data["label_counts"].values
+    assert obs.shape == (256, 2) and obs.sum() == 600
+    # replicates keep the labeled totals per stratum; completions keep the unlabeled ones
+    np.testing.assert_array_equal(pp["label_counts"].sum("class").values[0, 0], obs.sum(1))
+    unl = idata.constant_data["unlabeled"].values
+    np.testing.assert_array_equal(pp["unlabeled_counts"].sum("class").values[0, 0], unl)
+    assert idata.constant_data["strata_sizes"].values.sum() == 20_000
+    assert {"prior_a", "prior_b", "prior_log_kappa", "classifier_probs"} <= set(idata.constant_data.data_vars)
+    ss = idata.sample_stats
+    assert {"diverging", "tree_depth", "n_steps", "step_size", "energy", "lp"} <= set(ss.data_vars)
+    assert ss["tree_depth"].values.min() >= 1
+    assert idata.attrs["labels"] == 600 and idata.posterior.attrs["model"] == "calibrated"
+
+
+def test_arviz_summary_reports_rhat_and_ess(demo_report):
+    import arviz as az
+
+    s = az.summary(demo_report.idata, var_names=["a", "b", "kappa", "G"], coords={"component": ["f1"]})
+    assert {"r_hat", "ess_bulk", "ess_tail", "mean", "sd"} <= set(s.columns)
+    assert "G[f1]" in s.index
+    rows = s.loc[["a", "b", "kappa", "G[f1]"]]
+    assert np.all(np.isfinite(rows[["r_hat", "ess_bulk"]].to_numpy()))
+    assert rows["r_hat"].max() < 1.01 and rows["ess_bulk"].min() > 400
+    assert int(demo_report.idata.sample_stats["diverging"].sum()) == 0
+    # every variable of the posterior; components of G that are constant across draws
+    # (e.g. recall at a threshold below every positive) make ArviZ warn 0/0 in R-hat
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        full = az.summary(demo_report.idata)
+    assert len(full) == 4 + 256 * 2 + 1 + 2 * THRESHOLDS.size
+    # the report's own summary picks the scalar parameters and G
+    assert {"a", "b", "kappa", "log_kappa", "G[f1]"} <= set(demo_report.summary().index)
+
+
+def test_summary_table_columns_and_intervals(demo_report):
+    t = demo_report.table
+    assert list(t.columns[: len(R.TABLE_COLUMNS)]) == list(R.TABLE_COLUMNS)
+    assert {"truth", "clt_covers", "eq_covers", "hdi_covers"} <= set(t.columns)
+    assert len(t) == 1 + 2 * THRESHOLDS.size and t["labels"].eq(600).all()
+    assert (t["model"] == "calibrated").all() and (t["method"] == "nuts").all()
+    draws = demo_report.fit.value.reshape(-1, len(t))
+    ok = np.isfinite(t["eq_lower"]).to_numpy()
+    assert ok.sum() >= len(t) - 2  # precision above every score may be 0/0
+    lo, hi = np.nanmin(draws, 0)[ok], np.nanmax(draws, 0)[ok]
+    for name in ("eq", "hdi"):
+        a, b = t[f"{name}_lower"].to_numpy()[ok], t[f"{name}_upper"].to_numpy()[ok]
+        assert np.all((lo <= a) & (a <= b) & (b <= hi)), name  # inside the support of the draws
+        assert np.all((a >= 0) & (b <= 1)), name  # and of the measure
+        np.testing.assert_allclose(t[f"{name}_width"].to_numpy()[ok], b - a)
+    # the HDI is the shortest 95% interval
+    assert np.all(t["hdi_width"].to_numpy()[ok] <= t["eq_width"].to_numpy()[ok] + 1e-12)
+    np.testing.assert_allclose(t["clt_width"], 0.1)
+    f1 = t.iloc[0]
+    assert f1["eq_lower"] <= f1["post_median"] <= f1["eq_upper"]
+    # the same table from the InferenceData (e.g. after a netCDF round trip)
+    t2 = R.summary_table(demo_report.idata, demo_report.estimate, demo_report.clt)
+    pd.testing.assert_frame_equal(t2, t[list(R.TABLE_COLUMNS)], check_dtype=False)
+
+
+def test_ppc_table_and_plots(demo_report, tmp_path):
+    p = demo_report.ppc
+    assert list(p.columns) == list(R.PPC_COLUMNS)
+    assert p["n_labeled"].sum() == 600 and (p["class"] == 1).all()
+    assert p[["p_ge", "p_le"]].apply(lambda c: c.between(0, 1).all()).all()
+    assert np.all(p["p_ge"] + p["p_le"] >= 1.0)
+    assert (p["pred_lower"] <= p["pred_upper"]).all()
+    assert 0.0 <= p.attrs["ppp_chi2"] <= 1.0
+    p2 = R.ppc_table(demo_report.idata)
+    pd.testing.assert_frame_equal(p, p2)
+    for name, fn in (("density", lambda f: demo_report.plot_density("f1", path=f)),
+                     ("pr", lambda f: demo_report.plot_pr_band(path=f)),
+                     ("ppc", lambda f: demo_report.plot_ppc(path=f))):
+        path = tmp_path / f"{name}.png"
+        fig = fn(str(path))
+        assert path.stat().st_size > 10_000, name
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
+def test_hdi_inside_support():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.beta(2, 8, size=4000), [np.nan]])
+    lo, hi = R.hdi(x, 0.95)
+    assert 0 <= lo < hi <= 1
+    assert np.mean((x >= lo) & (x <= hi)) >= 0.949 * 4000 / 4001
+    np.testing.assert_array_equal(R.hdi(np.full(10, 0.3)), [0.3, 0.3])
+
+
+def test_bad_arguments():
+    pool = demo_pool(n_items=2000, positive_rate=0.05, seed=1)
+    items, labels = _labels_by_score(pool, 50)
+    with pytest.raises(ValueError, match="model must be one of"):
+        R.posterior_report(pool, "f1", items, labels, model="gp")
+    with pytest.raises(ValueError, match="method must be one of"):
+        R.posterior_report(pool, "f1", items, labels, method="vi")
+    with pytest.raises(ValueError, match="a deterministic oracle gives one label per item"):
+        R.posterior_report(pool, "f1", np.r_[items[:1], items[:1]], np.r_[labels[:1], 1 - labels[:1]])
+    with pytest.raises(ValueError, match="estimate has 2 components"):
+        R.summary_table(_tiny_fit(), estimate=[0.1, 0.2])
+
+
+def _tiny_fit():
+    v = np.random.default_rng(0).random((2, 50, 1))
+    k = np.zeros((2, 50, 3, 2))
+    return R.FinitePoolFit("calibrated", "fast", ("f1",), v, {}, k + 0.5, k, k, np.zeros((3, 2)), np.zeros(3),
+                           np.ones(3), np.full((3, 2), 0.5), {}, None, 0.0)
+
+
+def test_calibrated_nuts_diagnostics_abt_buy():
+    """NUTS on the calibrated model after 1000 labels of abt-buy: R-hat < 1.01, bulk ESS > 400
+    for (a, b, log κ) and F1, no divergences (DESIGN.md §8)."""
+    path = shared_pool_path("abt-buy")
+    pool = Pool.from_file(path)
+    items, labels = _labels_by_score(pool, 1000, seed=4)
+    rep = R.posterior_report(pool, "f1", items, labels, model="calibrated", method="nuts", seed=2, **NUTS)
+    s = rep.summary()
+    rows = s.loc[["a", "b", "log_kappa", "G[f1]"]]
+    assert rows["r_hat"].max() < 1.01, rows
+    assert rows["ess_bulk"].min() > 400, rows
+    assert int(rep.fit.sample_stats["diverging"].sum()) == 0
+    truth = float(pool.true_value(M.f1())[0])
+    row = rep.table.iloc[0]
+    assert 0 <= row["hdi_lower"] <= row["hdi_upper"] <= 1
+    assert row["eq_lower"] <= truth <= row["eq_upper"], (row, truth)
+
+
+# ---------------------------------------------------------------------------------------
+# slow tier
+# ---------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_dirichlet_tree_nuts_diagnostics_after_1000_ais_labels(tmp_path):
+    """NUTS on the 256-leaf depth-8 Dirichlet tree after 1000 AIS labels of abt-buy (a real
+    session): R-hat < 1.01 and bulk ESS > 400 for θ and F1, no divergences."""
+    import arviz as az
+
+    from bayes_eval.session import Session
+
+    pool = Pool.from_file(shared_pool_path("abt-buy"))
+    s = Session.create(str(tmp_path / "s.db"), pool, "f1", "ais", seed=0)
+    s.run(lambda b: pool.labels[pool.index_of(b["item"].to_numpy())], budget=1000, batch=50)
+    t0 = time.perf_counter()
+    rep = R.report_from_session(s, model="dirichlet-tree", method="nuts", seed=0)
+    elapsed = time.perf_counter() - t0
+    s.close()
+    assert rep.fit.n_labels == 1000
+    assert rep.fit.info["depth"] == 8 and rep.fit.info["branching"] == 2
+    summ = az.summary(rep.idata, var_names=["theta", "G"])
+    assert summ["r_hat"].max() < 1.01, summ
+    assert summ["ess_bulk"].min() > 400, summ
+    assert int(rep.idata.sample_stats["diverging"].sum()) == 0
+    assert rep.idata.posterior["phi"].shape[2:] == (2, 255, 2)
+    phi = az.summary(rep.idata, var_names=["phi"], kind="diagnostics")
+    assert phi["r_hat"].max() < 1.02
+    # the session's CLT numbers are in the table
+    assert np.isfinite(rep.table[["estimate", "clt_lower", "clt_upper"]].to_numpy()).all()
+    print(f"\nDirichlet-tree NUTS report on abt-buy: {elapsed:.1f} s wall, {rep.fit.info['cpu_seconds']:.1f} s CPU")
+
+
+@pytest.mark.slow
+def test_gibbs_route_and_determinism():
+    pool = demo_pool(n_items=20_000, positive_rate=0.01, seed=3)
+    items, labels = _labels_by_score(pool, 600)
+    a = R.posterior_report(pool, "f1", items, labels, model="dirichlet-tree", method="fast", seed=5)
+    b = R.posterior_report(pool, "f1", items, labels, model="dirichlet-tree", method="fast", seed=5)
+    np.testing.assert_array_equal(a.fit.value, b.fit.value)
+    assert not hasattr(a.idata, "sample_stats")
+    assert {"theta", "phi", "pi", "G"} <= set(a.idata.posterior.data_vars)
+    c = R.posterior_report(pool, "f1", items, labels, model="calibrated", method="fast", seed=5)
+    assert c.fit.info["n_proposals"] == 4096
+    d1 = R.posterior_report(pool, "f1", items, labels, model="calibrated", method="nuts", seed=7)
+    d2 = R.posterior_report(pool, "f1", items, labels, model="calibrated", method="nuts", seed=7)
+    np.testing.assert_array_equal(d1.fit.value, d2.fit.value)
+    # the two calibrated routes agree on the posterior of F1
+    x, y = c.fit.value.ravel(), d1.fit.value.ravel()
+    assert abs(np.median(x) - np.median(y)) < 0.1 * (np.quantile(y, 0.975) - np.quantile(y, 0.025)) + 1e-9
