@@ -21,6 +21,8 @@ from . import measures  # noqa: E402
 from .strata import Strata, stratify, csf_strata, uniform_strata, tree_shape  # noqa: E402
 from .estimators import Estimate, is_estimate_draws, normal_interval, ellipsoid  # noqa: E402
 from .simulate import run_simulation, simulate_runs, summarize  # noqa: E402
+from .session import Session  # noqa: E402
+from .store import SessionError  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -41,4 +43,6 @@ __all__ = [
     "run_simulation",
     "simulate_runs",
     "summarize",
+    "Session",
+    "SessionError",
 ]

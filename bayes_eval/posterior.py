@@ -8,6 +8,21 @@ measure), for any measure, vector measures included.
 
 Because the design only looks at observed labels, the observation process is ignorable
 (001 §4.2) and this posterior is valid whatever design chose the labeled items.
+
+Pieces:
+
+* :func:`finite_pool_posterior` — draws of π from an ``OracleModel`` (the simulation
+  core's route), then :func:`pool_posterior_from_pi`, which completes the pool for any
+  draws of π (e.g. from NUTS) with :func:`complete_pool_draws`;
+* :func:`calibrated_pi` — π given draws of (a, b, κ) of the calibrated model (its exact
+  Beta conditional), for NUTS draws of those three parameters;
+* :func:`replicate_labeled`, :func:`ppc_tail_probabilities` — the posterior predictive
+  check of the labeled items' classes;
+* :func:`labeled_table` — the (X, C) table of labeled items from item rows and labels;
+* :func:`equal_tailed` — central posterior intervals.
+
+Reporting (ArviZ, tables, plots) lives in :mod:`bayes_eval.report`; the CLT interval it
+is compared with is 001 §3.3.2.
 """
 from __future__ import annotations
 
@@ -49,7 +64,20 @@ class PosteriorDraws(NamedTuple):
 
 
 def leaf_counts(cells: CellTable, labeled, n_strata: int):
-    """(K, C) labeled items per stratum and class, (K,) unlabeled items per stratum."""
+    """Labeled items per stratum and class, and unlabeled items per stratum.
+
+    Parameters
+    ----------
+    cells : CellTable
+    labeled : array, shape (X, C)
+    n_strata : int
+
+    Returns
+    -------
+    counts : array, shape (K, C)
+    unlabeled : array, shape (K,)
+        What the oracle models of 001 §4 condition on (they work on counts per leaf).
+    """
     counts = jax.ops.segment_sum(labeled, cells.stratum, num_segments=n_strata)
     unl = jax.ops.segment_sum(cells.size - labeled.sum(1), cells.stratum, num_segments=n_strata)
     return counts, unl
@@ -73,11 +101,28 @@ def _multinomial_counts(key, n, p):
 
 
 def complete_pool_draws(key, g, cells: CellTable, labeled, pi_leaf):
-    """G on the pool completed by drawing the unlabeled items' classes.
+    """G on the pool completed by drawing the unlabeled items' classes (DESIGN.md §4).
 
-    ``pi_leaf`` (n, K, C) posterior draws of π(y|k).  Within a cell the unlabeled
-    count is split Multinomial(U_x, π(·|k_x)) given each draw — the exact conditional of
-    the model, cell by cell.
+    Within a cell the unlabeled count is split Multinomial(U_x, π(·|k_x)) given each
+    draw — the exact conditional of the model, cell by cell; the labeled items keep their
+    labels; then R = Σ_x p(x) Σ_y N_{x,y} ℓ(x, y) and G = g(R) exactly (001 §2.2).
+
+    Parameters
+    ----------
+    key : PRNG key
+    g : callable
+        ``g(R) -> (m,)``.
+    cells : CellTable
+    labeled : array, shape (X, C)
+    pi_leaf : array, shape (n, K, C)
+        Posterior draws of π(y|k).
+
+    Returns
+    -------
+    value : array, shape (n, m)
+    risk : array, shape (n, d)
+    unlabeled_counts : array, shape (n, X, C)
+        The drawn classes of the unlabeled items, per cell.
     """
     unl = jnp.maximum(cells.size - labeled.sum(1), 0.0)
     keys = jax.random.split(key, pi_leaf.shape[0])
@@ -94,10 +139,26 @@ def complete_pool_draws(key, g, cells: CellTable, labeled, pi_leaf):
 
 def finite_pool_posterior(key, model, cells: CellTable, labeled, n_strata: int, g, n_draws: int = 400,
                           state=None) -> PosteriorDraws:
-    """Posterior draws of G on the pool given the labels so far.
+    """Posterior draws of G on the pool given the labels so far (DESIGN.md §4).
 
-    ``model`` is an :class:`bayes_eval.models.OracleModel`; its ``sample`` gives draws of
-    π (the Dirichlet-tree: the exact conjugate Gibbs sampler, warm-started at ``state``).
+    Parameters
+    ----------
+    key : PRNG key
+    model : OracleModel
+        Its ``sample`` gives draws of π (the Dirichlet-tree: the exact conjugate Gibbs
+        sampler, warm-started at ``state``; the calibrated model: Laplace-t importance
+        resampling).
+    cells : CellTable
+    labeled : array, shape (X, C)
+    n_strata : int
+    g : callable
+    n_draws : int, default 400
+    state : optional
+        Warm start for ``model.sample``.
+
+    Returns
+    -------
+    PosteriorDraws
     """
     counts, unl = leaf_counts(cells, labeled, n_strata)
     k1, k2 = jax.random.split(key)
@@ -274,7 +335,18 @@ def labeled_table(item_cell, n_cells: int, n_classes: int, rows, labels) -> np.n
 
 
 def equal_tailed(draws, level: float = 0.95):
-    """Equal-tailed posterior interval of each component: (lower, upper), NaN-aware."""
+    """Equal-tailed posterior interval of each component, NaN-aware.
+
+    Parameters
+    ----------
+    draws : array, shape (n, m)
+    level : float, default 0.95
+
+    Returns
+    -------
+    lower, upper : arrays, shape (m,)
+        The (1 − level)/2 and (1 + level)/2 quantiles over the draws.
+    """
     a = (1.0 - level) / 2.0
     lo = jnp.nanquantile(draws, a, axis=0)
     hi = jnp.nanquantile(draws, 1.0 - a, axis=0)

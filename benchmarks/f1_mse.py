@@ -95,7 +95,8 @@ def run_pool(path, repeats, seed, designs=DESIGNS, measure_name="f1"):
 def peers_for(name, peers_path):
     if not os.path.exists(peers_path):
         return {}
-    peers = json.load(open(peers_path))
+    with open(peers_path) as fh:
+        peers = json.load(fh)
     return {k: v for k, v in peers.get(name, {}).items()
             if isinstance(v, dict) and isinstance(v.get("mse@2000"), (int, float))}
 

@@ -218,7 +218,10 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="smoke run: a small synthetic pool, few repeats")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    peers = json.load(open(args.peers)) if os.path.exists(args.peers) else {}
+    peers = {}
+    if os.path.exists(args.peers):
+        with open(args.peers) as fh:
+            peers = json.load(fh)
     if args.quick:
         pools = {"synthetic": demo_pool(n_items=5000, positive_rate=0.01, seed=2)}
         checkpoints, budget = (100, 200), 200

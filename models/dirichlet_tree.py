@@ -473,22 +473,17 @@ def _em_map(prior, n_ct, u, m):
     return u[None, :] * _predictive_ct(_map_ct(prior, n_ct + m))
 
 
-def _m_objective(prior, n_ct, u, m):
-    """Log posterior (without the constant Dirichlet normalizers) at the M-step of m."""
-    params = _map_ct(prior, n_ct + m)
-    lp = jnp.sum(jax.scipy.special.xlogy(prior.alpha - 1.0, params.theta))
-    for phi, conc in zip(params.phis, _level_conc(prior)):
-        lp = lp + jnp.sum(jax.scipy.special.xlogy(conc - 1.0, phi))
-    return lp + _log_lik_ct(params, n_ct, u)
-
-
 def _squarem_cycle(prior, n_ct, u, m0):
-    """One SQUAREM cycle (Varadhan & Roland 2008, scheme S3) with a monotone safeguard.
+    """One SQUAREM cycle (Varadhan & Roland 2008, scheme S3) on the expected counts m.
 
-    Two EM steps, a squared extrapolation along them, one stabilizing EM step; if the
-    result has a lower log posterior than the plain double EM step, the latter is kept.
-    The extrapolation is affine with weights summing to one, so each leaf's expected
-    counts still sum to U_k; negative entries are clipped and the row renormalized.
+    Two EM steps, the squared extrapolation m0 − 2a r + a² v along them with the S3 step
+    a = −‖r‖/‖v‖ ≤ −1, then one stabilizing EM step.  The extrapolation is affine with
+    weights summing to one, so each leaf's expected counts still sum to U_k; if it
+    leaves the feasible set (a negative or vanishing count), the step is backtracked
+    towards the plain double EM step, a ← (a − 1)/2 (up to 12 times; a = −1 is the plain
+    double step).  No objective is evaluated: it cost as much as the EM steps and, in a
+    robustness sweep over random trees, priors and data, did not make the cycle more
+    reliable than this feasibility backtracking.
     """
     g = functools.partial(_em_map, prior, n_ct, u)
     m1 = g(m0)
@@ -497,15 +492,16 @@ def _squarem_cycle(prior, n_ct, u, m0):
     v = m2 - 2.0 * m1 + m0
     rn = jnp.sqrt(jnp.sum(r * r))
     vn = jnp.sqrt(jnp.sum(v * v))
-    a = jnp.where(vn > 0, -rn / jnp.where(vn > 0, vn, 1.0), -1.0)
-    a = jnp.minimum(a, -1.0)
-    mx = jnp.maximum(m0 - 2.0 * a * r + a * a * v, 0.0)
+    a = jnp.minimum(jnp.where(vn > 0, -rn / jnp.where(vn > 0, vn, 1.0), -1.0), -1.0)
+    steps = -1.0 + (a + 1.0) / 2.0 ** jnp.arange(12.0)
+    cand = m0 - 2.0 * steps[:, None, None] * r + (steps**2)[:, None, None] * v
+    feasible = jnp.all(cand >= 1e-6 * m2, axis=(1, 2))
+    j = jnp.argmax(feasible)  # first (longest) feasible step; 0 if none is
+    mx = jnp.where(feasible[j], cand[j], m2)
     cols = mx.sum(0, keepdims=True)
     mx = jnp.where(cols > 0, mx * (u[None, :] / jnp.where(cols > 0, cols, 1.0)), m2)
     m3 = g(mx)
-    obj2 = _m_objective(prior, n_ct, u, m2)
-    obj3 = _m_objective(prior, n_ct, u, m3)
-    return jnp.where(jnp.isfinite(obj3) & (obj3 >= obj2), m3, m2)
+    return jnp.where(jnp.all(jnp.isfinite(m3)), m3, m2)
 
 
 @functools.partial(jax.jit, static_argnames=("n_iter", "accelerate"))
@@ -539,8 +535,8 @@ def em(
         ``vmap``/``scan``).  With ``accelerate`` one iteration is a SQUAREM cycle of
         three EM steps.
     accelerate : bool, default True
-        Use SQUAREM (Varadhan & Roland 2008) on the expected counts, with a safeguard
-        that never does worse than two plain EM steps; False runs plain EM.
+        Use SQUAREM (Varadhan & Roland 2008) on the expected counts, with feasibility
+        backtracking (see ``_squarem_cycle``); False runs plain EM.
 
     Returns
     -------
@@ -951,7 +947,7 @@ def dirichlet_tree(
     depth: int = 8,
     branching: int = 2,
     strength: float = 1.0,
-    em_iters: int = 10,
+    em_iters: int = 8,
     gibbs_warmup: int = 500,
     gibbs_thin: int = 1,
 ) -> OracleModel:
@@ -965,7 +961,7 @@ def dirichlet_tree(
         Tree shape ("Ours-8" of 001 §5.2).
     strength : float, default 1.0
         Weight of the score pseudo-counts (:func:`prior_from_scores`).
-    em_iters : int, default 10
+    em_iters : int, default 8
         Accelerated EM iterations (SQUAREM cycles, :func:`em`) per ``fit``,
         warm-started from the previous state.
     gibbs_warmup, gibbs_thin : int

@@ -182,16 +182,22 @@ def test_two_adaptive_rounds_unbiased_by_enumeration(weights, difference):
     mean = np.zeros(2)
     second = np.zeros((2, 2))
     mean_cov = np.zeros((2, 2))
+
+    @jax.jit
+    def estimate(p_lab, rnd, b_drawn, means, tot, pv):
+        # unlabeled items enter with weight 0 (fixed shapes: one compilation)
+        return PD.online_poisson_estimate(lambda r: r, rows, p_lab, rnd, b_drawn, 2, mean_rows=means,
+                                          round_model_totals=tot, weights=weights, pred_var=pv)
+
     for prob, s1, s2, b2, m1_, m2_, pv2 in _two_round_outcomes(y, f, b1, second_round):
         lab = (s1 | s2).astype(bool)
-        rnd = np.where(s1 == 1, 0, 1)[lab]
-        b_drawn = np.where(s1 == 1, b1, b2)[lab]
-        means = np.where((s1 == 1)[:, None], m1_, m2_)[lab]
+        rnd = np.where(s1 == 1, 0, 1)
+        b_drawn = np.where(lab, np.where(s1 == 1, b1, b2), 1.0)
+        means = np.where((s1 == 1)[:, None], m1_, m2_)
         u1 = np.ones(5, bool)
         u2 = s1 == 0
         tot = np.stack([p[u1] @ m1_[u1], p[u2] @ m2_[u2]])
-        est = PD.online_poisson_estimate(lambda r: r, rows[lab], p[lab], rnd, b_drawn, 2, mean_rows=means,
-                                         round_model_totals=tot, weights=weights, pred_var=np.array([3.0, pv2]))
+        est = estimate(p * lab, rnd, b_drawn, means, tot, np.array([3.0, pv2]))
         r_hat = np.asarray(est.risk)
         mean += prob * r_hat
         second += prob * np.outer(r_hat - R, r_hat - R)
@@ -263,20 +269,25 @@ def test_round_weights_sum_to_one_and_are_predictable():
     np.testing.assert_array_equal(w, [0, 0, 0, 1, 0, 0])
 
 
-def test_fixed_size_rounds_exact_size_and_inclusion():
+def _check_fixed_size(methods):
     u_true = jnp.asarray([[0.0, 3.0], [40.0, 2.0], [300.0, 1.0], [2000.0, 0.0]])
     unl = np.asarray(u_true).sum(1)
     h = np.array([10.0, 1.0, 0.2, 0.01])
     b = np.asarray(P.water_fill_groups(h, unl, 30.0))
-    for method in ("pareto", "sequential"):
-        keys = jax.random.split(jax.random.PRNGKey(3), 4000)
-        cnt = jax.vmap(lambda k: PD.fixed_size_round_counts(k, u_true, jnp.asarray(b), 30.0, 30, method))(keys)
+    for method in methods:
+        keys = jax.random.split(jax.random.PRNGKey(3), 2000)
+        draw = jax.jit(jax.vmap(lambda k: PD.fixed_size_round_counts(k, u_true, jnp.asarray(b), 30.0, 30, method)))
+        cnt = draw(keys)
         cnt = np.asarray(cnt)
         np.testing.assert_array_equal(cnt.sum((1, 2)), 30.0)
         assert np.all(cnt <= np.asarray(u_true)[None])
         incl = cnt.sum(2).mean(0) / unl
         # order sampling approximates the target inclusion probabilities (000 §3 design)
-        np.testing.assert_allclose(incl, b, rtol=0.08 if method == "pareto" else 0.15)
+        np.testing.assert_allclose(incl, b, rtol=0.1 if method == "pareto" else 0.15)
+
+
+def test_fixed_size_rounds_exact_size_and_inclusion():
+    _check_fixed_size(["pareto"])
     # fewer candidates than n: all of them
     small = jnp.asarray([[1.0, 1.0], [2.0, 0.0]])
     c = PD.fixed_size_round_counts(jax.random.PRNGKey(0), small, jnp.asarray([0.5, 0.5]), 10.0, 10)
@@ -337,7 +348,7 @@ def test_adaptive_simulation_unbiased_exact_and_000_eq128_covers():
 
 
 def test_static_design_through_run_simulation():
-    pool = demo_pool(n_items=3000, positive_rate=0.05, seed=2)
+    pool = demo_pool(n_items=1500, positive_rate=0.05, seed=2)
     res, cells = run_simulation(pool, M.f1(), "poisson", budget=400, batch=100, repeats=40, seed=0,
                                 checkpoints=(200, 400))
     s = summarize(res)
@@ -349,6 +360,11 @@ def test_static_design_through_run_simulation():
     assert np.all(np.diff(res.history.n_labels, axis=1) >= 0)
     with pytest.raises(ValueError, match="deterministic"):
         run_simulation(pool, M.f1(), "poisson", budget=100, repeats=2, oracle="stochastic")
+
+
+@pytest.mark.slow
+def test_fixed_size_sequential_poisson():
+    _check_fixed_size(["sequential"])
 
 
 @pytest.mark.slow
