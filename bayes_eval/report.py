@@ -787,6 +787,16 @@ def _finish(fig, path):
     return fig
 
 
+def _bins(x, most: int = 60):
+    """Histogram bins for draws of G on a finite pool, which sit on a lattice of atoms:
+    about two atoms per bin, so that no bin falls between atoms and shows a false gap."""
+    u = np.unique(np.round(x, 12))
+    if u.size < 2:
+        return 1
+    width = 2.0 * float(np.median(np.diff(u)))
+    return int(np.clip(np.ptp(u) / max(width, 1e-300), 10, most))
+
+
 def plot_density(obj, component=0, estimate=None, clt=None, *, truth=None, level: float = 0.95, path=None,
                  title: str | None = None, compare=None):
     """Posterior density of one component of G with the CLT interval and Ĝ overlaid.
@@ -845,9 +855,7 @@ def plot_density(obj, component=0, estimate=None, clt=None, *, truth=None, level
     pts = [v for v in pts if v is not None and np.isfinite(v)]
     pad = 0.05 * max(max(pts) - min(pts), 1e-6)
     ax.set_xlim(min(pts) - pad, max(pts) + pad)
-    n_unique = np.unique(np.round(x, 12)).size
-    bins = min(80, max(10, n_unique)) if np.ptp(x) > 0 else 1
-    ax.hist(x, bins=bins, density=True, color="tab:blue", alpha=0.3, label=f"posterior draws ({main})")
+    ax.hist(x, bins=_bins(x), density=True, color="tab:blue", alpha=0.3, label=f"posterior draws ({main})")
     ymax = ax.get_ylim()[1]
     colors = ["tab:blue", "tab:purple", "tab:brown", "tab:gray"]
     if np.ptp(x) > 0:
@@ -860,8 +868,7 @@ def plot_density(obj, component=0, estimate=None, clt=None, *, truth=None, level
         if xi.size > 1:
             # a step histogram: finite-pool posteriors are discrete, a KDE of a
             # concentrated one wiggles between the atoms
-            nb = min(80, max(10, np.unique(np.round(xi, 12)).size))
-            hv, _, _ = ax.hist(xi, bins=nb, density=True, histtype="step", color=colors[i % 4], lw=1.6,
+            hv, _, _ = ax.hist(xi, bins=_bins(xi), density=True, histtype="step", color=colors[i % 4], lw=1.6,
                                label=f"posterior draws ({lab})")
             ymax = max(ymax, float(np.max(hv)))
     if clo is not None and chi is not None and np.isfinite(clo) and np.isfinite(chi):

@@ -1,7 +1,7 @@
 """Bayesian and CLT intervals side by side, on a pool with known labels.
 
     python examples/bayes_vs_clt.py [POOL.parquet] [--budget 1000] [--models calibrated,dirichlet-tree]
-                                    [--method nuts] [--out docs] [--thresholds 40] [--seed 0]
+                                    [--method nuts] [--out docs] [--md FILE] [--thresholds 40] [--seed 0]
 
 Runs an AIS labeling session (001 Alg. 1; the pool's ground truth plays the annotator)
 for F1 and a PR curve, then the finite-pool posterior of both (DESIGN.md §4) under each
@@ -12,7 +12,7 @@ oracle model, and writes
 * ``OUT/pr_band_POOL.png`` — the PR curve with its Bayesian band and its CLT band;
 * ``OUT/ppc_POOL.png`` (first model) and ``OUT/ppc_MODEL_POOL.png`` (the others) —
   posterior predictive checks of the labels per stratum;
-* ``OUT/bayes_vs_clt_POOL.md`` — the side-by-side table in markdown.
+* the side-by-side table in markdown on stdout (and to ``--md FILE``).
 
 Without a pool argument it uses ../shared/data/abt-buy.parquet when present, else the
 built-in synthetic demo pool.
@@ -61,7 +61,8 @@ def main(argv=None):
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--thresholds", type=int, default=40, help="thresholds of the PR curve")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=os.path.join(HERE, "..", "docs"))
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "docs"), help="folder of the PNGs")
+    ap.add_argument("--md", default=None, help="also write the printed tables to this markdown file")
     args = ap.parse_args(argv)
 
     path = args.pool or (DEFAULT_POOL if os.path.exists(DEFAULT_POOL) else None)
@@ -120,8 +121,9 @@ def main(argv=None):
                   f"truth inside CLT {t.loc[live, 'clt_covers'].mean():.0%}, Bayes {t.loc[live, 'eq_covers'].mean():.0%}")
     text = "\n".join(md)
     print(text)
-    with open(os.path.join(args.out, f"bayes_vs_clt_{name}.md"), "w") as fh:
-        fh.write(text + "\n")
+    if args.md:
+        with open(args.md, "w") as fh:
+            fh.write(text + "\n")
 
     import matplotlib.pyplot as plt
 

@@ -333,7 +333,7 @@ def test_oracle_models_share_one_interface(make):
     if model.name.startswith("dirichlet-tree"):
         # warm-started fits inside scan/vmap reach the converged MAP of all labels
         prior = prior_from_scores(probs, SPEC)
-        np.testing.assert_allclose(preds[0, -1], predictive(em(prior, counts, unl)), atol=1e-6)
+        np.testing.assert_allclose(preds[0, -1], predictive(em(prior, counts, unl)), atol=5e-5)
 
     n = N_DRAWS
     state = jax.tree.map(lambda x: x[0], final)  # warm start (skips a fresh EM)

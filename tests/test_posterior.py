@@ -226,19 +226,32 @@ def test_sbc_coverage_fast(sbc_batch):
 
 @pytest.mark.slow
 def test_sbc_coverage_and_ranks_slow(sbc_runner):
-    """1980 pools: coverage in 0.935–0.965 (±3 SE) and uniform ranks of the truth among the
-    posterior draws (chi-square over 10 bins, DESIGN.md §8)."""
+    """1980 pools from the prior (DESIGN.md §8: simulation-based calibration).
+
+    G on a finite pool is discrete, so the truth falls on an end of the equal-tailed
+    interval in a few % of the repeats (precision: ~10%) and a calibrated posterior has
+    P(lo < G < hi) ≤ 95% ≤ P(lo ≤ G ≤ hi).  Checked: closed coverage ≥ 0.935 and open
+    coverage ≤ 0.965 (±3 binomial SE), and the randomized ranks of the truth among the
+    draws (ties split uniformly) uniform — chi-square over 10 bins, p > 0.001.
+    Measured (seeds 100..108): closed 0.963 / 0.968 / 0.957, open 0.937 / 0.861 / 0.889,
+    rank p-values 0.036 / 0.29 / 0.45 for F1 / precision / recall.
+    """
     from scipy import stats
 
     n = N_FULL + N_SBC
     p1, stage2 = np.full(n, 0.03), np.full(n, 150.0)
-    outs = [sbc_runner(jax.random.split(jax.random.PRNGKey(100 + s), n), p1, stage2) for s in range(9)]
-    res = {key: np.concatenate([np.asarray(o["bayes"][key]) for o in outs]) for key in ("covers", "defined", "rank")}
-    cov, n = _coverage(res)
-    assert np.all(n >= 1800), n
-    assert np.all((cov >= 0.935) & (cov <= 0.965)), (cov, n)
-    for j in range(res["rank"].shape[1]):
-        r = res["rank"][res["defined"][:, j], j]
+    outs = [jax.tree_util.tree_map(np.asarray, sbc_runner(jax.random.split(jax.random.PRNGKey(100 + s), n), p1,
+                                                          stage2)) for s in range(9)]
+    res = {key: np.concatenate([o["bayes"][key] for o in outs]) for key in ("covers", "defined", "rank", "lo", "hi")}
+    truth = np.concatenate([o["truth"] for o in outs])
+    cov, n_ok = _coverage(res)
+    assert np.all(n_ok >= 1800), n_ok
+    assert np.all(cov >= 0.935), (cov, n_ok)
+    for j in range(truth.shape[1]):
+        d = res["defined"][:, j]
+        t, lo, hi = truth[d, j], res["lo"][d, j], res["hi"][d, j]
+        assert np.mean((lo < t) & (t < hi)) <= 0.965, j
+        r = res["rank"][d, j]
         hist = np.bincount(np.minimum((r / 401 * 10).astype(int), 9), minlength=10)
         p = stats.chisquare(hist).pvalue
         assert p > 1e-3, (j, hist, p)
