@@ -317,13 +317,16 @@ def fit_finite_pool(
         The oracle model: the calibrated Beta-binomial (binary pools only) or the
         Dirichlet-tree of 001 §4 with 001 §5.2 hyperparameters.
     method : {"nuts", "fast"}, default "nuts"
-        ``"nuts"``: the model's ``run_nuts`` with ``num_chains`` chains of
-        ``num_warmup`` + ``num_samples`` iterations — R-hat, ESS and divergences are
-        meaningful.  ``"fast"``: the samplers of the simulation core — for the
-        calibrated model Laplace-t importance resampling with ``n_proposals``
-        proposals, for the tree the conjugate Gibbs sampler started at the EM mode,
-        ``num_warmup`` sweeps then every ``thin``-th of ``num_samples * thin``; each
-        chain an independent run.
+        ``"nuts"``: NUTS in NumPyro with ``num_chains`` chains of ``num_warmup`` +
+        ``num_samples`` iterations — the tree's ``run_nuts`` (chains started near the
+        EM mode with jitter), the calibrated model's ``numpyro_model`` (see
+        ``_calibrated_nuts``); R-hat, ESS and divergences are meaningful.
+        ``"fast"``: the samplers of the simulation core — for the calibrated model
+        Laplace-t importance resampling with ``n_proposals`` proposals (the draws are
+        resampled, so duplicates lower their ESS), for the tree the conjugate Gibbs
+        sampler, every chain started at the EM mode, ``num_warmup`` sweeps then every
+        ``thin``-th of ``num_samples * thin``; each chain an independent run, so R-hat
+        compares runs rather than dispersed starting points.
     leaf_probs : array, shape (K, C), optional
         s(y|k); default :func:`bayes_eval.ais.leaf_probs` of ``cells``.
     depth, branching, strength : tree shape and prior strength (Dirichlet-tree only).
@@ -356,7 +359,7 @@ def fit_finite_pool(
     c = cells.n_classes
     if labeled.shape != (cells.n_cells, c):
         raise ValueError(f"labeled must have shape (X, C) = ({cells.n_cells}, {c}), got {labeled.shape}")
-    if cells.loss.shape[-1] and measure.n_classes != c:
+    if measure.n_classes != c:
         raise ValueError(f"the measure has {measure.n_classes} classes, the cells {c}")
     if bool(jnp.any(labeled > cells.size[:, None] + 1e-9)) or bool(jnp.any(labeled.sum(1) > cells.size + 1e-9)):
         raise ValueError("labeled counts exceed the items of a cell")

@@ -37,13 +37,16 @@ behind one small functional interface, jit- and vmap-compatible.
 
 Mixing and convergence note: when most items are unlabeled, the class split of the
 unlabeled items of a leaf is informed mainly by the prior and the few labels, while the
-completed-data posterior treats it as known.  EM then converges, and the Gibbs sampler
-mixes, at a rate of roughly U_k / (U_k + n_k + β-pseudo-counts) per iteration along that
-direction (the fraction of missing information).  :func:`em` starts from the prior mode,
-which for unlabeled leaves is already close to the fixed point, and the
-:class:`OracleModel` warm-starts each fit from the previous one; :func:`gibbs` offers
-``thin`` and starts from the EM mode.  NUTS does not augment the data and is not
-affected.
+completed-data posterior treats it as known.  Plain EM then converges, and the Gibbs
+sampler mixes, at a rate of roughly U_k / (U_k + n_k + β_k − 1) per iteration along that
+direction (the fraction of missing information) — close to 1 for the flat tree, whose
+leaf pseudo-counts are small.  Hence :func:`em` is accelerated by SQUAREM by default and
+the :class:`OracleModel` warm-starts each fit from the previous one.  The Gibbs sampler
+stays exact but needs many sweeps per effective draw on large, mostly unlabeled pools
+(integrated autocorrelation time ~100 sweeps for θ on a 256-leaf, 54k-item pool with
+1000 labels); NUTS on the marginal likelihood does not augment the data and mixes well
+there (bulk ESS ≈ number of draws), so :func:`run_nuts` + :func:`draw_unlabeled_counts`
+is the better sampler at that scale.
 """
 from __future__ import annotations
 
@@ -282,7 +285,9 @@ def _predictive_ct(params: DirichletTreeParams) -> Array:
 # --------------------------------------------------------------------------------------
 # Prior, predictive, conjugate updates
 # --------------------------------------------------------------------------------------
-def prior_from_scores(leaf_probs: Array, spec: TreeSpec, strength: float = 1.0) -> DirichletTreePrior:
+def prior_from_scores(
+    leaf_probs: Array, spec: TreeSpec, strength: float = 1.0
+) -> DirichletTreePrior:
     """Hyperparameters from the classifier's scores (001 §5.2, "Hyperparameters").
 
     α_y = 1 + strength · Σ_k s(y|k) and, for every non-root node v,
@@ -477,8 +482,8 @@ def _squarem_extrapolate(m0, m1, m2, u):
     """SQUAREM step (Varadhan & Roland 2008, scheme S3) from two EM steps m0 → m1 → m2.
 
     The squared extrapolation m0 − 2a r + a² v, with r = m1 − m0, v = m2 − 2 m1 + m0 and
-    the S3 step length a = −‖r‖/‖v‖ ≤ −1.  It is affine with weights summing to one, so
-    each leaf's expected counts still sum to U_k.  If it leaves the feasible set (a
+    the S3 step length a = −‖r‖/‖v‖ ≤ −1.  It is affine with weights summing to one,
+    so each leaf's expected counts still sum to U_k.  If it leaves the feasible set (a
     count below 10⁻⁶ of its value at m2), the step is backtracked towards the plain
     double EM step, a ← (a − 1)/2, up to 11 times; a = −1 is m2 itself.  No objective
     is evaluated: it cost as much as the EM steps and, in a sweep over random trees,
@@ -756,8 +761,11 @@ def draw_unlabeled_counts(key: Array, params: DirichletTreeParams, unlabeled: Ar
     k = unl.shape[0]
     n = params.theta.shape[0]
     del n
-    pis = jax.jit(jax.vmap(predictive, in_axes=(0, None)), static_argnums=1)(params, k)
+    pis = _batched_predictive(params, k)
     return {"pi": pis, "unlabeled_counts": _multinomial_draws(key, unl, pis)}
+
+
+_batched_predictive = jax.jit(jax.vmap(predictive, in_axes=(0, None)), static_argnums=1)
 
 
 # --------------------------------------------------------------------------------------
@@ -976,10 +984,15 @@ def dirichlet_tree(
     strength : float, default 1.0
         Weight of the score pseudo-counts (:func:`prior_from_scores`).
     em_iters : int, default 8
-        Accelerated EM iterations (SQUAREM cycles, :func:`em`) per ``fit``,
-        warm-started from the previous state.
-    gibbs_warmup, gibbs_thin : int
-        Settings of :func:`gibbs` used by ``sample``.
+        Accelerated EM iterations (SQUAREM cycles of 3 EM steps, :func:`em`) per
+        ``fit``, warm-started from the previous state.  On a 256-leaf pool with labels
+        arriving in 40 stages, 8 cycles kept π within ~0.01 (max over leaves and
+        stages, mean ~0.001) of the converged MAP; each fit cost ~0.3 ms (depth 8) /
+        ~0.15 ms (flat) of CPU.
+    gibbs_warmup, gibbs_thin : int, default 500, 1
+        Settings of :func:`gibbs` used by ``sample``.  Thinning saves memory, not CPU:
+        on large, mostly unlabeled pools check the effective sample size of the draws
+        (see the notes of :func:`gibbs`).
 
     Returns
     -------
@@ -987,6 +1000,11 @@ def dirichlet_tree(
         State: :class:`DirichletTreeParams` (the MAP estimate); ``predictive`` gives
         π(y|k) at the MAP (what 001 uses); ``sample`` runs :func:`gibbs`, warm-started
         at ``state`` when given.
+
+    Notes
+    -----
+    On CPU, running ``fit`` for many repeats with ``jax.lax.map`` was ~2x faster than
+    ``jax.vmap`` for the depth-8 tree (small per-level arrays batch poorly).
     """
     leaf_probs = _as_leaf_probs(leaf_probs)
     k = leaf_probs.shape[0]
@@ -1027,7 +1045,9 @@ def flat_dirichlet_tree(leaf_probs: Array, strength: float = 1.0, **kwargs) -> O
     OracleModel
     """
     leaf_probs = _as_leaf_probs(leaf_probs)
-    return dirichlet_tree(leaf_probs, depth=1, branching=leaf_probs.shape[0], strength=strength, **kwargs)
+    return dirichlet_tree(
+        leaf_probs, depth=1, branching=leaf_probs.shape[0], strength=strength, **kwargs
+    )
 
 
 def independent_dirichlet(leaf_probs: Array, strength: float = 1.0) -> OracleModel:

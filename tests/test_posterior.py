@@ -139,7 +139,7 @@ def _sbc_runner(k=16, per=150, n_draws=400):
         out = {"truth": true_g, "labels": lab.sum()}
         counts, unl = leaf_counts(cells, labeled, k)
         pi_bayes = model.sample(ks[7], counts, unl, n_draws)["pi"]
-        pi_control = control.sample(ks[7], counts, unl, n_draws)["pi"]
+        pi_control = jnp.broadcast_to(control.predictive(control.init_state()), pi_bayes.shape)  # labels ignored
         # one completion for both (one compiled copy of the multinomial sampler)
         post = pool_posterior_from_pi(ks[8], g, cells, labeled, jnp.concatenate([pi_bayes, pi_control]), k)
         for name, value in (("bayes", post.value[:n_draws]), ("control", post.value[n_draws:])):
