@@ -60,7 +60,13 @@ def item_patterns(measure, features, chunk: int = 65536) -> np.ndarray:
     """
     n = int(features.preds.shape[0])
     if getattr(measure, "pattern", None) is not None:
-        return np.asarray(measure.pattern(features), dtype=np.int64).reshape(n)
+        # in chunks: a 10^8-item pool must not be copied into JAX whole
+        big = 1 << 21
+        out = np.empty(n, np.int64)
+        for s in range(0, n, big):
+            sub = type(features)(*(jnp.asarray(a[s : s + big]) for a in features))
+            out[s : s + big] = np.asarray(measure.pattern(sub), dtype=np.int64).reshape(-1)
+        return out
     rows = []
     for s in range(0, n, chunk):
         sub = type(features)(*(np.asarray(a[s : s + chunk]) for a in features))
@@ -78,16 +84,26 @@ def _combine_keys(keys):
     1-D sort of N values, no N × k temporary) when the product of their ranges fits;
     otherwise a row-wise unique is used.
     """
-    cols = [np.asarray(k, dtype=np.int64).reshape(-1) for k in keys]
+    cols = [np.asarray(k).reshape(-1) for k in keys]
     radices = [int(c.max()) + 1 if c.size else 1 for c in cols]
     if float(np.prod([float(r) for r in radices])) < 2.0**62:
         key = np.zeros(cols[0].shape[0], dtype=np.int64)
         for c, r in zip(cols, radices):
             key *= r
-            key += c
+            key += c  # (no int64 copy of every column: 10^8 items)
+        n_keys = int(np.prod(radices))
+        if n_keys <= max(1 << 22, 4 * key.size):
+            # dense keys: O(N) counting instead of an O(N log N) sort (2.3 s at 10^7 items)
+            counts_all = np.bincount(key, minlength=n_keys)
+            present = counts_all > 0
+            group_of_key = np.cumsum(present) - 1
+            inv = group_of_key[key]
+            first_all = np.full(n_keys, key.size, dtype=np.int64)
+            np.minimum.at(first_all, key, np.arange(key.size, dtype=np.int64))
+            return inv, first_all[present], counts_all[present]
         _, first, inv, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
     else:  # pragma: no cover - astronomically many distinct keys
-        stacked = np.stack(cols, axis=1)
+        stacked = np.stack([c.astype(np.int64) for c in cols], axis=1)
         _, first, inv, counts = np.unique(stacked, axis=0, return_index=True, return_inverse=True, return_counts=True)
     return inv.reshape(-1), first, counts
 
@@ -113,19 +129,23 @@ def build_cells(pool, strata: Strata, measure, labels=None, extra_key=None, syst
     cells : CellTable
     item_cell : (N,) int64 — the cell of every item.
     """
-    feats = pool.features()
+    from .measures import Features
+
+    feats = Features(preds=pool.preds, scores=pool.scores, probs=pool.probs)  # NumPy; chunks go to JAX
     pattern = item_patterns(measure, feats)
-    wgroup = np.zeros(pool.n_items, np.int64) if pool.uniform_weights else np.unique(pool.weights, return_inverse=True)[1]
-    keys = [strata.index, pattern, wgroup.reshape(-1)]
+    keys = [strata.index, pattern]
+    if not pool.uniform_weights:
+        keys.append(np.unique(pool.weights, return_inverse=True)[1].reshape(-1))
     if extra_key is not None:
         keys.append(np.asarray(extra_key).reshape(-1))
     item_cell, first, counts = _combine_keys(keys)
+    del pattern
     x = int(first.shape[0])
     size = counts.astype(np.float64)
     rep = type(feats)(*(np.asarray(a)[first] for a in feats))
     loss = np.asarray(measure.loss(rep), dtype=np.float64)
     c = pool.n_classes
-    probs = np.asarray(pool.probs[:, system, :])
+    probs = pool.probs[:, system, :]  # a view: bincount reads one strided column at a time
     prior = np.stack([np.bincount(item_cell, weights=probs[:, j], minlength=x) for j in range(c)], axis=1)
     prior /= size[:, None]
     truth = np.zeros((x, c))

@@ -46,9 +46,10 @@ class Estimate(NamedTuple):
     """
 
     value: jnp.ndarray
-    cov: jnp.ndarray
+    cov: jnp.ndarray | None
     risk: jnp.ndarray
     n: jnp.ndarray
+    var: jnp.ndarray | None = None  # (m,) the diagonal of ``cov`` (marginal variances)
 
 
 def delta_cov(g, risk, cov_risk):
@@ -66,25 +67,34 @@ def _jvp_rows(g, risk, rows):
     return jax.vmap(lambda v: jax.jvp(gg, (risk,), (v,))[1])(rows)
 
 
-def _finish_rows(g, risk, loss, coef, n):
+def _diag_matrix(diag):
+    m = diag.shape[0]
+    return jnp.full((m, m), jnp.nan).at[jnp.diag_indices(m)].set(diag)
+
+
+def _finish_rows(g, risk, loss, coef, n, full_cov: bool = True):
     """Estimate with the covariance assembled from per-row products u_j = Dg ℓ_j:
     Cov(Ĝ) = (Σ_j c_j u_j u_jᵀ − (Dg R̂)(Dg R̂)ᵀ) / n; for measures with more than
-    FULL_COV_MAX components only its diagonal (the rest NaN), at O(rows × m) cost."""
+    FULL_COV_MAX components only its diagonal (the rest NaN), at O(rows × m) cost.
+    ``full_cov=False`` skips the (m, m) matrix for such measures (``cov`` is None; the
+    marginal variances are in ``var``): what the simulation's per-stage record needs."""
     n_safe = jnp.maximum(n, 1.0)
     value = jnp.atleast_1d(g(risk))
     m = value.shape[0]
     u = _jvp_rows(g, risk, loss)  # (J, m)
     v = _jvp_rows(g, risk, risk[None, :])[0]  # Dg R̂
+    bad = n < 1
     if m <= FULL_COV_MAX:
         cov = ((u * coef[:, None]).T @ u - jnp.outer(v, v)) / n_safe
+        cov = jnp.where(bad, jnp.nan, cov)
+        diag = jnp.diagonal(cov)
     else:
-        diag = (jnp.sum(coef[:, None] * u * u, axis=0) - v * v) / n_safe
-        cov = jnp.full((m, m), jnp.nan).at[jnp.diag_indices(m)].set(diag)
-    bad = n < 1
-    return Estimate(value=jnp.where(bad, jnp.nan, value), cov=jnp.where(bad, jnp.nan, cov), risk=risk, n=n)
+        diag = jnp.where(bad, jnp.nan, (jnp.sum(coef[:, None] * u * u, axis=0) - v * v) / n_safe)
+        cov = _diag_matrix(diag) if full_cov else None
+    return Estimate(value=jnp.where(bad, jnp.nan, value), cov=cov, risk=risk, n=n, var=diag)
 
 
-def is_estimate(g, loss, wsum, p_over_qn, n):
+def is_estimate(g, loss, wsum, p_over_qn, n, full_cov: bool = True):
     """Cell-level importance-weighted estimate.
 
     Parameters
@@ -94,11 +104,12 @@ def is_estimate(g, loss, wsum, p_over_qn, n):
     wsum : (J,) — Σ of the importance weights p/q_{j-1} of the draws that fell in the cell.
     p_over_qn : (J,) — p(x) / q_N(x) for the cell's items under the most recent proposal.
     n : scalar — number of draws (repeats included).
+    full_cov : bool — see :func:`_finish_rows`.
     """
     n_safe = jnp.maximum(n, 1.0)
     risk = (wsum @ loss) / n_safe
     coef = wsum * jnp.where(wsum > 0, p_over_qn, 0.0) / n_safe
-    return _finish_rows(g, risk, loss, coef, n)
+    return _finish_rows(g, risk, loss, coef, n, full_cov)
 
 
 def is_estimate_draws(g, loss, w, p_over_qn):
@@ -113,7 +124,7 @@ def is_estimate_draws(g, loss, w, p_over_qn):
     return is_estimate(g, loss, w, jnp.asarray(p_over_qn, dtype=jnp.float64), n)
 
 
-def stratified_estimate(g, loss, draws, stratum, stratum_mass, n_strata):
+def stratified_estimate(g, loss, draws, stratum, stratum_mass, n_strata, full_cov: bool = True):
     """Post-stratified estimate with proportional allocation (001 §5, "Stratified").
 
     ``loss`` (J, d) per cell, ``draws`` (J,) draws per cell, ``stratum`` (J,) its
@@ -137,21 +148,25 @@ def stratified_estimate(g, loss, draws, stratum, stratum_mass, n_strata):
     bessel = nk / jnp.maximum(nk - 1.0, 1.0)
     fac = wk**2 / nk * bessel  # (K,)
     cf = fac[stratum] * draws / nk[stratum]  # per-cell coefficient
+    bad = n < 1
     if m <= FULL_COV_MAX:
         cov = (u * cf[:, None]).T @ u - (ubar * fac[:, None]).T @ ubar
+        cov = jnp.where(bad, jnp.nan, cov)
+        diag = jnp.diagonal(cov)
     else:
         diag = jnp.sum(cf[:, None] * u * u, axis=0) - jnp.sum(fac[:, None] * ubar * ubar, axis=0)
-        cov = jnp.full((m, m), jnp.nan).at[jnp.diag_indices(m)].set(diag)
-    bad = n < 1
-    return Estimate(
-        value=jnp.where(bad, jnp.nan, value), cov=jnp.where(bad, jnp.nan, cov), risk=risk, n=n
-    )
+        diag = jnp.where(bad, jnp.nan, diag)
+        cov = _diag_matrix(diag) if full_cov else None
+    return Estimate(value=jnp.where(bad, jnp.nan, value), cov=cov, risk=risk, n=n, var=diag)
 
 
-def normal_interval(value, cov, level: float = 0.95):
-    """Marginal normal intervals Ĝ ± z_{(1+level)/2} sqrt(diag Cov(Ĝ)) (001 §3.3.2)."""
+def normal_interval(value, cov, level: float = 0.95, var=None):
+    """Marginal normal intervals Ĝ ± z_{(1+level)/2} sqrt(diag Cov(Ĝ)) (001 §3.3.2).
+
+    ``var`` (the marginal variances) may be given instead of ``cov`` (pass ``cov=None``)."""
     z = norm.ppf(0.5 + level / 2.0)
-    sd = jnp.sqrt(jnp.clip(jnp.diagonal(cov, axis1=-2, axis2=-1), 0.0))
+    diag = var if cov is None else jnp.diagonal(cov, axis1=-2, axis2=-1)
+    sd = jnp.sqrt(jnp.clip(diag, 0.0))
     return value - z * sd, value + z * sd
 
 

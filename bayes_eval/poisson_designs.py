@@ -129,6 +129,8 @@ FORMS = ("sqrt", "linear")
 WEIGHTS = ("equal", "linear", "quadratic", "cubic", "precision", "last")
 VARIANCES = ("model", "ht", "labeled", "labeled+ht")
 FIXED_SIZE = (None, "pareto", "sequential")
+#: the simulation keeps (rounds, d, d) covariances: measures with larger loss vectors are refused
+MAX_SIM_LOSS_DIM = 256
 
 
 # --------------------------------------------------------------------------------------
@@ -1085,7 +1087,8 @@ def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellT
                            model="dirichlet-tree", lam=0.9, eps=None, bayes=False, bayes_draws=200,
                            oracle="deterministic", estimator="ht", form=None, weights="quadratic", variance=None,
                            poisson_eps=1e-3, fixed_size=None, interval="normal", strength=1.0, em_iters=10,
-                           defensive=None, defensive_form="linear", variance_model=None):
+                           defensive=None, defensive_form="linear", variance_model=None,
+                           posterior_model="calibrated"):
     """What ``run_simulation(pool, measure, "poisson" | "poisson-adaptive", ...)`` calls.
 
     Builds the oracle model over the strata (:func:`bayes_eval.ais.make_model`, as the AIS
@@ -1095,6 +1098,13 @@ def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellT
     the Poisson floor is ``poisson_eps``.  Only the deterministic oracle is supported
     (Poisson designs label distinct items).
 
+    With ``bayes``, the Bayesian interval at each checkpoint is the finite-pool posterior
+    (:mod:`bayes_eval.posterior`) under ``posterior_model``: ``"calibrated"`` (default for
+    binary pools, the model of ``models/calibrated.py``, as for the other designs) or
+    ``"design"`` / a model name (the Dirichlet tree).  The posterior conditions on the
+    labeled items only; a Poisson design selects items by their scores and earlier labels,
+    so the selection is ignorable (001 §4.2) and the same posterior serves every design.
+
     Returns ``(SimResult, cells)``.
     """
     from .cells import build_cells
@@ -1102,11 +1112,15 @@ def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellT
 
     if oracle != "deterministic":
         raise ValueError("Poisson designs label distinct items: only the deterministic oracle is supported")
+    if cells.loss.shape[-1] > MAX_SIM_LOSS_DIM:
+        raise ValueError(f"the Poisson simulation forms (d, d) round covariances; measures with more than "
+                         f"{MAX_SIM_LOSS_DIM} loss components (this one has {cells.loss.shape[-1]}, e.g. a PR "
+                         f"curve) are not supported by it yet")
     k = strata.n_strata
     if design_name == "poisson":
         cells, _ = build_cells(pool, strata, measure, extra_key=prior_key(pool))
     om = None
-    if design_name == "poisson-adaptive" or variance == "model" or bayes:
+    if design_name == "poisson-adaptive" or variance == "model" or (bayes and not (posterior_model == "calibrated" and pool.n_classes == 2)):
         om = build_model(model, cells, k, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
     vmod = None
     if variance_model is not None and variance_model != model:
@@ -1116,7 +1130,16 @@ def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellT
                             eps=poisson_eps, lam=lam, fixed_size=fixed_size,
                             model=om if (design_name == "poisson-adaptive" or variance == "model") else None,
                             n_strata=k, defensive=defensive, defensive_form=defensive_form, variance_model=vmod)
+    bayes_model = None
+    if bayes:
+        if posterior_model == "calibrated" and pool.n_classes == 2:
+            from .ais import leaf_probs
+            from .models.calibrated import calibrated_model
+
+            bayes_model = calibrated_model(leaf_probs(cells, k))
+        else:
+            bayes_model = om
     res = simulate_poisson(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
-                           checkpoints=checkpoints, bayes_model=om if bayes else None, bayes_draws=bayes_draws,
+                           checkpoints=checkpoints, bayes_model=bayes_model, bayes_draws=bayes_draws,
                            interval=interval)
     return res, cells

@@ -387,7 +387,12 @@ class Pool:
         h = hashlib.sha256()
         for a in (self.preds, self.scores, self.probs, self.weights):
             h.update(np.ascontiguousarray(a).tobytes())
-        h.update(pd.util.hash_array(np.asarray(self.ids, dtype=object)).tobytes())
+        ids = np.asarray(self.ids)
+        if ids.dtype.kind in "iu":  # numeric ids: their bytes (hashing 10^7 objects took 20 s)
+            h.update(b"int-ids")
+            h.update(np.ascontiguousarray(ids.astype(np.int64)).tobytes())
+        else:
+            h.update(pd.util.hash_array(np.asarray(ids, dtype=object)).tobytes())
         h.update(str(self.n_classes).encode())
         return h.hexdigest()
 

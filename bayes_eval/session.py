@@ -41,6 +41,43 @@ The math is the simulation's (:mod:`bayes_eval.simulate`), run at item level:
 
 OASIS proposes for one label per stage (``Design.stage_size = 1``); in a session a batch
 of n uses one OASIS proposal, so it matches the simulation when ``n = 1``.
+
+Poisson designs (``poisson``, ``poisson-adaptive``; :mod:`bayes_eval.poisson_designs`)
+---------------------------------------------------------------------------------------
+* **Rounds = stages.**  ``next_batch(n)`` opens round r with budget n.  Its inclusion
+  probabilities per cell come from the simulation's own pure functions, compiled once per
+  core (:class:`_PoissonCore`): ``poisson-adaptive`` —
+  :func:`~bayes_eval.poisson_designs.round_proposal` fed by
+  :func:`~bayes_eval.poisson_designs.model_predictive` of the oracle model
+  (:func:`~bayes_eval.poisson_designs.build_model`), refitted with ``om.fit`` to all labels
+  after every round, as ``_run_rounds``; ``poisson`` (static, 000 Alg. 2) —
+  :func:`~bayes_eval.poisson_designs.static_proposal` at the cumulative budget, nested:
+  round r draws the increment ``(b_r - b_{r-1}) / (1 - b_{r-1})`` among the unlabeled
+  items.  The adaptive round is *complete* (``b = 1`` on every unlabeled item that can
+  matter, so the estimate becomes exact) when the budgets so far reach the number of such
+  items, the rule of ``simulate_poisson`` — and also when none is left (a random-size run
+  may label them all early; the session then closes with an exact estimate).
+* **Items** are distinct and never re-drawn; only the deterministic oracle is allowed.
+  :func:`poisson_pick` selects at item level with one uniform per pool row from
+  ``Generator(PCG64(SeedSequence([seed, r])))``: Poisson (``u < b``, random size, mean n)
+  or, by default for ``poisson-adaptive``, Pareto order sampling with target
+  probabilities ``b`` (exactly n items; ``fixed_size="sequential"``: Ohlsson's
+  sequential Poisson sampling).  Fixed-size rounds are approximately unbiased (the
+  estimator uses ``b`` as if the round were Poisson, as the simulation's
+  ``fixed_size``); ``fixed_size=None`` gives exactly unbiased random-size rounds.  A
+  round is a pure function of (seed, r, labels so far); a round that draws nothing is
+  recorded closed and the next one drawn.
+* **Estimator.**  Each closed round keeps the cell-level
+  :class:`~bayes_eval.poisson_designs.RoundRecord` (``b``, ``mean``, ``labeled_before``,
+  ``sampled`` by class, ``pred_var``); the estimate and CLT interval after round t are
+  :func:`~bayes_eval.poisson_designs.combine` over the records with the design's
+  weights, variance and complete round, as ``_estimates`` (static: the single Poisson
+  sample with ``b_t``).  Secondary measures reuse the records (their support must lie in
+  the first measure's).  The Bayesian interval is the same finite-pool posterior as for
+  the other designs (it needs only the labeled counts per cell).
+* **Persistence.**  A round is a stage; its items are draws with ``q = b`` and
+  ``weight = p/b``.  Replay recomputes every round's ``b`` from the stored labels with
+  the same compiled functions (bit for bit) and refuses a file whose stored ``q`` differ.
 """
 from __future__ import annotations
 
@@ -91,12 +128,22 @@ __all__ = [
     "draw_stage",
     "clear_cache",
     "SESSION_DESIGNS",
+    "POISSON_DESIGNS",
+    "POISSON_OPTIONS",
     "ORACLES",
+    "poisson_pick",
 ]
 
-SESSION_DESIGNS = ("passive", "stratified", "is", "oasis", "ais")
+SESSION_DESIGNS = ("passive", "stratified", "is", "oasis", "ais", "poisson", "poisson-adaptive")
+POISSON_DESIGNS = ("poisson", "poisson-adaptive")
+POISSON_SIZES = ("pareto", "sequential", None)
+#: settings of the Poisson designs a session takes in ``poisson_options`` (as
+#: :func:`bayes_eval.poisson_designs.run_poisson_simulation` names them)
+POISSON_OPTIONS = ("estimator", "form", "weights", "variance", "poisson_eps", "defensive", "defensive_form",
+                   "em_iters")
 ORACLES = ("deterministic", "stochastic")
 _CHUNK = 64
+_MAX_EMPTY_ROUNDS = 1000  # Poisson: rounds that drew nothing, recorded in one next_batch call at most
 _MAX_DRAWS = 4096 * _CHUNK  # as simulate_runs' max_chunks
 _RESERVED = ("item", "label", "draw", "stage", "q", "weight")
 _INT_RE = re.compile(r"^[+-]?\d+(\.0*)?$")
@@ -107,20 +154,54 @@ def _py(v):
 
 
 # ------------------------------------------------------------------------------ designs
+#: stands in for the oracle model when a Poisson design's settings are only validated
+_PLACEHOLDER_MODEL = object()
+
+
 def make_design(name: str, measure, cells, n_strata: int, *, oracle: str = "deterministic",
                 model: str = "dirichlet-tree", depth: int = 8, branching: int | None = None,
                 eps: float = 1e-3, lam: float = 0.9, delta: float = 0.0, plugin: str = "model",
-                strength: float = 1.0):
+                strength: float = 1.0, fixed_size: str | None = None, estimator: str = "ht",
+                form: str | None = None, weights: str = "quadratic", variance: str | None = None,
+                poisson_eps: float = 1e-3, defensive: float | None = None, defensive_form: str = "linear",
+                em_iters: int = 10):
     """Build a design by name, as :func:`bayes_eval.simulate.run_simulation` does.
 
     Returns ``(design, n_strata)``; the design's ``oracle`` is set to ``oracle`` (it
-    selects q_N in the estimator, as in ``simulate._estimate``).  ``is`` expects cells
-    split by the classifier's prior (``simulate.prior_key``).
+    selects q_N in the estimator, as in ``simulate._estimate``).  ``is`` and ``poisson``
+    expect cells split by the classifier's prior (``simulate.prior_key``).
+
+    ``poisson`` / ``poisson-adaptive`` return a
+    :class:`~bayes_eval.poisson_designs.PoissonDesign` built as
+    :func:`~bayes_eval.poisson_designs.run_poisson_simulation` builds it (the oracle
+    model by :func:`~bayes_eval.poisson_designs.build_model`; ``fixed_size``,
+    ``estimator``, ``form``, ``weights``, ``variance``, ``poisson_eps``, ``defensive``,
+    ``defensive_form``, ``em_iters`` as there); deterministic oracle only.
     """
     from . import designs as D
 
     if oracle not in ORACLES:
         raise SessionError(f"oracle must be one of {ORACLES}, got {oracle!r}")
+    if name in POISSON_DESIGNS:
+        if oracle != "deterministic":
+            raise SessionError(f"design {name!r} labels distinct items with inclusion probabilities: it needs the "
+                               f"deterministic oracle (one true label per item), not {oracle!r}")
+        from .poisson_designs import build_model, poisson_design
+
+        om = None
+        try:
+            if cells is not None and (name == "poisson-adaptive" or variance == "model"):
+                om = build_model(model, cells, n_strata, depth=depth, branching=branching, strength=strength,
+                                 em_iters=em_iters)
+            design = poisson_design(name, estimator=estimator, form=form, weights=weights, variance=variance,
+                                    eps=poisson_eps, lam=lam, fixed_size=fixed_size,
+                                    model=om if cells is not None else _PLACEHOLDER_MODEL, n_strata=n_strata,
+                                    defensive=defensive, defensive_form=defensive_form)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, SessionError):
+                raise
+            raise SessionError(f"design {name!r}: {exc}") from None
+        return design, n_strata
     if name == "passive":
         design = D.passive()
     elif name == "stratified":
@@ -134,9 +215,6 @@ def make_design(name: str, measure, cells, n_strata: int, *, oracle: str = "dete
 
         design, n_strata = ais_design(measure.g, cells, n_strata, model=model, depth=depth, branching=branching,
                                       strength=strength, eps0=eps, delta=delta, oracle=oracle, plugin=plugin)
-    elif name in ("poisson", "poisson-adaptive"):
-        raise SessionError(f"design {name!r} is not available in labeling sessions yet; "
-                           f"choose one of {', '.join(SESSION_DESIGNS)}")
     else:
         raise SessionError(f"unknown design {name!r}; choose one of {', '.join(SESSION_DESIGNS)}")
     return design._replace(oracle=oracle), n_strata
@@ -244,6 +322,89 @@ def draw_stage(rng: np.random.Generator, unl_q, lab_q, size, order, cell_start, 
                       np.asarray(qs, np.float64), np.asarray(gpos, np.int64), got < n)
 
 
+_PICK_CHUNK = 1 << 20
+
+
+def poisson_pick(rng: np.random.Generator, item_cell, labeled_mask, b_cell, n: int,
+                 method: str | None = None) -> np.ndarray:
+    """Select one Poisson round at item level (000 §3; fixed size: Pareto / sequential
+    Poisson sampling, as :func:`bayes_eval.poisson_designs.fixed_size_round_counts` on cells).
+
+    Every pool row ``i`` gets one uniform ``u_i`` — the ``i``-th of ``rng.random``, drawn in
+    row order in chunks whatever is labeled — so the round is a pure function of the
+    generator, the labeled rows and ``b``.  Candidates are the unlabeled rows whose cell
+    has ``b > 0``; rows with ``b = 1`` are always taken.
+
+    * ``method=None``: Poisson (Bernoulli) sampling, row ``i`` taken iff ``u_i < b_i``; the
+      size is random with mean ``sum b``.
+    * ``"pareto"`` (Rosén): the ``n - n_sure`` candidates of smallest
+      ``[u/(1-u)] / [b/(1-b)]``; ``"sequential"`` (Ohlsson): smallest ``u / b``.  Exactly
+      ``n`` rows unless fewer candidates exist (all are taken) or more rows have ``b = 1``.
+
+    Returns the rows, the ``b = 1`` rows first (in row order), then by rank (Poisson:
+    by ``u / b``).
+    """
+    item_cell = np.asarray(item_cell)
+    b_cell = np.clip(np.asarray(b_cell, np.float64), 0.0, 1.0)
+    n = int(n)
+    total = item_cell.size
+    sure_rows, rows, keys = [], [], []
+    for lo in range(0, total, _PICK_CHUNK):
+        hi = min(total, lo + _PICK_CHUNK)
+        u = rng.random(hi - lo)
+        bi = b_cell[item_cell[lo:hi]]
+        cand = (bi > 0) & ~labeled_mask[lo:hi]
+        sure = cand & (bi >= 1.0)
+        part = cand & ~sure
+        if method is None:
+            idx = np.flatnonzero(part & (u < bi))
+            key = u[idx] / bi[idx]
+        else:
+            idx = np.flatnonzero(part)
+            uu, bb = u[idx], bi[idx]
+            if method == "pareto":
+                key = (uu / (1.0 - uu)) / (bb / (1.0 - bb))
+            elif method == "sequential":
+                key = uu / bb
+            else:
+                raise SessionError(f"fixed-size method must be one of {POISSON_SIZES}, got {method!r}")
+            if idx.size > n:
+                keep = np.argpartition(key, n - 1)[:n] if n > 0 else np.zeros(0, np.int64)
+                idx, key = idx[keep], key[keep]
+        sure_rows.append(np.flatnonzero(sure) + lo)
+        rows.append(idx + lo)
+        keys.append(key)
+    sure_r = np.concatenate(sure_rows) if sure_rows else np.zeros(0, np.int64)
+    cand_r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    cand_k = np.concatenate(keys) if keys else np.zeros(0)
+    order = np.lexsort((cand_r, cand_k))
+    if method is not None:
+        order = order[:max(n - sure_r.size, 0)]
+    return np.concatenate([sure_r, cand_r[order]]).astype(np.int64)
+
+
+class _PoissonCore(NamedTuple):
+    """The pure functions of a Poisson design in a session, jit-compiled once per core.
+
+    ``propose``: adaptive ``(model_state, labeled, budget, complete) -> (RoundProposal,
+    pi_cell)`` — :func:`~bayes_eval.poisson_designs.round_proposal` fed by
+    :func:`~bayes_eval.poisson_designs.model_predictive`, as ``_run_rounds`` does; static
+    ``(cumulative_budget) -> RoundProposal`` (:func:`~bayes_eval.poisson_designs.static_proposal`).
+    ``fit``: ``(model_state, labeled) -> (model_state, pi_after)`` (None without a model).
+    ``estimate_fns``: per measure, :func:`~bayes_eval.poisson_designs.combine` on the
+    stacked round records.
+    """
+
+    design: Any  # PoissonDesign
+    model: Any  # the oracle model refitted after every round (None: static without variance="model")
+    support: np.ndarray  # (X,) bool: cells whose items need b > 0 (the first measure's estimator)
+    n_support: float  # items in those cells
+    pi_static: Any  # (X, C) λ-mixed prior predictive (static design), else None
+    propose: Callable
+    fit: Callable | None
+    estimate_fns: tuple
+
+
 # ------------------------------------------------------------------------------ the core
 class _Core(NamedTuple):
     """Everything derived from (pool, configuration) alone: strata, cells, the design and
@@ -265,6 +426,7 @@ class _Core(NamedTuple):
     estimate_fns: tuple
     id_index: Any
     jitted: dict  # further compiled functions built on demand (the posterior)
+    poisson: Any = None  # _PoissonCore for the Poisson designs (then ``init`` gives the model state)
 
 
 _CORE_CACHE: "OrderedDict[tuple, _Core]" = OrderedDict()
@@ -296,7 +458,7 @@ def _build_core(pool, measures, cfg, progress) -> _Core:
     progress("building cells", 0, 1)
     feats = pool.features()
     extra = [item_patterns(m, feats) for m in measures[1:]]
-    if d["name"] == "is":
+    if d["name"] in ("is", "poisson"):
         extra.append(prior_key(pool, system=system))
     extra_key = _combine(extra) if extra else None
     cells, item_cell = build_cells(pool, strata, measures[0], extra_key=extra_key, system=system)
@@ -312,6 +474,23 @@ def _build_core(pool, measures, cfg, progress) -> _Core:
     design, n_strata = make_design(d["name"], measures[0], cells, strata.n_strata, oracle=cfg["oracle"], **kw)
     xc, c, dd = cells.loss.shape
     g0 = measures[0].g
+    ids = np.asarray(pool.ids)
+    if ids.dtype.kind in "iu":
+        id_index = None if np.array_equal(ids, np.arange(ids.size)) else pd.Index(ids.astype(np.int64))
+    else:
+        id_index = pd.Index(ids.astype(str))
+    common = dict(
+        strata=strata, cells=cells, item_cell=item_cell, order=order, cell_start=cell_start,
+        size=np.asarray(cells.size).astype(np.int64), p_cell=np.asarray(cells.weight, dtype=np.float64),
+        stratum=np.asarray(cells.stratum, dtype=np.int64), loss_tables=tuple(loss_tables), design=design,
+        n_strata=int(n_strata), id_index=id_index, jitted={})
+    if d["name"] in POISSON_DESIGNS:
+        pc = _build_poisson(design, measures, cells, loss_tables, int(n_strata))
+
+        def init_poisson():
+            return (pc.model.init_state() if pc.model is not None else ()), None
+
+        return _Core(init=init_poisson, step=None, estimate_fns=pc.estimate_fns, poisson=pc, **common)
 
     def init():
         state = design.init(cells)
@@ -334,18 +513,92 @@ def _build_core(pool, measures, cfg, progress) -> _Core:
 
         return jax.jit(est)
 
-    ids = np.asarray(pool.ids)
-    if ids.dtype.kind in "iu":
-        id_index = None if np.array_equal(ids, np.arange(ids.size)) else pd.Index(ids.astype(np.int64))
+    return _Core(init=jax.jit(init), step=jax.jit(step), estimate_fns=tuple(make_est(j) for j in range(len(measures))),
+                 **common)
+
+
+def _build_poisson(design, measures, cells, loss_tables, n_strata: int) -> _PoissonCore:
+    """The jit-compiled functions of a Poisson design: the round proposal and the model
+    refit exactly as ``poisson_designs._run_rounds`` computes them, and the estimator of
+    ``poisson_designs._estimates`` (:func:`~bayes_eval.poisson_designs.combine`)."""
+    from . import poisson_designs as PD
+
+    om = design.model
+    k = n_strata
+    g0 = measures[0].g
+    x, c, _ = cells.loss.shape
+    sup = np.asarray(PD.support_mask(cells.loss, design.estimator))
+    for j in range(1, len(measures)):
+        sj = np.asarray(PD.support_mask(loss_tables[j], design.estimator))
+        if np.any(sj & ~sup):
+            raise SessionError(
+                f"measure {measures[j].name!r} needs labels of items that {measures[0].name!r} (the measure the "
+                f"Poisson design targets) never asks for: its {design.estimator!r} estimator would be biased; "
+                f"put {measures[j].name!r} first or use separate sessions")
+    n_sup = float(np.sum(np.asarray(cells.size) * sup))
+    need_pi_after = design.variance == "model"
+
+    if design.adaptive:
+        def propose(mstate, labeled, budget, complete):
+            counts = PD._leaf_counts(cells, labeled, k)[0]
+            pi = PD.model_predictive(om, mstate, counts)[cells.stratum]
+            prop = PD.round_proposal(g0, cells, labeled, pi, budget, estimator=design.estimator, form=design.form,
+                                     eps=design.eps, complete=complete, defensive=design.defensive,
+                                     defensive_form=design.defensive_form)
+            return prop, pi
+
+        pi_static = None
     else:
-        id_index = pd.Index(ids.astype(str))
-    return _Core(
-        strata=strata, cells=cells, item_cell=item_cell, order=order, cell_start=cell_start,
-        size=np.asarray(cells.size).astype(np.int64), p_cell=np.asarray(cells.weight, dtype=np.float64),
-        stratum=np.asarray(cells.stratum, dtype=np.int64), loss_tables=tuple(loss_tables), design=design,
-        n_strata=int(n_strata), init=jax.jit(init), step=jax.jit(step),
-        estimate_fns=tuple(make_est(j) for j in range(len(measures))), id_index=id_index, jitted={},
-    )
+        def propose(budget):
+            return PD.static_proposal(g0, cells, budget, lam=design.lam, estimator=design.estimator,
+                                      form=design.form, eps=design.eps)
+
+        pi_static = np.asarray(PD.prior_predictive(cells, design.lam))
+
+    fit = None
+    if om is not None:
+        def fit(mstate, labeled):
+            counts, unl = PD._leaf_counts(cells, labeled, k)
+            mstate = om.fit(mstate, counts, unl)
+            if need_pi_after:
+                pi_after = PD.model_predictive(om, mstate, counts)[cells.stratum]
+            else:
+                pi_after = jnp.zeros((x, c))
+            return mstate, pi_after
+
+        fit = jax.jit(fit)
+
+    def make_est(j):
+        cells_j = cells._replace(loss=loss_tables[j])
+        g = measures[j].g
+        dj = int(loss_tables[j].shape[2])
+
+        def mean_of(mean0, pis):
+            # the round's model prediction m_r for measure j (the proposal's own for the first)
+            if j == 0:
+                return mean0
+            if design.estimator == "ht":
+                return jnp.zeros(pis.shape[:-1] + (dj,))
+            return jnp.einsum("...xc,xcd->...xd", pis, cells_j.loss)
+
+        if design.adaptive:
+            def est(b, mean0, pis, lb, sampled, pv, t, lnow, pi_now, cr):
+                recs = PD.RoundRecord(b, mean_of(mean0, pis), lb, sampled, pv)
+                return PD.combine(g, cells_j, recs, t, weights=design.weights, variance=design.variance,
+                                  labeled_now=lnow, pi_now=pi_now, complete_round=cr)
+        else:
+            def est(b, mean0, pi, lnow, pv, pi_now):
+                # the estimate after stage t is the single Poisson sample with b_t (as _estimates)
+                rec = PD.RoundRecord(b[None], mean_of(mean0, pi)[None], jnp.zeros_like(lnow)[None], lnow[None],
+                                     pv[None])
+                return PD.combine(g, cells_j, rec, 0, weights="equal", variance=design.variance, labeled_now=lnow,
+                                  pi_now=pi_now, complete_round=None)
+
+        return jax.jit(est)
+
+    return _PoissonCore(design=design, model=om, support=sup, n_support=n_sup, pi_static=pi_static,
+                        propose=jax.jit(propose), fit=fit,
+                        estimate_fns=tuple(make_est(j) for j in range(len(measures))))
 
 
 def _get_core(pool, measures, cfg, fingerprint, progress) -> _Core:
@@ -362,6 +615,47 @@ def _get_core(pool, measures, cfg, fingerprint, progress) -> _Core:
     else:
         _CORE_CACHE.move_to_end(key)
     return core
+
+
+def _poisson_config(design, model, depth, branching, strength, lam, fixed_size, options, oracle) -> dict:
+    """The JSON configuration of a Poisson design, every default resolved (so that a
+    session file replays under later defaults too)."""
+    if oracle != "deterministic":
+        make_design(design, None, None, 0, oracle=oracle)  # raises the explanatory error
+    opts = dict(options or {})
+    unknown = sorted(set(opts) - set(POISSON_OPTIONS))
+    if unknown:
+        raise SessionError(f"unknown Poisson option(s) {unknown}; valid: {', '.join(POISSON_OPTIONS)}")
+    aliases = {"exact": "pareto", "random": None, "none": None}
+    if isinstance(fixed_size, str) and fixed_size in aliases:
+        fixed_size = aliases[fixed_size]
+    if fixed_size == "auto":
+        fixed_size = "pareto" if design == "poisson-adaptive" else None
+    if fixed_size not in POISSON_SIZES:
+        raise SessionError(f"fixed_size must be 'auto', 'exact', 'pareto', 'sequential' or None ('random'), "
+                           f"got {fixed_size!r}")
+    if fixed_size is not None and design == "poisson":
+        raise SessionError("the static 'poisson' design is nested Poisson sampling: its rounds have a random size "
+                           "(mean n); fixed-size rounds are offered for 'poisson-adaptive' only")
+    try:
+        for key in ("poisson_eps", "defensive"):
+            if opts.get(key) is not None:
+                opts[key] = float(opts[key])
+        if opts.get("em_iters") is not None:
+            opts["em_iters"] = int(opts["em_iters"])
+    except (TypeError, ValueError) as exc:
+        raise SessionError(f"bad Poisson option: {exc}") from None
+    em_iters = opts.pop("em_iters", None)
+    em_iters = 10 if em_iters is None else em_iters
+    if em_iters < 1:
+        raise SessionError(f"em_iters must be >= 1, got {em_iters}")
+    kw = {k: v for k, v in opts.items() if v is not None}
+    pd_design, _ = make_design(design, None, None, 0, lam=float(lam), fixed_size=fixed_size, **kw)  # validates
+    return {"model": model, "depth": int(depth), "branching": branching, "strength": float(strength),
+            "em_iters": int(em_iters), "fixed_size": fixed_size, "estimator": pd_design.estimator,
+            "form": pd_design.form, "weights": pd_design.weights, "variance": pd_design.variance,
+            "poisson_eps": pd_design.eps, "defensive": pd_design.defensive,
+            "defensive_form": pd_design.defensive_form, "lam": pd_design.lam}
 
 
 # ------------------------------------------------------------------------------ measures
@@ -597,6 +891,11 @@ class Session:
         self._snapshots: list[StageSnapshot] = []
         self._est_cache: dict = {}
         self._post_cache: dict = {}
+        # Poisson designs: one record per closed round (RoundRecord fields and more, numpy)
+        self._poisson = core.poisson
+        self._rounds: list[dict] = []
+        self._cum_budget = 0.0  # sum of the rounds' budgets n (closed and open)
+        self._complete_round = -1  # the round that labeled every item that can matter
 
     @classmethod
     def create(cls, path: str, pool, measure="f1", design: str = "ais", *, seed: int = 0,
@@ -606,7 +905,7 @@ class Session:
                strata_method: str = "csf", keep_empty: bool | None = None, system: int = 0,
                thresholds: int = 1024, beta: float = 1.0,
                label_map: dict | None = None, posterior_model: str = "calibrated", pool_path: str | None = None,
-               progress=None) -> "Session":
+               progress=None, fixed_size: str | None = "auto", poisson_options: dict | None = None) -> "Session":
         """Start a new session in a new file ``path``.
 
         Parameters
@@ -619,7 +918,9 @@ class Session:
             "beta": 2}``) or Measure objects; the labels serve every measure (001
             §3.3.1), the design targets the first.  Custom Measure objects must be
             passed again to :meth:`open`.
-        design : {"passive", "stratified", "is", "oasis", "ais"}
+        design : {"passive", "stratified", "is", "oasis", "ais", "poisson", "poisson-adaptive"}
+            The Poisson designs (deterministic oracle only) label distinct items in
+            rounds, see the module docstring.
         seed : int
             Seeds every stage's generator (with the stage index).
         oracle : {"deterministic", "stochastic"}
@@ -643,6 +944,24 @@ class Session:
         pool_path : str, optional
             Where the pool lives, so that :meth:`open` (and the CLI) can reload it.
         progress : callable(message, done, total), optional
+        fixed_size : {"auto", "pareto", "sequential", None}
+            Poisson designs: how a round of ``next_batch(n)`` is drawn.  ``"auto"``
+            (default): ``"pareto"`` for ``poisson-adaptive`` — exactly ``n`` items by
+            Pareto sampling with the round's inclusion probabilities as targets
+            (``"exact"`` is an alias); ``"sequential"``: Ohlsson's sequential Poisson
+            sampling; ``None`` (alias ``"random"``): true Poisson rounds of random size
+            with mean ``n`` (exactly unbiased).  The static ``poisson`` design is nested
+            Poisson sampling, always of random size.
+        poisson_options : dict, optional
+            Further settings of the Poisson designs, named as in
+            :func:`~bayes_eval.poisson_designs.run_poisson_simulation`: ``estimator``
+            (``"ht"``), ``form``, ``weights`` (``"quadratic"``), ``variance``,
+            ``poisson_eps`` (the relative floor of the deviations, 1e-3), ``defensive``,
+            ``defensive_form``, ``em_iters``; defaults as
+            :func:`~bayes_eval.poisson_designs.poisson_design` (recorded resolved in the
+            session file).  ``model``, ``depth``, ``branching``, ``strength`` choose the
+            oracle model of ``poisson-adaptive`` as for AIS; ``lam`` the λ-mixing of the
+            static design.
         """
         from .pool import Pool
 
@@ -665,6 +984,12 @@ class Session:
             dkw.update(lam=float(lam), eps=float(eps))
         elif design == "oasis":
             dkw.update(eps=float(eps))
+        elif design in POISSON_DESIGNS:
+            dkw.update(_poisson_config(design, model, depth, branching, strength, lam, fixed_size, poisson_options,
+                                       oracle))
+        if design not in POISSON_DESIGNS and (fixed_size != "auto" or poisson_options):
+            raise SessionError(f"fixed_size and poisson_options apply to the Poisson designs "
+                               f"({', '.join(POISSON_DESIGNS)}), not to {design!r}")
         from . import __version__
 
         config = {
@@ -808,8 +1133,32 @@ class Session:
 
     @property
     def proposal(self):
-        """The current proposal (per-item probabilities on cells, ``Proposal(unl, lab)``)."""
+        """The current proposal (per-item probabilities on cells, ``Proposal(unl, lab)``).
+
+        Poisson designs: the :class:`~bayes_eval.poisson_designs.RoundProposal` (``b`` per
+        cell, ...) of the open round, else of the last closed one (None before any)."""
+        if self._poisson is not None and self._open is not None:
+            return self._open["round"]["prop"]
         return self._prop
+
+    @property
+    def is_exact(self) -> bool:
+        """Poisson designs: a closed round has labeled every item that can matter, so
+        the estimate equals the measure on the pool (no sampling error)."""
+        if self._poisson is None or self._complete_round < 0:
+            return False
+        if self._poisson.design.adaptive:
+            return True
+        unl = self._core.size - self._labeled.sum(1)
+        return bool(np.sum(unl * self._poisson.support) == 0)
+
+    @property
+    def rounds(self) -> list:
+        """Poisson designs: one dict per closed round — ``b``, ``mean``, ``pi``,
+        ``labeled_before``, ``sampled``, ``pred_var`` (the cell-level
+        :class:`~bayes_eval.poisson_designs.RoundRecord`), ``pi_after``, ``complete``,
+        ``budget``, ``cum``."""
+        return list(self._rounds)
 
     @property
     def cells(self):
@@ -855,8 +1204,18 @@ class Session:
         self._progress("replaying stages", n, n)
 
     # ------------------------------------------------------------------ stage bookkeeping
-    def _begin_stage(self, st: dict, rows, cells, new, q, w):
-        """Record a stage's draws in memory and open it."""
+    def _begin_stage(self, st: dict, rows, cells, new, q, w, pround: dict | None = None):
+        """Record a stage's draws in memory and open it.
+
+        Poisson designs: ``pround`` is the round's proposal (:meth:`_poisson_round`);
+        on replay it is recomputed from the labels so far and checked against the
+        inclusion probabilities the stored items were drawn with."""
+        if self._poisson is not None:
+            if pround is None:
+                pround = self._poisson_round(int(st["n_requested"]))
+                self._check_round(st, np.asarray(rows, np.int64), np.asarray(cells, np.int64),
+                                  np.asarray(q, np.float64), pround)
+            self._cum_budget = pround["cum"]
         first = len(self._draws)
         self._draws.extend(int(st["stage"]), rows, cells, new, q, w)
         pending: "OrderedDict[int, int]" = OrderedDict()  # deterministic: row -> draw; stochastic: draw -> row
@@ -871,7 +1230,106 @@ class Session:
                 pending[int(rows[k])] = did
         self._stages.append(dict(st))
         self._open = {"stage": int(st["stage"]), "first": first, "end": len(self._draws), "pending": pending,
-                      "opened_at": st["opened_at"]}
+                      "opened_at": st["opened_at"], "round": pround}
+
+    # ------------------------------------------------------------------ Poisson rounds
+    def _poisson_round(self, n: int) -> dict:
+        """The next round's inclusion probabilities given the closed rounds (pure).
+
+        Adaptive: :func:`~bayes_eval.poisson_designs.round_proposal` with the model's
+        predictive after the last refit, budget ``n``; the round is *complete* (``b = 1``
+        on every unlabeled item that can matter) when the budgets so far reach the
+        number of such items — the rule of ``simulate_poisson`` — or when none is left.
+        Static: :func:`~bayes_eval.poisson_designs.static_proposal` at the cumulative
+        budget; the round draws the increment ``(b_t - b_{t-1}) / (1 - b_{t-1})`` among
+        the unlabeled items (nested Poisson samples, as ``_run_rounds``).
+        """
+        pc = self._poisson
+        cum = self._cum_budget + float(n)
+        unl = self._core.size - self._labeled.sum(1)
+        u_sup = float(np.sum(unl * pc.support))
+        if pc.design.adaptive:
+            complete = bool(cum >= pc.n_support or u_sup <= 0)
+            prop, pi = pc.propose(self._dstate, jnp.asarray(self._labeled), jnp.asarray(float(n)),
+                                  jnp.asarray(complete))
+            prop = jax.tree_util.tree_map(np.asarray, prop)
+            b = prop.b
+            draw_b = b
+            pi = np.asarray(pi)
+        else:
+            complete = bool(cum >= pc.n_support)
+            prop = jax.tree_util.tree_map(np.asarray, pc.propose(jnp.asarray(cum)))
+            b = prop.b
+            b_prev = self._rounds[-1]["b"] if self._rounds else np.zeros_like(b)
+            still = b_prev < 1.0
+            draw_b = np.clip(np.where(still, (b - b_prev) / np.where(still, 1.0 - b_prev, 1.0), 0.0), 0.0, 1.0)
+            pi = pc.pi_static
+        return {"budget": float(n), "cum": cum, "complete": complete, "prop": prop, "b": b, "draw_b": draw_b,
+                "pi": pi, "u_sup": u_sup}
+
+    def _check_round(self, st, rows, cells, q, pround):
+        """Replay check: the stored items' inclusion probabilities are those recomputed
+        from the labels (else the file was written under other settings or code)."""
+        if cells.size == 0:
+            return
+        want = pround["b"][cells]
+        if not np.allclose(q, want, rtol=1e-9, atol=0.0):
+            k = int(np.flatnonzero(~np.isclose(q, want, rtol=1e-9, atol=0.0))[0])
+            raise SessionError(
+                f"{self.path}: round {st['stage']} cannot be replayed: its items were drawn with inclusion "
+                f"probability {q[k]!r} (item {_py(np.asarray(self.pool.ids)[rows[k]])!r}) but the labels so far give "
+                f"{want[k]!r}; "
+                f"the file was written by another version of bayes_eval or is damaged")
+
+    def _next_poisson(self, n: int) -> pd.DataFrame:
+        """Start the next Poisson round of budget ``n`` (see :meth:`next_batch`)."""
+        pc = self._poisson
+        core = self._core
+        adaptive = pc.design.adaptive
+        method = pc.design.fixed_size if adaptive else None
+        ids = np.asarray(self.pool.ids)
+        empty_rounds = 0
+        while True:
+            rd = self._poisson_round(n)
+            stage = len(self._stages)
+            if rd["u_sup"] <= 0 and not (adaptive and self._complete_round < 0):
+                return self._poisson_frame(stage, stalled=True, empty_rounds=empty_rounds)
+            rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(self.seed), stage])))
+            lab_mask = np.zeros(core.item_cell.size, bool)
+            lab_mask[self._lab_rows] = True
+            rows = poisson_pick(rng, core.item_cell, lab_mask, rd["draw_b"], int(n), method)
+            cells = core.item_cell[rows]
+            q = rd["b"][cells]
+            w = core.p_cell[cells] / q
+            now = time.time()
+            st = {"stage": stage, "n_requested": int(n), "n_new": int(rows.size), "n_draws": int(rows.size),
+                  "stalled": 0, "rng_state": json.dumps(rng.bit_generator.state), "opened_at": now}
+            new = np.ones(rows.size, bool)
+            if rows.size == 0:
+                # a round that drew nothing (Poisson: probability prod(1 - b)) is still a round of the
+                # design: record it, closed, and go on to the next, as the simulation does
+                self._store.add_stage(st, [], closed_at=now)
+                self._begin_stage({**st, "closed_at": now}, rows, cells, new, q, w, pround=rd)
+                self._commit_close(self._close_state(time_closed=now))
+                empty_rounds += 1
+                if rd["u_sup"] <= 0 or empty_rounds >= _MAX_EMPTY_ROUNDS:
+                    return self._poisson_frame(stage + 1, stalled=rd["u_sup"] <= 0, empty_rounds=empty_rounds)
+                continue
+            first = len(self._draws)
+            rows_db = [(first + k, stage, int(r), _py(ids[r]), 1, float(q[k]), float(w[k]))
+                       for k, r in enumerate(rows)]
+            self._store.add_stage(st, rows_db)
+            self._begin_stage({**st, "closed_at": None}, rows, cells, new, q, w, pround=rd)
+            df = self.pending()
+            df.attrs.update(reissued=False, stalled=False, complete=bool(rd["complete"]), expected_size=float(n),
+                            empty_rounds=empty_rounds)
+            return df
+
+    def _poisson_frame(self, stage, stalled, empty_rounds=0):
+        df = self._frame(np.zeros(0, np.int64), [], [], [], stage)
+        df.attrs.update(reissued=False, stalled=bool(stalled), complete=False, expected_size=0.0,
+                        empty_rounds=empty_rounds)
+        return df
 
     def _close_state(self, extra_labels: dict | None = None, time_closed=None):
         """The state after closing the open stage (pure: nothing is mutated).
@@ -890,6 +1348,8 @@ class Session:
             lab_of = self._label_of if not extra_labels else {**self._label_of, **extra_labels}
             y = np.asarray([lab_of[int(r)] for r in rows], np.int64)
             obs_mask = new
+        if self._poisson is not None:
+            return self._close_poisson(op, rows, cells, y, w, time_closed)
         idx = cells * c + y
         labeled = self._labeled + np.bincount(idx[obs_mask], minlength=x * c).reshape(x, c)
         draw_counts = self._draw_counts + np.bincount(idx, minlength=x * c).reshape(x, c)
@@ -910,7 +1370,43 @@ class Session:
         if not self._stochastic:
             nr = rows[new]
             new_lab = (nr, cells[new], y[new], self._gpos(nr, cells[new]))
-        return snap, dstate, new_lab
+        return snap, dstate, new_lab, None
+
+    def _close_poisson(self, op, rows, cells, y, w, time_closed):
+        """The state after a Poisson round's labels (pure): the round's cell-level
+        :class:`~bayes_eval.poisson_designs.RoundRecord` and the model refitted to all
+        labels (``_run_rounds``)."""
+        pc = self._poisson
+        c = self._n_classes
+        x = self._core.cells.n_cells
+        rd = op["round"]
+        idx = cells * c + y
+        sampled = np.bincount(idx, minlength=x * c).reshape(x, c).astype(np.float64)
+        labeled = self._labeled + sampled
+        if pc.fit is not None:
+            mstate, pi_after = pc.fit(self._dstate, jnp.asarray(labeled))
+            jax.block_until_ready(mstate)
+            pi_after = np.asarray(pi_after)
+        else:
+            mstate, pi_after = self._dstate, np.zeros((x, c))
+        prop = rd["prop"]
+        if pc.design.adaptive:
+            lb, smp = self._labeled, sampled
+        else:  # the static estimate after stage t is one Poisson sample with b_t over the pool
+            lb, smp = np.zeros((x, c)), labeled
+        rnd = {"b": rd["b"], "mean": np.asarray(prop.mean), "pi": rd["pi"], "labeled_before": lb, "sampled": smp,
+               "pred_var": np.asarray(prop.pred_var), "pi_after": pi_after, "complete": rd["complete"],
+               "budget": rd["budget"], "cum": rd["cum"]}
+        n_new = int(rows.size)
+        snap = StageSnapshot(
+            stage=op["stage"], n_new=n_new, labels=self._n_labels + n_new, draws=self._n_draws + n_new,
+            labeled=labeled, draw_counts=self._draw_counts + sampled,
+            wsum=self._wsum + np.bincount(idx, weights=w, minlength=x * c).reshape(x, c), prop_used=prop, prop=prop,
+            sum_w=self._sum_w + float(w.sum()), sum_w2=self._sum_w2 + float((w * w).sum()),
+            max_weight=max(self._max_w, float(w.max()) if w.size else 0.0), opened_at=op["opened_at"],
+            closed_at=time_closed)
+        new_lab = (rows, cells, y, self._gpos(rows, cells))
+        return snap, mstate, new_lab, rnd
 
     def _gpos(self, rows, cells):
         """Positions of ``rows`` in ``order`` (rows of a cell are sorted within it)."""
@@ -923,7 +1419,11 @@ class Session:
         return out
 
     def _commit_close(self, closed):
-        snap, dstate, new_lab = closed
+        snap, dstate, new_lab, rnd = closed
+        if rnd is not None:
+            self._rounds.append(rnd)
+            if rnd["complete"] and self._complete_round < 0:
+                self._complete_round = len(self._rounds) - 1
         self._snapshots.append(snap)
         self._dstate = dstate
         self._prop = snap.prop
@@ -986,6 +1486,16 @@ class Session:
         design's update sees whole stages (``df.attrs["reissued"]`` is then True).
         Fewer than ``n`` rows come back only when the pool has no unlabeled item left
         that the proposal can reach (``df.attrs["stalled"]``).
+
+        Poisson designs: the batch is one round of budget ``n`` — distinct unlabeled
+        items, ``q`` their inclusion probability ``b`` and ``weight`` = p(x)/b.  With
+        fixed-size rounds (the default of ``poisson-adaptive``) it has exactly ``n`` rows,
+        fewer only in the round that labels every item that can still matter
+        (``df.attrs["complete"]``: once labeled, the estimate is exact); with random-size
+        rounds (``fixed_size=None``, and the static ``poisson`` design) its size is random
+        with mean ``n``.  A round that happens to draw no item is recorded (closed) and the
+        next round is drawn (``df.attrs["empty_rounds"]`` counts them).  Empty and
+        ``stalled`` when no item that can matter is left unlabeled.
         """
         if self._open is not None:
             df = self.pending()
@@ -994,6 +1504,8 @@ class Session:
             return df
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise SessionError(f"the batch size must be a positive integer, got {n!r}")
+        if self._poisson is not None:
+            return self._next_poisson(int(n))
         core = self._core
         stage = len(self._stages)
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(self.seed), stage])))
@@ -1247,12 +1759,44 @@ class Session:
     # ------------------------------------------------------------------ estimates
     def _est(self, snap_index: int, j: int):
         key = (snap_index, j)
+        if key not in self._est_cache and self._poisson is not None:
+            est = self._est_poisson(snap_index, j)
+            self._est_cache[key] = (np.asarray(est.value), np.asarray(est.cov), np.asarray(est.risk))
         if key not in self._est_cache:
             s = self._snapshots[snap_index]
             est = self._core.estimate_fns[j](jnp.asarray(s.labeled), jnp.asarray(s.draw_counts), jnp.asarray(s.wsum),
                                              jnp.asarray(float(s.draws)), s.prop)
             self._est_cache[key] = (np.asarray(est.value), np.asarray(est.cov), np.asarray(est.risk))
         return self._est_cache[key]
+
+    def _est_poisson(self, i: int, j: int):
+        """:func:`~bayes_eval.poisson_designs.combine` after round ``i`` for measure ``j``,
+        as ``poisson_designs._estimates`` computes it in the simulation.  The adaptive
+        design's round records are stacked and zero-padded to a power of two (rounds after
+        ``i`` get weight 0), so that a few compilations serve every round count."""
+        pc = self._poisson
+        fn = pc.estimate_fns[j]
+        snap = self._snapshots[i]
+        rr = self._rounds
+        if not pc.design.adaptive:
+            r = rr[i]
+            return fn(jnp.asarray(r["b"]), jnp.asarray(r["mean"]), jnp.asarray(r["pi"]), jnp.asarray(snap.labeled),
+                      jnp.asarray(r["pred_var"]), jnp.asarray(r["pi_after"]))
+        cap = 8
+        while cap < i + 1:
+            cap *= 2
+
+        def stack(key):
+            first = np.asarray(rr[0][key], np.float64)
+            out = np.zeros((cap,) + first.shape)
+            for k in range(i + 1):
+                out[k] = rr[k][key]
+            return jnp.asarray(out)
+
+        cr = self._complete_round if 0 <= self._complete_round <= i else -1
+        return fn(stack("b"), stack("mean"), stack("pi"), stack("labeled_before"), stack("sampled"),
+                  stack("pred_var"), jnp.asarray(i), jnp.asarray(snap.labeled), jnp.asarray(rr[i]["pi_after"]),
+                  jnp.asarray(cr))
 
     def _values(self, snap_index=-1):
         """(value, sd) over all components after a closed stage (NaN before any)."""
@@ -1280,6 +1824,9 @@ class Session:
         IS designs only."""
         from .estimators import is_estimate_draws
 
+        if self._poisson is not None:
+            raise SessionError(f"estimate_draws is for importance-sampling designs; the Poisson design "
+                               f"{self.design_name!r} estimates its measures from the round records (estimate())")
         if self._core.design.estimator != "is":
             raise SessionError("estimate_draws is for importance-sampling designs (not 'stratified')")
         measure = self.measures[0] if measure is None else measure
@@ -1324,9 +1871,11 @@ class Session:
         :func:`~bayes_eval.simulate.run_simulation` chooses it (``posterior_model``,
         default ``"calibrated"``: the calibrated Beta-binomial model for binary pools,
         whose finite-pool intervals hold where the Dirichlet tree's do not; ``"design"``:
-        the design's own model).  None when the design carries no model."""
+        the design's own model).  None when the design carries no model; the Poisson
+        designs always have one (the posterior needs only the labeled counts per cell,
+        whatever chose the items: the selection is ignorable, 001 §4.2)."""
         design = self._core.design
-        if design.model is None:
+        if design.model is None and self._poisson is None:
             return None
         core = self._core
         choice = self.config.get("posterior_model") or "calibrated"
@@ -1346,17 +1895,27 @@ class Session:
         if model is None:
             if choice in ("design", "calibrated", dkw.get("model")):
                 model = design.model
+                if model is None:  # static Poisson design: the model the adaptive one would use
+                    from .poisson_designs import build_model
+
+                    model = build_model(dkw.get("model", "dirichlet-tree"), core.cells, core.n_strata,
+                                        depth=dkw.get("depth", 8), branching=dkw.get("branching"),
+                                        strength=dkw.get("strength", 1.0), em_iters=dkw.get("em_iters", 10))
             else:
                 model = make_model(choice, leaf_probs(core.cells, core.n_strata), depth=dkw.get("depth", 8),
                                    branching=dkw.get("branching"))
         core.jitted[("posterior_model", choice)] = model
         return model
 
+    def _has_model(self) -> bool:
+        return self._core.design.model is not None or self._poisson is not None
+
     def posterior(self, n_draws: int = 1000, seed: int | None = None) -> np.ndarray | None:
         """Draws (n, m) of every component of G on this pool, or None.
 
         The hook for the Bayesian finite-pool posterior (DESIGN.md §4): None unless the
-        design carries an oracle model (AIS) and the oracle is deterministic.  Otherwise
+        design carries an oracle model (AIS, the Poisson designs) and the oracle is
+        deterministic.  Otherwise
         :func:`bayes_eval.posterior.finite_pool_posterior` given the labels of the closed
         stages, with :meth:`posterior_model` fitted to them — the recipe of the
         simulation's Bayesian intervals.  The same key serves every measure, so the draws
@@ -1538,6 +2097,14 @@ class Session:
             "level": level,
             "estimates": comps,
         }
+        if self._poisson is not None:
+            dkw = self.config["design"]
+            out["poisson"] = {
+                "rounds": len(self._rounds),
+                "round_size": "random" if dkw.get("fixed_size") is None else dkw.get("fixed_size"),
+                "estimator": dkw.get("estimator"), "weights": dkw.get("weights"), "variance": dkw.get("variance"),
+                "exact": self.is_exact,
+            }
         if target_width is not None:
             out["stopping"] = self.stopping(target_width, level, bayesian=bayesian)
         return out
@@ -1568,7 +2135,7 @@ class Session:
             line = ax.plot(d["labels"], d["estimate"], marker="o", ms=3, label=f"{c} (estimate)")[0]
             ax.fill_between(d["labels"].to_numpy(float), d["lower"].to_numpy(float), d["upper"].to_numpy(float),
                             color=line.get_color(), alpha=0.2, label=f"{int(level * 100)}% CLT interval")
-        if bayesian and self._snapshots and self._core.design.model is not None and not self._stochastic:
+        if bayesian and self._snapshots and self._has_model() and not self._stochastic:
             b = self.bayesian_interval(level)
             if b is not None:
                 for c in comps[:4]:

@@ -1,6 +1,7 @@
 """``bayes-eval session``: labeling sessions from the command line.
 
     bayes-eval session new DB --pool POOL --measure f1 --design ais [--seed S --depth 8 --strata 256]
+    bayes-eval session new DB --pool POOL --design poisson-adaptive [--poisson-size exact|random]
     bayes-eval session next DB --n 50 --out batch.csv          # or .jsonl / .json (Label Studio tasks)
     bayes-eval session ingest DB labeled.csv                   # or .jsonl / Label Studio .json export
     bayes-eval session status DB [--format json] [--target-width W]
@@ -46,14 +47,16 @@ def add_session_parser(subparsers):
     n.add_argument("--measure", action="append", default=None,
                    help="measure name; repeat or comma-separate for several (the labels serve all; the design "
                         "targets the first). Default f1")
-    n.add_argument("--design", default="ais", help="passive, stratified, is, oasis, ais (default ais)")
+    n.add_argument("--design", default="ais",
+                   help="passive, stratified, is, oasis, ais, poisson, poisson-adaptive (default ais)")
     n.add_argument("--seed", type=int, default=0)
     n.add_argument("--oracle", default="deterministic", choices=["deterministic", "stochastic"])
     n.add_argument("--strata", type=int, default=256, help="number of score strata K (default 256)")
     n.add_argument("--depth", type=int, default=8, help="depth of the Dirichlet tree (1 = flat)")
     n.add_argument("--branching", type=int, default=None)
     n.add_argument("--model", default="dirichlet-tree",
-                   help="oracle model for ais: dirichlet-tree, independent, classifier")
+                   help="oracle model for ais and poisson-adaptive: dirichlet-tree, independent, classifier "
+                        "(poisson-adaptive also: calibrated)")
     n.add_argument("--eps", type=float, default=1e-3, help="ε floor of the AIS / IS / OASIS proposals")
     n.add_argument("--delta", type=float, default=0.0, help="share of p(x) mixed into the AIS proposal (001 §3.3.1)")
     n.add_argument("--lam", type=float, default=0.9, help="λ-mixing of static IS (000 eq. 13)")
@@ -62,6 +65,13 @@ def add_session_parser(subparsers):
     n.add_argument("--system", type=int, default=0)
     n.add_argument("--label-map", default=None,
                    help="choice strings -> labels for ingested files, e.g. negative=0,positive=1")
+    n.add_argument("--poisson-size", default=None, choices=["exact", "pareto", "sequential", "random"],
+                   help="Poisson designs: size of a round of `next --n N`: exact (= pareto, Pareto sampling; the "
+                        "default of poisson-adaptive), sequential (sequential Poisson sampling) or random (true "
+                        "Poisson rounds, mean N; the static poisson design always)")
+    n.add_argument("--poisson-option", action="append", default=None, metavar="KEY=VALUE",
+                   help="further Poisson design settings (repeatable): estimator=ht|difference, form=..., "
+                        "weights=..., variance=..., poisson_eps=..., defensive=..., defensive_form=..., em_iters=...")
 
     x = ss.add_parser("next", help="draw the next batch and write it for annotators")
     common(x)
@@ -163,6 +173,23 @@ def _print_json(obj):
     print(json.dumps(_jsonable(obj), indent=2))
 
 
+def _parse_options(items):
+    """``KEY=VALUE`` strings -> dict (numbers stay strings; the session converts them)."""
+    from .session import SessionError
+
+    out = {}
+    for it in items:
+        for part in str(it).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "=" not in part:
+                raise SessionError(f"--poisson-option expects KEY=VALUE, got {part!r}")
+            k, v = part.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
 def _open(args, bar):
     from .session import Session
 
@@ -177,14 +204,25 @@ def _cmd_new(args, bar):
     bar("reading the pool", 0, 1)
     pool = load_pool(args.pool)
     measures = [p for m in (args.measure or ["f1"]) for p in m.split(",") if p.strip()]
+    poisson_kw = {}
+    if args.poisson_size is not None:
+        poisson_kw["fixed_size"] = None if args.poisson_size == "random" else args.poisson_size
+    if args.poisson_option:
+        poisson_kw["poisson_options"] = _parse_options(args.poisson_option)
     s = Session.create(args.db, pool, measures, args.design, seed=args.seed, oracle=args.oracle,
                        n_strata=args.strata, depth=args.depth, branching=args.branching, model=args.model,
                        eps=args.eps, delta=args.delta, lam=args.lam, thresholds=args.thresholds, beta=args.beta,
-                       system=args.system, label_map=args.label_map, pool_path=args.pool, progress=bar)
+                       system=args.system, label_map=args.label_map, pool_path=args.pool, progress=bar, **poisson_kw)
     bar.done()
     out = {"session": os.path.abspath(args.db), "pool": s.config["pool"], "measures": [m.name for m in s.measures],
            "components": len(s.components), "design": s.design_name, "oracle": s.oracle, "seed": s.seed,
            "strata": int(s._core.strata.n_strata), "cells": s.cells.n_cells}
+    poisson = s.design_name in ("poisson", "poisson-adaptive")
+    if poisson:
+        dkw = s.config["design"]
+        out["poisson"] = {k: dkw.get(k) for k in ("fixed_size", "estimator", "form", "weights", "variance",
+                                                   "poisson_eps", "defensive", "defensive_form", "model")}
+        out["poisson"]["round_size"] = "random" if dkw.get("fixed_size") is None else "exact"
     s.close()
     if args.format == "json":
         _print_json(out)
@@ -193,6 +231,17 @@ def _cmd_new(args, bar):
               f"measure {', '.join(out['measures'])}, design {out['design']}, oracle {out['oracle']}, "
               f"seed {out['seed']} "
               f"({out['strata']} strata, {out['cells']} cells)")
+        if poisson:
+            p = out["poisson"]
+            est = "HT" if p["estimator"] == "ht" else p["estimator"]
+            if out["design"] == "poisson":
+                print(f"Poisson rounds: distinct items, nested Poisson samples of random size (mean N per round); "
+                      f"{est} estimator")
+            else:
+                print("Poisson rounds: distinct items, "
+                      + ("exactly N per round (" + p["fixed_size"] + " sampling)" if p["round_size"] == "exact"
+                         else "random size with mean N per round")
+                      + f"; {est} estimator, {p['weights']} round weights")
         print(f"next: bayes-eval session next {args.db} --n 50 --out batch.csv")
     return 0
 
@@ -217,6 +266,9 @@ def _cmd_next(args, bar):
         info = {"stage": int(df["stage"].iloc[0]) if len(df) else None, "items": len(df),
                 "reissued": bool(df.attrs.get("reissued")), "stalled": bool(df.attrs.get("stalled")),
                 "out": None if args.out == "-" else os.path.abspath(args.out), "labels": s.n_labels}
+        if "complete" in df.attrs:  # Poisson designs
+            info["complete"] = bool(df.attrs["complete"])
+            info["empty_rounds"] = int(df.attrs.get("empty_rounds", 0))
     finally:
         s.close()
     if args.format == "json":
@@ -233,7 +285,9 @@ def _cmd_next(args, bar):
     else:
         print(f"wrote {len(df)} item(s) to label (stage {info['stage']})"
               + (f" to {args.out}" if args.out != "-" else "")
-              + (" — fewer than asked: the pool has no more reachable unlabeled items" if info["stalled"] else ""),
+              + (" — fewer than asked: the pool has no more reachable unlabeled items" if info["stalled"] else "")
+              + (" — the last items that can matter: once labeled the estimate is exact"
+                 if info.get("complete") else ""),
               file=msg)
     return 0
 
@@ -278,6 +332,10 @@ def _status_text(st):
              + f" in {st['stages']} stage(s); draws {st['draws']}"
              + (f"; open batch: {st['pending']} item(s) awaiting a label" if st["pending"] else ""),
              f"effective sample size (Σw)²/Σw²: {_fmt(st['ess'], 1)}; largest weight: {_fmt(st['max_weight'], 2)}"]
+    if st.get("poisson"):
+        p = st["poisson"]
+        lines.append(f"Poisson rounds: {p['rounds']} ({'random size' if p['round_size'] == 'random' else 'exact size'})"
+                     + ("; every item that can matter is labeled: the estimate is exact" if p.get("exact") else ""))
     lvl = int(round(st["level"] * 100))
     comps = st["estimates"]
     has_b = any("bayes_lower" in c for c in comps)
@@ -371,7 +429,8 @@ def _plot_posterior(s, path, level):
                            label=f"{lvl}% {'CLT' if kind == 'clt' else 'Bayesian'} interval" if j == 0 else None)
     est = s.estimate().iloc[0]
     if np.isfinite(est):
-        ax.axvline(est, color="#c0392b", lw=1, alpha=0.6, label="IS estimate")
+        kind = "Poisson-design estimate" if s.design_name in ("poisson", "poisson-adaptive") else "IS estimate"
+        ax.axvline(est, color="#c0392b", lw=1, alpha=0.6, label=kind)
     ax.set_xlabel(comp)
     ax.set_ylabel("density")
     ax.set_title(f"posterior of {comp} on this pool after {s._n_labels} labels")

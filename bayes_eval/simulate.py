@@ -132,16 +132,17 @@ def _draw_stage(key, truth, labeled, prop, n_new, stochastic, max_chunks):
     return h_a.reshape(x, c), h_b.reshape(x, c), n_b.reshape(x, c), got < n_new
 
 
-def _estimate(design: Design, g, cells: CellTable, labeled, draws, wsum, n_draws, prop: Proposal, n_strata):
+def _estimate(design: Design, g, cells: CellTable, labeled, draws, wsum, n_draws, prop: Proposal, n_strata,
+              full_cov: bool = True):
     x, c, d = cells.loss.shape
     loss = cells.loss.reshape(x * c, d)
     if design.estimator == "stratified":
         stratum = jnp.repeat(cells.stratum, c)
         mass = jax.ops.segment_sum(cells.size * cells.weight, cells.stratum, num_segments=n_strata)
-        return stratified_estimate(g, loss, draws.ravel(), stratum, mass, n_strata)
+        return stratified_estimate(g, loss, draws.ravel(), stratum, mass, n_strata, full_cov=full_cov)
     q_n = prop.lab if design.oracle == "deterministic" else jnp.broadcast_to(prop.unl[:, None], (x, c))
     p_over_qn = jnp.where(q_n > 0, cells.weight[:, None] / jnp.where(q_n > 0, q_n, 1.0), 0.0)
-    return is_estimate(g, loss, wsum.ravel(), p_over_qn.ravel(), n_draws)
+    return is_estimate(g, loss, wsum.ravel(), p_over_qn.ravel(), n_draws, full_cov=full_cov)
 
 
 def _risk_only(design: Design, cells: CellTable, draws, wsum, n_draws, n_strata):
@@ -185,6 +186,7 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
     stochastic = design.oracle == "stochastic"
     zero = jnp.zeros((x, c))
     dstate = design.init(cells)
+    g_hist = lambda r: jnp.atleast_1d(g(r))[:m_hist]  # noqa: E731
     obs0 = Observed(labeled=zero, risk=jnp.full(d, jnp.nan), n_draws=jnp.asarray(0.0))
     prop0 = design.propose(dstate, cells, obs0)
     state = SimState(zero, zero, zero, jnp.asarray(0.0), jnp.asarray(0.0), dstate, prop0, jnp.asarray(False))
@@ -206,11 +208,13 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
                        n_draws=n_draws)
         dstate = design.update(state.design_state, cells, obs)
         new_prop = design.propose(dstate, cells, obs)
-        est = _estimate(design, g, cells, labeled, draws, wsum, n_draws, new_prop, n_strata)
-        lo, hi = normal_interval(est.value, est.cov, level)
+        # the record keeps the first m_hist components: estimate only those (a PR curve
+        # has m = 2048; XLA drops the unused part of g)
+        est = _estimate(design, g_hist, cells, labeled, draws, wsum, n_draws, new_prop, n_strata, full_cov=False)
+        lo, hi = normal_interval(est.value, None, level, var=est.var)
         kl = _kl_optimal(cells, labeled, new_prop, a_true, stochastic) if track_kl else jnp.asarray(jnp.nan)
         new_state = SimState(labeled, draws, wsum, n_draws, n_labels, dstate, new_prop, state.stalled | stalled)
-        rec = StageRecord(n_labels, n_draws, est.value[:m_hist], lo[:m_hist], hi[:m_hist], kl)
+        rec = StageRecord(n_labels, n_draws, est.value, lo, hi, kl)
         return new_state, rec
 
     stage_keys = jax.random.split(key, len(batches))
@@ -223,8 +227,8 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         hists.append(h)
         if end in bounds:
             est = _estimate(design, g, cells, state.labeled, state.draws, state.wsum, state.n_draws,
-                            state.proposal, n_strata)
-            lo, hi = normal_interval(est.value, est.cov, level)
+                            state.proposal, n_strata, full_cov=False)
+            lo, hi = normal_interval(est.value, None, level, var=est.var)
             out = {"value": est.value, "lower": lo, "upper": hi, "labels": state.n_labels, "draws": state.n_draws}
             if bayes_model is not None:
                 out["labeled"] = state.labeled
@@ -357,42 +361,63 @@ def _bayes_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, lev
             "bayes_mean": np.asarray(mean).reshape(shape)}
 
 
+def _masked_mean(a, mask, axis=None):
+    """Mean of ``a`` over ``mask`` (NaN where nothing is masked in), without warnings."""
+    a = np.where(mask, a, 0.0)
+    n = np.sum(mask, axis=axis)
+    tot = np.sum(a, axis=axis)
+    return np.where(n > 0, tot / np.maximum(n, 1), np.nan)
+
+
 def summarize(res: SimResult) -> list[dict]:
     """Per checkpoint: labels, mean, bias, mse, coverage of the 95% CLT interval and its
     mean width (averaged over the measure's components for vector measures); runs whose
-    estimate is undefined (NaN) are left out and counted in ``undefined_runs``."""
+    estimate is undefined (NaN) are left out and counted in ``undefined_runs``.
+
+    For a vector measure (a PR curve) a run is left out only if *no* component is
+    defined; otherwise its undefined components (e.g. precision above the highest score
+    labeled positive) are left out of the averages, and ``undefined_share`` says which
+    share of (run, component) values was undefined."""
     out = []
     truth = res.true_value
+    m = truth.shape[0]
     for i, ck in enumerate(res.checkpoints):
         v = res.checkpoint_value[:, i, :]
         lo = res.checkpoint_lower[:, i, :]
         hi = res.checkpoint_upper[:, i, :]
-        ok = np.all(np.isfinite(v), axis=1)
+        fin = np.isfinite(v)
+        ok = np.all(fin, axis=1) if m == 1 else np.any(fin, axis=1)
         n_ok = int(ok.sum())
         entry = {"labels": int(ck), "undefined_runs": int((~ok).sum())}
+        if m > 1:
+            entry["undefined_share"] = float(1.0 - fin.mean())
         # KL(q* || q_t) of the proposal after this checkpoint's stage (001 Prop. 1, Fig. 2)
         st = int(np.searchsorted(res.history.n_labels[0], ck))
         kl = res.history.kl[:, min(st, res.history.kl.shape[1] - 1)]
         entry["kl_to_optimal"] = float(np.mean(kl)) if np.all(np.isfinite(kl)) else None
         if n_ok:
             vv = v[ok]
-            err = vv - truth
+            mask = fin[ok]
+            err = np.where(mask, vv - truth, 0.0)
             cover = (lo[ok] <= truth) & (truth <= hi[ok])
             width = hi[ok] - lo[ok]
+            wmask = mask & np.isfinite(width)
             if res.bayes_lower is not None:
                 blo = res.bayes_lower[ok, i, :]
                 bhi = res.bayes_upper[ok, i, :]
                 bok = np.isfinite(blo) & np.isfinite(bhi)
                 entry["coverage_bayes"] = float(np.mean(((blo <= truth) & (truth <= bhi))[bok])) if bok.any() else None
                 entry["mean_width_bayes"] = float(np.mean((bhi - blo)[bok])) if bok.any() else None
-                entry["mean_bayes"] = _scalar(np.nanmean(res.bayes_mean[ok, i, :], axis=0))
+                entry["mean_bayes"] = _scalar(_masked_mean(res.bayes_mean[ok, i, :],
+                                                           np.isfinite(res.bayes_mean[ok, i, :]), axis=0))
+            run_err2 = _masked_mean(err**2, mask, axis=1)  # per run, over its defined components
             entry.update(
-                mean=_scalar(vv.mean(0)),
-                bias=_scalar(err.mean(0)),
-                mse=float(np.mean(err**2)),
-                mse_se=float(np.std(np.mean(err**2, axis=1), ddof=1) / np.sqrt(n_ok)) if n_ok > 1 else None,
-                coverage=float(np.mean(cover)),
-                mean_width=float(np.mean(width[np.isfinite(width)])) if np.isfinite(width).any() else None,
+                mean=_scalar(_masked_mean(vv, mask, axis=0)),
+                bias=_scalar(_masked_mean(err, mask, axis=0)),
+                mse=float(np.mean(run_err2)),
+                mse_se=float(np.std(run_err2, ddof=1) / np.sqrt(n_ok)) if n_ok > 1 else None,
+                coverage=float(np.mean(cover[mask])),
+                mean_width=float(np.mean(width[wmask])) if wmask.any() else None,
                 mean_draws=float(res.checkpoint_draws[ok, i].mean()),
             )
         else:
@@ -463,7 +488,7 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
         return run_poisson_simulation(pool, measure, design_name, strata, cells, budget=budget, batch=batch,
                                       repeats=repeats, seed=seed, checkpoints=checkpoints, depth=depth,
                                       branching=branching, model=model, lam=lam, bayes=bool(bayes),
-                                      bayes_draws=bayes_draws, **design_kw)
+                                      bayes_draws=bayes_draws, posterior_model=posterior_model, **design_kw)
     else:
         raise ValueError(f"unknown design {design_name!r}; choose one of {D.design_names()}")
     if bayes is None:

@@ -21,6 +21,11 @@ Tables
 ``draws(draw, stage, row, item, new, q, weight)``
     Every draw of every stage, repeats included; ``q`` is the per-item proposal
     probability it was drawn with and ``weight = p(x) / q`` its importance weight.
+    Poisson designs (a stage is a round, items are distinct): ``q`` is the item's
+    inclusion probability ``b`` in its round (static design: the cumulative ``b_t`` of
+    the nested sample) and ``weight = p(x) / b``; the round's ``b`` for every cell is
+    recomputed from the labels on replay and checked against ``q``.  A round that drew
+    no item is a stage without draws, written closed.
 ``ingests(ingest, sha256, source, n_rows, n_new, at)``
     One row per accepted ingest (a file or an ``add_labels`` call).
 ``labels(id, row, item, label, draw, stage, ingest, arrived_at)``
@@ -308,13 +313,16 @@ class Store:
         with self._transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
-    def add_stage(self, stage: dict, draws: Iterable[Sequence]):
-        """Write a stage and its draws ``(draw, stage, row, item, new, q, weight)`` at once."""
+    def add_stage(self, stage: dict, draws: Iterable[Sequence], closed_at: float | None = None):
+        """Write a stage and its draws ``(draw, stage, row, item, new, q, weight)`` at once.
+
+        ``closed_at``: a stage that needs no label (a Poisson round that drew no item) is
+        written closed."""
         with self._transaction() as conn:
             conn.execute(
                 "INSERT INTO stages(stage, n_requested, n_new, n_draws, stalled, rng_state, opened_at, closed_at) "
-                "VALUES (:stage, :n_requested, :n_new, :n_draws, :stalled, :rng_state, :opened_at, NULL)",
-                {k: _py(v) for k, v in stage.items()})
+                "VALUES (:stage, :n_requested, :n_new, :n_draws, :stalled, :rng_state, :opened_at, :closed_at)",
+                {**{k: _py(v) for k, v in stage.items() if k != "closed_at"}, "closed_at": _py(closed_at)})
             conn.executemany(
                 "INSERT INTO draws(draw, stage, row, item, new, q, weight) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [tuple(_py(v) for v in d) for d in draws])

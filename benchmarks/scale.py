@@ -1,0 +1,171 @@
+"""Scale benchmark: a labeling session on synthetic pools of 10^5 ... 10^8 items.
+
+    python benchmarks/scale.py                       # 1e5, 1e6, 1e7, 1e8 (needs ~20 GB at 1e8)
+    python benchmarks/scale.py --sizes 1e5,1e6       # a subset
+    python benchmarks/scale.py --quick               # 1e4, 1e5: smoke run
+
+Targets (DESIGN.md §6, issue 6): ``next_batch(50)`` + ingest + update ≤ 50 ms per stage at
+N = 10^6 and ≤ 2 s at 10^8; peak memory ≤ 2 × the pool's own arrays; and the time to build
+strata.  Each size runs in a fresh subprocess so that its peak resident memory
+(``ru_maxrss``) is its own.  Per size it reports
+
+* ``pool_mb``: the bytes of the arrays the :class:`~bayes_eval.pool.Pool` holds (scores,
+  predictions, probabilities, weights, ids, labels);
+* ``input_mb``: the user's own columns (float64 score + int32 prediction);
+* ``baseline_mb``: resident memory after importing JAX and bayes_eval, before any pool
+  (the JAX runtime, ~0.5 GB, the same at every N);
+* ``peak_mb``: peak resident memory of the process; ``peak_over_pool`` =
+  (peak − baseline) / pool_mb;
+* ``strata_s`` (CSF strata, 256 bins), ``create_s`` (``Session.create``: fingerprint,
+  strata, cells, store, first proposal, compilation included);
+* ``stage_ms`` median / max over stages 2..k of one ``next_batch(50)`` + ``add_labels``
+  (the labels come from the synthetic truth; the update and new proposal run inside
+  ``add_labels`` when the batch completes), the first stage (compilation) reported apart.
+
+Writes ``results/scale.{md,json}``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def synthetic_arrays(n: int, positive_rate: float = 1e-3, seed: int = 0, chunk: int = 5_000_000):
+    """Scores / predictions / labels of a synthetic imbalanced pool (as ``demo_pool``),
+    generated chunk by chunk so the generator's temporaries stay small."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    s = np.empty(n, np.float64)
+    y = np.empty(n, np.int32)
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        yy = rng.random(b - a) < positive_rate
+        s[a:b] = np.where(yy, rng.normal(0.3, 1.2, b - a), rng.normal(-3.0, 0.6, b - a))
+        y[a:b] = yy
+    y[0] = 1
+    pred = (s >= 0).astype(np.int32)
+    return s, pred, y
+
+
+def one_size(n: int, stages: int, design: str) -> dict:
+    import numpy as np
+
+    sys.path.insert(0, ROOT)
+    import jax  # noqa: F401
+
+    import bayes_eval  # noqa: F401
+    from bayes_eval.pool import Pool
+    from bayes_eval.session import Session
+    from bayes_eval.strata import stratify
+
+    base = _rss_mb()
+    s, pred, y = synthetic_arrays(n)
+    input_mb = (s.nbytes + pred.nbytes) / 2**20
+    pool = Pool.from_arrays(scores=s, preds=pred, labels=y, name=f"synthetic-{n}")
+    del s, pred, y  # the pool holds its own copies; the oracle reads pool.labels
+    pool_mb = sum(getattr(pool, a).nbytes for a in ("preds", "scores", "probs", "weights", "ids")
+                  if getattr(pool, a) is not None) + (pool.labels.nbytes if pool.labels is not None else 0)
+    pool_mb /= 2**20
+    t = time.perf_counter()
+    stratify(pool, 256)
+    strata_s = time.perf_counter() - t
+    labels = pool.labels
+    times, first = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        sess = Session.create(os.path.join(tmp, "s.db"), pool, "f1", design=design, seed=0)
+        create_s = time.perf_counter() - t
+        for k in range(stages):
+            t = time.perf_counter()
+            batch = sess.next_batch(50)
+            rows = pool.index_of(batch["item"].to_numpy())
+            sess.add_labels(batch["item"].to_numpy(), labels[rows])
+            dt = time.perf_counter() - t
+            if k == 0:
+                first = dt
+            else:
+                times.append(dt)
+        est = float(sess.estimate().iloc[0])
+        sess.close()
+    return {"n_items": n, "design": design, "pool_mb": pool_mb, "input_mb": input_mb, "baseline_mb": base,
+            "peak_mb": _peak_mb(), "peak_over_pool": (_peak_mb() - base) / pool_mb,
+            "peak_over_input": (_peak_mb() - base) / input_mb, "strata_s": strata_s, "create_s": create_s,
+            "first_stage_s": first, "stage_ms_median": 1000 * float(np.median(times)),
+            "stage_ms_max": 1000 * float(np.max(times)), "stages": stages, "estimate_f1": est}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1e5,1e6,1e7,1e8")
+    ap.add_argument("--stages", type=int, default=6)
+    ap.add_argument("--design", default="ais")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child is not None:
+        print(json.dumps(one_size(args.child, args.stages, args.design)))
+        return
+    sizes = [int(float(x)) for x in ("1e4,1e5" if args.quick else args.sizes).split(",")]
+    rows = []
+    for n in sizes:
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", str(n), "--stages", str(args.stages),
+               "--design", args.design]
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"N={n:.0e}: failed (exit {proc.returncode})\n{proc.stderr[-2000:]}", flush=True)
+            rows.append({"n_items": n, "design": args.design, "error": proc.stderr.strip().splitlines()[-1:]})
+            continue
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        r["wall_s"] = time.perf_counter() - t
+        rows.append(r)
+        print(f"N={n:.0e}: strata {r['strata_s']:.2f} s, create {r['create_s']:.1f} s, stage "
+              f"{r['stage_ms_median']:.1f} ms (max {r['stage_ms_max']:.1f}), peak {r['peak_mb']:.0f} MB "
+              f"(baseline {r['baseline_mb']:.0f}, pool {r['pool_mb']:.0f} MB, x{r['peak_over_pool']:.2f})", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, "scale_quick" if args.quick else "scale")
+    with open(stem + ".json", "w") as f:
+        json.dump(rows, f, indent=2)
+    lines = [f"# Scale: a labeling session ({args.design}, F1, batches of 50) on synthetic pools", "",
+             "Produced by `python benchmarks/scale.py`. Targets: stage ≤ 50 ms at 10^6, ≤ 2 s at 10^8; "
+             "peak memory ≤ 2 × the pool's arrays. `peak/pool` = (peak − baseline) / pool arrays.", "",
+             "| items | pool arrays MB | baseline MB | peak MB | peak/pool | strata s | create s | first stage s "
+             "| stage ms (median) | stage ms (max) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['n_items']:.0e} | failed: {' '.join(r['error'])} |||||||||")
+            continue
+        lines.append(f"| {r['n_items']:.0e} | {r['pool_mb']:.0f} | {r['baseline_mb']:.0f} | {r['peak_mb']:.0f} | "
+                     f"{r['peak_over_pool']:.2f} | {r['strata_s']:.2f} | {r['create_s']:.1f} | "
+                     f"{r['first_stage_s']:.2f} | {r['stage_ms_median']:.1f} | {r['stage_ms_max']:.1f} |")
+    with open(stem + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"results in {stem}.md")
+
+
+if __name__ == "__main__":
+    main()
