@@ -85,22 +85,37 @@ def _combine_keys(keys):
     otherwise a row-wise unique is used.
     """
     cols = [np.asarray(k).reshape(-1) for k in keys]
+    n = cols[0].shape[0]
     radices = [int(c.max()) + 1 if c.size else 1 for c in cols]
-    if float(np.prod([float(r) for r in radices])) < 2.0**62:
-        key = np.zeros(cols[0].shape[0], dtype=np.int64)
+
+    def key_of(a, b):
+        key = np.zeros(b - a, dtype=np.int64)
         for c, r in zip(cols, radices):
             key *= r
-            key += c  # (no int64 copy of every column: 10^8 items)
+            key += c[a:b]
+        return key
+
+    if float(np.prod([float(r) for r in radices])) < 2.0**62:
         n_keys = int(np.prod(radices))
-        if n_keys <= max(1 << 22, 4 * key.size):
-            # dense keys: O(N) counting instead of an O(N log N) sort (2.3 s at 10^7 items)
-            counts_all = np.bincount(key, minlength=n_keys)
+        if n_keys <= max(1 << 22, 4 * n):
+            # dense keys: O(N) counting instead of an O(N log N) sort (2.3 s at 10^7
+            # items), in chunks, so no N-sized int64 key is ever held (10^8 items)
+            step = 1 << 22
+            counts_all = np.zeros(n_keys, dtype=np.int64)
+            first_all = np.full(n_keys, n, dtype=np.int64)
+            for a in range(0, n, step):
+                b = min(a + step, n)
+                key = key_of(a, b)
+                counts_all += np.bincount(key, minlength=n_keys)
+                np.minimum.at(first_all, key, np.arange(a, b, dtype=np.int64))
             present = counts_all > 0
             group_of_key = np.cumsum(present) - 1
-            inv = group_of_key[key]
-            first_all = np.full(n_keys, key.size, dtype=np.int64)
-            np.minimum.at(first_all, key, np.arange(key.size, dtype=np.int64))
+            small = group_of_key.size == 0 or group_of_key[-1] < 2**31 - 1
+            inv = np.empty(n, dtype=np.int32 if small else np.int64)  # 4 bytes per item, not 8
+            for a in range(0, n, step):
+                inv[a:a + step] = group_of_key[key_of(a, min(a + step, n))]
             return inv, first_all[present], counts_all[present]
+        key = key_of(0, n)
         _, first, inv, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
     else:  # pragma: no cover - astronomically many distinct keys
         stacked = np.stack([c.astype(np.int64) for c in cols], axis=1)
@@ -146,13 +161,18 @@ def build_cells(pool, strata: Strata, measure, labels=None, extra_key=None, syst
     loss = np.asarray(measure.loss(rep), dtype=np.float64)
     c = pool.n_classes
     probs = pool.probs[:, system, :]  # a view: bincount reads one strided column at a time
-    prior = np.stack([np.bincount(item_cell, weights=probs[:, j], minlength=x) for j in range(c)], axis=1)
-    prior /= size[:, None]
-    truth = np.zeros((x, c))
     labels = pool.labels if labels is None else labels
-    if labels is not None:
-        labels = np.asarray(labels)
-        truth = np.stack([np.bincount(item_cell[labels == j], minlength=x) for j in range(c)], axis=1).astype(float)
+    labels = None if labels is None else np.asarray(labels)
+    prior = np.zeros((x, c))
+    truth = np.zeros((x, c))
+    step = 1 << 22
+    for a in range(0, item_cell.shape[0], step):  # chunked: bincount copies its inputs
+        ic = item_cell[a:a + step]
+        for j in range(c):
+            prior[:, j] += np.bincount(ic, weights=probs[a:a + step, j], minlength=x)
+        if labels is not None:
+            truth += np.bincount(ic * c + labels[a:a + step], minlength=x * c).reshape(x, c)
+    prior /= size[:, None]
     cells = CellTable(
         stratum=jnp.asarray(strata.index[first], dtype=jnp.int32),
         size=jnp.asarray(size),

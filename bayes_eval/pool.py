@@ -220,8 +220,12 @@ class Pool:
             raise PoolError(f"column 'score': {s.shape[1]} systems but 'pred' has {n_sys}")
         if pr is None:
             if n_classes == 2:
-                p1 = sigmoid(s)
-                pr = np.stack([1 - p1, p1], axis=-1)
+                # filled in chunks: no N-sized temporaries (10^8-item pools)
+                pr = np.empty((n, n_sys, 2))
+                for a in range(0, n, 1 << 20):
+                    p1 = sigmoid(s[a:a + (1 << 20)])
+                    pr[a:a + (1 << 20), :, 1] = p1
+                    pr[a:a + (1 << 20), :, 0] = 1.0 - p1
             else:
                 pr = np.full((n, n_sys, n_classes), 1.0 / n_classes)
                 pr = 0.5 * pr + 0.5 * np.eye(n_classes)[p]

@@ -439,9 +439,9 @@ def clear_cache():
 
 
 def _combine(keys):
-    stacked = np.stack([np.asarray(k, dtype=np.int64).reshape(-1) for k in keys], axis=1)
-    _, inv = np.unique(stacked, axis=0, return_inverse=True)
-    return inv.reshape(-1)
+    from .cells import _combine_keys
+
+    return _combine_keys(keys)[0]
 
 
 def _build_core(pool, measures, cfg, progress) -> _Core:
@@ -456,15 +456,21 @@ def _build_core(pool, measures, cfg, progress) -> _Core:
     skw = {"keep_empty": cfg["keep_empty"]} if cfg.get("keep_empty") is not None else {}
     strata = stratify(pool, cfg["n_strata"], method=cfg["strata_method"], system=system, n_fine=cfg["n_fine"], **skw)
     progress("building cells", 0, 1)
-    feats = pool.features()
+    from .measures import Features
+
+    # NumPy features: item_patterns moves them to JAX in chunks (a whole 10^8-item copy
+    # in XLA buffers was most of the session's memory overhead)
+    feats = Features(preds=pool.preds, scores=pool.scores, probs=pool.probs)
     extra = [item_patterns(m, feats) for m in measures[1:]]
     if d["name"] in ("is", "poisson"):
         extra.append(prior_key(pool, system=system))
     extra_key = _combine(extra) if extra else None
     cells, item_cell = build_cells(pool, strata, measures[0], extra_key=extra_key, system=system)
-    item_cell = np.asarray(item_cell, dtype=np.int64)
-    order = np.argsort(item_cell, kind="stable")
     x = cells.n_cells
+    small = np.int32 if item_cell.size < 2**31 else np.int64
+    item_cell = np.asarray(item_cell, dtype=np.int32 if x < 2**31 else np.int64)
+    # stable sort of the cell ids: radix (O(N)) for < 65536 cells; int32 offsets
+    order = np.argsort(item_cell.astype(np.uint16) if x < 65536 else item_cell, kind="stable").astype(small)
     cell_start = np.searchsorted(item_cell[order], np.arange(x + 1)).astype(np.int64)
     rep = order[cell_start[:-1]]
     sub = type(feats)(*(np.asarray(a)[rep] for a in feats))

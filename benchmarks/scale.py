@@ -88,6 +88,7 @@ def one_size(n: int, stages: int, design: str) -> dict:
     pool_mb = sum(getattr(pool, a).nbytes for a in ("preds", "scores", "probs", "weights", "ids")
                   if getattr(pool, a) is not None) + (pool.labels.nbytes if pool.labels is not None else 0)
     pool_mb /= 2**20
+    phases = {"pool": _peak_mb()}
     t = time.perf_counter()
     stratify(pool, 256)
     strata_s = time.perf_counter() - t
@@ -97,6 +98,7 @@ def one_size(n: int, stages: int, design: str) -> dict:
         t = time.perf_counter()
         sess = Session.create(os.path.join(tmp, "s.db"), pool, "f1", design=design, seed=0)
         create_s = time.perf_counter() - t
+        phases["create"] = _peak_mb()
         for k in range(stages):
             t = time.perf_counter()
             batch = sess.next_batch(50)
@@ -107,13 +109,15 @@ def one_size(n: int, stages: int, design: str) -> dict:
                 first = dt
             else:
                 times.append(dt)
+        phases["stages"] = _peak_mb()
         est = float(sess.estimate().iloc[0])
         sess.close()
     return {"n_items": n, "design": design, "pool_mb": pool_mb, "input_mb": input_mb, "baseline_mb": base,
             "peak_mb": _peak_mb(), "peak_over_pool": (_peak_mb() - base) / pool_mb,
             "peak_over_input": (_peak_mb() - base) / input_mb, "strata_s": strata_s, "create_s": create_s,
             "first_stage_s": first, "stage_ms_median": 1000 * float(np.median(times)),
-            "stage_ms_max": 1000 * float(np.max(times)), "stages": stages, "estimate_f1": est}
+            "stage_ms_max": 1000 * float(np.max(times)), "stages": stages, "estimate_f1": est,
+            "peak_mb_after": phases}
 
 
 def main(argv=None):

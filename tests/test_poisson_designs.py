@@ -385,3 +385,18 @@ def test_default_adaptive_f1_unbiased_and_coverage_study():
             assert abs(v[:, i, j].mean() - truth[j]) <= 3 * se + 1e-12
     cover = (res.checkpoint_lower[:, 1, 2] <= truth[2]) & (truth[2] <= res.checkpoint_upper[:, 1, 2])
     assert cover.mean() >= 0.5
+
+
+def test_default_adaptive_bayesian_interval_covers():
+    """The default adaptive design's Bayesian interval (finite-pool posterior under the
+    calibrated model, design-agnostic because Poisson selection is ignorable, 001 §4.2)
+    covers the true F1 in at least 90% of 100 runs on a synthetic imbalanced pool (it is
+    conservative: 1.0 in 200 runs at 300 labels, and on abt-buy -- the unlabeled low-score
+    strata stay uncertain), where the CLT interval, which cannot see relevant items never
+    drawn, falls short (documented in benchmarks/results)."""
+    pool = demo_pool(n_items=3000, positive_rate=0.01, seed=5)
+    res, _ = run_simulation(pool, M.f1(), "poisson-adaptive", budget=300, batch=50, repeats=100, seed=0,
+                            n_strata=32, depth=5, checkpoints=(300,), bayes=True, bayes_draws=200)
+    s = summarize(res)[0]
+    assert s["coverage_bayes"] >= 0.90, s
+    assert s["mean_width_bayes"] < 0.5, s  # an interval, not the whole [0, 1]
