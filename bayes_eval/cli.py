@@ -137,7 +137,7 @@ def cmd_simulate(args):
         raise CLIError(f"--checkpoints must be comma-separated integers, got {args.checkpoints!r}") from None
     if args.repeats < 1:
         raise CLIError("--repeats must be at least 1")
-    bayes = {"yes": True, "no": False, "auto": args.design == "ais"}[args.bayes]
+    bayes = {"yes": True, "no": False, "auto": args.design in ("ais", "poisson-adaptive")}[args.bayes]
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch,
                                 repeats=args.repeats, seed=args.seed, checkpoints=checkpoints, bayes=bayes,
                                 posterior_model=args.posterior_model, **_design_kw(args))

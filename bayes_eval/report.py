@@ -248,22 +248,14 @@ def _nuts_stats(mcmc) -> dict:
 def _calibrated_nuts(key, lp, counts, num_warmup, num_samples, num_chains, chain_method, nuts_kwargs):
     """NUTS on the calibrated model's (a, b, log κ), keeping the per-draw sampler fields.
 
-    ``models.calibrated.run_nuts`` is used when it accepts ``extra_fields`` and
-    ``chain_method``; otherwise the identical sampler (same NumPyro model, default
-    initialisation) is run here so that tree depths and step sizes reach
-    ``sample_stats``.  The sampler is kept (``jit_model_args``), so later calls with
-    the same settings and number of strata do not compile it again.
+    The sampler of ``models.calibrated.run_nuts`` (same NumPyro model, default
+    initialisation), run here with ``jit_model_args`` and kept, so later calls with the
+    same settings and number of strata do not compile it again.
     """
-    import inspect
-
     from numpyro.infer import MCMC, NUTS
 
     cal = importlib.import_module("bayes_eval.models.calibrated")
     counts = jnp.asarray(counts, dtype=jnp.float64)
-    sig = inspect.signature(cal.run_nuts).parameters
-    if not nuts_kwargs and "extra_fields" in sig and "chain_method" in sig:
-        return cal.run_nuts(key, lp, counts, num_warmup=num_warmup, num_samples=num_samples,
-                            num_chains=num_chains, chain_method=chain_method, extra_fields=_NUTS_FIELDS)
     p = jnp.clip(jnp.asarray(lp)[:, 1], 1e-12, 1 - 1e-12)
     z = jnp.log(p) - jnp.log1p(-p)
     ck = (int(num_warmup), int(num_samples), int(num_chains), chain_method, tuple(sorted(nuts_kwargs.items())))

@@ -157,7 +157,8 @@ def run_pool(path, repeats, seed, designs=DESIGNS, budget=2000, batch=50, n_stra
 def best_reference(name, peers_path):
     if not os.path.exists(peers_path):
         return {}
-    peers = json.load(open(peers_path))
+    with open(peers_path) as fh:
+        peers = json.load(fh)
     best = peers.get(name, {}).get("best", {})
     return {c: best[f"mse@{c}"] for c in CHECKPOINTS if f"mse@{c}" in best}
 

@@ -191,12 +191,18 @@ def numpyro_model(z, counts):
         numpyro.sample("n_pos", dist.BetaBinomial(kappa * mu, kappa * (1 - mu), total_count=n), obs=counts[:, 1])
 
 
-def run_nuts(key, leaf_probs, counts, num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False):
-    """NUTS on (a, b, log κ); returns the numpyro MCMC object."""
+def run_nuts(key, leaf_probs, counts, num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False,
+             chain_method="sequential", extra_fields=("diverging", "num_steps")):
+    """NUTS on (a, b, log κ); returns the numpyro MCMC object.
+
+    ``chain_method`` as in ``numpyro.infer.MCMC`` (``"sequential"``, ``"vectorized"``,
+    ``"parallel"``); ``extra_fields`` are kept for diagnostics (divergences reach ArviZ's
+    ``sample_stats`` through :mod:`bayes_eval.report`), as for the Dirichlet tree's
+    ``run_nuts``."""
     from numpyro.infer import MCMC, NUTS
 
     z = _z_of(leaf_probs)
     mcmc = MCMC(NUTS(numpyro_model), num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                chain_method="sequential", progress_bar=progress_bar)
-    mcmc.run(key, z, jnp.asarray(counts, dtype=jnp.float64))
+                chain_method=chain_method, progress_bar=progress_bar)
+    mcmc.run(key, z, jnp.asarray(counts, dtype=jnp.float64), extra_fields=tuple(extra_fields))
     return mcmc
