@@ -11,6 +11,7 @@ and used only to *simulate* an oracle.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass, field
@@ -400,10 +401,26 @@ class Pool:
         h.update(str(self.n_classes).encode())
         return h.hexdigest()
 
+    @functools.cached_property
+    def _ids_are_rows(self) -> bool:
+        """Whether the ids are the row positions 0..N-1 (checked once, in chunks)."""
+        ids = self.ids
+        if not np.issubdtype(ids.dtype, np.integer):
+            return False
+        step = 1 << 22
+        return all(np.array_equal(ids[a:a + step], np.arange(a, min(a + step, ids.size)))
+                   for a in range(0, ids.size, step))
+
+    @functools.cached_property
+    def _id_index(self) -> pd.Index:
+        return pd.Index(self.ids)
+
     def index_of(self, items) -> np.ndarray:
-        """Row positions of item ids; raises PoolError naming the first unknown id."""
+        """Row positions of item ids; raises PoolError naming the first unknown id.
+
+        O(len(items)) after the first call (the id index is built once per pool)."""
         items = np.asarray(items)
-        if np.issubdtype(self.ids.dtype, np.integer) and np.array_equal(self.ids, np.arange(self.n_items)):
+        if self._ids_are_rows:
             try:
                 rows = items.astype(np.int64)
                 ok = (rows.astype(items.dtype) == items) if items.dtype.kind in "iuf" else np.zeros(len(items), bool)
@@ -415,8 +432,7 @@ class Pool:
             if bad is not None:
                 raise PoolError(f"unknown item id {_py(items[bad])!r} (row {bad} of the input)")
             return rows
-        idx = pd.Index(self.ids)
-        pos = idx.get_indexer(items)
+        pos = self._id_index.get_indexer(items)
         bad = _first_bad(pos < 0)
         if bad is not None:
             raise PoolError(f"unknown item id {_py(items[bad])!r} (row {bad} of the input)")

@@ -78,13 +78,16 @@ def tree_shape(n_strata: int, depth: int = 8, branching: int | None = None) -> T
 def _from_cut_codes(scores, codes, method, n_codes=None):
     """Relabel integer bin codes (monotone in score) to consecutive non-empty strata, or,
     with ``n_codes``, keep every code as a stratum (empty ones included, in place)."""
+    codes = np.asarray(codes).reshape(-1)
     if n_codes is None:
-        uniq, index = np.unique(codes, return_inverse=True)
-        k = uniq.size
+        # codes are small non-negative integers: relabel by counting (no O(N log N) sort)
+        present = np.bincount(codes) > 0
+        remap = (np.cumsum(present) - 1).astype(np.int32)
+        index = remap[codes]
+        k = int(present.sum())
     else:
-        index = np.asarray(codes)
+        index = codes.astype(np.int32, copy=False)
         k = int(n_codes)
-    index = index.astype(np.int32).reshape(-1)
     sizes = np.bincount(index, minlength=k).astype(np.int64)
     lower = np.full(k, np.inf)
     upper = np.full(k, -np.inf)
