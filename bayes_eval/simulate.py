@@ -361,6 +361,15 @@ def _bayes_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, lev
             "bayes_mean": np.asarray(mean).reshape(shape)}
 
 
+def _covers(lo, hi, truth, rtol: float = 1e-9):
+    """Whether ``truth`` lies in ``[lo, hi]`` up to floating-point round-off: an interval
+    that has collapsed onto the true value (every item that matters labeled, or a
+    posterior with all its mass on the truth) must count as covering even when the two
+    were summed in a different order."""
+    tol = rtol * np.maximum(1.0, np.abs(truth))
+    return (lo - tol <= truth) & (truth <= hi + tol)
+
+
 def _masked_mean(a, mask, axis=None):
     """Mean of ``a`` over ``mask`` (NaN where nothing is masked in), without warnings."""
     a = np.where(mask, a, 0.0)
@@ -399,14 +408,14 @@ def summarize(res: SimResult) -> list[dict]:
             vv = v[ok]
             mask = fin[ok]
             err = np.where(mask, vv - truth, 0.0)
-            cover = (lo[ok] <= truth) & (truth <= hi[ok])
+            cover = _covers(lo[ok], hi[ok], truth)
             width = hi[ok] - lo[ok]
             wmask = mask & np.isfinite(width)
             if res.bayes_lower is not None:
                 blo = res.bayes_lower[ok, i, :]
                 bhi = res.bayes_upper[ok, i, :]
                 bok = np.isfinite(blo) & np.isfinite(bhi)
-                entry["coverage_bayes"] = float(np.mean(((blo <= truth) & (truth <= bhi))[bok])) if bok.any() else None
+                entry["coverage_bayes"] = float(np.mean(_covers(blo, bhi, truth)[bok])) if bok.any() else None
                 entry["mean_width_bayes"] = float(np.mean((bhi - blo)[bok])) if bok.any() else None
                 entry["mean_bayes"] = _scalar(_masked_mean(res.bayes_mean[ok, i, :],
                                                            np.isfinite(res.bayes_mean[ok, i, :]), axis=0))

@@ -111,10 +111,33 @@ def fmt(x, spec=".3g"):
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, spec)
 
 
+def merge_previous(out, measure, pool_name, rows, curves):
+    """Rows and curves of designs not rerun now, from an earlier run's CSV / curves JSON
+    (``--merge``: rerun a few designs without redoing the rest), in the suite's order."""
+    import pandas as pd
+
+    stem = os.path.join(out, f"suite_{measure}_{pool_name}")
+    if not (os.path.exists(stem + ".csv") and os.path.exists(stem + "_curves.json")):
+        return rows, curves
+    old = pd.read_csv(stem + ".csv").to_dict("records")
+    with open(stem + "_curves.json") as fh:
+        old_curves = {k: (np.asarray(v[0]), np.array([np.nan if x is None else x for x in v[1]], float))
+                      for k, v in json.load(fh).items()}
+    new = {r["design"] for r in rows}
+    keep = [r for r in old if r["design"] not in new]
+    merged = {r["design"]: r for r in keep + rows}
+    order = [d for d in DESIGNS if d in merged]
+    all_curves = {**{k: v for k, v in old_curves.items() if k not in new}, **curves}
+    return [merged[d] for d in order], {d: all_curves[d] for d in order if d in all_curves}
+
+
 def write_outputs(out, measure, pool_name, rows, curves, peers, checkpoints=CHECKPOINTS):
     import pandas as pd
 
     stem = os.path.join(out, f"suite_{measure}_{pool_name}")
+    with open(stem + "_curves.json", "w") as fh:
+        json.dump({k: [np.asarray(a).tolist(), [None if not np.isfinite(x) else float(x) for x in b]]
+                   for k, (a, b) in curves.items()}, fh)
     ref = peers.get("ours8")
     best = min((v["mse@2000"] for v in peers.values()), default=None)
     for r in rows:
@@ -223,6 +246,8 @@ def main(argv=None):
     ap.add_argument("--bayes-measures", default="f1,accuracy")
     ap.add_argument("--no-speed", dest="speed", action="store_false", default=True)
     ap.add_argument("--quick", action="store_true", help="smoke run: a small synthetic pool, few repeats")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of designs not run now from the existing tables (rerun a few designs)")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     peers = {}
@@ -270,6 +295,8 @@ def main(argv=None):
                 print(f"  {d:<17} mse@{last}={fmt(row.get(f'mse@{last}'))} cov={fmt(row.get(f'coverage@{last}'), '.2f')} "
                       f"covB={fmt(row.get(f'coverage_bayes@{last}'), '.2f')} {row['sec_per_run'] * 1000:.1f} ms/run",
                       flush=True)
+            if args.merge:
+                rows, curves = merge_previous(args.out, measure_name, pool_name, rows, curves)
             write_outputs(args.out, measure_name, pool_name, rows, curves,
                           {} if args.quick else peers_of(peers, pool_name, measure_name), checkpoints)
     if args.speed:

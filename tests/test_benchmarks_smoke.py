@@ -24,3 +24,30 @@ def test_suite_quick(tmp_path):
     # the Bayesian interval is computed for the design that carries a model
     assert rows[1]["coverage_bayes@200"] not in ("", None)
     assert "ratio@" in stem.with_suffix(".md").read_text()
+    # --merge reruns one design and keeps the other's row (and its curve in the plot data)
+    suite.main(["--quick", "--measures", "f1", "--designs", "passive", "--out", str(tmp_path), "--no-speed",
+                "--merge"])
+    with open(stem.with_suffix(".csv")) as fh:
+        assert [r["design"] for r in csv.DictReader(fh)] == ["passive", "ais8"]
+    import json
+
+    with open(str(stem) + "_curves.json") as fh:
+        assert set(json.load(fh)) == {"passive", "ais8"}
+
+
+def test_scale_quick(tmp_path):
+    """The scale benchmark's session loop runs (one small size, in a subprocess) and
+    reports what the issue asks: stage time, peak memory against the pool, strata time."""
+    import json
+
+    import scale
+
+    scale.main(["--sizes", "2e4", "--stages", "3", "--out", str(tmp_path)])
+    with open(tmp_path / "scale.json") as fh:
+        (row,) = json.load(fh)
+    assert "error" not in row, row
+    assert row["n_items"] == 20_000 and row["stages"] == 3
+    for k in ("stage_ms_median", "peak_mb", "pool_mb", "strata_s", "create_s"):
+        assert np.isfinite(row[k]) and row[k] > 0, (k, row)
+    assert 0.0 < row["estimate_f1"] <= 1.0
+    assert (tmp_path / "scale.md").read_text().count("|") > 10
