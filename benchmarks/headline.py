@@ -1,0 +1,96 @@
+"""The README's headline table, from the suite's CSVs (no simulation is rerun).
+
+    python benchmarks/run.py && python benchmarks/scale.py && python benchmarks/headline.py
+
+Reads ``results/suite_f1_<pool>.csv`` (and ``suite_accuracy_*``), ``results/speed.json`` and
+``results/scale.json``; writes ``results/headline.md``: per pool, for our main designs, the
+MSE of F1 at 2000 labels as a ratio to the best reference figure of ``peers.json`` (the
+DESIGN.md §6 target is ≤ 0.1) and at 500 / 1000 (target ≤ 1), the coverage of the 95% CLT
+and Bayesian intervals at 500 / 1000 / 2000 labels, and the speed-up over the reference AIS.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import numpy as np
+import pandas as pd
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MAIN = ("ais8", "ais1", "poisson-adaptive", "is-lam1")
+
+
+def _f(x, spec):
+    return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, spec)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", default=os.path.join(HERE, "results"))
+    ap.add_argument("--peers", default=os.path.join(ROOT, "..", "shared", "benchmarks", "peers.json"))
+    ap.add_argument("--readme", default=None, help="also replace the headline block of this README")
+    args = ap.parse_args(argv)
+    with open(args.peers) as fh:
+        peers = json.load(fh)
+    lines = ["| pool | design | MSE F1 @2000 | ÷ best reference @500 / 1000 / 2000 | CLT coverage @500 / 1000 / 2000 "
+             "| Bayesian coverage @500 / 1000 / 2000 |", "|---|---|---|---|---|---|"]
+    pools = sorted(f[len("suite_f1_"):-4] for f in os.listdir(args.results)
+                   if f.startswith("suite_f1_") and f.endswith(".csv"))
+    for pool in pools:
+        df = pd.read_csv(os.path.join(args.results, f"suite_f1_{pool}.csv")).set_index("design")
+        block = {k: v for k, v in peers.get(pool, {}).items()
+                 if isinstance(v, dict) and isinstance(v.get("mse@2000"), (int, float))}
+        best = {c: min(v[f"mse@{c}"] for v in block.values()) for c in (500, 1000, 2000)} if block else None
+        for d in MAIN:
+            if d not in df.index:
+                continue
+            r = df.loc[d]
+            ratios = " / ".join(_f(r[f"mse@{c}"] / best[c], ".2g") if best else "–" for c in (500, 1000, 2000))
+            clt = " / ".join(_f(r.get(f"coverage@{c}"), ".2f") for c in (500, 1000, 2000))
+            bay = " / ".join(_f(r.get(f"coverage_bayes@{c}"), ".2f") for c in (500, 1000, 2000))
+            lines.append(f"| {pool} | {d} | {_f(r['mse@2000'], '.2g')} | {ratios} | {clt} | {bay} |")
+    out = ["# Headline figures", "",
+           "Produced by `python benchmarks/headline.py` from the suite's tables (`python benchmarks/run.py`, "
+           "500 repeats, 40 stages × 50 labels, deterministic oracle).", "", *lines]
+    sp = os.path.join(args.results, "speed.json")
+    if os.path.exists(sp):
+        with open(sp) as fh:
+            speed = json.load(fh)
+        out += ["", "| speed: AIS depth 8, 2000 labels | items | vmapped repeats | ms per run | reference s per run "
+                "| speed-up | total s |", "|---|---|---|---|---|---|---|"]
+        for r in speed:
+            out.append(f"| {r['pool']} | {r['n_items']} | {r['repeats']} | {1000 * r['sec_per_run']:.1f} | "
+                       f"{_f(r.get('reference_sec_per_run'), '.1f')} | {_f(r.get('speedup'), '.0f')}× | "
+                       f"{_f(r['sec_per_run'] * r['repeats'], '.1f')} |")
+    sc = os.path.join(args.results, "scale.json")
+    if os.path.exists(sc):
+        with open(sc) as fh:
+            scale = json.load(fh)
+        out += ["", "| session scale | items | stage ms (next_batch 50 + ingest + update) | peak memory ÷ pool arrays "
+                "| strata s |", "|---|---|---|---|---|"]
+        for r in scale:
+            if "error" in r:
+                continue
+            out.append(f"| synthetic | {r['n_items']:.0e} | {r['stage_ms_median']:.0f} | {r['peak_over_pool']:.2f} | "
+                       f"{r['strata_s']:.1f} |")
+    path = os.path.join(args.results, "headline.md")
+    with open(path, "w") as fh:
+        fh.write("\n".join(out) + "\n")
+    print("\n".join(out))
+    if args.readme:
+        # the README carries the same tables between two markers
+        with open(args.readme) as fh:
+            text = fh.read()
+        a, b = "<!-- headline:start -->", "<!-- headline:end -->"
+        if a not in text or b not in text:
+            raise SystemExit(f"{args.readme} has no {a} ... {b} block")
+        body = "\n".join(out[4:])
+        text = text[: text.index(a) + len(a)] + "\n" + body + "\n" + text[text.index(b):]
+        with open(args.readme, "w") as fh:
+            fh.write(text)
+
+
+if __name__ == "__main__":
+    main()
