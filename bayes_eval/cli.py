@@ -63,7 +63,8 @@ def _jsonable(o):
 
 
 def _add_design_args(p):
-    p.add_argument("--design", default="ais", help="passive, stratified, is, oasis, ais (default: ais)")
+    p.add_argument("--design", default="ais",
+                   help="passive, stratified, is, oasis, ais, poisson, poisson-adaptive (default: ais)")
     p.add_argument("--model", default="dirichlet-tree", help="oracle model for ais: dirichlet-tree, independent, classifier")
     p.add_argument("--depth", type=int, default=8, help="depth of the Dirichlet tree (1 = flat)")
     p.add_argument("--branching", type=int, default=None, help="branching of the tree (default: smallest that fits)")
@@ -105,6 +106,14 @@ def build_parser():
     s.add_argument("--posterior-model", default="calibrated",
                    help="model of the Bayesian intervals: calibrated (default, binary), design, dirichlet-tree")
     _add_design_args(s)
+    s.add_argument("--poisson-size", default="random", choices=["random", "exact", "pareto", "sequential"],
+                   help="Poisson designs: random-size rounds (true Poisson sampling, mean = the batch; default) or "
+                        "exactly the batch (exact = pareto: Pareto sampling; sequential: sequential Poisson "
+                        "sampling; poisson-adaptive only)")
+    s.add_argument("--poisson-option", action="append", default=None, metavar="KEY=VALUE",
+                   help="further Poisson design settings (repeatable): estimator=ht|difference, form=sqrt|linear|"
+                        "moment:g, weights=equal|linear|quadratic|precision|power:k, variance=labeled+ht|ht|labeled|"
+                        "model, poisson_eps=..., defensive=..., defensive_form=..., interval=normal|beta")
 
     from .session_cli import add_session_parser
 
@@ -121,6 +130,24 @@ def _design_kw(args):
         kw["eps0"] = args.eps
         kw["delta"] = args.delta
         kw["strength"] = args.strength
+    if args.design in ("poisson", "poisson-adaptive") and hasattr(args, "poisson_size"):
+        kw.pop("eps")  # the AIS floor; Poisson designs take poisson_eps
+        kw["strength"] = args.strength
+        kw["oracle"] = args.oracle  # refused unless deterministic: Poisson designs label distinct items
+        size = {"random": None, "exact": "pareto"}.get(args.poisson_size, args.poisson_size)
+        if size is not None:
+            kw["fixed_size"] = size
+        floats = ("poisson_eps", "defensive")
+        for part in args.poisson_option or []:
+            if "=" not in part:
+                raise CLIError(f"--poisson-option expects KEY=VALUE, got {part!r}")
+            k, v = (t.strip() for t in part.split("=", 1))
+            if k not in ("estimator", "form", "weights", "variance", "defensive_form", "interval") + floats:
+                raise CLIError(f"--poisson-option: unknown setting {k!r}")
+            try:
+                kw[k] = float(v) if k in floats else v
+            except ValueError:
+                raise CLIError(f"--poisson-option {k}: not a number: {v!r}") from None
     return kw
 
 

@@ -147,3 +147,23 @@ def test_cli_errors(capsys, tmp_path):
     assert "unknown measure" in capsys.readouterr().err
     assert main(["simulate", "demo", "--budget", "0"]) == 2
     assert "budget" in capsys.readouterr().err
+
+
+def test_cli_simulate_poisson_flags(capsys):
+    """--design poisson-adaptive with --poisson-size exact gives exactly the checkpoint's
+    labels in every run (random-size rounds give a random count); bad settings exit 2."""
+    from bayes_eval.cli import main
+
+    args = ["simulate", "demo", "--design", "poisson-adaptive", "--budget", "200", "--batch", "50", "--repeats", "6",
+            "--checkpoints", "100,200", "--bayes", "no", "--format", "json"]
+    assert main(args + ["--poisson-size", "exact", "--poisson-option", "weights=equal"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["design"] == "poisson-adaptive"
+    assert [c["mean_draws"] for c in out["checkpoints"]] == [100.0, 200.0]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert all(np.isfinite(c["mse"]) for c in out["checkpoints"])
+    assert main(args + ["--poisson-option", "nope=1"]) == 2
+    assert "unknown setting" in capsys.readouterr().err
+    assert main(args + ["--oracle", "stochastic"]) == 2
+    assert "deterministic" in capsys.readouterr().err
