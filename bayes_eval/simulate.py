@@ -29,6 +29,8 @@ from .estimators import is_estimate, normal_interval, stratified_estimate
 __all__ = ["SimState", "StageRecord", "SimResult", "schedule", "simulate_runs", "summarize", "run_simulation"]
 
 _CHUNK = 64
+#: bytes of per-stage temporaries allowed for one vmapped batch of repeats
+REPEAT_MEMORY = 2.0 * 2**30
 
 
 class SimState(NamedTuple):
@@ -305,11 +307,24 @@ def simulate_runs(
 
     fn = jax.jit(jax.vmap(run, in_axes=(0, None, None)))
     keys = jax.random.split(jax.random.PRNGKey(seed), repeats)
+    # vmap in chunks of repeats when one run's per-stage temporaries are large (a PR curve
+    # keeps (cells × classes) × m Jacobian rows: 500 repeats at once needed 33 GB)
+    chunk = max(1, min(repeats, int(REPEAT_MEMORY // (32.0 * x * c * max(m, d)))))
+    n_chunks = -(-repeats // chunk)
+    pad = n_chunks * chunk - repeats
+    keys_p = jnp.concatenate([keys, keys[:pad]]) if pad else keys
     t0 = time.perf_counter()
-    compiled = fn.lower(keys, cells, a_true).compile()
+    compiled = fn.lower(keys_p[:chunk], cells, a_true).compile()
     t1 = time.perf_counter()
-    hist, ck, stalled = compiled(keys, cells, a_true)
-    jax.block_until_ready((hist, ck, stalled))
+    outs = []
+    for i in range(n_chunks):
+        o = compiled(keys_p[i * chunk:(i + 1) * chunk], cells, a_true)
+        jax.block_until_ready(o)
+        outs.append(jax.tree_util.tree_map(np.asarray, o) if n_chunks > 1 else o)
+    if n_chunks > 1:
+        hist, ck, stalled = jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0)[:repeats], *outs)
+    else:
+        hist, ck, stalled = outs[0]
     t2 = time.perf_counter()
     bayes = {}
     if bayes_model is not None:
