@@ -185,7 +185,11 @@ def write_outputs(out, measure, pool_name, rows, curves, peers, checkpoints=CHEC
                    zorder=5, label=f"reference {k}")
     ax.set_yscale("log")
     ax.set_xlabel("labels spent")
-    ax.set_ylabel(f"MSE of {measure}" + (" (mean over components)" if measure == "pr_curve" else ""))
+    ax.set_ylabel(f"MSE of {measure}" + (" (first 16 components)" if measure == "pr_curve" else ""))
+    if measure == "pr_curve":  # the run history keeps the first 16 components only
+        ax.text(0.01, 0.01, "curves: precision at the 16 lowest thresholds (what the run history keeps);\n"
+                "the table's MSE averages all 2048 components", transform=ax.transAxes, fontsize=7,
+                va="bottom")
     ax.set_title(f"{measure} on {pool_name}: MSE against labels")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
