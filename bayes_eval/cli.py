@@ -75,6 +75,9 @@ def _add_design_args(p):
     p.add_argument("--delta", type=float, default=0.0,
                    help="AIS: mix δ of p(x) into every proposal, for reusing the labels for other measures (001 §3.3.1)")
     p.add_argument("--strength", type=float, default=1.0, help="AIS: weight of the classifier's scores in the model prior")
+    p.add_argument("--companion", default="auto", choices=["auto", "calibrated", "none"],
+                   help="ais / poisson-adaptive: companion model mixed into the proposals (auto: the calibrated "
+                        "model on binary pools; none: the Dirichlet tree alone, as in 001)")
 
 
 def build_parser():
@@ -123,7 +126,7 @@ def build_parser():
 
 def _design_kw(args):
     kw = dict(n_strata=args.strata, depth=args.depth, branching=args.branching, model=args.model,
-              lam=args.lam, eps=args.eps)
+              lam=args.lam, eps=args.eps, companion=args.companion)
     if args.design in ("ais", "is"):
         kw["oracle"] = args.oracle
     if args.design == "ais":
@@ -149,6 +152,12 @@ def _design_kw(args):
             except ValueError:
                 raise CLIError(f"--poisson-option {k}: not a number: {v!r}") from None
     return kw
+
+
+def _companion_of(args, pool):
+    from .designs import resolve_companion
+
+    return resolve_companion(args.companion, pool.n_classes, args.design)
 
 
 def cmd_simulate(args):
@@ -179,6 +188,7 @@ def cmd_simulate(args):
         "design": args.design,
         "model": args.model if args.design == "ais" else None,
         "depth": args.depth if args.design == "ais" else None,
+        "companion": _companion_of(args, pool),
         "oracle": args.oracle,
         "budget": args.budget,
         "batch": args.batch if res.design != "oasis" else 1,

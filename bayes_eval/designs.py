@@ -40,6 +40,9 @@ __all__ = [
     "importance",
     "normalize",
     "model_risk",
+    "sweep_share",
+    "COMPANIONS",
+    "resolve_companion",
     "design_names",
 ]
 
@@ -118,6 +121,57 @@ def model_risk(cells: CellTable, labeled, pi_cell):
     unlabeled = cells.size - labeled.sum(axis=1)
     per_cell = labeled[:, :, None] * cells.loss + (unlabeled[:, None] * pi_cell)[:, :, None] * cells.loss
     return jnp.einsum("x,xcd->d", cells.weight, per_cell)
+
+
+#: companion models a design can mix with its oracle model (see :func:`sweep_share`)
+COMPANIONS = ("calibrated",)
+
+
+def resolve_companion(companion, n_classes: int, design: str):
+    """The companion model a design uses: ``"auto"`` gives ``"calibrated"`` for the
+    binary pools of ``ais`` / ``poisson-adaptive`` (the calibrated Beta-binomial model
+    of ``models/calibrated.py`` is binary), ``None`` otherwise; ``"none"`` / ``None``
+    switches it off (the pure 001 / 000 designs)."""
+    if companion in (None, "none"):
+        return None
+    if companion == "auto":
+        return "calibrated" if n_classes == 2 and design in ("ais", "poisson-adaptive") else None
+    if companion not in COMPANIONS:
+        raise ValueError(f"companion must be 'auto', 'none' or one of {COMPANIONS}, got {companion!r}")
+    if n_classes != 2:
+        raise ValueError(f"the {companion!r} companion model is binary only (this pool has {n_classes} classes); "
+                         f"use companion='none'")
+    if design not in ("ais", "poisson-adaptive"):
+        raise ValueError(f"a companion model applies to the adaptive designs ais and poisson-adaptive, not {design!r}")
+    return companion
+
+
+def sweep_share(cells: CellTable, labeled, pi_cell, n_next=0.0):
+    """Share ρ ∈ [0, 1] of the oracle-model component in a companion mixture.
+
+    ``ρ = min(1, (labels so far + n_next) / E[items that can matter])``, the expected
+    number of items with ``ℓ(x, y) ≠ 0`` (for F1: predicted or actual positives) under
+    the companion's predictive ``pi_cell`` (X, C), labeled items at their labels.
+
+    Why (measured, ``benchmarks/README.md``): the Dirichlet-tree of 001 §4 is generative
+    (y → stratum); on a pool where the relevant items are few (entity resolution: one
+    positive in 10^3) its EM fit over-states the positives of the low-score tail, which
+    makes its proposals sweep the likely-relevant items first and still look into the
+    tail -- the best design there.  Where relevant items are many (a balanced pool) the
+    unlabeled items dominate its EM and the MAP splits the classes along the score axis
+    like an unsupervised mixture (π(1|k) ≈ 0.01 in strata whose true rate is 0.5), and
+    designs fed by it are 20-100× worse than passive sampling.  The companion (the
+    calibrated, discriminative model) is right there.  ρ moves the mixture from the
+    companion to the oracle model as the labels approach the number of items that can
+    matter, i.e. as sweeping them all becomes possible.  It depends only on labels
+    already seen, so a design using it stays unbiased (the mixture is fixed before the
+    stage is drawn).
+    """
+    labeled = jnp.asarray(labeled, jnp.float64)
+    nz = jnp.any(cells.loss != 0, axis=-1)  # (X, C)
+    unl = jnp.maximum(cells.size - labeled.sum(1), 0.0)
+    rel = jnp.sum(unl * jnp.sum(pi_cell * nz, axis=1)) + jnp.sum(labeled * nz)
+    return jnp.clip((labeled.sum() + n_next) / jnp.maximum(rel, 1.0), 0.0, 1.0)
 
 
 def _passive_propose(state, cells, obs):

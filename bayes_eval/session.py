@@ -161,10 +161,10 @@ _PLACEHOLDER_MODEL = object()
 def make_design(name: str, measure, cells, n_strata: int, *, oracle: str = "deterministic",
                 model: str = "dirichlet-tree", depth: int = 8, branching: int | None = None,
                 eps: float = 1e-3, lam: float = 0.9, delta: float = 0.0, plugin: str = "model",
-                strength: float = 1.0, fixed_size: str | None = None, estimator: str = "ht",
+                strength: float = 1.0, fixed_size: str | None = None, estimator: str | None = None,
                 form: str | None = None, weights: str = "quadratic", variance: str | None = None,
                 poisson_eps: float = 1e-3, defensive: float | None = None, defensive_form: str = "linear",
-                em_iters: int = 10):
+                em_iters: int = 10, companion: str | None = None):
     """Build a design by name, as :func:`bayes_eval.simulate.run_simulation` does.
 
     Returns ``(design, n_strata)``; the design's ``oracle`` is set to ``oracle`` (it
@@ -177,6 +177,11 @@ def make_design(name: str, measure, cells, n_strata: int, *, oracle: str = "dete
     model by :func:`~bayes_eval.poisson_designs.build_model`; ``fixed_size``,
     ``estimator``, ``form``, ``weights``, ``variance``, ``poisson_eps``, ``defensive``,
     ``defensive_form``, ``em_iters`` as there); deterministic oracle only.
+
+    ``companion``: the companion model of ``ais`` / ``poisson-adaptive`` (``"calibrated"``
+    or None; :func:`bayes_eval.designs.sweep_share`).  None here, so that session files
+    written before companions existed replay unchanged; :meth:`Session.create` resolves
+    ``"auto"`` and records it.
     """
     from . import designs as D
 
@@ -188,15 +193,22 @@ def make_design(name: str, measure, cells, n_strata: int, *, oracle: str = "dete
                                f"deterministic oracle (one true label per item), not {oracle!r}")
         from .poisson_designs import build_model, poisson_design
 
-        om = None
+        om = cm = None
         try:
             if cells is not None and (name == "poisson-adaptive" or variance == "model"):
                 om = build_model(model, cells, n_strata, depth=depth, branching=branching, strength=strength,
                                  em_iters=em_iters)
+            if companion is not None:
+                if cells is not None:
+                    from .ais import companion_model
+
+                    cm = companion_model(companion, cells, n_strata)
+                else:
+                    cm = _PLACEHOLDER_MODEL
             design = poisson_design(name, estimator=estimator, form=form, weights=weights, variance=variance,
                                     eps=poisson_eps, lam=lam, fixed_size=fixed_size,
                                     model=om if cells is not None else _PLACEHOLDER_MODEL, n_strata=n_strata,
-                                    defensive=defensive, defensive_form=defensive_form)
+                                    defensive=defensive, defensive_form=defensive_form, companion=cm)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, SessionError):
                 raise
@@ -214,7 +226,8 @@ def make_design(name: str, measure, cells, n_strata: int, *, oracle: str = "dete
         from .ais import ais_design
 
         design, n_strata = ais_design(measure.g, cells, n_strata, model=model, depth=depth, branching=branching,
-                                      strength=strength, eps0=eps, delta=delta, oracle=oracle, plugin=plugin)
+                                      strength=strength, eps0=eps, delta=delta, oracle=oracle, plugin=plugin,
+                                      companion=companion)
     else:
         raise SessionError(f"unknown design {name!r}; choose one of {', '.join(SESSION_DESIGNS)}")
     return design._replace(oracle=oracle), n_strata
@@ -494,7 +507,9 @@ def _build_core(pool, measures, cfg, progress) -> _Core:
         pc = _build_poisson(design, measures, cells, loss_tables, int(n_strata))
 
         def init_poisson():
-            return (pc.model.init_state() if pc.model is not None else ()), None
+            from .poisson_designs import init_model_states
+
+            return (init_model_states(design) if pc.model is not None else ()), None
 
         return _Core(init=init_poisson, step=None, estimate_fns=pc.estimate_fns, poisson=pc, **common)
 
@@ -533,9 +548,9 @@ def _build_poisson(design, measures, cells, loss_tables, n_strata: int) -> _Pois
     k = n_strata
     g0 = measures[0].g
     x, c, _ = cells.loss.shape
-    sup = np.asarray(PD.support_mask(cells.loss, design.estimator))
+    sup = np.asarray(PD.design_support(design, cells.loss))
     for j in range(1, len(measures)):
-        sj = np.asarray(PD.support_mask(loss_tables[j], design.estimator))
+        sj = np.asarray(PD.design_support(design, loss_tables[j]))
         if np.any(sj & ~sup):
             raise SessionError(
                 f"measure {measures[j].name!r} needs labels of items that {measures[0].name!r} (the measure the "
@@ -546,12 +561,7 @@ def _build_poisson(design, measures, cells, loss_tables, n_strata: int) -> _Pois
 
     if design.adaptive:
         def propose(mstate, labeled, budget, complete):
-            counts = PD._leaf_counts(cells, labeled, k)[0]
-            pi = PD.model_predictive(om, mstate, counts)[cells.stratum]
-            prop = PD.round_proposal(g0, cells, labeled, pi, budget, estimator=design.estimator, form=design.form,
-                                     eps=design.eps, complete=complete, defensive=design.defensive,
-                                     defensive_form=design.defensive_form)
-            return prop, pi
+            return PD.adaptive_round(design, g0, cells, labeled, mstate, budget, complete)
 
         pi_static = None
     else:
@@ -564,10 +574,10 @@ def _build_poisson(design, measures, cells, loss_tables, n_strata: int) -> _Pois
     fit = None
     if om is not None:
         def fit(mstate, labeled):
-            counts, unl = PD._leaf_counts(cells, labeled, k)
-            mstate = om.fit(mstate, counts, unl)
+            mstate = PD.fit_model_states(design, mstate, cells, labeled)
             if need_pi_after:
-                pi_after = PD.model_predictive(om, mstate, counts)[cells.stratum]
+                counts = PD._leaf_counts(cells, labeled, k)[0]
+                pi_after = PD.model_predictive(om, mstate[0], counts)[cells.stratum]
             else:
                 pi_after = jnp.zeros((x, c))
             return mstate, pi_after
@@ -623,7 +633,8 @@ def _get_core(pool, measures, cfg, fingerprint, progress) -> _Core:
     return core
 
 
-def _poisson_config(design, model, depth, branching, strength, lam, fixed_size, options, oracle) -> dict:
+def _poisson_config(design, model, depth, branching, strength, lam, fixed_size, options, oracle,
+                    companion=None) -> dict:
     """The JSON configuration of a Poisson design, every default resolved (so that a
     session file replays under later defaults too)."""
     if oracle != "deterministic":
@@ -656,12 +667,13 @@ def _poisson_config(design, model, depth, branching, strength, lam, fixed_size, 
     if em_iters < 1:
         raise SessionError(f"em_iters must be >= 1, got {em_iters}")
     kw = {k: v for k, v in opts.items() if v is not None}
-    pd_design, _ = make_design(design, None, None, 0, lam=float(lam), fixed_size=fixed_size, **kw)  # validates
+    pd_design, _ = make_design(design, None, None, 0, lam=float(lam), fixed_size=fixed_size, companion=companion,
+                               **kw)  # validates
     return {"model": model, "depth": int(depth), "branching": branching, "strength": float(strength),
             "em_iters": int(em_iters), "fixed_size": fixed_size, "estimator": pd_design.estimator,
             "form": pd_design.form, "weights": pd_design.weights, "variance": pd_design.variance,
             "poisson_eps": pd_design.eps, "defensive": pd_design.defensive,
-            "defensive_form": pd_design.defensive_form, "lam": pd_design.lam}
+            "defensive_form": pd_design.defensive_form, "lam": pd_design.lam, "companion": companion}
 
 
 # ------------------------------------------------------------------------------ measures
@@ -911,7 +923,8 @@ class Session:
                strata_method: str = "csf", keep_empty: bool | None = None, system: int = 0,
                thresholds: int = 1024, beta: float = 1.0,
                label_map: dict | None = None, posterior_model: str = "calibrated", pool_path: str | None = None,
-               progress=None, fixed_size: str | None = "auto", poisson_options: dict | None = None) -> "Session":
+               progress=None, fixed_size: str | None = "auto", poisson_options: dict | None = None,
+               companion: str | None = "auto") -> "Session":
         """Start a new session in a new file ``path``.
 
         Parameters
@@ -968,6 +981,11 @@ class Session:
             session file).  ``model``, ``depth``, ``branching``, ``strength`` choose the
             oracle model of ``poisson-adaptive`` as for AIS; ``lam`` the λ-mixing of the
             static design.
+        companion : {"auto", "calibrated", "none"}
+            Companion model of ``ais`` and ``poisson-adaptive``
+            (:func:`bayes_eval.designs.sweep_share`): ``"auto"`` (default) is the
+            calibrated model on binary pools; ``"none"`` runs the designs of 001 / 000 with
+            the Dirichlet tree alone.  Recorded resolved in the session file.
         """
         from .pool import Pool
 
@@ -983,16 +1001,22 @@ class Session:
         label_map = annotate.parse_label_map(label_map)
         annotate.label_mapping(pool.n_classes, label_map)  # validates
         dkw = {"name": design}
+        from .designs import resolve_companion
+
+        try:
+            comp = resolve_companion(companion, pool.n_classes, design)
+        except ValueError as exc:
+            raise SessionError(str(exc)) from None
         if design == "ais":
             dkw.update(model=model, depth=int(depth), branching=branching, eps=float(eps), delta=float(delta),
-                       plugin=plugin, strength=float(strength))
+                       plugin=plugin, strength=float(strength), companion=comp)
         elif design == "is":
             dkw.update(lam=float(lam), eps=float(eps))
         elif design == "oasis":
             dkw.update(eps=float(eps))
         elif design in POISSON_DESIGNS:
             dkw.update(_poisson_config(design, model, depth, branching, strength, lam, fixed_size, poisson_options,
-                                       oracle))
+                                       oracle, comp))
         if design not in POISSON_DESIGNS and (fixed_size != "auto" or poisson_options):
             raise SessionError(f"fixed_size and poisson_options apply to the Poisson designs "
                                f"({', '.join(POISSON_DESIGNS)}), not to {design!r}")

@@ -65,6 +65,9 @@ def add_session_parser(subparsers):
     n.add_argument("--system", type=int, default=0)
     n.add_argument("--label-map", default=None,
                    help="choice strings -> labels for ingested files, e.g. negative=0,positive=1")
+    n.add_argument("--companion", default="auto", choices=["auto", "calibrated", "none"],
+                   help="ais / poisson-adaptive: companion model mixed into the proposals (auto: the calibrated "
+                        "model on binary pools; none: the Dirichlet tree alone)")
     n.add_argument("--poisson-size", default=None, choices=["exact", "pareto", "sequential", "random"],
                    help="Poisson designs: size of a round of `next --n N`: exact (= pareto, Pareto sampling; the "
                         "default of poisson-adaptive), sequential (sequential Poisson sampling) or random (true "
@@ -212,16 +215,19 @@ def _cmd_new(args, bar):
     s = Session.create(args.db, pool, measures, args.design, seed=args.seed, oracle=args.oracle,
                        n_strata=args.strata, depth=args.depth, branching=args.branching, model=args.model,
                        eps=args.eps, delta=args.delta, lam=args.lam, thresholds=args.thresholds, beta=args.beta,
-                       system=args.system, label_map=args.label_map, pool_path=args.pool, progress=bar, **poisson_kw)
+                       system=args.system, label_map=args.label_map, pool_path=args.pool, progress=bar,
+                       companion=args.companion, **poisson_kw)
     bar.done()
     out = {"session": os.path.abspath(args.db), "pool": s.config["pool"], "measures": [m.name for m in s.measures],
            "components": len(s.components), "design": s.design_name, "oracle": s.oracle, "seed": s.seed,
-           "strata": int(s._core.strata.n_strata), "cells": s.cells.n_cells}
+           "strata": int(s._core.strata.n_strata), "cells": s.cells.n_cells,
+           "companion": s.config["design"].get("companion")}
     poisson = s.design_name in ("poisson", "poisson-adaptive")
     if poisson:
         dkw = s.config["design"]
         out["poisson"] = {k: dkw.get(k) for k in ("fixed_size", "estimator", "form", "weights", "variance",
-                                                   "poisson_eps", "defensive", "defensive_form", "model")}
+                                                   "poisson_eps", "defensive", "defensive_form", "model",
+                                                   "companion")}
         out["poisson"]["round_size"] = "random" if dkw.get("fixed_size") is None else "exact"
     s.close()
     if args.format == "json":
@@ -241,7 +247,10 @@ def _cmd_new(args, bar):
                 print("Poisson rounds: distinct items, "
                       + ("exactly N per round (" + p["fixed_size"] + " sampling)" if p["round_size"] == "exact"
                          else "random size with mean N per round")
-                      + f"; {est} estimator, {p['weights']} round weights")
+                      + f"; {est} estimator, {p['weights']} round weights"
+                      + (f", {p['companion']} companion model" if p.get("companion") else ""))
+        elif out["companion"]:
+            print(f"AIS proposals mixed with the {out['companion']} companion model")
         print(f"next: bayes-eval session next {args.db} --n 50 --out batch.csv")
     return 0
 

@@ -471,7 +471,7 @@ def prior_key(pool, resolution: float = 0.02, system: int = 0):
 def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repeats=100, seed=0,
                    checkpoints=(500, 1000, 2000), n_strata=256, depth=8, branching=None,
                    model="dirichlet-tree", lam=0.9, eps=1e-3, track_kl=True, n_fine=None, keep_empty=True, bayes=None,
-                   bayes_draws=200, posterior_model="calibrated", **design_kw):
+                   bayes_draws=200, posterior_model="calibrated", companion="auto", **design_kw):
     """Build strata, cells and the design for a pool with ground truth, and simulate.
 
     Strata: CSF with a K-bin fine histogram, empty strata kept in place (``keep_empty``)
@@ -479,6 +479,10 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     implementation.  Measured on abt-buy (AIS depth 8, 400 repeats): MSE of F1 at 2000
     labels 0.000235 with empty leaves in place vs 0.00111 with strata compacted and the
     tree padded at the top.
+
+    ``companion``: the companion model of ``ais`` and ``poisson-adaptive``
+    (:func:`bayes_eval.designs.resolve_companion`; ``"auto"``: the calibrated model on
+    binary pools, ``"none"``: the designs of 001 / 000 with the oracle model alone).
     """
     from .strata import stratify
     from .cells import build_cells
@@ -503,7 +507,10 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     elif design_name == "ais":
         from .ais import ais_design
 
-        design, k = ais_design(measure.g, cells, k, model=model, depth=depth, branching=branching, **design_kw)
+        from .designs import resolve_companion
+
+        design, k = ais_design(measure.g, cells, k, model=model, depth=depth, branching=branching,
+                               companion=resolve_companion(companion, cells.loss.shape[1], "ais"), **design_kw)
     elif design_name in ("poisson", "poisson-adaptive"):
         # Poisson (Bernoulli) designs run their own simulation (random round sizes,
         # round-combined estimators): bayes_eval.poisson_designs
@@ -512,7 +519,8 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
         return run_poisson_simulation(pool, measure, design_name, strata, cells, budget=budget, batch=batch,
                                       repeats=repeats, seed=seed, checkpoints=checkpoints, depth=depth,
                                       branching=branching, model=model, lam=lam, bayes=bool(bayes),
-                                      bayes_draws=bayes_draws, posterior_model=posterior_model, **design_kw)
+                                      bayes_draws=bayes_draws, posterior_model=posterior_model,
+                                      companion=companion if design_name == "poisson-adaptive" else None, **design_kw)
     else:
         raise ValueError(f"unknown design {design_name!r}; choose one of {D.design_names()}")
     if bayes is None:

@@ -136,10 +136,12 @@ def sample_params(key, z, counts, state: CalibratedState, n_draws: int, n_propos
     return x[idx], ess
 
 
-def calibrated_model(leaf_probs, n_proposals: int = 1024):
+def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25):
     """The model behind the ``OracleModel`` interface of :mod:`bayes_eval.models`.
 
-    ``leaf_probs`` (K, 2): the classifier's mean class probabilities per stratum.
+    ``leaf_probs`` (K, 2): the classifier's mean class probabilities per stratum;
+    ``fit_iters``: damped Newton steps per ``fit`` (warm-started from the given state;
+    a companion model refitted after every stage needs few).
     """
     from .dirichlet_tree import OracleModel
 
@@ -150,7 +152,7 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024):
         return CalibratedState(mode=_prior_mode(), cov=_prior_cov())
 
     def fit(state, counts, unlabeled):
-        return fit_mode(z, counts, init=state, n_iter=25)
+        return fit_mode(z, counts, init=state, n_iter=fit_iters)
 
     def predictive(state):
         a, b, lk = state.mode
