@@ -366,7 +366,7 @@ def _status_text(st):
         lines.append(f"... {len(comps) - 12} more component(s); --format json lists all")
     if st.get("poisson") and not st["poisson"].get("exact") and not has_b:
         lines.append("note: a Poisson design's CLT interval cannot see relevant items that were never drawn and is "
-                     "often too narrow before every item that can matter is labeled (measured: 28% coverage at "
+                     "often too narrow before every item that can matter is labeled (measured: 25% coverage at "
                      "1000 labels on abt-buy); add --bayesian for the finite-pool Bayesian interval")
     stop = st.get("stopping")
     if stop:
