@@ -19,7 +19,7 @@ import pandas as pd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-MAIN = ("ais8", "ais1", "poisson-adaptive", "is-lam1")
+MAIN = ("ais8", "ais8-tree-only", "poisson-adaptive", "poisson-adaptive-tree-only", "is-lam1")
 
 
 def _f(x, spec):
@@ -37,7 +37,7 @@ def main(argv=None):
     lines = ["| pool | design | MSE F1 @2000 | ÷ best reference @500 / 1000 / 2000 | CLT coverage @500 / 1000 / 2000 "
              "| Bayesian coverage @500 / 1000 / 2000 |", "|---|---|---|---|---|---|"]
     pools = sorted(f[len("suite_f1_"):-4] for f in os.listdir(args.results)
-                   if f.startswith("suite_f1_") and f.endswith(".csv"))
+                   if f.startswith("suite_f1_") and f.endswith(".csv") and not f.startswith("suite_f1_synthetic"))
     for pool in pools:
         df = pd.read_csv(os.path.join(args.results, f"suite_f1_{pool}.csv")).set_index("design")
         block = {k: v for k, v in peers.get(pool, {}).items()
@@ -54,14 +54,28 @@ def main(argv=None):
     out = ["# Headline figures", "",
            "Produced by `python benchmarks/headline.py` from the suite's tables (`python benchmarks/run.py`, "
            "500 repeats, 40 stages × 50 labels, deterministic oracle).", "", *lines]
+    synth = sorted(f for f in os.listdir(args.results) if f.startswith("suite_f1_synthetic") and f.endswith(".csv"))
+    if synth:
+        out += ["", "| synthetic pool (`run.py --synthetic`) | design | MSE F1 @2000 | ÷ best of passive / static IS "
+                "@500 / 1000 / 2000 | CLT coverage @500 / 1000 / 2000 |", "|---|---|---|---|---|"]
+        for f in synth:
+            df = pd.read_csv(os.path.join(args.results, f)).set_index("design")
+            for d in MAIN:
+                if d not in df.index or d == "is-lam1":
+                    continue
+                r = df.loc[d]
+                ratios = " / ".join(_f(r.get(f"ratio_baseline@{c}"), ".2g") for c in (500, 1000, 2000))
+                clt = " / ".join(_f(r.get(f"coverage@{c}"), ".2f") for c in (500, 1000, 2000))
+                out.append(f"| {f[len('suite_f1_'):-4]} | {d} | {_f(r['mse@2000'], '.2g')} | {ratios} | {clt} |")
     sp = os.path.join(args.results, "speed.json")
     if os.path.exists(sp):
         with open(sp) as fh:
             speed = json.load(fh)
-        out += ["", "| speed: AIS depth 8, 2000 labels | items | vmapped repeats | ms per run | reference s per run "
-                "| speed-up | total s |", "|---|---|---|---|---|---|---|"]
+        out += ["", "| speed: AIS depth 8, 2000 labels | design | items | vmapped repeats | ms per run "
+                "| reference s per run | speed-up | total s |", "|---|---|---|---|---|---|---|---|"]
         for r in speed:
-            out.append(f"| {r['pool']} | {r['n_items']} | {r['repeats']} | {1000 * r['sec_per_run']:.1f} | "
+            out.append(f"| {r['pool']} | {r.get('design', 'ais8-tree-only')} | {r['n_items']} | {r['repeats']} | "
+                       f"{1000 * r['sec_per_run']:.1f} | "
                        f"{_f(r.get('reference_sec_per_run'), '.1f')} | {_f(r.get('speedup'), '.0f')}× | "
                        f"{_f(r['sec_per_run'] * r['repeats'], '.1f')} |")
     sc = os.path.join(args.results, "scale.json")
