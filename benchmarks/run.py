@@ -208,10 +208,16 @@ def write_outputs(out, measure, pool_name, rows, curves, peers, checkpoints=CHEC
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    # one colour per design family; the tree-only variants dashed in their family's colour
+    bases = list(dict.fromkeys(n.replace("-tree-only", "") for n in curves))
+    palette = plt.get_cmap("tab10")
     for name, (labels, mse) in curves.items():
-        ax.plot(labels, mse, label=name, lw=1.5)
-    for k, v in peers.items():
-        ax.scatter(CHECKPOINTS, [v[f"mse@{c}"] for c in CHECKPOINTS], color="k", marker="o" if k == "ours8" else "s",
+        base = name.replace("-tree-only", "")
+        ax.plot(labels, mse, label=name, lw=1.5, color=palette(bases.index(base) % 10),
+                ls="--" if name.endswith("-tree-only") else "-")
+    markers = "os^vDP"
+    for i, (k, v) in enumerate(peers.items()):
+        ax.scatter(CHECKPOINTS, [v[f"mse@{c}"] for c in CHECKPOINTS], color="k", marker=markers[i % len(markers)],
                    zorder=5, label=f"reference {k}")
     ax.set_yscale("log")
     ax.set_xlabel("labels spent")
