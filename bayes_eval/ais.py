@@ -147,9 +147,10 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
     (labels so far over the expected number of items that can matter).  Both components
     are fixed before the stage, so the importance weights ``p/q`` of the mixture keep the
     estimator consistent (001 Thm. 1: the mixture's support is the union).  Measured
-    (F1, 2000 labels, 100 repeats; ``benchmarks/README.md``): on a balanced synthetic
-    pool the depth-8 tree alone gives MSE 3.6e-3 (passive: 1.8e-4), with the companion
-    1.5e-4; on abt-buy 2.0e-4 → 1.8e-4, on dblp-acm 3.1e-4 → 6.3e-5.
+    (F1, 2000 labels; ``benchmarks/results/suite_f1_*.md``, 200 / 500 repeats): on a
+    balanced synthetic pool the depth-8 tree alone gives MSE 3.6e-3 (passive: 1.8e-4),
+    with the companion 1.8e-4; on a 10% pool 1.1e-2 → 7.9e-4; on abt-buy 2.0e-4 both, on
+    dblp-acm 3.1e-4 → 6.8e-5.
     """
     if oracle not in ("deterministic", "stochastic"):
         raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")

@@ -525,10 +525,10 @@ def adaptive_round(design: PoissonDesign, g: Callable, cells: CellTable, labeled
     fixed ``m`` keeping the round unbiased.  A *complete* round labels every item of the
     support (:func:`design_support`), so its estimate is exact.  Jit-compatible.
 
-    Measured (F1, 40 rounds of 50, 100 repeats; ``benchmarks/README.md``): MSE at 2000
-    labels on a balanced synthetic pool 2.0e-2 without the companion, 7.2e-5 with it
-    (static IS 1.6e-4); on a 10% pool 1.9e-2 vs 5.2e-4 (IS 4.2e-4); abt-buy 6.9e-5 both
-    (ρ = 1 after the first rounds); dblp-acm 5e-10 vs 2e-9.
+    Measured (F1, 40 rounds of 50, HT rounds; ``benchmarks/results/suite_f1_*.md``): MSE at
+    2000 labels on a balanced synthetic pool 2.0e-2 without the companion, 3.1e-4 with it
+    (passive 1.8e-4, static IS 1.6e-4); on a 10% pool 1.9e-2 vs 6.7e-4 (IS 4.2e-4);
+    abt-buy 6.9e-5 vs 7.6e-5; dblp-acm 4.5e-10 vs 1.2e-9 (200 / 500 repeats).
     """
     from .designs import sweep_share
 
