@@ -194,8 +194,7 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
         prop = proposal_for(om.predictive(state.model_state)[cells.stratum], cells, obs)
         if cm is None:
             return prop
-        counts = jax.ops.segment_sum(obs.labeled, cells.stratum, num_segments=n_strata)
-        pic = model_predictive(cm, state.companion_state, counts)[cells.stratum]
+        pic = model_predictive(cm, state.companion_state, counts_of(cells, obs.labeled)[0])[cells.stratum]
         rho = sweep_share(cells, obs.labeled, pic)
         return jax.tree_util.tree_map(lambda a, b: rho * a + (1.0 - rho) * b, prop, proposal_for(pic, cells, obs))
 
