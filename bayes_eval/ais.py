@@ -38,75 +38,27 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
-from .cells import CellTable
+from .cells import CellTable, leaf_counts, leaf_probs  # noqa: F401  (leaf_probs re-exported)
 from .designs import Design, Observed, importance, model_risk, normalize, sweep_share
-from .strata import tree_shape
+from .models.registry import make_companion_model, make_oracle_model
 
-__all__ = ["ais_design", "leaf_probs", "make_model", "model_names", "model_predictive", "companion_model"]
-
-
-def model_names():
-    return ["dirichlet-tree", "independent", "classifier"]
-
-
-def leaf_probs(cells: CellTable, n_strata: int) -> jnp.ndarray:
-    """(K, C) mean classifier probability s(y|k) of the items in each stratum (001 §5.2)."""
-    size_k = jax.ops.segment_sum(cells.size, cells.stratum, num_segments=n_strata)
-    tot = jax.ops.segment_sum(cells.size[:, None] * cells.prior, cells.stratum, num_segments=n_strata)
-    return tot / jnp.maximum(size_k, 1.0)[:, None]
+__all__ = ["ais_design", "ais_proposal", "leaf_probs"]
 
 
 def make_model(name: str, probs_k, depth: int = 8, branching: int | None = None, strength: float = 1.0,
                em_iters: int = 10):
-    """The oracle model by name: ``dirichlet-tree`` (depth 1 = flat, "Ours-1"),
-    ``independent`` (a Dirichlet per stratum) or ``classifier`` (the scores, never
-    updated)."""
-    import importlib
-
-    dt = importlib.import_module("bayes_eval.models.dirichlet_tree")
-    k = int(np.asarray(probs_k).shape[0])
-    if name in ("dirichlet-tree", "tree"):
-        shape = tree_shape(k, depth, branching)
-        return dt.dirichlet_tree(probs_k, depth=shape.depth, branching=shape.branching, strength=strength,
-                                 em_iters=em_iters)
-    if name in ("flat", "flat-dirichlet-tree"):
-        return dt.flat_dirichlet_tree(probs_k, strength=strength)
-    if name == "independent":
-        return dt.independent_dirichlet(probs_k, strength=strength)
-    if name == "classifier":
-        return dt.classifier_scores(probs_k)
-    raise ValueError(f"unknown oracle model {name!r}; choose one of {model_names()}")
-
-
-def model_predictive(model, state, counts):
-    """(K, C) predictive ``pi(y|k)`` of an unlabeled item of stratum ``k``.
-
-    ``model.predictive(state)`` for the Dirichlet tree (001 §4; its state already holds the
-    labels).  For the calibrated Beta-binomial model (``models/calibrated.py``, whose
-    ``predictive`` is the calibration curve ``mu_k`` alone) the per-stratum posterior mean
-    at the mode of ``(a, b, log kappa)``: ``(kappa mu_k + n_k1) / (kappa + n_k)`` -- what the
-    stratum's own labels add to the curve.  Jit-compatible.
-    """
-    pi = model.predictive(state)
-    if getattr(model, "name", "") == "calibrated-beta":
-        kappa = jnp.exp(state.mode[2])
-        n = counts.sum(1)
-        p1 = (kappa * pi[:, 1] + counts[:, 1]) / (kappa + n)
-        pi = jnp.stack([1.0 - p1, p1], axis=-1)
-    return pi
+    """Transitional alias of :func:`bayes_eval.models.make_oracle_model` (the registry)."""
+    return make_oracle_model(name, probs_k, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
 
 
 def companion_model(name: str, cells: CellTable, n_strata: int, fit_iters: int = 2):
-    """The companion model of a mixture design by name (:func:`bayes_eval.designs.resolve_companion`):
-    ``"calibrated"``, the Beta-binomial model of ``models/calibrated.py`` (binary),
-    refitted with ``fit_iters`` warm-started Newton steps per stage."""
-    from .models.calibrated import calibrated_model
+    """Transitional alias of :func:`bayes_eval.models.make_companion_model`."""
+    return make_companion_model(name, leaf_probs(cells, n_strata), fit_iters=fit_iters)
 
-    if name != "calibrated":
-        raise ValueError(f"unknown companion model {name!r}")
-    if cells.loss.shape[1] != 2:
-        raise ValueError("the calibrated companion model is binary only")
-    return calibrated_model(leaf_probs(cells, n_strata), fit_iters=fit_iters)
+
+def model_predictive(model, state, counts):
+    """Transitional alias of ``model.posterior_predictive(state, counts)``."""
+    return model.posterior_predictive(state, counts)
 
 
 class AISState(NamedTuple):
@@ -159,16 +111,13 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
     if not 0.0 <= delta <= 1.0:
         raise ValueError(f"delta must be in [0, 1], got {delta}")
     probs_k = leaf_probs(cells, n_strata)
-    om = make_model(model, probs_k, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
-    cm = None if companion in (None, "none") else companion_model(companion, cells, n_strata)
+    om = make_oracle_model(model, probs_k, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
+    cm = None if companion in (None, "none") else make_companion_model(companion, probs_k)
 
     def counts_of(cells, labeled):
-        counts = jax.ops.segment_sum(labeled, cells.stratum, num_segments=n_strata)
-        if oracle == "deterministic":
-            unl = jax.ops.segment_sum(cells.size - labeled.sum(1), cells.stratum, num_segments=n_strata)
-        else:
-            unl = jnp.zeros(n_strata)
-        return counts, unl
+        counts, unl = leaf_counts(cells, labeled, n_strata)
+        # a stochastic oracle's labels are observations, not items: no unlabeled items
+        return counts, (unl if oracle == "deterministic" else jnp.zeros(n_strata))
 
     def init(cells):
         return AISState(om.init_state(), cm.init_state() if cm is not None else ())
@@ -194,7 +143,7 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
         prop = proposal_for(om.predictive(state.model_state)[cells.stratum], cells, obs)
         if cm is None:
             return prop
-        pic = model_predictive(cm, state.companion_state, counts_of(cells, obs.labeled)[0])[cells.stratum]
+        pic = cm.posterior_predictive(state.companion_state, counts_of(cells, obs.labeled)[0])[cells.stratum]
         rho = sweep_share(cells, obs.labeled, pic)
         return jax.tree_util.tree_map(lambda a, b: rho * a + (1.0 - rho) * b, prop, proposal_for(pic, cells, obs))
 

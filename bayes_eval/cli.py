@@ -18,42 +18,17 @@ import numpy as np
 
 __all__ = ["main", "build_parser", "measure_from_args", "load_pool"]
 
-MEASURES_NEEDING_THRESHOLDS = ("pr_curve", "roc_curve", "auc")
+from .errors import PoolError, UsageError as CLIError  # noqa: E402  (the command line's name for it)
+from .registry import load_pool, measure_from_args  # noqa: E402,F401  (re-exported)
 
 
-class CLIError(Exception):
-    pass
-
-
-def load_pool(path: str):
-    from .pool import Pool, demo_pool
-
-    if path == "demo":
-        return demo_pool()
-    return Pool.from_file(path)
-
-
-def measure_from_args(name: str, pool, thresholds: int = 1024, beta: float = 1.0, system: int = 0):
-    from . import measures as M
-
-    kw = {}
-    if name in MEASURES_NEEDING_THRESHOLDS:
-        kw["thresholds"] = M.default_thresholds(np.asarray(pool.scores[:, system]), thresholds)
-    if name == "fbeta":
-        kw["beta"] = beta
-    if name in ("macro_f1", "micro_f1"):
-        kw["n_classes"] = pool.n_classes
-    kw["system"] = system
-    return M.get(name, **kw)
-
-
-def _jsonable(o):
+def jsonable(o):
     if isinstance(o, dict):
-        return {k: _jsonable(v) for k, v in o.items()}
+        return {k: jsonable(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
+        return [jsonable(v) for v in o]
     if isinstance(o, np.ndarray):
-        return _jsonable(o.tolist())
+        return jsonable(o.tolist())
     if isinstance(o, (np.floating, float)):
         o = float(o)
         return o if math.isfinite(o) else None
@@ -63,9 +38,12 @@ def _jsonable(o):
 
 
 def _add_design_args(p):
-    p.add_argument("--design", default="ais",
-                   help="passive, stratified, is, oasis, ais, poisson, poisson-adaptive (default: ais)")
-    p.add_argument("--model", default="dirichlet-tree", help="oracle model for ais: dirichlet-tree, independent, classifier")
+    from .models.registry import oracle_model_names
+    from .registry import design_names
+
+    p.add_argument("--design", default="ais", help=f"{', '.join(design_names())} (default: ais)")
+    p.add_argument("--model", default="dirichlet-tree",
+                   help=f"oracle model for ais / poisson-adaptive: {', '.join(oracle_model_names())}")
     p.add_argument("--depth", type=int, default=8, help="depth of the Dirichlet tree (1 = flat)")
     p.add_argument("--branching", type=int, default=None, help="branching of the tree (default: smallest that fits)")
     p.add_argument("--strata", type=int, default=256, help="number of score strata K (default 256)")
@@ -173,7 +151,9 @@ def cmd_simulate(args):
         raise CLIError(f"--checkpoints must be comma-separated integers, got {args.checkpoints!r}") from None
     if args.repeats < 1:
         raise CLIError("--repeats must be at least 1")
-    bayes = {"yes": True, "no": False, "auto": args.design in ("ais", "poisson-adaptive")}[args.bayes]
+    from .registry import design_spec
+
+    bayes = {"yes": True, "no": False, "auto": design_spec(args.design).has_model}[args.bayes]
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch,
                                 repeats=args.repeats, seed=args.seed, checkpoints=checkpoints, bayes=bayes,
                                 posterior_model=args.posterior_model, **_design_kw(args))
@@ -204,7 +184,7 @@ def cmd_simulate(args):
         "checkpoints": summary,
     }
     if args.format == "json":
-        print(json.dumps(_jsonable(out), indent=2))
+        print(json.dumps(jsonable(out), indent=2))
     else:
         print(f"{pool!r}: true {args.measure} = {np.array2string(tv, precision=4)}")
         print(f"design {args.design}, {args.repeats} repeats: {res.seconds:.2f} s "
@@ -245,7 +225,7 @@ def cmd_demo(args):
         rows.append(dict(labels=int(h.n_labels[0, t]), draws=int(h.n_draws[0, t]), estimate=float(h.value[0, t, 0]),
                          lower=float(h.lower[0, t, 0]), upper=float(h.upper[0, t, 0])))
     if args.format == "json":
-        print(json.dumps(_jsonable({"pool": "demo", "n_items": pool.n_items, "measure": args.measure,
+        print(json.dumps(jsonable({"pool": "demo", "n_items": pool.n_items, "measure": args.measure,
                                     "design": args.design, "true_value": truth, "stages": rows,
                                     "bayes_interval": [blo, bhi] if blo is not None else None}), indent=2))
         return 0
@@ -275,8 +255,6 @@ def main(argv=None):
 
     warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
     args = build_parser().parse_args(argv)
-    from .pool import PoolError
-
     try:
         if args.command == "simulate":
             return cmd_simulate(args)

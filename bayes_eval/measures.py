@@ -64,6 +64,7 @@ __all__ = [
     "stack",
     "get",
     "MEASURE_NAMES",
+    "takes_n_classes",
 ]
 
 _F64 = jnp.float64
@@ -1190,3 +1191,12 @@ def get(name: str, **kw) -> Measure:
             f"unknown measure {name!r}; valid names: {', '.join(MEASURE_NAMES)}"
         ) from None
     return factory(**kw)
+
+
+def takes_n_classes(name: str) -> bool:
+    """Whether the built-in measure ``name`` takes the number of classes (accuracy, Brier,
+    macro / micro F1, ...), so that it can be built for a pool's classes."""
+    import inspect
+
+    factory = _REGISTRY.get(name)
+    return factory is not None and "n_classes" in inspect.signature(factory).parameters

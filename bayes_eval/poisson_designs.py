@@ -91,8 +91,10 @@ import numpy as np
 
 from . import _config  # noqa: F401  (float64)
 from . import poisson as P
-from .ais import model_predictive  # noqa: F401  (re-exported: part of this module's API)
-from .cells import CellTable
+from .cells import CellTable, leaf_counts, leaf_probs, prior_key
+from .models.registry import make_companion_model, make_oracle_model
+from .posterior import intervals_at_checkpoints
+from .results import StageRecord, make_result, schedule
 
 __all__ = [
     "PoissonDesign",
@@ -124,7 +126,6 @@ __all__ = [
     "online_poisson_estimate",
     "beta_limits",
     "simulate_poisson",
-    "model_predictive",
     "build_model",
     "run_poisson_simulation",
 ]
@@ -503,7 +504,7 @@ def init_model_states(design: PoissonDesign):
 
 def fit_model_states(design: PoissonDesign, states, cells: CellTable, labeled):
     """Both models refitted to the labels ``labeled`` (X, C) (warm-started).  Jit-compatible."""
-    counts, unl = _leaf_counts(cells, labeled, design.n_strata)
+    counts, unl = leaf_counts(cells, labeled, design.n_strata)
     ms, cs = states
     if design.model is not None:
         ms = design.model.fit(ms, counts, unl)
@@ -533,15 +534,15 @@ def adaptive_round(design: PoissonDesign, g: Callable, cells: CellTable, labeled
     from .designs import sweep_share
 
     ms, cs = states
-    counts = _leaf_counts(cells, labeled, design.n_strata)[0]
-    pi = model_predictive(design.model, ms, counts)[cells.stratum]
+    counts = leaf_counts(cells, labeled, design.n_strata)[0]
+    pi = design.model.posterior_predictive(ms, counts)[cells.stratum]
     cm = design.companion
     prop = round_proposal(g, cells, labeled, pi, budget, estimator="ht" if cm is not None else design.estimator,
                           form=design.form, eps=design.eps, complete=complete, defensive=design.defensive,
                           defensive_form=design.defensive_form)
     if cm is None:
         return prop, pi
-    pic = model_predictive(cm, cs, counts)[cells.stratum]
+    pic = cm.posterior_predictive(cs, counts)[cells.stratum]
     propc = round_proposal(g, cells, labeled, pic, budget, estimator="difference", form=design.companion_form,
                            eps=design.eps)
     rho = sweep_share(cells, labeled, pic, budget)
@@ -935,27 +936,12 @@ class _Rounds(NamedTuple):
     n_labels: jnp.ndarray  # cumulative labels after the round
 
 
-def _leaf_counts(cells, labeled, n_strata):
-    counts = jax.ops.segment_sum(labeled, cells.stratum, num_segments=n_strata)
-    unl = jax.ops.segment_sum(cells.size - labeled.sum(1), cells.stratum, num_segments=n_strata)
-    return counts, unl
-
-
 def build_model(name: str, cells: CellTable, n_strata: int, depth: int = 8, branching=None, strength: float = 1.0,
                 em_iters: int = 10):
-    """The oracle model by name: those of :func:`bayes_eval.ais.make_model`
-    (``dirichlet-tree`` by default) or ``calibrated`` (the Beta-binomial model with a
-    logistic recalibration of the classifier, ``models/calibrated.py``; binary only)."""
-    from .ais import leaf_probs, make_model
-
-    lp = leaf_probs(cells, n_strata)
-    if name == "calibrated":
-        if cells.loss.shape[1] != 2:
-            raise ValueError("the calibrated model is binary only; use model='dirichlet-tree'")
-        from .models.calibrated import calibrated_model
-
-        return calibrated_model(lp)
-    return make_model(name, lp, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
+    """The oracle model ``name`` over the strata of ``cells``
+    (:func:`bayes_eval.models.make_oracle_model`)."""
+    return make_oracle_model(name, leaf_probs(cells, n_strata), depth=depth, branching=branching, strength=strength,
+                             em_iters=em_iters)
 
 
 def _run_rounds(key, cells: CellTable, design: PoissonDesign, g, budgets, cum_budgets, complete_round: int,
@@ -1004,15 +990,15 @@ def _run_rounds(key, cells: CellTable, design: PoissonDesign, g, budgets, cum_bu
             # the estimate after this stage is one Poisson sample with b_s over the pool
             rec = RoundRecord(b, mean, zero, labeled + sampled, pv)
         new = labeled + sampled
-        counts, unl = _leaf_counts(cells, new, k)
+        counts, unl = leaf_counts(cells, new, k)
         if need_model:
             mstate = fit_model_states(design, mstate, cells, new)
         pi_after = jnp.zeros((x, c))
         if need_vm and vm is om:
-            pi_after = model_predictive(om, mstate[0], counts)[cells.stratum]
+            pi_after = om.posterior_predictive(mstate[0], counts)[cells.stratum]
         elif need_vm:
             vstate = vm.fit(vstate, counts, unl)
-            pi_after = model_predictive(vm, vstate, counts)[cells.stratum]
+            pi_after = vm.posterior_predictive(vstate, counts)[cells.stratum]
         return (new, mstate, vstate, b), _Rounds(rec, pi_after, new.sum())
 
     keys = jax.random.split(key, len(budgets))
@@ -1087,8 +1073,6 @@ def simulate_poisson(cells: CellTable, design: PoissonDesign, measure, budget: i
     -------
     SimResult (and the round records if ``return_rounds``)
     """
-    from .simulate import SimResult, StageRecord, _bayes_at_checkpoints, schedule
-
     _check_choice("interval", interval, ("normal", "beta"))
     budgets = schedule(budget, batch)
     cum = np.cumsum(budgets)
@@ -1130,27 +1114,11 @@ def simulate_poisson(cells: CellTable, design: PoissonDesign, measure, budget: i
         lower, upper = beta_limits(ck["value"], ck["var"], level)
     bayes = {}
     if bayes_model is not None:
-        bayes = _bayes_at_checkpoints(cells, bayes_model, g, design.n_strata or int(np.max(cells.stratum)) + 1,
+        bayes = intervals_at_checkpoints(cells, bayes_model, g, design.n_strata or int(np.max(cells.stratum)) + 1,
                                       jnp.asarray(ck["labeled"]), seed, bayes_draws)
         t2 = time.perf_counter()
-    res = SimResult(
-        history=jax.tree_util.tree_map(np.asarray, hist),
-        checkpoint_value=ck["value"],
-        checkpoint_lower=np.asarray(lower),
-        checkpoint_upper=np.asarray(upper),
-        checkpoint_labels=ck["labels"],
-        checkpoint_draws=ck["labels"],
-        stalled=np.zeros(repeats, dtype=bool),
-        checkpoints=checkpoints,
-        true_value=true_value,
-        names=tuple(measure.names),
-        seconds=t2 - t1,
-        compile_seconds=t1 - t0,
-        design=design.name,
-        bayes_lower=bayes.get("bayes_lower"),
-        bayes_upper=bayes.get("bayes_upper"),
-        bayes_mean=bayes.get("bayes_mean"),
-    )
+    res = make_result(hist, ck, np.zeros(repeats, dtype=bool), checkpoints, true_value, measure, t2 - t1, t1 - t0,
+                      design.name, bayes, lower=lower, upper=upper, draws=ck["labels"])
     if return_rounds:
         return res, jax.tree_util.tree_map(np.asarray, extra)
     return res
@@ -1182,7 +1150,6 @@ def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellT
     Returns ``(SimResult, cells)``.
     """
     from .cells import build_cells
-    from .simulate import prior_key
 
     if oracle != "deterministic":
         raise ValueError("Poisson designs label distinct items: only the deterministic oracle is supported")
@@ -1200,11 +1167,10 @@ def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellT
     if variance_model is not None and variance_model != model:
         vmod = build_model(variance_model, cells, k, depth=depth, branching=branching, strength=strength,
                            em_iters=em_iters)
-    from .ais import companion_model
     from .designs import resolve_companion
 
     companion = resolve_companion(companion, cells.loss.shape[1], design_name)
-    cm = companion_model(companion, cells, k) if companion is not None else None
+    cm = make_companion_model(companion, leaf_probs(cells, k)) if companion is not None else None
     design = poisson_design(design_name, estimator=estimator, form=form, weights=weights, variance=variance,
                             eps=poisson_eps, lam=lam, fixed_size=fixed_size,
                             model=om if (design_name == "poisson-adaptive" or variance == "model") else None,
@@ -1213,10 +1179,7 @@ def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellT
     bayes_model = None
     if bayes:
         if posterior_model == "calibrated" and pool.n_classes == 2:
-            from .ais import leaf_probs
-            from .models.calibrated import calibrated_model
-
-            bayes_model = calibrated_model(leaf_probs(cells, k))
+            bayes_model = make_oracle_model("calibrated", leaf_probs(cells, k))
         else:
             bayes_model = om
     res = simulate_poisson(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,

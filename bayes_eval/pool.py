@@ -25,8 +25,7 @@ from . import _config  # noqa: F401
 __all__ = ["Pool", "PoolError", "sigmoid", "demo_pool"]
 
 
-class PoolError(ValueError):
-    """A pool (or data given for it) failed validation; the message names column and row."""
+from .errors import PoolError  # noqa: E402  (re-exported)
 
 
 def sigmoid(x):

@@ -33,10 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
-from .cells import CellTable
+from .cells import CellTable, leaf_counts  # noqa: F401  (leaf_counts re-exported)
 
 __all__ = [
     "leaf_counts",
+    "intervals_at_checkpoints",
     "complete_pool_draws",
     "finite_pool_posterior",
     "equal_tailed",
@@ -61,26 +62,6 @@ class PosteriorDraws(NamedTuple):
     risk: jnp.ndarray
     pi: jnp.ndarray
     unlabeled_counts: jnp.ndarray
-
-
-def leaf_counts(cells: CellTable, labeled, n_strata: int):
-    """Labeled items per stratum and class, and unlabeled items per stratum.
-
-    Parameters
-    ----------
-    cells : CellTable
-    labeled : array, shape (X, C)
-    n_strata : int
-
-    Returns
-    -------
-    counts : array, shape (K, C)
-    unlabeled : array, shape (K,)
-        What the oracle models of 001 §4 condition on (they work on counts per leaf).
-    """
-    counts = jax.ops.segment_sum(labeled, cells.stratum, num_segments=n_strata)
-    unl = jax.ops.segment_sum(cells.size - labeled.sum(1), cells.stratum, num_segments=n_strata)
-    return counts, unl
 
 
 def _multinomial_counts(key, n, p):
@@ -351,3 +332,24 @@ def equal_tailed(draws, level: float = 0.95):
     lo = jnp.nanquantile(draws, a, axis=0)
     hi = jnp.nanquantile(draws, 1.0 - a, axis=0)
     return lo, hi
+
+
+def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95):
+    """Finite-pool posterior of G at every checkpoint of every run, one compiled vmapped
+    function over (repeats × checkpoints) labeled tables."""
+    r, n_ck = labeled.shape[:2]
+    flat = labeled.reshape((r * n_ck,) + labeled.shape[2:])
+
+    def one(key, lab):
+        cnt, unl = leaf_counts(cells, lab, n_strata)
+        mstate = model.fit(model.init_state(), cnt, unl)
+        post = finite_pool_posterior(key, model, cells, lab, n_strata, g, n_draws=n_draws, state=mstate)
+        lo, hi = equal_tailed(post.value, level)
+        return lo, hi, jnp.nanmean(post.value, axis=0)
+
+    keys = jax.random.split(jax.random.PRNGKey(seed + 7919), r * n_ck)
+    # batched map, not one big vmap: each posterior holds (proposals × strata) temporaries
+    lo, hi, mean = jax.jit(lambda k, f: jax.lax.map(lambda a: one(*a), (k, f), batch_size=16))(keys, flat)
+    shape = (r, n_ck, -1)
+    return {"bayes_lower": np.asarray(lo).reshape(shape), "bayes_upper": np.asarray(hi).reshape(shape),
+            "bayes_mean": np.asarray(mean).reshape(shape)}

@@ -167,7 +167,7 @@ def _fmt(v, digits=4):
 
 
 def _jsonable(o):
-    from .cli import _jsonable as j
+    from .cli import jsonable as j
 
     return j(o)
 

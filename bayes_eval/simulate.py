@@ -25,6 +25,8 @@ from . import _config  # noqa: F401
 from .cells import CellTable
 from .designs import Design, Observed, Proposal
 from .estimators import is_estimate, normal_interval, stratified_estimate
+from .posterior import intervals_at_checkpoints
+from .results import SimResult, StageRecord, make_result, schedule, summarize  # noqa: F401  (re-exported)
 
 __all__ = ["SimState", "StageRecord", "SimResult", "schedule", "simulate_runs", "summarize", "run_simulation"]
 
@@ -42,27 +44,6 @@ class SimState(NamedTuple):
     design_state: Any
     proposal: Proposal  # the proposal for the next stage
     stalled: jnp.ndarray  # True once a stage could not find enough new items
-
-
-class StageRecord(NamedTuple):
-    n_labels: jnp.ndarray
-    n_draws: jnp.ndarray
-    value: jnp.ndarray  # (m_hist,) estimate after the stage (first components)
-    lower: jnp.ndarray
-    upper: jnp.ndarray
-    kl: jnp.ndarray  # KL(q* || q_t), q* the optimal proposal (001 Prop. 1)
-
-
-def schedule(budget: int, batch: int) -> np.ndarray:
-    """Stage sizes: ``budget // batch`` stages of ``batch`` and one remainder stage."""
-    if budget <= 0:
-        raise ValueError(f"the label budget must be positive, got {budget}")
-    if batch <= 0:
-        raise ValueError(f"the batch size must be positive, got {batch}")
-    sizes = [batch] * (budget // batch)
-    if budget % batch:
-        sizes.append(budget % batch)
-    return np.asarray(sizes, dtype=np.int64)
 
 
 def _draw_stage(key, truth, labeled, prop, n_new, stochastic, max_chunks):
@@ -243,26 +224,6 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
     return hist, stacked, state.stalled
 
 
-class SimResult(NamedTuple):
-    history: StageRecord  # arrays (repeats, stages, ...)
-    checkpoint_value: np.ndarray  # (repeats, n_ck, m)
-    checkpoint_lower: np.ndarray
-    checkpoint_upper: np.ndarray
-    checkpoint_labels: np.ndarray  # (repeats, n_ck)
-    checkpoint_draws: np.ndarray
-    stalled: np.ndarray  # (repeats,)
-    checkpoints: list
-    true_value: np.ndarray  # (m,)
-    names: tuple
-    seconds: float
-    compile_seconds: float
-    design: str
-    bayes_lower: np.ndarray | None = None  # (repeats, n_ck, m) equal-tailed posterior interval
-    bayes_upper: np.ndarray | None = None
-    bayes_mean: np.ndarray | None = None
-    bayes_seconds: float = 0.0  # finite-pool posteriors at the checkpoints (compilation included)
-
-
 def simulate_runs(
     cells: CellTable,
     design: Design,
@@ -328,144 +289,10 @@ def simulate_runs(
     t2 = time.perf_counter()
     bayes = {}
     if bayes_model is not None:
-        bayes = _bayes_at_checkpoints(cells, bayes_model, g, n_strata, ck["labeled"], seed, bayes_draws)
+        bayes = intervals_at_checkpoints(cells, bayes_model, g, n_strata, ck["labeled"], seed, bayes_draws)
     t3 = time.perf_counter()
-    ck = {k: np.asarray(v) for k, v in ck.items()}
-    ck.update(bayes)
-    return SimResult(
-        history=jax.tree_util.tree_map(np.asarray, hist),
-        checkpoint_value=ck["value"],
-        checkpoint_lower=ck["lower"],
-        checkpoint_upper=ck["upper"],
-        checkpoint_labels=ck["labels"],
-        checkpoint_draws=ck["draws"],
-        stalled=np.asarray(stalled),
-        checkpoints=checkpoints,
-        true_value=true_value,
-        names=tuple(measure.names),
-        seconds=t2 - t1,
-        compile_seconds=t1 - t0,
-        design=design.name,
-        bayes_lower=ck.get("bayes_lower"),
-        bayes_upper=ck.get("bayes_upper"),
-        bayes_mean=ck.get("bayes_mean"),
-        bayes_seconds=(t3 - t2) if bayes_model is not None else 0.0,
-    )
-
-
-def _bayes_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95):
-    """Finite-pool posterior of G at every checkpoint of every run, one compiled vmapped
-    function over (repeats × checkpoints) labeled tables."""
-    from .posterior import equal_tailed, finite_pool_posterior, leaf_counts
-
-    r, n_ck = labeled.shape[:2]
-    flat = labeled.reshape((r * n_ck,) + labeled.shape[2:])
-
-    def one(key, lab):
-        cnt, unl = leaf_counts(cells, lab, n_strata)
-        mstate = model.fit(model.init_state(), cnt, unl)
-        post = finite_pool_posterior(key, model, cells, lab, n_strata, g, n_draws=n_draws, state=mstate)
-        lo, hi = equal_tailed(post.value, level)
-        return lo, hi, jnp.nanmean(post.value, axis=0)
-
-    keys = jax.random.split(jax.random.PRNGKey(seed + 7919), r * n_ck)
-    # batched map, not one big vmap: each posterior holds (proposals × strata) temporaries
-    lo, hi, mean = jax.jit(lambda k, f: jax.lax.map(lambda a: one(*a), (k, f), batch_size=16))(keys, flat)
-    shape = (r, n_ck, -1)
-    return {"bayes_lower": np.asarray(lo).reshape(shape), "bayes_upper": np.asarray(hi).reshape(shape),
-            "bayes_mean": np.asarray(mean).reshape(shape)}
-
-
-def _covers(lo, hi, truth, rtol: float = 1e-9):
-    """Whether ``truth`` lies in ``[lo, hi]`` up to floating-point round-off: an interval
-    that has collapsed onto the true value (every item that matters labeled, or a
-    posterior with all its mass on the truth) must count as covering even when the two
-    were summed in a different order."""
-    tol = rtol * np.maximum(1.0, np.abs(truth))
-    return (lo - tol <= truth) & (truth <= hi + tol)
-
-
-def _masked_mean(a, mask, axis=None):
-    """Mean of ``a`` over ``mask`` (NaN where nothing is masked in), without warnings."""
-    a = np.where(mask, a, 0.0)
-    n = np.sum(mask, axis=axis)
-    tot = np.sum(a, axis=axis)
-    return np.where(n > 0, tot / np.maximum(n, 1), np.nan)
-
-
-def summarize(res: SimResult) -> list[dict]:
-    """Per checkpoint: labels, mean, bias, mse, coverage of the 95% CLT interval and its
-    mean width (averaged over the measure's components for vector measures); runs whose
-    estimate is undefined (NaN) are left out and counted in ``undefined_runs``.
-
-    For a vector measure (a PR curve) a run is left out only if *no* component is
-    defined; otherwise its undefined components (e.g. precision above the highest score
-    labeled positive) are left out of the averages, and ``undefined_share`` says which
-    share of (run, component) values was undefined."""
-    out = []
-    truth = res.true_value
-    m = truth.shape[0]
-    for i, ck in enumerate(res.checkpoints):
-        v = res.checkpoint_value[:, i, :]
-        lo = res.checkpoint_lower[:, i, :]
-        hi = res.checkpoint_upper[:, i, :]
-        fin = np.isfinite(v)
-        ok = np.all(fin, axis=1) if m == 1 else np.any(fin, axis=1)
-        n_ok = int(ok.sum())
-        entry = {"labels": int(ck), "undefined_runs": int((~ok).sum())}
-        if m > 1:
-            entry["undefined_share"] = float(1.0 - fin.mean())
-        # KL(q* || q_t) of the proposal after this checkpoint's stage (001 Prop. 1, Fig. 2)
-        st = int(np.searchsorted(res.history.n_labels[0], ck))
-        kl = res.history.kl[:, min(st, res.history.kl.shape[1] - 1)]
-        entry["kl_to_optimal"] = float(np.mean(kl)) if np.all(np.isfinite(kl)) else None
-        if n_ok:
-            vv = v[ok]
-            mask = fin[ok]
-            err = np.where(mask, vv - truth, 0.0)
-            cover = _covers(lo[ok], hi[ok], truth)
-            width = hi[ok] - lo[ok]
-            wmask = mask & np.isfinite(width)
-            if res.bayes_lower is not None:
-                blo = res.bayes_lower[ok, i, :]
-                bhi = res.bayes_upper[ok, i, :]
-                bok = np.isfinite(blo) & np.isfinite(bhi)
-                entry["coverage_bayes"] = float(np.mean(_covers(blo, bhi, truth)[bok])) if bok.any() else None
-                entry["mean_width_bayes"] = float(np.mean((bhi - blo)[bok])) if bok.any() else None
-                entry["mean_bayes"] = _scalar(_masked_mean(res.bayes_mean[ok, i, :],
-                                                           np.isfinite(res.bayes_mean[ok, i, :]), axis=0))
-            run_err2 = _masked_mean(err**2, mask, axis=1)  # per run, over its defined components
-            entry.update(
-                mean=_scalar(_masked_mean(vv, mask, axis=0)),
-                bias=_scalar(_masked_mean(err, mask, axis=0)),
-                mse=float(np.mean(run_err2)),
-                mse_se=float(np.std(run_err2, ddof=1) / np.sqrt(n_ok)) if n_ok > 1 else None,
-                coverage=float(np.mean(cover[mask])),
-                mean_width=float(np.mean(width[wmask])) if wmask.any() else None,
-                mean_draws=float(res.checkpoint_draws[ok, i].mean()),
-            )
-        else:
-            entry.update(mean=None, bias=None, mse=None, mse_se=None, coverage=None, mean_width=None, mean_draws=None)
-        out.append(entry)
-    return out
-
-
-def _scalar(a):
-    a = np.asarray(a)
-    return float(a[0]) if a.size == 1 else [float(v) for v in a]
-
-
-def prior_key(pool, resolution: float = 0.02, system: int = 0):
-    """Cell key for designs whose proposal varies item by item with the classifier's
-    probability (static IS): the logit of each class probability on a grid of width
-    ``resolution``.  The proposal is then constant on a cell — so the estimator stays
-    exactly unbiased — and differs from the per-item proposal by well under 1%.
-    """
-    pr = np.clip(np.asarray(pool.probs[:, system, :]), 1e-300, 1.0)
-    logit = np.log(pr) - np.log1p(-np.clip(pr, 0, 1 - 1e-16))
-    q = np.round(logit / resolution).astype(np.int64)
-    _, inv = np.unique(q, axis=0, return_inverse=True)
-    return inv.reshape(-1)
+    return make_result(hist, ck, stalled, checkpoints, true_value, measure, t2 - t1, t1 - t0, design.name, bayes,
+                       (t3 - t2) if bayes_model is not None else 0.0)
 
 
 def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repeats=100, seed=0,
@@ -484,60 +311,42 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     (:func:`bayes_eval.designs.resolve_companion`; ``"auto"``: the calibrated model on
     binary pools, ``"none"``: the designs of 001 / 000 with the oracle model alone).
     """
+    from .cells import build_cells, leaf_probs, prior_key
+    from .designs import resolve_companion
+    from .models.registry import make_oracle_model
+    from .registry import build_design, design_spec
     from .strata import stratify
-    from .cells import build_cells
-    from . import designs as D
 
+    spec = design_spec(design_name)
     if pool.labels is None:
         raise ValueError("simulation needs a pool with ground-truth labels (a 'label' column)")
     strata = stratify(pool, n_strata, n_fine=n_fine, keep_empty=keep_empty)
     k = strata.n_strata
-    extra = None
-    if design_name == "is":
-        extra = prior_key(pool)
-    cells, _ = build_cells(pool, strata, measure, extra_key=extra)
-    if design_name == "passive":
-        design = D.passive()
-    elif design_name == "stratified":
-        design = D.stratified()
-    elif design_name == "is":
-        design = D.static_is(measure.g, lam=lam, eps=eps, oracle=design_kw.get("oracle", "deterministic"))
-    elif design_name == "oasis":
-        design = D.oasis(measure.g, k)
-    elif design_name == "ais":
-        from .ais import ais_design
-
-        from .designs import resolve_companion
-
-        design, k = ais_design(measure.g, cells, k, model=model, depth=depth, branching=branching,
-                               companion=resolve_companion(companion, cells.loss.shape[1], "ais"), **design_kw)
-    elif design_name in ("poisson", "poisson-adaptive"):
-        # Poisson (Bernoulli) designs run their own simulation (random round sizes,
-        # round-combined estimators): bayes_eval.poisson_designs
+    if spec.kind == "rounds":
+        # Poisson (Bernoulli) rounds: random round sizes, round-combined estimators
+        # (bayes_eval.poisson_designs builds its cells with the design's own cell key)
         from .poisson_designs import run_poisson_simulation
 
+        cells, _ = build_cells(pool, strata, measure)
         return run_poisson_simulation(pool, measure, design_name, strata, cells, budget=budget, batch=batch,
                                       repeats=repeats, seed=seed, checkpoints=checkpoints, depth=depth,
                                       branching=branching, model=model, lam=lam, bayes=bool(bayes),
                                       bayes_draws=bayes_draws, posterior_model=posterior_model,
                                       companion=companion if design_name == "poisson-adaptive" else None, **design_kw)
-    else:
-        raise ValueError(f"unknown design {design_name!r}; choose one of {D.design_names()}")
-    if bayes is None:
-        bayes = False
+    cells, _ = build_cells(pool, strata, measure, extra_key=prior_key(pool) if spec.cell_key == "prior" else None)
+    eps = design_kw.pop("eps0", eps)  # AIS's ε_0 (the CLI passes --eps as both)
+    settings = dict(design_kw, model=model, depth=depth, branching=branching, lam=lam, eps=eps,
+                    companion=resolve_companion(companion, cells.loss.shape[1], design_name))
+    design = build_design(design_name, measure, cells, k, **settings)
     bayes_model = None
     if bayes:
-        from .ais import leaf_probs, make_model
-
         if posterior_model == "calibrated" and pool.n_classes == 2:
-            from .models.calibrated import calibrated_model
-
-            bayes_model = calibrated_model(leaf_probs(cells, k))
+            bayes_model = make_oracle_model("calibrated", leaf_probs(cells, k))
         elif design.model is not None and posterior_model in ("design", model):
             bayes_model = design.model
         else:
             name = model if posterior_model in ("design", "calibrated") else posterior_model
-            bayes_model = make_model(name, leaf_probs(cells, k), depth=depth, branching=branching)
+            bayes_model = make_oracle_model(name, leaf_probs(cells, k), depth=depth, branching=branching)
     res = simulate_runs(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
                         checkpoints=checkpoints, n_strata=k, track_kl=track_kl, bayes_model=bayes_model,
                         bayes_draws=bayes_draws)

@@ -57,44 +57,17 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 
-# ---------------------------------------------------------------------------------- errors
-class SessionError(ValueError):
-    """Any refused session operation.  The message names the problem (item, row, file);
-    nothing in the session file has changed when it is raised."""
-
-
-class PoolMismatchError(SessionError):
-    """The pool given on reopen is not the pool the session was created on."""
-
-
-class UnknownItemError(SessionError):
-    """An item id that is not in the pool."""
-
-
-class NotDrawnError(SessionError):
-    """A label for an item (or draw) the session never asked for."""
-
-
-class InvalidLabelError(SessionError):
-    """A label value outside the label set (after applying the label mapping)."""
-
-
-class LabelConflictError(SessionError):
-    """A second, different label for an item under a deterministic oracle (or for one
-    draw under a stochastic oracle)."""
-
-
-class EmptyInputError(SessionError):
-    """A labels file or call with no labels in it."""
-
-
-class MalformedInputError(SessionError):
-    """A labels file or row that cannot be read (bad JSON, missing columns or ids)."""
-
-
-class StaleSessionError(SessionError):
-    """The session file was changed by another process since this one opened it."""
-
+from .errors import (  # noqa: F401  (re-exported: the session's errors live in bayes_eval.errors)
+    EmptyInputError,
+    InvalidLabelError,
+    LabelConflictError,
+    MalformedInputError,
+    NotDrawnError,
+    PoolMismatchError,
+    SessionError,
+    StaleSessionError,
+    UnknownItemError,
+)
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

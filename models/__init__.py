@@ -24,6 +24,7 @@ from .dirichlet_tree import (
     prior_mode,
     run_nuts,
 )
+from .registry import COMPANIONS, ORACLE_MODELS, make_companion_model, make_oracle_model, oracle_model_names
 
 __all__: list[str] = [
     # Dirichlet-tree oracle model (001 §4) and alternatives behind one interface
@@ -48,4 +49,10 @@ __all__: list[str] = [
     "flat_dirichlet_tree",
     "independent_dirichlet",
     "classifier_scores",
+    # the registry of oracle models by name
+    "ORACLE_MODELS",
+    "COMPANIONS",
+    "oracle_model_names",
+    "make_oracle_model",
+    "make_companion_model",
 ]

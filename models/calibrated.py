@@ -175,7 +175,16 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25):
         return {"pi": pi, "unlabeled_counts": m, "a": th[:, 0], "b": th[:, 1], "kappa": kappa[:, 0],
                 "importance_ess": ess}
 
-    return OracleModel("calibrated-beta", init_state, fit, predictive, sample)
+    def posterior_predictive(state, counts):
+        # the per-stratum posterior mean at the mode of (a, b, log kappa):
+        # (kappa mu_k + n_k1) / (kappa + n_k) -- what the stratum's own labels add to the curve
+        kappa = jnp.exp(state.mode[2])
+        mu = predictive(state)[:, 1]
+        n = counts.sum(1)
+        p1 = (kappa * mu + counts[:, 1]) / (kappa + n)
+        return jnp.stack([1.0 - p1, p1], axis=-1)
+
+    return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
 
 
 def numpyro_model(z, counts):

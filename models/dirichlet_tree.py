@@ -6,7 +6,7 @@ into the leaves in breadth-first order, so every subtree is a contiguous run of 
 If the pool has fewer strata than the tree has leaves, the extra leaves are appended at
 the end and hold no items.
 
-Generative model (001 §4.1, DESIGN.md §4), classes y = 0..C-1:
+Generative model (001 §4.1, 001 §4), classes y = 0..C-1:
 
 * θ ~ Dirichlet(α) — global class proportions;
 * for each class y and internal node v, φ_{y,v} ~ Dirichlet(β_{y, children(v)});
@@ -19,7 +19,7 @@ here works on counts — ``counts[k, y]`` labeled items of class y in leaf k and
 ``unlabeled[k]`` unlabeled items in leaf k — never on single items, so the cost grows
 with K·C, not with the pool size.
 
-Inference (DESIGN.md §4):
+Inference (001 §4):
 
 * :func:`em` — EM / MAP, what 001 §4.2 uses: E-step, the expected class counts of the
   unlabeled items (``unlabeled[k] * π(·|k)``); M-step, the Dirichlet modes given the
@@ -162,7 +162,7 @@ class IndependentDirichletState(NamedTuple):
 
 
 class OracleModel(NamedTuple):
-    """A model of the oracle response p(y | leaf), as pure functions (DESIGN.md §2).
+    """A model of the oracle response p(y | leaf), as pure functions (``docs/architecture.md``, "Oracle models").
 
     Attributes
     ----------
@@ -180,7 +180,13 @@ class OracleModel(NamedTuple):
         ``sample(key, counts, unlabeled, n_draws, state=None) -> dict`` of posterior
         draws with at least ``"pi"`` (n, K, C) and ``"unlabeled_counts"`` (n, K, C),
         the unlabeled items' class counts per leaf (for the finite-pool posterior of a
-        measure, DESIGN.md §4).  ``n_draws`` is static.
+        measure, ``bayes_eval.posterior``).  ``n_draws`` is static.
+    posterior_predictive : callable
+        ``posterior_predictive(state, counts) -> (K, C)``: the posterior-mean predictive
+        of an unlabeled item of each stratum given the labels ``counts`` (K, C) -- what the
+        designs feed their proposals with.  For models whose ``state`` already holds the
+        labels (the Dirichlet trees) it is ``predictive(state)``; the calibrated model adds
+        the stratum's own labels to its calibration curve.  Jit-compatible.
     """
 
     name: str
@@ -188,6 +194,7 @@ class OracleModel(NamedTuple):
     fit: Callable[..., Any]
     predictive: Callable[[Any], Array]
     sample: Callable[..., dict]
+    posterior_predictive: Callable[[Any, Array], Array]
 
 
 # --------------------------------------------------------------------------------------
@@ -240,7 +247,7 @@ def _level_counts(counts_ct: Array, depth: int, branching: int) -> tuple:
 
 
 def _dirichlet_mode(conc: Array) -> Array:
-    """Mode of Dirichlet(conc) over the last axis, guarded (DESIGN.md §4).
+    """Mode of Dirichlet(conc) over the last axis, guarded (001 §4).
 
     For conc ≥ 1 this is (conc − 1) / Σ(conc − 1).  Entries below 1 are clipped at 0
     (the mode is then on the boundary); if every entry is ≤ 1 the density is maximal at
@@ -330,7 +337,7 @@ def _level_conc(prior: DirichletTreePrior) -> tuple:
 
 
 def posterior_from_counts(prior: DirichletTreePrior, complete_counts: Array) -> DirichletTreePrior:
-    """Conjugate posterior given complete class counts per leaf (DESIGN.md §4).
+    """Conjugate posterior given complete class counts per leaf (001 §4).
 
     θ | · ~ Dir(α + Σ_k N_{k,·}); φ_{y,v} | · ~ Dir(β_{y,children(v)} + class-y counts in
     each child's subtree).
@@ -425,7 +432,7 @@ def log_posterior(
     """Unnormalized log posterior density of (θ, φ) given the observed data.
 
     log Dir(θ; α) + Σ_{y,v} log Dir(φ_{y,v}; β) + Σ_k [Σ_y n_{k,y} log(θ_y ψ_y(k))
-    + U_k log Σ_y θ_y ψ_y(k)] (001 §4.2; DESIGN.md §4), with respect to the product of
+    + U_k log Σ_y θ_y ψ_y(k)] (001 §4.2; 001 §4), with respect to the product of
     Lebesgue measures on the simplices.  EM increases it at every iteration.
 
     Parameters
@@ -538,7 +545,7 @@ def em(
     E-step: the expected class counts of the unlabeled items of leaf k are
     ``unlabeled[k] * π(·|k)`` under the current parameters.  M-step: the Dirichlet modes
     (α − 1 + n) / Σ(α − 1 + n) of θ and of every φ_{y,v} given the completed counts (the
-    conjugate updates of DESIGN.md §4).
+    conjugate updates of 001 §4).
 
     Parameters
     ----------
@@ -635,7 +642,7 @@ def gibbs(
     Each sweep draws the unlabeled class counts per leaf, m_k ~ Multinomial(U_k, π(·|k))
     (a binomial for C = 2, sequential binomials otherwise), then θ ~ Dir(α + Σ_k (n_k +
     m_k)) and every φ_{y,v} ~ Dir(β_{y,children(v)} + subtree counts of class y)
-    (DESIGN.md §4).
+    (001 §4).
 
     Parameters
     ----------
@@ -743,7 +750,7 @@ def draw_unlabeled_counts(key: Array, params: DirichletTreeParams, unlabeled: Ar
 
     For draws (θ, φ) of the posterior (e.g. :func:`params_from_samples` of a NUTS run),
     m_k ~ Multinomial(U_k, π(·|k)) per draw — completing the pool for the finite-pool
-    posterior of a measure (DESIGN.md §4).
+    posterior of a measure (001 §4).
 
     Parameters
     ----------
@@ -802,7 +809,7 @@ def dirichlet_tree_model(
     (b**depth − 1) / (b − 1) internal nodes in breadth-first order: the root, then its
     children, ...), φ_{y,v} ~ Dirichlet(β_{y,children(v)}) (001 §4.1).  The factor
     ``loglik`` adds Σ_k [Σ_y n_{k,y} log(θ_y ψ_y(k)) + U_k log Σ_y θ_y ψ_y(k)]
-    (DESIGN.md §4); leaves without data contribute exactly 0.
+    (001 §4); leaves without data contribute exactly 0.
 
     Parameters
     ----------
@@ -867,7 +874,7 @@ def run_nuts(
     extra_fields: tuple = ("diverging", "num_steps"),
     **nuts_kwargs,
 ):
-    """Run NUTS on :func:`dirichlet_tree_model` (DESIGN.md §4, §6 "diagnostics").
+    """Run NUTS on :func:`dirichlet_tree_model` (001 §4; diagnostics in ``bayes_eval.report``).
 
     Parameters
     ----------
@@ -1027,7 +1034,7 @@ def dirichlet_tree(
             n_warmup=gibbs_warmup, init=state, thin=gibbs_thin,
         )
 
-    return OracleModel(name, init_state, fit, predictive_, sample)
+    return OracleModel(name, init_state, fit, predictive_, sample, lambda state, counts: predictive_(state))
 
 
 def flat_dirichlet_tree(leaf_probs: Array, strength: float = 1.0, **kwargs) -> OracleModel:
@@ -1094,11 +1101,11 @@ def independent_dirichlet(leaf_probs: Array, strength: float = 1.0) -> OracleMod
         pi = _dirichlet_draws(k_pi, conc, jnp.zeros(n_draws))
         return {"pi": pi, "unlabeled_counts": _multinomial_draws(k_m, unlabeled, pi)}
 
-    return OracleModel("independent-dirichlet", init_state, fit, predictive_, sample)
+    return OracleModel("independent-dirichlet", init_state, fit, predictive_, sample, lambda state, counts: predictive_(state))
 
 
 def classifier_scores(leaf_probs: Array) -> OracleModel:
-    """The classifier's own probabilities as a fixed oracle model (DESIGN.md §2).
+    """The classifier's own probabilities as a fixed oracle model (``docs/architecture.md``, "Oracle models").
 
     π(y|k) = s(y|k) normalized per leaf (uniform for an all-zero row); labels are
     ignored.  Useful as the static-IS baseline of 001 §5 (Remark 4).
@@ -1131,4 +1138,4 @@ def classifier_scores(leaf_probs: Array) -> OracleModel:
         pi = jnp.broadcast_to(pi0, (n_draws,) + pi0.shape)
         return {"pi": pi, "unlabeled_counts": _multinomial_draws(key, unlabeled, pi)}
 
-    return OracleModel("classifier-scores", init_state, fit, predictive_, sample)
+    return OracleModel("classifier-scores", init_state, fit, predictive_, sample, lambda state, counts: predictive_(state))

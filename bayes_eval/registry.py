@@ -1,0 +1,254 @@
+"""Things by name: the one registry of designs, measure specs and pools that the command
+line, sessions, simulations, benchmarks and reports all call (``docs/architecture.md``).
+Oracle models have theirs beside them, in :mod:`bayes_eval.models.registry`.
+
+Designs
+    :data:`DESIGNS` maps each name to a :class:`DesignSpec`: its sampling kind
+    (``"draws"``: i.i.d. draws with replacement from a proposal over cells, weighted p/q --
+    001 §3; ``"rounds"``: Poisson rounds with inclusion probabilities per cell, weighted
+    1/b -- 000 §3), the extra cell key it needs (``"prior"``: cells split by the
+    classifier's probability, so a per-item proposal is constant on a cell), whether it
+    carries an oracle model, and its builder.  :func:`build_design` is the one place a
+    design is made from its name and settings.
+
+    To add a design: write ``my_design(...) -> Design`` (``bayes_eval.designs``: pure
+    ``init`` / ``propose`` / ``update`` over a NamedTuple state), add a builder
+    ``(measure, cells, n_strata, settings) -> Design`` and an entry to :data:`DESIGNS`;
+    ``tests/test_architecture.py`` runs every registered design through a short simulation.
+
+Measures
+    A measure *spec* is the JSON a session records (``{"name": "fbeta", "beta": 2,
+    "system": 0}``); :func:`measure_of_spec` builds the measure from it the way the CLI
+    does (thresholds of curve measures from the pool's scores, the pool's classes).
+    The catalogue itself is :mod:`bayes_eval.measures`.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from . import _config  # noqa: F401
+from . import designs as D
+from . import measures as M
+
+__all__ = [
+    "DesignSpec",
+    "DESIGNS",
+    "design_names",
+    "design_spec",
+    "build_design",
+    "MEASURES_NEEDING_THRESHOLDS",
+    "measure_from_args",
+    "measure_of_spec",
+    "parse_measure_specs",
+    "component_names",
+    "load_pool",
+]
+
+
+class DesignSpec(NamedTuple):
+    name: str
+    kind: str  # "draws" (with replacement, weights p/q) or "rounds" (Poisson, weights 1/b)
+    cell_key: str | None  # "prior": cells also split by the classifier's probability
+    has_model: bool  # carries an oracle model (the Bayesian interval defaults on)
+    build: Callable[..., Any]  # (measure, cells, n_strata, settings) -> Design | PoissonDesign
+    summary: str
+
+
+def _passive(measure, cells, n_strata, s):
+    return D.passive()
+
+
+def _stratified(measure, cells, n_strata, s):
+    return D.stratified()
+
+
+def _static_is(measure, cells, n_strata, s):
+    return D.static_is(measure.g, lam=s.get("lam", 0.9), eps=s.get("eps", 1e-3),
+                       oracle=s.get("oracle", "deterministic"))
+
+
+def _oasis(measure, cells, n_strata, s):
+    return D.oasis(measure.g, n_strata, eps=s.get("eps", 1e-3))
+
+
+def _ais(measure, cells, n_strata, s):
+    from .ais import ais_design
+
+    design, _ = ais_design(measure.g, cells, n_strata, model=s.get("model", "dirichlet-tree"),
+                           depth=s.get("depth", 8), branching=s.get("branching"), strength=s.get("strength", 1.0),
+                           eps0=s.get("eps", 1e-3), delta=s.get("delta", 0.0),
+                           oracle=s.get("oracle", "deterministic"), plugin=s.get("plugin", "model"),
+                           em_iters=s.get("em_iters", 10), companion=s.get("companion"))
+    return design
+
+
+POISSON_SETTINGS = ("estimator", "form", "weights", "variance", "poisson_eps", "defensive", "defensive_form",
+                    "fixed_size", "variance_model", "companion_form")
+
+
+def _poisson(measure, cells, n_strata, s):
+    from .cells import leaf_probs
+    from .models.registry import make_companion_model, make_oracle_model
+    from .poisson_designs import poisson_design
+
+    name = s["name"]
+    if s.get("oracle", "deterministic") != "deterministic":
+        raise ValueError(f"design {name!r} labels distinct items with inclusion probabilities: it needs the "
+                         f"deterministic oracle (one true label per item), not {s['oracle']!r}")
+    variance = s.get("variance")
+    om = vm = cm = None
+    if cells is not None:
+        lp = leaf_probs(cells, n_strata)
+        mkw = dict(depth=s.get("depth", 8), branching=s.get("branching"), strength=s.get("strength", 1.0),
+                   em_iters=s.get("em_iters", 10))
+        if name == "poisson-adaptive" or variance == "model":
+            om = make_oracle_model(s.get("model", "dirichlet-tree"), lp, **mkw)
+        if s.get("variance_model") not in (None, s.get("model", "dirichlet-tree")):
+            vm = make_oracle_model(s["variance_model"], lp, **mkw)
+        if s.get("companion") is not None:
+            cm = make_companion_model(s["companion"], lp)
+    else:  # settings validated without cells: placeholders stand in for the models
+        om = object() if name == "poisson-adaptive" or variance == "model" else None
+        cm = object() if s.get("companion") is not None else None
+    kw = {k: s[k] for k in ("estimator", "form", "variance", "defensive") if s.get(k) is not None}
+    return poisson_design(name, weights=s.get("weights", "quadratic"), eps=s.get("poisson_eps", 1e-3),
+                          lam=s.get("lam", 0.9), fixed_size=s.get("fixed_size"), model=om, n_strata=n_strata,
+                          defensive_form=s.get("defensive_form", "linear"), variance_model=vm, companion=cm,
+                          companion_form=s.get("companion_form", "sqrt"), **kw)
+
+
+#: every design, by name
+DESIGNS: dict[str, DesignSpec] = {
+    "passive": DesignSpec("passive", "draws", None, False, _passive, "i.i.d. draws from p(x) (001 Def. 2)"),
+    "stratified": DesignSpec("stratified", "draws", None, False, _stratified,
+                             "proportional stratified sampling, post-stratified estimator (001 §5)"),
+    "is": DesignSpec("is", "draws", "prior", False, _static_is,
+                     "static variance-minimizing importance sampling (002; 000 §2, eq. 13)"),
+    "oasis": DesignSpec("oasis", "draws", None, False, _oasis, "OASIS: stratified AIS for F-measures"),
+    "ais": DesignSpec("ais", "draws", None, True, _ais,
+                      "adaptive importance sampling with an oracle model (001 Alg. 1)"),
+    "poisson": DesignSpec("poisson", "rounds", "prior", False, _poisson, "offline Poisson sampling (000 Alg. 2)"),
+    "poisson-adaptive": DesignSpec("poisson-adaptive", "rounds", None, True, _poisson,
+                                   "adaptive Poisson rounds fed by the oracle model (000 App. E)"),
+}
+
+
+def design_names() -> list[str]:
+    return list(DESIGNS)
+
+
+def design_spec(name: str) -> DesignSpec:
+    try:
+        return DESIGNS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown design {name!r}; choose one of {', '.join(DESIGNS)}") from None
+
+
+def build_design(name: str, measure, cells, n_strata: int, **settings):
+    """The design ``name`` for a cell table: a :class:`~bayes_eval.designs.Design`
+    (kind ``"draws"``) or a :class:`~bayes_eval.poisson_designs.PoissonDesign` (kind
+    ``"rounds"``).  ``settings``: ``oracle``, ``model``, ``depth``, ``branching``,
+    ``strength``, ``eps``, ``delta``, ``plugin``, ``em_iters``, ``lam``, ``companion``
+    (resolved: ``"calibrated"`` or None) and the Poisson settings of
+    :func:`~bayes_eval.poisson_designs.poisson_design` (``poisson_eps`` is its ``eps``).
+    ``cells=None`` validates the settings of a Poisson design without building models."""
+    spec = design_spec(name)
+    return spec.build(measure, cells, n_strata, dict(settings, name=name))
+
+
+# ------------------------------------------------------------------------------ measures
+MEASURES_NEEDING_THRESHOLDS = ("pr_curve", "roc_curve", "auc")
+
+
+def measure_from_args(name: str, pool, thresholds: int = 1024, beta: float = 1.0, system: int = 0):
+    """A built-in measure as the command line names it: thresholds of the curve measures
+    from ``system``'s scores on the pool, the pool's classes for macro / micro F1."""
+    kw = {}
+    if name in MEASURES_NEEDING_THRESHOLDS:
+        kw["thresholds"] = M.default_thresholds(np.asarray(pool.scores[:, system]), thresholds)
+    if name == "fbeta":
+        kw["beta"] = beta
+    if name in ("macro_f1", "micro_f1"):
+        kw["n_classes"] = pool.n_classes
+    kw["system"] = system
+    return M.get(name, **kw)
+
+
+def measure_of_spec(spec: dict, pool):
+    """A built-in measure from its JSON spec, as the CLI builds it, with the pool's number
+    of classes where the measure takes one (accuracy, Brier, macro/micro F1).  Raises
+    ``ValueError`` / ``TypeError`` for a spec that cannot be built."""
+    name = spec["name"]
+    system = int(spec.get("system", 0))
+    m = measure_from_args(name, pool, thresholds=int(spec.get("thresholds", 1024)),
+                          beta=float(spec.get("beta", 1.0)), system=system)
+    if m.n_classes != pool.n_classes and M.takes_n_classes(name):
+        m = M.get(name, system=system, n_classes=pool.n_classes)
+    return m
+
+
+def parse_measure_specs(measure, pool, thresholds: int = 1024, beta: float = 1.0, system: int = 0):
+    """Measures and their JSON specs from names (``"f1"``, ``"precision,recall"``), dicts
+    (``{"name": "fbeta", "beta": 2}``) or Measure objects (built-in ones recorded by name,
+    others as ``custom``).  Raises ``ValueError`` naming what is wrong."""
+    items = measure if isinstance(measure, (list, tuple)) else [measure]
+    flat = []
+    for it in items:
+        if isinstance(it, str):
+            flat.extend(p.strip() for p in it.split(",") if p.strip())
+        else:
+            flat.append(it)
+    if not flat:
+        raise ValueError("a session needs at least one measure")
+    out, specs = [], []
+    for it in flat:
+        if isinstance(it, M.Measure):
+            try:
+                builtin = M.get(it.name)
+            except (ValueError, TypeError):
+                builtin = None
+            if builtin is it:
+                spec = {"name": it.name, "system": 0}
+            else:
+                spec = {"name": it.name, "custom": True, "components": list(it.names)}
+            out.append(it)
+            specs.append(spec)
+            continue
+        spec = dict(it) if isinstance(it, dict) else {"name": it}
+        name = spec.get("name")
+        if name not in M.MEASURE_NAMES:
+            raise ValueError(f"unknown measure {name!r}; valid names: {', '.join(M.MEASURE_NAMES)}")
+        spec.setdefault("system", system)
+        if name == "fbeta":
+            spec.setdefault("beta", beta)
+        if name in MEASURES_NEEDING_THRESHOLDS:
+            spec.setdefault("thresholds", thresholds)
+        try:
+            out.append(measure_of_spec(spec, pool))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"measure {spec}: {exc}") from None
+        specs.append(spec)
+    if len({m.n_classes for m in out}) > 1 or out[0].n_classes != pool.n_classes:
+        raise ValueError(f"the measures' classes {[m.n_classes for m in out]} do not match the pool's "
+                         f"{pool.n_classes} classes")
+    return out, specs
+
+
+def component_names(measures) -> list[str]:
+    """The components of several measures, prefixed by the measure where names repeat."""
+    names = [n for m in measures for n in m.names]
+    if len(set(names)) == len(names):
+        return names
+    return [f"{m.name}:{n}" for m in measures for n in m.names]
+
+
+# ------------------------------------------------------------------------------ pools
+def load_pool(path: str):
+    """A pool from a Parquet or CSV file, or the built-in demo pool for ``"demo"``."""
+    from .pool import Pool, demo_pool
+
+    if path == "demo":
+        return demo_pool()
+    return Pool.from_file(path)
