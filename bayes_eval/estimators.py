@@ -31,6 +31,7 @@ __all__ = [
     "is_estimate_draws",
     "stratified_estimate",
     "delta_cov",
+    "delta_method_covariance",
     "normal_interval",
     "ellipsoid",
     "in_ellipsoid",
@@ -52,10 +53,24 @@ class Estimate(NamedTuple):
     var: jnp.ndarray | None = None  # (m,) the diagonal of ``cov`` (marginal variances)
 
 
+def delta_method_covariance(g, risk, risk_cov):
+    r"""Delta method: ``Cov(g(R_hat)) ~= Dg Cov(R_hat) Dg^T`` with ``Dg = jax.jacfwd(g)``
+    (001 §3.3.2; 000 eq. 22 / 67) for any ``g`` written in ``jax.numpy``.  A scalar-valued
+    ``g`` gives a scalar variance, a vector-valued one a matrix.  Jit-compatible."""
+    risk = jnp.asarray(risk, jnp.result_type(float))
+    risk_cov = jnp.asarray(risk_cov, risk.dtype)
+    J = jax.jacfwd(g)(risk)
+    out_shape = J.shape[: J.ndim - risk.ndim]
+    d = risk.size
+    Jm = J.reshape((-1, d))
+    cov = Jm @ risk_cov.reshape((d, d)) @ Jm.T
+    return cov.reshape(out_shape + out_shape)
+
+
 def delta_cov(g, risk, cov_risk):
-    """Cov(g(R̂)) ≈ Dg(R̂) Cov(R̂) Dg(R̂)ᵀ, the Jacobian from ``jax.jacfwd`` (001 §3.3.2)."""
-    jac = jax.jacfwd(lambda r: jnp.atleast_1d(g(r)))(risk)
-    return jac @ cov_risk @ jac.T
+    """Cov(g(R̂)) ≈ Dg(R̂) Cov(R̂) Dg(R̂)ᵀ as an (m, m) matrix for any g (001 §3.3.2):
+    :func:`delta_method_covariance` of ``atleast_1d(g)``."""
+    return delta_method_covariance(lambda r: jnp.atleast_1d(g(r)), risk, cov_risk)
 
 
 #: vector measures with more components than this get only the diagonal of Cov(Ĝ)

@@ -33,9 +33,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401  (float64)
+from . import estimators
+from .estimators import delta_method_covariance  # noqa: F401  (re-exported)
 
 __all__ = [
     "HTEstimate",
+    "is_traced",
+    "check_inclusion_probabilities",
     "water_fill",
     "water_fill_groups",
     "water_fill_objective",
@@ -58,7 +62,8 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------
-def _is_traced(*xs) -> bool:
+def is_traced(*xs) -> bool:
+    """Whether any argument is a JAX tracer (inside jit / vmap: input checks are skipped)."""
     return any(isinstance(x, jax.core.Tracer) for x in xs)
 
 
@@ -90,7 +95,8 @@ def _check_budget(budget) -> None:
         raise ValueError(f"budget = {float(budget)!r} must be > 0")
 
 
-def _check_b(b, name: str = "b") -> None:
+def check_inclusion_probabilities(b, name: str = "b") -> None:
+    """Raise ``ValueError`` naming the first entry of ``b`` that is not a probability."""
     b = np.asarray(b, dtype=float)
     bad = ~np.isfinite(b) | (b < 0) | (b > 1)
     if bad.any():
@@ -183,7 +189,7 @@ def water_fill_groups(h, sizes, budget, *, validate: bool = True):
     Jit-compatible.  ``sum_j w_j b_j`` equals ``M`` to rounding whenever ``M`` is less than
     the number of items with ``h > 0``.
     """
-    if validate and not _is_traced(h, sizes, budget):
+    if validate and not is_traced(h, sizes, budget):
         _check_h(h, "h")
         _check_h(sizes, "sizes")
         if np.shape(h) != np.shape(sizes):
@@ -217,7 +223,7 @@ def water_fill(h, budget, *, validate: bool = True):
     -------
     b : jax.Array, shape (N,)
     """
-    if validate and not _is_traced(h, budget):
+    if validate and not is_traced(h, budget):
         _check_h(h, "h")
         _check_budget(budget)
     h = jnp.asarray(h, jnp.result_type(float))
@@ -326,8 +332,8 @@ def sequential_poisson_sample(key, b, n: int):
         ``b`` is not a vector of probabilities.
     """
     n = int(n)
-    if not _is_traced(b):
-        _check_b(b)
+    if not is_traced(b):
+        check_inclusion_probabilities(b)
         n_pos = int(np.count_nonzero(np.asarray(b) > 0))
         if n < 0 or n > n_pos:
             raise ValueError(f"n = {n} must be in [0, {n_pos}] (the number of items with b > 0)")
@@ -448,23 +454,6 @@ def ht_covariance(loss_rows, weights_p, b, sampled, mean_rows=None):
     return (Lm * v1[:, None]).T @ Lm - (M * v2[:, None]).T @ M
 
 
-def delta_method_covariance(g: Callable, risk, risk_cov):
-    r"""Delta method: ``Cov(g(R_hat)) ~= Dg Cov(R_hat) Dg^T`` with ``Dg = jax.jacfwd(g)``.
-
-    000 eq. 22 / 67 (first-order expansion of the ratio) for any ``g`` written in
-    ``jax.numpy``.  A scalar-valued ``g`` gives a scalar variance; a vector-valued one a
-    matrix.  Jit-compatible (``g`` must be static).
-    """
-    risk = jnp.asarray(risk, jnp.result_type(float))
-    risk_cov = jnp.asarray(risk_cov, risk.dtype)
-    J = jax.jacfwd(g)(risk)
-    out_shape = J.shape[: J.ndim - risk.ndim]
-    d = risk.size
-    Jm = J.reshape((-1, d))
-    cov = Jm @ risk_cov.reshape((d, d)) @ Jm.T
-    return cov.reshape(out_shape + out_shape)
-
-
 class HTEstimate(NamedTuple):
     """Result of :func:`ht_estimate`."""
 
@@ -496,7 +485,8 @@ def ht_estimate(g: Callable, loss_rows, weights_p, b, sampled, mean_rows=None) -
 # intervals (000 §2.2)
 # --------------------------------------------------------------------------------------
 def normal_interval(mean, var, alpha: float = 0.05, clip=(0.0, 1.0)):
-    r"""Two-sided normal interval ``mean -/+ z_{1-alpha/2} sqrt(var)``, optionally clipped.
+    r"""Two-sided normal interval ``mean -/+ z_{1-alpha/2} sqrt(var)``, optionally clipped
+    (:func:`bayes_eval.estimators.normal_interval` with the clipping of 000 §2.2).
 
     ``clip=None`` disables clipping.  NaN in, NaN out; negative ``var`` is treated as 0.
     Jit-compatible.
@@ -507,9 +497,7 @@ def normal_interval(mean, var, alpha: float = 0.05, clip=(0.0, 1.0)):
     """
     mean = jnp.asarray(mean, jnp.result_type(float))
     var = jnp.asarray(var, mean.dtype)
-    z = jax.scipy.stats.norm.ppf(1.0 - alpha / 2.0)
-    sd = jnp.sqrt(jnp.maximum(var, 0.0))
-    lo, hi = mean - z * sd, mean + z * sd
+    lo, hi = estimators.normal_interval(mean, None, 1.0 - alpha, var=var)
     if clip is not None:
         lo = jnp.clip(lo, clip[0], clip[1])
         hi = jnp.clip(hi, clip[0], clip[1])
