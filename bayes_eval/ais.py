@@ -35,7 +35,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from . import _config  # noqa: F401
 from .cells import CellTable, leaf_counts, leaf_probs  # noqa: F401  (leaf_probs re-exported)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["StageRecord", "SimResult", "schedule", "make_result", "summarize", "covers"]

@@ -14,17 +14,18 @@ with its weight p/q_{t-1}.  Under a stochastic oracle every draw costs a label.
 from __future__ import annotations
 
 import time
-from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
-from .cells import CellTable
-from .designs import Design, Observed, Proposal
-from .estimators import is_estimate, normal_interval, stratified_estimate
+from .cells import CellTable, prior_key  # noqa: F401  (prior_key: transitional re-export for the session core)
+from . import kernel
+from .designs import Design
+from .kernel import StageState
+from .estimators import normal_interval
 from .posterior import intervals_at_checkpoints
 from .results import SimResult, StageRecord, make_result, schedule, summarize  # noqa: F401  (re-exported)
 
@@ -36,13 +37,8 @@ REPEAT_MEMORY = 2.0 * 2**30
 
 
 class SimState(NamedTuple):
-    labeled: jnp.ndarray  # (X, C) labeled items per cell and class
-    draws: jnp.ndarray  # (X, C) draws per cell and class (repeats included)
-    wsum: jnp.ndarray  # (X, C) Σ p/q_{j-1} over the draws
-    n_draws: jnp.ndarray
+    stage: StageState  # tallies, design state, the proposal for the next stage
     n_labels: jnp.ndarray
-    design_state: Any
-    proposal: Proposal  # the proposal for the next stage
     stalled: jnp.ndarray  # True once a stage could not find enough new items
 
 
@@ -115,35 +111,7 @@ def _draw_stage(key, truth, labeled, prop, n_new, stochastic, max_chunks):
     return h_a.reshape(x, c), h_b.reshape(x, c), n_b.reshape(x, c), got < n_new
 
 
-def _estimate(design: Design, g, cells: CellTable, labeled, draws, wsum, n_draws, prop: Proposal, n_strata,
-              full_cov: bool = True):
-    x, c, d = cells.loss.shape
-    loss = cells.loss.reshape(x * c, d)
-    if design.estimator == "stratified":
-        stratum = jnp.repeat(cells.stratum, c)
-        mass = jax.ops.segment_sum(cells.size * cells.weight, cells.stratum, num_segments=n_strata)
-        return stratified_estimate(g, loss, draws.ravel(), stratum, mass, n_strata, full_cov=full_cov)
-    q_n = prop.lab if design.oracle == "deterministic" else jnp.broadcast_to(prop.unl[:, None], (x, c))
-    p_over_qn = jnp.where(q_n > 0, cells.weight[:, None] / jnp.where(q_n > 0, q_n, 1.0), 0.0)
-    return is_estimate(g, loss, wsum.ravel(), p_over_qn.ravel(), n_draws, full_cov=full_cov)
-
-
-def _risk_only(design: Design, cells: CellTable, draws, wsum, n_draws, n_strata):
-    """R̂ alone (what a design's update may use), without the covariance."""
-    x, c, d = cells.loss.shape
-    loss = cells.loss.reshape(x * c, d)
-    if design.estimator == "stratified":
-        stratum = jnp.repeat(cells.stratum, c)
-        mass = jax.ops.segment_sum(cells.size * cells.weight, cells.stratum, num_segments=n_strata)
-        n_k = jax.ops.segment_sum(draws.ravel(), stratum, num_segments=n_strata)
-        s1 = jax.ops.segment_sum(draws.ravel()[:, None] * loss, stratum, num_segments=n_strata)
-        wk = jnp.where(n_k > 0, mass, 0.0)
-        wk = wk / jnp.maximum(wk.sum(), 1e-300)
-        return wk @ (s1 / jnp.maximum(n_k, 1.0)[:, None])
-    return (wsum.ravel() @ loss) / jnp.maximum(n_draws, 1.0)
-
-
-def _kl_optimal(cells: CellTable, labeled, prop: Proposal, a_true, stochastic):
+def _kl_optimal(cells: CellTable, labeled, prop, a_true, stochastic):
     """KL(q* ‖ q) over items, q* ∝ p(x) ‖Dg(R) ℓ(x, y(x))‖ with the true labels (001 Prop. 1)."""
     truth = cells.truth
     qstar = cells.weight[:, None] * a_true
@@ -165,39 +133,25 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
     """One simulated run: ``lax.scan`` over the stages of each segment between checkpoints;
     at every checkpoint the CLT estimate and, with a ``bayes_model``, the finite-pool
     posterior of G (:mod:`bayes_eval.posterior`)."""
-    x, c, d = cells.loss.shape
     stochastic = design.oracle == "stochastic"
-    zero = jnp.zeros((x, c))
-    dstate = design.init(cells)
     g_hist = lambda r: jnp.atleast_1d(g(r))[:m_hist]  # noqa: E731
-    obs0 = Observed(labeled=zero, risk=jnp.full(d, jnp.nan), n_draws=jnp.asarray(0.0))
-    prop0 = design.propose(dstate, cells, obs0)
-    state = SimState(zero, zero, zero, jnp.asarray(0.0), jnp.asarray(0.0), dstate, prop0, jnp.asarray(False))
+    state = SimState(kernel.init(design, cells), jnp.asarray(0.0), jnp.asarray(False))
 
     def stage(state, inp):
         key, n_new = inp
-        h_a, h_b, n_b, stalled = _draw_stage(key, cells.truth, state.labeled, state.proposal, n_new, stochastic, max_chunks)
-        prop = state.proposal
-        q_b = jnp.broadcast_to(prop.unl[:, None], (x, c))
-        w_a = jnp.where(prop.lab > 0, cells.weight[:, None] / jnp.where(prop.lab > 0, prop.lab, 1.0), 0.0)
-        w_b = jnp.where(q_b > 0, cells.weight[:, None] / jnp.where(q_b > 0, q_b, 1.0), 0.0)
-        wsum = state.wsum + h_a * w_a + h_b * w_b
-        draws = state.draws + h_a + h_b
-        labeled = state.labeled + n_b
-        n_draws = state.n_draws + h_a.sum() + h_b.sum()
+        st = state.stage
+        h_a, h_b, n_b, stalled = _draw_stage(key, cells.truth, st.tallies.labeled, st.proposal, n_new, stochastic,
+                                             max_chunks)
+        tallies = kernel.add_draws(cells, st.tallies, st.proposal, h_a, h_b, n_b)
+        st = kernel.step(design, cells, n_strata, st, tallies)
         n_labels = state.n_labels + n_b.sum()
-        # estimate with the proposal just used, then let the design update and propose
-        obs = Observed(labeled=labeled, risk=_risk_only(design, cells, draws, wsum, n_draws, n_strata),
-                       n_draws=n_draws)
-        dstate = design.update(state.design_state, cells, obs)
-        new_prop = design.propose(dstate, cells, obs)
         # the record keeps the first m_hist components: estimate only those (a PR curve
         # has m = 2048; XLA drops the unused part of g)
-        est = _estimate(design, g_hist, cells, labeled, draws, wsum, n_draws, new_prop, n_strata, full_cov=False)
+        est = kernel.estimate(design, g_hist, cells, tallies, st.proposal, n_strata, full_cov=False)
         lo, hi = normal_interval(est.value, None, level, var=est.var)
-        kl = _kl_optimal(cells, labeled, new_prop, a_true, stochastic) if track_kl else jnp.asarray(jnp.nan)
-        new_state = SimState(labeled, draws, wsum, n_draws, n_labels, dstate, new_prop, state.stalled | stalled)
-        rec = StageRecord(n_labels, n_draws, est.value, lo, hi, kl)
+        kl = _kl_optimal(cells, tallies.labeled, st.proposal, a_true, stochastic) if track_kl else jnp.asarray(jnp.nan)
+        new_state = SimState(st, n_labels, state.stalled | stalled)
+        rec = StageRecord(n_labels, tallies.n_draws, est.value, lo, hi, kl)
         return new_state, rec
 
     stage_keys = jax.random.split(key, len(batches))
@@ -209,12 +163,13 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         state, h = jax.lax.scan(stage, state, (stage_keys[start:end], jnp.asarray(batches[start:end])))
         hists.append(h)
         if end in bounds:
-            est = _estimate(design, g, cells, state.labeled, state.draws, state.wsum, state.n_draws,
-                            state.proposal, n_strata, full_cov=False)
+            st = state.stage
+            est = kernel.estimate(design, g, cells, st.tallies, st.proposal, n_strata, full_cov=False)
             lo, hi = normal_interval(est.value, None, level, var=est.var)
-            out = {"value": est.value, "lower": lo, "upper": hi, "labels": state.n_labels, "draws": state.n_draws}
+            out = {"value": est.value, "lower": lo, "upper": hi, "labels": state.n_labels,
+                   "draws": st.tallies.n_draws}
             if bayes_model is not None:
-                out["labeled"] = state.labeled
+                out["labeled"] = st.tallies.labeled
             ck_out[end] = out
         start = end
     hist = jax.tree_util.tree_map(lambda *a: jnp.concatenate(a, axis=0), *hists)
@@ -311,7 +266,7 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     (:func:`bayes_eval.designs.resolve_companion`; ``"auto"``: the calibrated model on
     binary pools, ``"none"``: the designs of 001 / 000 with the oracle model alone).
     """
-    from .cells import build_cells, leaf_probs, prior_key
+    from .cells import build_cells, leaf_probs
     from .designs import resolve_companion
     from .models.registry import make_oracle_model
     from .registry import build_design, design_spec
@@ -351,3 +306,8 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
                         checkpoints=checkpoints, n_strata=k, track_kl=track_kl, bayes_model=bayes_model,
                         bayes_draws=bayes_draws)
     return res, cells
+
+
+def _estimate(design, g, cells, labeled, draws, wsum, n_draws, prop, n_strata, full_cov=True):
+    """Transitional: the session core's old call; :func:`bayes_eval.kernel.estimate`."""
+    return kernel.estimate(design, g, cells, kernel.Tallies(labeled, draws, wsum, n_draws), prop, n_strata, full_cov)
