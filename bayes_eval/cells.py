@@ -1,4 +1,4 @@
-"""Compress a pool into *cells* of interchangeable items (DESIGN.md §5).
+"""Compress a pool into *cells* of interchangeable items (``docs/architecture.md``, "Cells").
 
 Every proposal in this package is constant on a cell: items that share a stratum, the
 loss-relevant prediction pattern of the measure, and the item weight p(x) get the same

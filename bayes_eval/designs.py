@@ -1,7 +1,7 @@
 """Sampling designs: how the next items to label are chosen.
 
 A design is a small bundle of pure functions over a design state (optax / blackjax
-style, DESIGN.md §3):
+style, ``docs/architecture.md``):
 
 * ``init(cells) -> state``
 * ``propose(state, cells, obs) -> Proposal`` — the per-item proposal q_t, constant on

@@ -835,8 +835,8 @@ def poisson_estimate(g: Callable, loss_rows, b, weights_p, *, mean_rows=None, mo
     L = jnp.atleast_2d(jnp.asarray(loss_rows, jnp.float64))
     b = jnp.asarray(b, jnp.float64)
     p = jnp.asarray(weights_p, jnp.float64)
-    if not P._is_traced(b):
-        P._check_b(b)
+    if not P.is_traced(b):
+        P.check_inclusion_probabilities(b)
         if np.any(np.asarray(b) <= 0):
             raise ValueError("every labeled item must have b > 0")
     if mean_rows is None:
@@ -888,8 +888,8 @@ def online_poisson_estimate(g: Callable, loss_rows, weights_p, label_round, b_dr
     p = jnp.asarray(weights_p, jnp.float64)
     rnd = jnp.asarray(label_round)
     b = jnp.asarray(b_drawn, jnp.float64)
-    if not P._is_traced(b, rnd):
-        P._check_b(b)
+    if not P.is_traced(b, rnd):
+        P.check_inclusion_probabilities(b)
         if np.any(np.asarray(b) <= 0):
             raise ValueError("every labeled item must have b > 0")
         rr = np.asarray(rnd)

@@ -1,4 +1,4 @@
-"""The Bayesian finite-pool posterior of a measure (DESIGN.md §4, last bullets).
+"""The Bayesian finite-pool posterior of a measure (001 §4; ``docs/architecture.md``, "Intervals").
 
 For each posterior draw of the oracle model, the unlabeled items' labels are drawn — as
 class *counts* per cell (stratum × loss pattern), never per item — the pool is
@@ -82,7 +82,7 @@ def _multinomial_counts(key, n, p):
 
 
 def complete_pool_draws(key, g, cells: CellTable, labeled, pi_leaf):
-    """G on the pool completed by drawing the unlabeled items' classes (DESIGN.md §4).
+    """G on the pool completed by drawing the unlabeled items' classes (001 §4).
 
     Within a cell the unlabeled count is split Multinomial(U_x, π(·|k_x)) given each
     draw — the exact conditional of the model, cell by cell; the labeled items keep their
@@ -120,7 +120,7 @@ def complete_pool_draws(key, g, cells: CellTable, labeled, pi_leaf):
 
 def finite_pool_posterior(key, model, cells: CellTable, labeled, n_strata: int, g, n_draws: int = 400,
                           state=None) -> PosteriorDraws:
-    """Posterior draws of G on the pool given the labels so far (DESIGN.md §4).
+    """Posterior draws of G on the pool given the labels so far (001 §4).
 
     Parameters
     ----------
@@ -148,7 +148,7 @@ def finite_pool_posterior(key, model, cells: CellTable, labeled, n_strata: int, 
 
 
 def pool_posterior_from_pi(key, g, cells: CellTable, labeled, pi_leaf, n_strata: int) -> PosteriorDraws:
-    """Finite-pool posterior of G from given draws of π(y|k) (DESIGN.md §4).
+    """Finite-pool posterior of G from given draws of π(y|k) (001 §4).
 
     The second half of :func:`finite_pool_posterior`, for draws of π that come from
     elsewhere — NUTS chains of either oracle model (:mod:`bayes_eval.report`).
@@ -213,7 +213,7 @@ def replicate_labeled(key, counts, pi_leaf):
 
     For every posterior draw of π, the n_k labeled items of stratum k get fresh classes
     Multinomial(n_k, π(·|k)) — the replicated data of a posterior predictive check of
-    the observed label counts (001 §4; DESIGN.md §4).
+    the observed label counts (001 §4).
 
     Parameters
     ----------

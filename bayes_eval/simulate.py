@@ -5,7 +5,7 @@ under a design and a batch schedule, and records the estimate and its interval a
 every stage.  It works on cells (:mod:`bayes_eval.cells`), so a stage costs O(cells +
 draws), not O(N).
 
-Protocol (001 §5.2; DESIGN.md §3, "Oracle semantics"): under a deterministic oracle the
+Protocol (001 §5.2; ``docs/architecture.md``, "Oracle semantics"): under a deterministic oracle the
 budget counts *distinct* labeled items; a with-replacement stage of size n draws from the
 fixed proposal q_{t-1} until n new items are labeled; items drawn again are answered
 from what is known at no cost, and *every* draw, repeats included, enters the estimator

@@ -1,6 +1,6 @@
 """The SQLite store of a labeling session: one file per session, nothing ever lost.
 
-DESIGN.md §3 ("Persistence"): an embedded SQLite database per session, in WAL mode with
+``docs/architecture.md`` ("Persistence"): an embedded SQLite database per session, in WAL mode with
 ``synchronous=FULL``, holding the pool's fingerprint, the configuration, every stage with
 the RNG state it drew with, every draw with its weight and proposal probability, and
 every label with its arrival time.  Every write — drawing a batch, ingesting labels — is

@@ -5,7 +5,7 @@
 Reads ``results/suite_f1_<pool>.csv`` (and ``suite_accuracy_*``), ``results/speed.json`` and
 ``results/scale.json``; writes ``results/headline.md``: per pool, for our main designs, the
 MSE of F1 at 2000 labels as a ratio to the best reference figure of ``peers.json`` (the
-DESIGN.md §6 target is ≤ 0.1) and at 500 / 1000 (target ≤ 1), the coverage of the 95% CLT
+the project's target is ≤ 0.1) and at 500 / 1000 (target ≤ 1), the coverage of the 95% CLT
 and Bayesian intervals at 500 / 1000 / 2000 labels, and the speed-up over the reference AIS.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@
     python benchmarks/scale.py --sizes 1e5,1e6       # a subset
     python benchmarks/scale.py --quick               # 1e4, 1e5: smoke run
 
-Targets (DESIGN.md §6, issue 6): ``next_batch(50)`` + ingest + update ≤ 50 ms per stage at
+Targets (issue 6): ``next_batch(50)`` + ingest + update ≤ 50 ms per stage at
 N = 10^6 and ≤ 2 s at 10^8; peak memory ≤ 2 × the pool's own arrays; and the time to build
 strata.  Each size runs in a fresh subprocess so that its peak resident memory
 (``ru_maxrss``) is its own.  Per size it reports

@@ -4,7 +4,7 @@
                                     [--method nuts] [--out docs] [--md FILE] [--thresholds 40] [--seed 0]
 
 Runs an AIS labeling session (001 Alg. 1; the pool's ground truth plays the annotator)
-for F1 and a PR curve, then the finite-pool posterior of both (DESIGN.md §4) under each
+for F1 and a PR curve, then the finite-pool posterior of both (001 §4; docs/architecture.md) under each
 oracle model, and writes
 
 * ``OUT/posterior_f1_POOL.png`` — the posterior density of F1, the CLT interval
