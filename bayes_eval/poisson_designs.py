@@ -17,10 +17,11 @@ certainty and never re-drawn (000 §3).  This module holds
   measures), Beta-fitted limits (000 §2.2) -- from per-cell arrays (:func:`round_totals`,
   :func:`combine`) and from per-item records (:func:`poisson_estimate`,
   :func:`online_poisson_estimate`);
-* fixed-size rounds (Pareto / sequential Poisson sampling) and the jit-compiled simulation
-  (``lax.scan`` over rounds, ``vmap`` over repeats) behind
-  ``bayes-eval simulate POOL --design poisson`` / ``--design poisson-adaptive``
-  (:func:`simulate_poisson`, :func:`run_poisson_simulation`).
+* fixed-size rounds (Pareto / sequential Poisson sampling).  The estimators live in
+  :mod:`bayes_eval.poisson_estimators`; the jit-compiled simulation of the rounds
+  (``lax.scan`` over rounds, ``vmap`` over repeats) behind ``bayes-eval simulate POOL
+  --design poisson | poisson-adaptive`` is in the one simulation module,
+  :func:`bayes_eval.simulate.simulate_poisson`.
 
 Estimator of one round (000 App. E, eq. 127 made model-assisted)
 ------------------------------------------------------------------
@@ -82,7 +83,6 @@ Notation: cells ``x`` (stratum x loss pattern, :mod:`bayes_eval.cells`); ``label
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -91,10 +91,22 @@ import numpy as np
 
 from . import _config  # noqa: F401  (float64)
 from . import poisson as P
-from .cells import CellTable, leaf_counts, leaf_probs, prior_key
-from .models.registry import make_companion_model, make_oracle_model
-from .posterior import intervals_at_checkpoints
-from .results import StageRecord, make_result, schedule
+from .cells import CellTable, leaf_counts, leaf_probs
+from .poisson_estimators import (  # noqa: F401  (re-exported: part of this module's API)
+    WEIGHTS,
+    PoissonEstimate,
+    RoundRecord,
+    beta_limits,
+    check_weights,
+    combine,
+    model_round_covariance,
+    online_poisson_estimate,
+    poisson_estimate,
+    round_totals,
+    round_weights,
+    weights_power,
+)
+from .models.registry import make_oracle_model
 
 __all__ = [
     "PoissonDesign",
@@ -125,14 +137,11 @@ __all__ = [
     "poisson_estimate",
     "online_poisson_estimate",
     "beta_limits",
-    "simulate_poisson",
     "build_model",
-    "run_poisson_simulation",
 ]
 
 ESTIMATORS = ("difference", "ht")
 FORMS = ("sqrt", "linear")
-WEIGHTS = ("equal", "linear", "quadratic", "cubic", "precision", "last")
 VARIANCES = ("model", "ht", "labeled", "labeled+ht")
 FIXED_SIZE = (None, "pareto", "sequential")
 #: the simulation keeps (rounds, d, d) covariances: measures with larger loss vectors are refused
@@ -217,21 +226,6 @@ def _check_choice(name, value, choices):
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
 
 
-def _weights_power(scheme: str) -> float | None:
-    table = {"equal": 0.0, "linear": 1.0, "quadratic": 2.0, "cubic": 3.0}
-    if scheme in table:
-        return table[scheme]
-    if scheme.startswith("power:"):
-        try:
-            k = float(scheme.split(":", 1)[1])
-        except ValueError:
-            raise ValueError(f"bad weight scheme {scheme!r}; 'power:k' needs a number k") from None
-        if not np.isfinite(k):
-            raise ValueError(f"bad weight scheme {scheme!r}; k must be finite")
-        return k
-    return None
-
-
 def _form_gamma(form: str) -> float:
     if form == "sqrt":
         return 2.0
@@ -245,11 +239,6 @@ def _form_gamma(form: str) -> float:
         if np.isfinite(gamma) and gamma > 0:
             return gamma
     raise ValueError(f"form must be one of {FORMS} or 'moment:gamma' with gamma > 0, got {form!r}")
-
-
-def _check_weights(scheme: str) -> None:
-    if _weights_power(scheme) is None and scheme not in ("precision", "last"):
-        raise ValueError(f"weights must be one of {WEIGHTS} or 'power:k', got {scheme!r}")
 
 
 def poisson_design(name: str, *, estimator: str | None = None, form: str | None = None, weights: str = "quadratic",
@@ -299,7 +288,7 @@ def poisson_design(name: str, *, estimator: str | None = None, form: str | None 
         raise ValueError(f"defensive must be in [0, 1], got {defensive}")
     _check_choice("variance", variance, VARIANCES)
     _check_choice("fixed_size", fixed_size, FIXED_SIZE)
-    _check_weights(weights)
+    check_weights(weights)
     if not (np.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps must be finite and >= 0, got {eps}")
     if not 0.0 <= lam <= 1.0:
@@ -639,550 +628,9 @@ def fixed_size_round_counts(key, unlabeled_true, b, n, n_max: int, method: str =
     return jnp.where(sure[:, None], u_true, got)
 
 
-# --------------------------------------------------------------------------------------
-# estimators on cells
-# --------------------------------------------------------------------------------------
-class RoundRecord(NamedTuple):
-    """What the estimator needs of one round, per cell (stack over rounds on axis 0).
-
-    ``b`` (X,) inclusion probability of the round; ``mean`` (X, d) model prediction
-    ``m_r`` (zeros for HT); ``labeled_before`` (X, C) labels before the round;
-    ``sampled`` (X, C) labels the round brought, by class; ``pred_var`` () predicted
-    variance (for ``weights="precision"``).
-    """
-
-    b: jnp.ndarray
-    mean: jnp.ndarray
-    labeled_before: jnp.ndarray
-    sampled: jnp.ndarray
-    pred_var: jnp.ndarray
-
-
-def _inv(b):
-    return jnp.where(b > 0, 1.0 / jnp.where(b > 0, b, 1.0), 0.0)
-
-
-def round_totals(cells: CellTable, rec: RoundRecord):
-    """Round estimate ``T_r`` (d,) of ``R`` and its HT covariance estimate (d, d).
-
-    ``T_r = K_r + sum_x p_x U_x m_x + sum_x p_x sum_y S_xy (l_xy - m_x) / b_x`` (module
-    docstring; 000 eq. 127 with ``m = 0``), and
-    ``V_hat_r = sum_x p_x^2 (1/b_x)(1/b_x - 1) sum_y S_xy e e^T`` (000 eq. 28 in vector form,
-    conditionally unbiased for the round's covariance).  Jit-compatible.
-    """
-    p = cells.weight
-    lb = rec.labeled_before
-    unl = jnp.maximum(cells.size - lb.sum(1), 0.0)
-    e = cells.loss - rec.mean[:, None, :]  # (X, C, d)
-    inv = _inv(rec.b)
-    known = jnp.einsum("x,xc,xcd->d", p, lb, cells.loss)
-    model = jnp.einsum("x,xd->d", p * unl, rec.mean)
-    corr = jnp.einsum("x,xc,xcd->d", p * inv, rec.sampled, e)
-    coef = p**2 * inv * (inv - 1.0)
-    cov = jnp.einsum("x,xc,xcd,xce->de", coef, rec.sampled, e, e)
-    return known + model + corr, cov
-
-
-def model_round_covariance(cells: CellTable, rec: RoundRecord, labeled_now, pi_now):
-    """Model-assisted estimate of round ``r``'s conditional covariance, given all labels so
-    far and the current posterior predictive.
-
-    The round's covariance is ``V_r = sum_{n in U_r} (1/b_n - 1) p_n^2 e_n e_n^T``; its
-    terms are known exactly for every item of ``U_r`` labeled by now (in round ``r`` or
-    later), and predicted by ``E_{pi_now}[e e^T]`` for items still unlabeled:
-
-    .. math::  \\tilde V_r = \\sum_x (1/b_x - 1) p_x^2 \\Big[\\sum_y (L^{now}_{xy} - L^{r-1}_{xy})
-               e_{xy} e_{xy}^T + U^{now}_x \\sum_y \\pi_{now}(y|x) e_{xy} e_{xy}^T\\Big].
-
-    Unlike the HT estimate (000 eq. 28) it does not vanish when a rare relevant item
-    happened not to be drawn in round ``r`` but was labeled later, and it is smooth in the
-    unknown remainder; it is a predictor of the martingale's quadratic variation rather than
-    a design-unbiased estimator.  Jit-compatible.
-    """
-    p = cells.weight
-    lnow = jnp.asarray(labeled_now, jnp.float64)
-    e = cells.loss - rec.mean[:, None, :]
-    inv = _inv(rec.b)
-    coef = p**2 * jnp.where(rec.b > 0, inv - 1.0, 0.0)
-    unl_now = jnp.maximum(cells.size - lnow.sum(1), 0.0)
-    wxy = jnp.maximum(lnow - rec.labeled_before, 0.0) + unl_now[:, None] * pi_now
-    return jnp.einsum("x,xc,xcd,xce->de", coef, wxy, e, e)
-
-
-def round_weights(t, n_rounds: int, scheme: str = "linear", pred_var=None, complete_round=None):
-    """Weights ``w_r`` (r < n_rounds) of the rounds in the estimate after round ``t``
-    (0-based; rounds ``> t`` get 0).  Jit-compatible in ``t``, ``pred_var`` and
-    ``complete_round``.
-
-    * ``"equal"``: ``1/(t+1)`` -- 000 eq. 128;
-    * ``"linear"``, ``"quadratic"``, ``"cubic"``, ``"power:k"``: ``w_r ∝ (r+1)^k``;
-    * ``"last"``: all weight on round ``t``;
-    * ``"precision"``: inverse-variance weights that stay predictable.  With ``P_r`` the
-      inverse of the *predicted* variance of round ``r`` (known before the round),
-      ``w_r = P_r / (sum_{s<=r} P_s + (t - r) P_r)`` for ``r < t`` -- the inverse-variance
-      weight ``r`` would get if every later round were as precise as round ``r`` -- and the
-      last round takes the rest, ``w_t = 1 - sum_{r<t} w_r``.  Each ``w_r`` depends only on
-      ``t`` and on what was known before round ``r``: unbiased.  Equal precisions give
-      equal weights; rising precision moves weight to the last round.
-
-    All schemes are deterministic given the predictable quantities, so
-    ``sum_r w_r T_r`` is unbiased (000 App. E).  ``complete_round`` (int, -1 if none): a
-    round that labeled every item that could matter; from then on every estimate is that
-    round's ``T``, which equals ``R``.
-    """
-    r = jnp.arange(n_rounds)
-    t = jnp.asarray(t)
-    active = r <= t
-    if scheme == "last":
-        w = (r == t).astype(jnp.float64)
-    elif scheme == "precision":
-        pv = jnp.asarray(pred_var, jnp.float64)
-        prec = 1.0 / jnp.maximum(pv, 1e-300)
-        prec = jnp.where(jnp.isfinite(prec), prec, 1e300)
-        prec = prec / jnp.max(jnp.where(active, prec, 0.0))  # scale-free, avoids overflow
-        cum = jnp.cumsum(jnp.where(active, prec, 0.0))
-        w = prec / (cum + (t - r) * prec)
-        w = jnp.where(active & (r < t), w, 0.0)
-        w = w + jnp.where(r == t, 1.0 - jnp.sum(w), 0.0)
-    else:
-        k = _weights_power(scheme)
-        a = jnp.where(active, (r + 1.0) ** k, 0.0)
-        w = a / jnp.sum(a)
-    if complete_round is not None:
-        cr = jnp.asarray(complete_round)
-        done = (cr >= 0) & (cr <= t)
-        w = jnp.where(done, (r == cr).astype(jnp.float64), w)
-    return w
-
-
-class PoissonEstimate(NamedTuple):
-    """A Poisson-design estimate: ``value`` (m,) = ``g(risk)``, ``cov`` (m, m) its
-    delta-method covariance, ``risk`` (d,), ``risk_cov`` (d, d), ``weights`` (R,) of the
-    rounds."""
-
-    value: jnp.ndarray
-    cov: jnp.ndarray
-    risk: jnp.ndarray
-    risk_cov: jnp.ndarray
-    weights: jnp.ndarray
-
-
-def combine(g: Callable, cells: CellTable, records: RoundRecord, t, *, weights: str = "linear",
-            variance: str = "model", labeled_now=None, pi_now=None, complete_round=None) -> PoissonEstimate:
-    """Estimate of ``G`` after round ``t`` from the stacked round records (rounds > t are
-    ignored): ``R_hat = sum_r w_r T_r`` and ``Cov = sum_r w_r^2 V_r`` (martingale
-    differences are uncorrelated, 000 App. E), then ``g`` and the delta method.
-
-    ``V_r`` is estimated by
-
-    * ``"ht"``: the HT estimate of :func:`round_totals` (000 eq. 28; conditionally
-      unbiased, so ``sum_r w_r^2 V_hat_r`` is unbiased for ``Var(R_hat)`` with predictable
-      weights) -- but very skewed: it is ~0 whenever the rare relevant items happened not
-      to be drawn, which is exactly when the estimate is off;
-    * ``"labeled"``: the exactly known part of ``V_r`` -- the items of round ``r``'s
-      population labeled by now, in round ``r`` or later (:func:`model_round_covariance`
-      without the unlabeled remainder);
-    * ``"labeled+ht"`` (adaptive default): their sum, a conservative estimate (the HT
-      term alone is unbiased for all of ``V_r``); it catches a relevant item that round
-      ``r`` missed but a later round labeled;
-    * ``"model"``: :func:`model_round_covariance` -- the known part plus the posterior
-      expectation of the unlabeled remainder (``pi_now``); only as good as the model's
-      calibration where ``b`` was small (on the shared pools it over-covers, with
-      intervals as wide as [0, 1]).
-
-    Jit-compatible.
-    """
-    n_rounds = records.b.shape[0]
-    tot, vht = jax.vmap(lambda rec: round_totals(cells, rec))(records)
-    w = round_weights(t, n_rounds, weights, records.pred_var, complete_round)
-    risk = jnp.einsum("r,rd->d", w, tot)
-    if variance in ("model", "labeled", "labeled+ht"):
-        pn = pi_now if variance == "model" else jnp.zeros_like(labeled_now)
-        vm = jax.vmap(lambda rec: model_round_covariance(cells, rec, labeled_now, pn))(records)
-        if variance == "labeled+ht":
-            vm = vm + vht
-        rcov = jnp.einsum("r,rde->de", w**2, vm)
-    else:
-        rcov = jnp.einsum("r,rde->de", w**2, vht)
-    value = jnp.atleast_1d(g(risk))
-    jac = jax.jacfwd(lambda r: jnp.atleast_1d(g(r)))(risk)
-    cov = jac @ rcov @ jac.T
-    return PoissonEstimate(value, cov, risk, rcov, w)
-
-
-# --------------------------------------------------------------------------------------
-# estimators from per-item records (what a labeling session keeps)
-# --------------------------------------------------------------------------------------
-def poisson_estimate(g: Callable, loss_rows, b, weights_p, *, mean_rows=None, model_total=None) -> PoissonEstimate:
-    """Offline Poisson estimate from the labeled items only (000 Alg. 2, eq. 18, 27--29).
-
-    ``R_hat = M + sum_n p_n (l_n - m_n) / b_n`` over the labeled items, with
-    ``M = sum_{pool} p_n m_n`` (``model_total``) and ``m_n`` (``mean_rows``) the model
-    prediction fixed before sampling; without them it is the HT estimator of 000 eq. 18.
-    Covariance ``sum_n p_n^2 (1/b_n)(1/b_n - 1) e_n e_n^T`` (000 eq. 28, vector form), then
-    the delta method (any ``g``; e.g. micro / macro F1, 000 App. D).  Labeling every item
-    with ``b = 1`` gives ``R`` exactly.
-
-    Parameters
-    ----------
-    g : callable
-    loss_rows : (n, d) loss of each labeled item at its label
-    b : (n,) inclusion probability it was drawn with (> 0)
-    weights_p : (n,) its item weight p_n (1/N for a uniform pool of N items)
-    mean_rows : (n, d), optional
-    model_total : (d,), optional (required with ``mean_rows``)
-    """
-    L = jnp.atleast_2d(jnp.asarray(loss_rows, jnp.float64))
-    b = jnp.asarray(b, jnp.float64)
-    p = jnp.asarray(weights_p, jnp.float64)
-    if not P.is_traced(b):
-        P.check_inclusion_probabilities(b)
-        if np.any(np.asarray(b) <= 0):
-            raise ValueError("every labeled item must have b > 0")
-    if mean_rows is None:
-        M = jnp.zeros(L.shape[1])
-        E = L
-    else:
-        if model_total is None:
-            raise ValueError("mean_rows needs model_total = sum over the pool of p_n m_n")
-        E = L - jnp.asarray(mean_rows, jnp.float64)
-        M = jnp.asarray(model_total, jnp.float64)
-    risk = M + jnp.einsum("n,nd->d", p / b, E)
-    coef = p**2 / b * (1.0 / b - 1.0)
-    rcov = jnp.einsum("n,nd,ne->de", coef, E, E)
-    value = jnp.atleast_1d(g(risk))
-    jac = jax.jacfwd(lambda r: jnp.atleast_1d(g(r)))(risk)
-    return PoissonEstimate(value, jac @ rcov @ jac.T, risk, rcov, jnp.ones(1))
-
-
-def online_poisson_estimate(g: Callable, loss_rows, weights_p, label_round, b_drawn, num_rounds: int, *,
-                            mean_rows=None, round_model_totals=None, weights: str = "linear",
-                            pred_var=None) -> PoissonEstimate:
-    """Multi-round estimate from per-item records (000 App. E, eq. 127--128 generalized).
-
-    Item ``n`` was labeled in round ``r_n`` (0-based) with inclusion probability ``b_n``
-    and model prediction ``m_n = m_{r_n}(x_n)``.  Round ``r``'s estimate is
-    ``T_r = K_r + M_r + sum_{n: r_n = r} p_n (l_n - m_n) / b_n`` with
-    ``K_r = sum_{n: r_n < r} p_n l_n`` and ``M_r`` = ``round_model_totals[r]`` =
-    ``sum_{n in U_r} p_n m_r(x_n)`` (:attr:`RoundProposal.model_total`; zero for HT).  The
-    estimate after ``num_rounds`` rounds is ``sum_r w_r T_r`` with the weights of
-    :func:`round_weights` and covariance ``sum_r w_r^2 sum_{n: r_n=r} p_n^2 (1/b_n)(1/b_n - 1)
-    e_n e_n^T``.  With ``mean_rows=None`` and ``weights="equal"`` this is
-    :func:`bayes_eval.poisson.online_ht_risk` (000 eq. 128).
-
-    Parameters
-    ----------
-    g : callable
-    loss_rows : (n, d) labeled items' losses
-    weights_p : (n,) their item weights
-    label_round : (n,) int round of each item
-    b_drawn : (n,) its inclusion probability in that round
-    num_rounds : int (static)
-    mean_rows : (n, d), optional
-    round_model_totals : (R, d), optional (required with ``mean_rows``)
-    weights : str, see :func:`round_weights`
-    pred_var : (R,), for ``weights="precision"``
-    """
-    L = jnp.atleast_2d(jnp.asarray(loss_rows, jnp.float64))
-    d = L.shape[1]
-    p = jnp.asarray(weights_p, jnp.float64)
-    rnd = jnp.asarray(label_round)
-    b = jnp.asarray(b_drawn, jnp.float64)
-    if not P.is_traced(b, rnd):
-        P.check_inclusion_probabilities(b)
-        if np.any(np.asarray(b) <= 0):
-            raise ValueError("every labeled item must have b > 0")
-        rr = np.asarray(rnd)
-        if rr.size and (rr.min() < 0 or rr.max() >= num_rounds):
-            raise ValueError(f"label_round must be in [0, {num_rounds}); got values in [{rr.min()}, {rr.max()}]")
-    _check_weights(weights)
-    if mean_rows is None:
-        E = L
-        Mr = jnp.zeros((num_rounds, d))
-    else:
-        if round_model_totals is None:
-            raise ValueError("mean_rows needs round_model_totals (R, d)")
-        E = L - jnp.asarray(mean_rows, jnp.float64)
-        Mr = jnp.asarray(round_model_totals, jnp.float64)
-    oh = jax.nn.one_hot(rnd, num_rounds, dtype=jnp.float64)  # (n, R)
-    before = jnp.cumsum(oh, axis=1) - oh  # 1 if r_n < r
-    K = jnp.einsum("nr,n,nd->rd", before, p, L)
-    corr = jnp.einsum("nr,n,nd->rd", oh, p / b, E)
-    T = K + Mr + corr
-    coef = p**2 / b * (1.0 / b - 1.0)
-    V = jnp.einsum("nr,n,nd,ne->rde", oh, coef, E, E)
-    pv = jnp.ones(num_rounds) if pred_var is None else jnp.asarray(pred_var, jnp.float64)
-    w = round_weights(num_rounds - 1, num_rounds, weights, pv)
-    risk = w @ T
-    rcov = jnp.einsum("r,rde->de", w**2, V)
-    value = jnp.atleast_1d(g(risk))
-    jac = jax.jacfwd(lambda r: jnp.atleast_1d(g(r)))(risk)
-    return PoissonEstimate(value, jac @ rcov @ jac.T, risk, rcov, w)
-
-
-def beta_limits(value, var, level: float = 0.95):
-    """Beta-fitted limits (000 §2.2) for measures in [0, 1]: numpy, see
-    :func:`bayes_eval.poisson.beta_interval` (falls back to the clipped normal interval
-    where the moment fit is invalid)."""
-    return P.beta_interval(value, var, alpha=1.0 - level)
-
-
-# --------------------------------------------------------------------------------------
-# simulation (lax.scan over rounds, vmap over repeats)
-# --------------------------------------------------------------------------------------
-class _Rounds(NamedTuple):
-    rec: RoundRecord
-    pi_after: jnp.ndarray  # (X, C) posterior predictive after the round's labels
-    n_labels: jnp.ndarray  # cumulative labels after the round
-
-
 def build_model(name: str, cells: CellTable, n_strata: int, depth: int = 8, branching=None, strength: float = 1.0,
                 em_iters: int = 10):
     """The oracle model ``name`` over the strata of ``cells``
     (:func:`bayes_eval.models.make_oracle_model`)."""
     return make_oracle_model(name, leaf_probs(cells, n_strata), depth=depth, branching=branching, strength=strength,
                              em_iters=em_iters)
-
-
-def _run_rounds(key, cells: CellTable, design: PoissonDesign, g, budgets, cum_budgets, complete_round: int,
-                n_max: int):
-    """All rounds of one run: returns the stacked round records."""
-    x, c, d = cells.loss.shape
-    om = design.model
-    vm = design.variance_model if design.variance_model is not None else om
-    k = design.n_strata
-    need_model = om is not None
-    need_vm = vm is not None and design.variance == "model"
-    zero = jnp.zeros((x, c))
-    mstate0 = init_model_states(design) if need_model else ()
-    vstate0 = vm.init_state() if (need_vm and vm is not om) else ()
-    if not design.adaptive:
-        static = [static_proposal(g, cells, float(m), lam=design.lam, estimator=design.estimator, form=design.form,
-                                  eps=design.eps) for m in np.unique(cum_budgets)]
-        # b for every cumulative budget (nested, computed once)
-        uniq = {float(m): i for i, m in enumerate(np.unique(cum_budgets))}
-        b_stat = jnp.stack([static[uniq[float(m)]].b for m in cum_budgets])
-        mean_stat = static[0].mean
-        pv_stat = jnp.stack([static[uniq[float(m)]].pred_var for m in cum_budgets])
-    else:
-        b_stat = jnp.zeros((len(budgets), x))
-        pv_stat = jnp.zeros(len(budgets))
-        mean_stat = jnp.zeros((x, d))
-    r_idx = jnp.arange(len(budgets))
-
-    def step(carry, inp):
-        labeled, mstate, vstate, b_prev = carry
-        kr, n_r, r, b_s, pv_s = inp
-        unl_true = jnp.maximum(cells.truth - labeled, 0.0)
-        if design.adaptive:
-            prop, _ = adaptive_round(design, g, cells, labeled, mstate, n_r, r == complete_round)
-            b, mean, pv = prop.b, prop.mean, prop.pred_var
-            if design.fixed_size is None:
-                sampled = poisson_round_counts(kr, unl_true, b)
-            else:
-                sampled = fixed_size_round_counts(kr, unl_true, b, n_r, n_max, design.fixed_size)
-            rec = RoundRecord(b, mean, labeled, sampled, pv)
-        else:
-            # nested static design: the increment from b_prev to b_s among the unlabeled
-            inc = jnp.where(b_prev < 1.0, (b_s - b_prev) / jnp.where(b_prev < 1.0, 1.0 - b_prev, 1.0), 0.0)
-            sampled = poisson_round_counts(kr, unl_true, jnp.clip(inc, 0.0, 1.0))
-            b, mean, pv = b_s, mean_stat, pv_s
-            # the estimate after this stage is one Poisson sample with b_s over the pool
-            rec = RoundRecord(b, mean, zero, labeled + sampled, pv)
-        new = labeled + sampled
-        counts, unl = leaf_counts(cells, new, k)
-        if need_model:
-            mstate = fit_model_states(design, mstate, cells, new)
-        pi_after = jnp.zeros((x, c))
-        if need_vm and vm is om:
-            pi_after = om.posterior_predictive(mstate[0], counts)[cells.stratum]
-        elif need_vm:
-            vstate = vm.fit(vstate, counts, unl)
-            pi_after = vm.posterior_predictive(vstate, counts)[cells.stratum]
-        return (new, mstate, vstate, b), _Rounds(rec, pi_after, new.sum())
-
-    keys = jax.random.split(key, len(budgets))
-    init = (zero, mstate0, vstate0, jnp.zeros(x))
-    _, out = jax.lax.scan(step, init, (keys, jnp.asarray(budgets, jnp.float64), r_idx, b_stat, pv_stat))
-    return out
-
-
-def _estimates(cells, design: PoissonDesign, g, rounds: _Rounds, complete_round: int, m_hist: int, level: float):
-    """Estimate and interval after every round t (vmapped over t)."""
-    from jax.scipy.stats import norm
-
-    n_rounds = rounds.rec.b.shape[0]
-    z = norm.ppf(0.5 + level / 2.0)
-
-    def at(t):
-        if design.adaptive:
-            lnow = rounds.rec.labeled_before[t] + rounds.rec.sampled[t]
-            recs = rounds.rec
-            cr = complete_round
-            weights = design.weights
-        else:
-            # static: the estimate after stage t is the single Poisson sample with b_t
-            lnow = rounds.rec.sampled[t]
-            recs = jax.tree_util.tree_map(lambda a: a[t][None], rounds.rec)
-            cr = None
-            weights = "equal"
-        pi_now = rounds.pi_after[t]
-        tt = t if design.adaptive else 0
-        est = combine(g, cells, recs, tt, weights=weights, variance=design.variance, labeled_now=lnow,
-                      pi_now=pi_now, complete_round=cr)
-        var = jnp.clip(jnp.diagonal(est.cov), 0.0)
-        sd = jnp.sqrt(var)
-        return est.value, var, est.value - z * sd, est.value + z * sd, lnow
-
-    value, var, lo, hi, lnow = jax.vmap(at)(jnp.arange(n_rounds))
-    return value, var, lo, hi, lnow
-
-
-def simulate_poisson(cells: CellTable, design: PoissonDesign, measure, budget: int = 2000, batch: int = 50,
-                     repeats: int = 100, seed: int = 0, checkpoints=(500, 1000, 2000), bayes_model=None,
-                     bayes_draws: int = 200, level: float = 0.95, interval: str = "normal",
-                     return_rounds: bool = False):
-    """Simulated labeling runs of a Poisson design, vmapped over repeats and jit-compiled.
-
-    Rounds follow the batch schedule of :func:`bayes_eval.simulate.schedule` (``budget //
-    batch`` rounds of ``batch``); a Poisson round labels a *random* number of items with
-    mean = its budget (the static design: stage ``t`` is the nested Poisson sample of
-    expected size ``cum_budget_t``).  Checkpoint ``c`` is read after the round whose
-    cumulative *expected* labels reach ``c``; the realized label count is random (its mean
-    equals the checkpoint up to saturation) and is returned in ``checkpoint_labels`` and
-    ``checkpoint_draws`` (so :func:`bayes_eval.simulate.summarize` reports it as
-    ``mean_draws``).  With ``design.fixed_size`` every round labels exactly its budget.
-
-    Parameters
-    ----------
-    cells : CellTable (with ``truth``: the oracle)
-    design : PoissonDesign
-    measure : Measure
-    budget, batch, repeats, seed, checkpoints : as for :func:`bayes_eval.simulate.simulate_runs`
-    bayes_model : OracleModel, optional
-        Adds the Bayesian finite-pool posterior interval at each checkpoint.
-    level : float
-        Interval level.
-    interval : {"normal", "beta"}
-        CLT normal interval (``value ± z sd``) or Beta-fitted limits (000 §2.2, computed in
-        NumPy after the run; for measures in [0, 1]).
-    return_rounds : bool
-        Also return the per-round records (for diagnostics).
-
-    Returns
-    -------
-    SimResult (and the round records if ``return_rounds``)
-    """
-    _check_choice("interval", interval, ("normal", "beta"))
-    budgets = schedule(budget, batch)
-    cum = np.cumsum(budgets)
-    checkpoints = [int(c) for c in checkpoints if 0 < c <= budget]
-    ck_rounds = [int(np.searchsorted(cum, c)) for c in checkpoints]
-    g = measure.g
-    x, c, d = cells.loss.shape
-    sup = np.asarray(design_support(design, cells.loss))
-    n_sup = float(np.sum(np.asarray(cells.size) * sup))
-    complete_round = int(np.searchsorted(cum, n_sup)) if design.adaptive and cum[-1] >= n_sup else -1
-    true_risk = jnp.einsum("x,xc,xcd->d", cells.weight, cells.truth, cells.loss)
-    true_value = np.asarray(jnp.atleast_1d(g(true_risk)))
-    m = true_value.shape[0]
-    m_hist = min(m, 16)
-    n_max = int(batch)
-
-    def one(key):
-        rounds = _run_rounds(key, cells, design, g, budgets, cum, complete_round, n_max)
-        value, var, lo, hi, lnow = _estimates(cells, design, g, rounds, complete_round, m_hist, level)
-        ck = jnp.asarray(ck_rounds, jnp.int32)
-        out = dict(value=value[ck], var=var[ck], lower=lo[ck], upper=hi[ck], labels=rounds.n_labels[ck],
-                   labeled=lnow[ck])
-        hist = StageRecord(rounds.n_labels, rounds.n_labels, value[:, :m_hist], lo[:, :m_hist], hi[:, :m_hist],
-                           jnp.full(value.shape[0], jnp.nan))
-        extra = rounds if return_rounds else None
-        return hist, out, extra
-
-    fn = jax.jit(jax.vmap(one))
-    keys = jax.random.split(jax.random.PRNGKey(seed), repeats)
-    t0 = time.perf_counter()
-    compiled = fn.lower(keys).compile()
-    t1 = time.perf_counter()
-    hist, ck, extra = compiled(keys)
-    jax.block_until_ready((hist, ck))
-    t2 = time.perf_counter()
-    ck = {k_: np.asarray(v) for k_, v in ck.items()}
-    lower, upper = ck["lower"], ck["upper"]
-    if interval == "beta":
-        lower, upper = beta_limits(ck["value"], ck["var"], level)
-    bayes = {}
-    if bayes_model is not None:
-        bayes = intervals_at_checkpoints(cells, bayes_model, g, design.n_strata or int(np.max(cells.stratum)) + 1,
-                                      jnp.asarray(ck["labeled"]), seed, bayes_draws)
-        t2 = time.perf_counter()
-    res = make_result(hist, ck, np.zeros(repeats, dtype=bool), checkpoints, true_value, measure, t2 - t1, t1 - t0,
-                      design.name, bayes, lower=lower, upper=upper, draws=ck["labels"])
-    if return_rounds:
-        return res, jax.tree_util.tree_map(np.asarray, extra)
-    return res
-
-
-def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellTable, *, budget=2000, batch=50,
-                           repeats=100, seed=0, checkpoints=(500, 1000, 2000), depth=8, branching=None,
-                           model="dirichlet-tree", lam=0.9, eps=None, bayes=False, bayes_draws=200,
-                           oracle="deterministic", estimator=None, form=None, weights="quadratic", variance=None,
-                           poisson_eps=1e-3, fixed_size=None, interval="normal", strength=1.0, em_iters=10,
-                           defensive=None, defensive_form="linear", variance_model=None,
-                           posterior_model="calibrated", companion=None, companion_form="sqrt"):
-    """What ``run_simulation(pool, measure, "poisson" | "poisson-adaptive", ...)`` calls.
-
-    Builds the oracle model over the strata (:func:`bayes_eval.ais.make_model`, as the AIS
-    design does), the :class:`PoissonDesign`, and runs :func:`simulate_poisson`.  The static
-    design splits cells by the classifier's probability (``simulate.prior_key``) so that its
-    λ-mixed deviations are per item, as for static IS.  ``eps`` (the AIS floor) is not used;
-    the Poisson floor is ``poisson_eps``.  Only the deterministic oracle is supported
-    (Poisson designs label distinct items).
-
-    With ``bayes``, the Bayesian interval at each checkpoint is the finite-pool posterior
-    (:mod:`bayes_eval.posterior`) under ``posterior_model``: ``"calibrated"`` (default for
-    binary pools, the model of ``models/calibrated.py``, as for the other designs) or
-    ``"design"`` / a model name (the Dirichlet tree).  The posterior conditions on the
-    labeled items only; a Poisson design selects items by their scores and earlier labels,
-    so the selection is ignorable (001 §4.2) and the same posterior serves every design.
-
-    Returns ``(SimResult, cells)``.
-    """
-    from .cells import build_cells
-
-    if oracle != "deterministic":
-        raise ValueError("Poisson designs label distinct items: only the deterministic oracle is supported")
-    if cells.loss.shape[-1] > MAX_SIM_LOSS_DIM:
-        raise ValueError(f"the Poisson simulation forms (d, d) round covariances; measures with more than "
-                         f"{MAX_SIM_LOSS_DIM} loss components (this one has {cells.loss.shape[-1]}, e.g. a PR "
-                         f"curve) are not supported by it yet")
-    k = strata.n_strata
-    if design_name == "poisson":
-        cells, _ = build_cells(pool, strata, measure, extra_key=prior_key(pool))
-    om = None
-    if design_name == "poisson-adaptive" or variance == "model" or (bayes and not (posterior_model == "calibrated" and pool.n_classes == 2)):
-        om = build_model(model, cells, k, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
-    vmod = None
-    if variance_model is not None and variance_model != model:
-        vmod = build_model(variance_model, cells, k, depth=depth, branching=branching, strength=strength,
-                           em_iters=em_iters)
-    from .designs import resolve_companion
-
-    companion = resolve_companion(companion, cells.loss.shape[1], design_name)
-    cm = make_companion_model(companion, leaf_probs(cells, k)) if companion is not None else None
-    design = poisson_design(design_name, estimator=estimator, form=form, weights=weights, variance=variance,
-                            eps=poisson_eps, lam=lam, fixed_size=fixed_size,
-                            model=om if (design_name == "poisson-adaptive" or variance == "model") else None,
-                            n_strata=k, defensive=defensive, defensive_form=defensive_form, variance_model=vmod,
-                            companion=cm, companion_form=companion_form)
-    bayes_model = None
-    if bayes:
-        if posterior_model == "calibrated" and pool.n_classes == 2:
-            bayes_model = make_oracle_model("calibrated", leaf_probs(cells, k))
-        else:
-            bayes_model = om
-    res = simulate_poisson(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
-                           checkpoints=checkpoints, bayes_model=bayes_model, bayes_draws=bayes_draws,
-                           interval=interval)
-    return res, cells

@@ -23,13 +23,29 @@ import numpy as np
 from . import _config  # noqa: F401
 from .cells import CellTable, prior_key  # noqa: F401  (prior_key: transitional re-export for the session core)
 from . import kernel
+from .cells import leaf_counts, leaf_probs
+from .models.registry import make_companion_model, make_oracle_model
+from .poisson_designs import (
+    MAX_SIM_LOSS_DIM,
+    PoissonDesign,
+    adaptive_round,
+    build_model,
+    design_support,
+    fit_model_states,
+    fixed_size_round_counts,
+    init_model_states,
+    poisson_design,
+    poisson_round_counts,
+    static_proposal,
+)
+from .poisson_estimators import RoundRecord, beta_limits, combine
 from .designs import Design
 from .kernel import StageState
 from .estimators import normal_interval
 from .posterior import intervals_at_checkpoints
 from .results import SimResult, StageRecord, make_result, schedule, summarize  # noqa: F401  (re-exported)
 
-__all__ = ["SimState", "StageRecord", "SimResult", "schedule", "simulate_runs", "summarize", "run_simulation"]
+__all__ = ["SimState", "StageRecord", "SimResult", "schedule", "simulate_runs", "summarize", "run_simulation", "simulate_poisson", "run_poisson_simulation"]
 
 _CHUNK = 64
 #: bytes of per-stage temporaries allowed for one vmapped batch of repeats
@@ -266,9 +282,8 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     (:func:`bayes_eval.designs.resolve_companion`; ``"auto"``: the calibrated model on
     binary pools, ``"none"``: the designs of 001 / 000 with the oracle model alone).
     """
-    from .cells import build_cells, leaf_probs
+    from .cells import build_cells
     from .designs import resolve_companion
-    from .models.registry import make_oracle_model
     from .registry import build_design, design_spec
     from .strata import stratify
 
@@ -280,8 +295,6 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     if spec.kind == "rounds":
         # Poisson (Bernoulli) rounds: random round sizes, round-combined estimators
         # (bayes_eval.poisson_designs builds its cells with the design's own cell key)
-        from .poisson_designs import run_poisson_simulation
-
         cells, _ = build_cells(pool, strata, measure)
         return run_poisson_simulation(pool, measure, design_name, strata, cells, budget=budget, batch=batch,
                                       repeats=repeats, seed=seed, checkpoints=checkpoints, depth=depth,
@@ -305,6 +318,257 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     res = simulate_runs(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
                         checkpoints=checkpoints, n_strata=k, track_kl=track_kl, bayes_model=bayes_model,
                         bayes_draws=bayes_draws)
+    return res, cells
+
+
+class PoissonRounds(NamedTuple):
+    rec: RoundRecord
+    pi_after: jnp.ndarray  # (X, C) posterior predictive after the round's labels
+    n_labels: jnp.ndarray  # cumulative labels after the round
+
+
+def _poisson_rounds(key, cells: CellTable, design: PoissonDesign, g, budgets, cum_budgets, complete_round: int,
+                n_max: int):
+    """All rounds of one run: returns the stacked round records."""
+    x, c, d = cells.loss.shape
+    om = design.model
+    vm = design.variance_model if design.variance_model is not None else om
+    k = design.n_strata
+    need_model = om is not None
+    need_vm = vm is not None and design.variance == "model"
+    zero = jnp.zeros((x, c))
+    mstate0 = init_model_states(design) if need_model else ()
+    vstate0 = vm.init_state() if (need_vm and vm is not om) else ()
+    if not design.adaptive:
+        static = [static_proposal(g, cells, float(m), lam=design.lam, estimator=design.estimator, form=design.form,
+                                  eps=design.eps) for m in np.unique(cum_budgets)]
+        # b for every cumulative budget (nested, computed once)
+        uniq = {float(m): i for i, m in enumerate(np.unique(cum_budgets))}
+        b_stat = jnp.stack([static[uniq[float(m)]].b for m in cum_budgets])
+        mean_stat = static[0].mean
+        pv_stat = jnp.stack([static[uniq[float(m)]].pred_var for m in cum_budgets])
+    else:
+        b_stat = jnp.zeros((len(budgets), x))
+        pv_stat = jnp.zeros(len(budgets))
+        mean_stat = jnp.zeros((x, d))
+    r_idx = jnp.arange(len(budgets))
+
+    def step(carry, inp):
+        labeled, mstate, vstate, b_prev = carry
+        kr, n_r, r, b_s, pv_s = inp
+        unl_true = jnp.maximum(cells.truth - labeled, 0.0)
+        if design.adaptive:
+            prop, _ = adaptive_round(design, g, cells, labeled, mstate, n_r, r == complete_round)
+            b, mean, pv = prop.b, prop.mean, prop.pred_var
+            if design.fixed_size is None:
+                sampled = poisson_round_counts(kr, unl_true, b)
+            else:
+                sampled = fixed_size_round_counts(kr, unl_true, b, n_r, n_max, design.fixed_size)
+            rec = RoundRecord(b, mean, labeled, sampled, pv)
+        else:
+            # nested static design: the increment from b_prev to b_s among the unlabeled
+            inc = jnp.where(b_prev < 1.0, (b_s - b_prev) / jnp.where(b_prev < 1.0, 1.0 - b_prev, 1.0), 0.0)
+            sampled = poisson_round_counts(kr, unl_true, jnp.clip(inc, 0.0, 1.0))
+            b, mean, pv = b_s, mean_stat, pv_s
+            # the estimate after this stage is one Poisson sample with b_s over the pool
+            rec = RoundRecord(b, mean, zero, labeled + sampled, pv)
+        new = labeled + sampled
+        counts, unl = leaf_counts(cells, new, k)
+        if need_model:
+            mstate = fit_model_states(design, mstate, cells, new)
+        pi_after = jnp.zeros((x, c))
+        if need_vm and vm is om:
+            pi_after = om.posterior_predictive(mstate[0], counts)[cells.stratum]
+        elif need_vm:
+            vstate = vm.fit(vstate, counts, unl)
+            pi_after = vm.posterior_predictive(vstate, counts)[cells.stratum]
+        return (new, mstate, vstate, b), PoissonRounds(rec, pi_after, new.sum())
+
+    keys = jax.random.split(key, len(budgets))
+    init = (zero, mstate0, vstate0, jnp.zeros(x))
+    _, out = jax.lax.scan(step, init, (keys, jnp.asarray(budgets, jnp.float64), r_idx, b_stat, pv_stat))
+    return out
+
+
+def _poisson_estimates(cells, design: PoissonDesign, g, rounds: PoissonRounds, complete_round: int, m_hist: int, level: float):
+    """Estimate and interval after every round t (vmapped over t)."""
+    from jax.scipy.stats import norm
+
+    n_rounds = rounds.rec.b.shape[0]
+    z = norm.ppf(0.5 + level / 2.0)
+
+    def at(t):
+        if design.adaptive:
+            lnow = rounds.rec.labeled_before[t] + rounds.rec.sampled[t]
+            recs = rounds.rec
+            cr = complete_round
+            weights = design.weights
+        else:
+            # static: the estimate after stage t is the single Poisson sample with b_t
+            lnow = rounds.rec.sampled[t]
+            recs = jax.tree_util.tree_map(lambda a: a[t][None], rounds.rec)
+            cr = None
+            weights = "equal"
+        pi_now = rounds.pi_after[t]
+        tt = t if design.adaptive else 0
+        est = combine(g, cells, recs, tt, weights=weights, variance=design.variance, labeled_now=lnow,
+                      pi_now=pi_now, complete_round=cr)
+        var = jnp.clip(jnp.diagonal(est.cov), 0.0)
+        sd = jnp.sqrt(var)
+        return est.value, var, est.value - z * sd, est.value + z * sd, lnow
+
+    value, var, lo, hi, lnow = jax.vmap(at)(jnp.arange(n_rounds))
+    return value, var, lo, hi, lnow
+
+
+def simulate_poisson(cells: CellTable, design: PoissonDesign, measure, budget: int = 2000, batch: int = 50,
+                     repeats: int = 100, seed: int = 0, checkpoints=(500, 1000, 2000), bayes_model=None,
+                     bayes_draws: int = 200, level: float = 0.95, interval: str = "normal",
+                     return_rounds: bool = False):
+    """Simulated labeling runs of a Poisson design, vmapped over repeats and jit-compiled.
+
+    Rounds follow the batch schedule of :func:`bayes_eval.simulate.schedule` (``budget //
+    batch`` rounds of ``batch``); a Poisson round labels a *random* number of items with
+    mean = its budget (the static design: stage ``t`` is the nested Poisson sample of
+    expected size ``cum_budget_t``).  Checkpoint ``c`` is read after the round whose
+    cumulative *expected* labels reach ``c``; the realized label count is random (its mean
+    equals the checkpoint up to saturation) and is returned in ``checkpoint_labels`` and
+    ``checkpoint_draws`` (so :func:`bayes_eval.simulate.summarize` reports it as
+    ``mean_draws``).  With ``design.fixed_size`` every round labels exactly its budget.
+
+    Parameters
+    ----------
+    cells : CellTable (with ``truth``: the oracle)
+    design : PoissonDesign
+    measure : Measure
+    budget, batch, repeats, seed, checkpoints : as for :func:`bayes_eval.simulate.simulate_runs`
+    bayes_model : OracleModel, optional
+        Adds the Bayesian finite-pool posterior interval at each checkpoint.
+    level : float
+        Interval level.
+    interval : {"normal", "beta"}
+        CLT normal interval (``value ± z sd``) or Beta-fitted limits (000 §2.2, computed in
+        NumPy after the run; for measures in [0, 1]).
+    return_rounds : bool
+        Also return the per-round records (for diagnostics).
+
+    Returns
+    -------
+    SimResult (and the round records if ``return_rounds``)
+    """
+    if interval not in ("normal", "beta"):
+        raise ValueError(f"interval must be 'normal' or 'beta', got {interval!r}")
+    budgets = schedule(budget, batch)
+    cum = np.cumsum(budgets)
+    checkpoints = [int(c) for c in checkpoints if 0 < c <= budget]
+    ck_rounds = [int(np.searchsorted(cum, c)) for c in checkpoints]
+    g = measure.g
+    x, c, d = cells.loss.shape
+    sup = np.asarray(design_support(design, cells.loss))
+    n_sup = float(np.sum(np.asarray(cells.size) * sup))
+    complete_round = int(np.searchsorted(cum, n_sup)) if design.adaptive and cum[-1] >= n_sup else -1
+    true_risk = jnp.einsum("x,xc,xcd->d", cells.weight, cells.truth, cells.loss)
+    true_value = np.asarray(jnp.atleast_1d(g(true_risk)))
+    m = true_value.shape[0]
+    m_hist = min(m, 16)
+    n_max = int(batch)
+
+    def one(key):
+        rounds = _poisson_rounds(key, cells, design, g, budgets, cum, complete_round, n_max)
+        value, var, lo, hi, lnow = _poisson_estimates(cells, design, g, rounds, complete_round, m_hist, level)
+        ck = jnp.asarray(ck_rounds, jnp.int32)
+        out = dict(value=value[ck], var=var[ck], lower=lo[ck], upper=hi[ck], labels=rounds.n_labels[ck],
+                   labeled=lnow[ck])
+        hist = StageRecord(rounds.n_labels, rounds.n_labels, value[:, :m_hist], lo[:, :m_hist], hi[:, :m_hist],
+                           jnp.full(value.shape[0], jnp.nan))
+        extra = rounds if return_rounds else None
+        return hist, out, extra
+
+    fn = jax.jit(jax.vmap(one))
+    keys = jax.random.split(jax.random.PRNGKey(seed), repeats)
+    t0 = time.perf_counter()
+    compiled = fn.lower(keys).compile()
+    t1 = time.perf_counter()
+    hist, ck, extra = compiled(keys)
+    jax.block_until_ready((hist, ck))
+    t2 = time.perf_counter()
+    ck = {k_: np.asarray(v) for k_, v in ck.items()}
+    lower, upper = ck["lower"], ck["upper"]
+    if interval == "beta":
+        lower, upper = beta_limits(ck["value"], ck["var"], level)
+    bayes = {}
+    if bayes_model is not None:
+        bayes = intervals_at_checkpoints(cells, bayes_model, g, design.n_strata or int(np.max(cells.stratum)) + 1,
+                                      jnp.asarray(ck["labeled"]), seed, bayes_draws)
+        t2 = time.perf_counter()
+    res = make_result(hist, ck, np.zeros(repeats, dtype=bool), checkpoints, true_value, measure, t2 - t1, t1 - t0,
+                      design.name, bayes, lower=lower, upper=upper, draws=ck["labels"])
+    if return_rounds:
+        return res, jax.tree_util.tree_map(np.asarray, extra)
+    return res
+
+
+def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellTable, *, budget=2000, batch=50,
+                           repeats=100, seed=0, checkpoints=(500, 1000, 2000), depth=8, branching=None,
+                           model="dirichlet-tree", lam=0.9, eps=None, bayes=False, bayes_draws=200,
+                           oracle="deterministic", estimator=None, form=None, weights="quadratic", variance=None,
+                           poisson_eps=1e-3, fixed_size=None, interval="normal", strength=1.0, em_iters=10,
+                           defensive=None, defensive_form="linear", variance_model=None,
+                           posterior_model="calibrated", companion=None, companion_form="sqrt"):
+    """What ``run_simulation(pool, measure, "poisson" | "poisson-adaptive", ...)`` calls.
+
+    Builds the oracle model over the strata (:func:`bayes_eval.ais.make_model`, as the AIS
+    design does), the :class:`PoissonDesign`, and runs :func:`simulate_poisson`.  The static
+    design splits cells by the classifier's probability (``simulate.prior_key``) so that its
+    λ-mixed deviations are per item, as for static IS.  ``eps`` (the AIS floor) is not used;
+    the Poisson floor is ``poisson_eps``.  Only the deterministic oracle is supported
+    (Poisson designs label distinct items).
+
+    With ``bayes``, the Bayesian interval at each checkpoint is the finite-pool posterior
+    (:mod:`bayes_eval.posterior`) under ``posterior_model``: ``"calibrated"`` (default for
+    binary pools, the model of ``models/calibrated.py``, as for the other designs) or
+    ``"design"`` / a model name (the Dirichlet tree).  The posterior conditions on the
+    labeled items only; a Poisson design selects items by their scores and earlier labels,
+    so the selection is ignorable (001 §4.2) and the same posterior serves every design.
+
+    Returns ``(SimResult, cells)``.
+    """
+    from .cells import build_cells
+
+    if oracle != "deterministic":
+        raise ValueError("Poisson designs label distinct items: only the deterministic oracle is supported")
+    if cells.loss.shape[-1] > MAX_SIM_LOSS_DIM:
+        raise ValueError(f"the Poisson simulation forms (d, d) round covariances; measures with more than "
+                         f"{MAX_SIM_LOSS_DIM} loss components (this one has {cells.loss.shape[-1]}, e.g. a PR "
+                         f"curve) are not supported by it yet")
+    k = strata.n_strata
+    if design_name == "poisson":
+        cells, _ = build_cells(pool, strata, measure, extra_key=prior_key(pool))
+    om = None
+    if design_name == "poisson-adaptive" or variance == "model" or (bayes and not (posterior_model == "calibrated" and pool.n_classes == 2)):
+        om = build_model(model, cells, k, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
+    vmod = None
+    if variance_model is not None and variance_model != model:
+        vmod = build_model(variance_model, cells, k, depth=depth, branching=branching, strength=strength,
+                           em_iters=em_iters)
+    from .designs import resolve_companion
+
+    companion = resolve_companion(companion, cells.loss.shape[1], design_name)
+    cm = make_companion_model(companion, leaf_probs(cells, k)) if companion is not None else None
+    design = poisson_design(design_name, estimator=estimator, form=form, weights=weights, variance=variance,
+                            eps=poisson_eps, lam=lam, fixed_size=fixed_size,
+                            model=om if (design_name == "poisson-adaptive" or variance == "model") else None,
+                            n_strata=k, defensive=defensive, defensive_form=defensive_form, variance_model=vmod,
+                            companion=cm, companion_form=companion_form)
+    bayes_model = None
+    if bayes:
+        if posterior_model == "calibrated" and pool.n_classes == 2:
+            bayes_model = make_oracle_model("calibrated", leaf_probs(cells, k))
+        else:
+            bayes_model = om
+    res = simulate_poisson(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
+                           checkpoints=checkpoints, bayes_model=bayes_model, bayes_draws=bayes_draws,
+                           interval=interval)
     return res, cells
 
 

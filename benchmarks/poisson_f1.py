@@ -3,7 +3,7 @@
     python benchmarks/poisson_f1.py [--repeats 200] [--data ../shared/data] [--out benchmarks/results]
 
 For each pool in ``../shared/data`` and each Poisson design below, the jit-compiled simulation
-(:func:`bayes_eval.poisson_designs.simulate_poisson`; 40 rounds with an expected 50 labels
+(:func:`bayes_eval.simulate.simulate_poisson`; 40 rounds with an expected 50 labels
 each, deterministic oracle, distinct items, 256 CSF strata, prior sigmoid(score): the
 protocol of ``../shared/benchmarks/README.md``) is run ``--repeats`` times, and
 
@@ -56,9 +56,9 @@ import jax.numpy as jnp  # noqa: E402
 from bayes_eval import measures as M  # noqa: E402
 from bayes_eval.cells import build_cells  # noqa: E402
 from bayes_eval.pool import Pool  # noqa: E402
-from bayes_eval.poisson_designs import (build_model, poisson_design, round_weights,  # noqa: E402
-                                        simulate_poisson)
-from bayes_eval.simulate import prior_key  # noqa: E402
+from bayes_eval.poisson_designs import build_model, poisson_design, round_weights  # noqa: E402
+from bayes_eval.simulate import simulate_poisson  # noqa: E402
+from bayes_eval.cells import prior_key  # noqa: E402
 from bayes_eval.strata import stratify  # noqa: E402
 
 CHECKPOINTS = (500, 1000, 2000)
