@@ -1,29 +1,30 @@
-"""NumPyro oracle-response models (installed as ``bayes_eval.models``)."""
+"""NumPyro oracle-response models (installed as ``bayes_eval.models``).
+
+``tree`` -- the hierarchical Dirichlet tree of 001 §4 (prior, EM / MAP, Gibbs);
+``tree_nuts`` -- its NumPyro model and NUTS; ``calibrated`` -- the calibrated
+Beta-binomial model; ``oracle`` -- the ``OracleModel`` interface and the tree-family
+models behind it; ``registry`` -- every model by name.  (The module of the tree is
+``tree``, not ``dirichlet_tree``: that name is the model's factory, re-exported here.)
+"""
 from .. import _config  # noqa: F401
 
-from .dirichlet_tree import (
+from .oracle import OracleModel, classifier_scores, dirichlet_tree, flat_dirichlet_tree, independent_dirichlet
+from .tree import (
     DirichletTreeParams,
     DirichletTreePrior,
     IndependentDirichletState,
-    OracleModel,
     TreeSpec,
-    classifier_scores,
-    dirichlet_tree,
-    dirichlet_tree_model,
     draw_unlabeled_counts,
     em,
-    flat_dirichlet_tree,
     gibbs,
-    independent_dirichlet,
     log_posterior,
     map_from_counts,
-    params_from_samples,
     posterior_from_counts,
     predictive,
     prior_from_scores,
     prior_mode,
-    run_nuts,
 )
+from .tree_nuts import dirichlet_tree_model, params_from_samples, run_nuts
 from .registry import COMPANIONS, ORACLE_MODELS, make_companion_model, make_oracle_model, oracle_model_names
 
 __all__: list[str] = [

@@ -143,10 +143,9 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25):
     ``fit_iters``: damped Newton steps per ``fit`` (warm-started from the given state;
     a companion model refitted after every stage needs few).
     """
-    from .dirichlet_tree import OracleModel
+    from .oracle import OracleModel
 
     z = _z_of(leaf_probs)
-    k = z.shape[0]
 
     def init_state():
         return CalibratedState(mode=_prior_mode(), cov=_prior_cov())
@@ -155,8 +154,7 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25):
         return fit_mode(z, counts, init=state, n_iter=fit_iters)
 
     def predictive(state):
-        a, b, lk = state.mode
-        kappa = jnp.exp(lk)
+        a, b, _ = state.mode
         mu = jax.nn.sigmoid(a + b * z)
         return jnp.stack([1 - mu, mu], axis=-1)  # refined per stratum by ``sample``
 

@@ -1,7 +1,7 @@
 """The oracle models by name: the one registry that the CLI, sessions, simulations,
 benchmarks and reports build their models from (``docs/architecture.md``).
 
-Every model is an :class:`~bayes_eval.models.dirichlet_tree.OracleModel` over the score
+Every model is an :class:`~bayes_eval.models.oracle.OracleModel` over the score
 strata, built from ``leaf_probs`` (K, C), the classifier's mean class probabilities per
 stratum (001 §5.2):
 
@@ -31,7 +31,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 from ..strata import tree_shape
 from .calibrated import calibrated_model
-from .dirichlet_tree import classifier_scores, dirichlet_tree, flat_dirichlet_tree, independent_dirichlet
+from .oracle import classifier_scores, dirichlet_tree, flat_dirichlet_tree, independent_dirichlet
 
 __all__ = ["ORACLE_MODELS", "oracle_model_names", "make_oracle_model", "make_companion_model", "COMPANIONS"]
 

@@ -51,11 +51,10 @@ is the better sampler at that scale.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from .. import _config  # noqa: F401  (float64)
@@ -65,7 +64,15 @@ __all__ = [
     "DirichletTreePrior",
     "DirichletTreeParams",
     "IndependentDirichletState",
-    "OracleModel",
+    "shape_of",
+    "check_counts",
+    "level_concentrations",
+    "log_likelihood",
+    "node_concentrations",
+    "split_nodes",
+    "dirichlet_mean",
+    "dirichlet_draws",
+    "multinomial_draws",
     "prior_from_scores",
     "prior_mode",
     "predictive",
@@ -75,13 +82,6 @@ __all__ = [
     "em",
     "gibbs",
     "draw_unlabeled_counts",
-    "dirichlet_tree_model",
-    "run_nuts",
-    "params_from_samples",
-    "dirichlet_tree",
-    "flat_dirichlet_tree",
-    "independent_dirichlet",
-    "classifier_scores",
 ]
 
 Array = Any
@@ -161,46 +161,10 @@ class IndependentDirichletState(NamedTuple):
     concentration: Array
 
 
-class OracleModel(NamedTuple):
-    """A model of the oracle response p(y | leaf), as pure functions (``docs/architecture.md``, "Oracle models").
-
-    Attributes
-    ----------
-    name : str
-    init_state : callable
-        ``init_state() -> state``, the state before any label (a pytree).
-    fit : callable
-        ``fit(state, counts, unlabeled) -> state``; ``counts`` (K, C) are *all* labels
-        so far, ``unlabeled`` (K,) the items not yet labeled; ``state`` is a warm start.
-        Jit/vmap/scan compatible and cheap.
-    predictive : callable
-        ``predictive(state) -> (K, C)``, the point estimate of π(y|k) that feeds the
-        proposal (001 Prop. 2).
-    sample : callable
-        ``sample(key, counts, unlabeled, n_draws, state=None) -> dict`` of posterior
-        draws with at least ``"pi"`` (n, K, C) and ``"unlabeled_counts"`` (n, K, C),
-        the unlabeled items' class counts per leaf (for the finite-pool posterior of a
-        measure, ``bayes_eval.posterior``).  ``n_draws`` is static.
-    posterior_predictive : callable
-        ``posterior_predictive(state, counts) -> (K, C)``: the posterior-mean predictive
-        of an unlabeled item of each stratum given the labels ``counts`` (K, C) -- what the
-        designs feed their proposals with.  For models whose ``state`` already holds the
-        labels (the Dirichlet trees) it is ``predictive(state)``; the calibrated model adds
-        the stratum's own labels to its calibration curve.  Jit-compatible.
-    """
-
-    name: str
-    init_state: Callable[[], Any]
-    fit: Callable[..., Any]
-    predictive: Callable[[Any], Array]
-    sample: Callable[..., dict]
-    posterior_predictive: Callable[[Any, Array], Array]
-
-
 # --------------------------------------------------------------------------------------
 # Shapes and small helpers
 # --------------------------------------------------------------------------------------
-def _shape_of(prior_or_params) -> tuple[int, int, int]:
+def shape_of(prior_or_params) -> tuple[int, int, int]:
     """(C, depth, branching) from the array shapes of a prior or params."""
     seq = prior_or_params[1]
     depth = len(seq)
@@ -221,7 +185,7 @@ def _pad_leaves(x: Array, n_leaves: int) -> Array:
     return jnp.pad(x, pad)
 
 
-def _check_counts(counts: Array, unlabeled: Array) -> None:
+def check_counts(counts: Array, unlabeled: Array) -> None:
     counts_shape, unl_shape = jnp.shape(counts), jnp.shape(unlabeled)
     if len(counts_shape) != 2:
         raise ValueError(f"counts must have shape (K, C), got {counts_shape}")
@@ -259,7 +223,7 @@ def _dirichlet_mode(conc: Array) -> Array:
     return jnp.where(s > 0, x / jnp.where(s > 0, s, 1.0), 1.0 / n)
 
 
-def _dirichlet_mean(conc: Array) -> Array:
+def dirichlet_mean(conc: Array) -> Array:
     return conc / conc.sum(-1, keepdims=True)
 
 
@@ -330,9 +294,9 @@ def prior_from_scores(
     return DirichletTreePrior(alpha, betas)
 
 
-def _level_conc(prior: DirichletTreePrior) -> tuple:
+def level_concentrations(prior: DirichletTreePrior) -> tuple:
     """β reshaped per level to (C, b**(l-1), b)."""
-    c, _, b = _shape_of(prior)
+    c, _, b = shape_of(prior)
     return tuple(beta.reshape(c, -1, b) for beta in prior.betas)
 
 
@@ -353,7 +317,7 @@ def posterior_from_counts(prior: DirichletTreePrior, complete_counts: Array) -> 
     DirichletTreePrior
         The posterior, in the same layout as the prior.
     """
-    c, depth, b = _shape_of(prior)
+    c, depth, b = shape_of(prior)
     lc = _level_counts(_pad_leaves(complete_counts, b**depth).T, depth, b)
     alpha = prior.alpha + lc[0].sum(-1).reshape(c)
     betas = tuple(beta + n.reshape(c, -1) for beta, n in zip(prior.betas, lc))
@@ -362,10 +326,10 @@ def posterior_from_counts(prior: DirichletTreePrior, complete_counts: Array) -> 
 
 def _map_ct(prior: DirichletTreePrior, n_ct: Array) -> DirichletTreeParams:
     """Dirichlet modes given complete counts in class-major layout (C, K_tree)."""
-    c, depth, b = _shape_of(prior)
+    c, depth, b = shape_of(prior)
     lc = _level_counts(n_ct, depth, b)
     theta = _dirichlet_mode(prior.alpha + lc[0].sum(-1).reshape(c))
-    phis = tuple(_dirichlet_mode(conc + n) for conc, n in zip(_level_conc(prior), lc))
+    phis = tuple(_dirichlet_mode(conc + n) for conc, n in zip(level_concentrations(prior), lc))
     return DirichletTreeParams(theta, phis)
 
 
@@ -383,7 +347,7 @@ def map_from_counts(prior: DirichletTreePrior, complete_counts: Array) -> Dirich
         Dirichlet modes (α − 1 + n) / Σ(α − 1 + n), guarded as in the notes of
         :func:`em`.
     """
-    _, depth, b = _shape_of(prior)
+    _, depth, b = shape_of(prior)
     return _map_ct(prior, _pad_leaves(complete_counts, b**depth).T)
 
 
@@ -399,7 +363,7 @@ def prior_mode(prior: DirichletTreePrior) -> DirichletTreeParams:
     DirichletTreeParams
     """
     return DirichletTreeParams(
-        _dirichlet_mode(prior.alpha), tuple(_dirichlet_mode(cc) for cc in _level_conc(prior))
+        _dirichlet_mode(prior.alpha), tuple(_dirichlet_mode(cc) for cc in level_concentrations(prior))
     )
 
 
@@ -446,11 +410,11 @@ def log_posterior(
     -------
     scalar array
     """
-    _, depth, b = _shape_of(prior)
+    _, depth, b = shape_of(prior)
     lp = _dirichlet_logpdf(params.theta, prior.alpha)
-    for phi, conc in zip(params.phis, _level_conc(prior)):
+    for phi, conc in zip(params.phis, level_concentrations(prior)):
         lp = lp + _dirichlet_logpdf(phi, conc).sum()
-    return lp + _log_lik(params, counts, unlabeled, b**depth)
+    return lp + log_likelihood(params, counts, unlabeled, b**depth)
 
 
 def _dirichlet_logpdf(x: Array, conc: Array) -> Array:
@@ -459,14 +423,14 @@ def _dirichlet_logpdf(x: Array, conc: Array) -> Array:
     return norm + jax.scipy.special.xlogy(conc - 1.0, x).sum(-1)
 
 
-def _log_lik(params: DirichletTreeParams, counts: Array, unlabeled: Array, n_leaves: int) -> Array:
+def log_likelihood(params: DirichletTreeParams, counts: Array, unlabeled: Array, n_leaves: int) -> Array:
     """Σ_k [Σ_y n_{k,y} log(θ_y ψ_y(k)) + U_k log Σ_y θ_y ψ_y(k)], leaves without data
     contributing exactly 0 (also to gradients)."""
     return _log_lik_ct(params, _pad_leaves(counts, n_leaves).T, _pad_leaves(unlabeled, n_leaves))
 
 
 def _log_lik_ct(params: DirichletTreeParams, n_ct: Array, u: Array) -> Array:
-    """:func:`_log_lik` with padded counts in class-major layout (C, K_tree)."""
+    """:func:`log_likelihood` with padded counts in class-major layout (C, K_tree)."""
     log_joint = jnp.log(params.theta)[:, None] + _log_psi(params.phis)  # (C, K_tree)
     safe = jnp.where(n_ct > 0, log_joint, 0.0)
     lab = jnp.sum(jnp.where(n_ct > 0, n_ct * safe, 0.0))
@@ -578,8 +542,8 @@ def em(
     leaf (the fraction of missing information): close to 1 for the flat tree, whose
     leaf pseudo-counts are small, which is why SQUAREM is the default.
     """
-    _check_counts(counts, unlabeled)
-    _, depth, b = _shape_of(prior)
+    check_counts(counts, unlabeled)
+    _, depth, b = shape_of(prior)
     n_ct = _pad_leaves(counts, b**depth).T
     u = _pad_leaves(unlabeled, b**depth)
     params = prior_mode(prior) if init is None else jax.tree.map(jnp.asarray, init)
@@ -602,20 +566,35 @@ def _multinomial(key, n, p):
     return jax.random.multinomial(key, n, p, dtype=jnp.float64)
 
 
+def node_concentrations(prior: DirichletTreePrior) -> Array:
+    """β of all internal nodes' children, (C, n_internal, b), nodes in breadth-first order."""
+    return jnp.concatenate(level_concentrations(prior), axis=1)
+
+
+def split_nodes(phi_nodes: Array, depth: int, branching: int) -> tuple:
+    """Inverse of the breadth-first concatenation: per-level (…, C, b**(l-1), b) arrays."""
+    out, start = [], 0
+    for lvl in range(1, depth + 1):
+        n = branching ** (lvl - 1)
+        out.append(phi_nodes[..., start : start + n, :])
+        start += n
+    return tuple(out)
+
+
 def _draw_params(key, prior, complete_ct):
     """θ and every φ from their Dirichlet posteriors given complete counts (C, K_tree).
 
     All Dirichlets are drawn with a single log-gamma call (normalized per group), which
     keeps compilation and run time low.
     """
-    c, depth, b = _shape_of(prior)
+    c, depth, b = shape_of(prior)
     lc = _level_counts(complete_ct, depth, b)
     theta_conc = prior.alpha + lc[0].sum(-1).reshape(c)
-    node_conc = _node_conc(prior) + jnp.concatenate(lc, axis=1)
+    node_conc = node_concentrations(prior) + jnp.concatenate(lc, axis=1)
     lg = jax.random.loggamma(key, jnp.concatenate([theta_conc, node_conc.reshape(-1)]))
     theta = jax.nn.softmax(lg[:c])
     phi = jax.nn.softmax(lg[c:].reshape(node_conc.shape), axis=-1)
-    return DirichletTreeParams(theta, _split_nodes(phi, depth, b))
+    return DirichletTreeParams(theta, split_nodes(phi, depth, b))
 
 
 def _gibbs_sweep(key, prior, counts_ct, unl_p, params):
@@ -679,7 +658,7 @@ def gibbs(
     ~100 sweeps; check ESS (``arviz.ess``) and thin, or use :func:`run_nuts` with
     :func:`draw_unlabeled_counts`, which has no such problem.
     """
-    _check_counts(counts, unlabeled)
+    check_counts(counts, unlabeled)
     counts = jnp.asarray(counts, dtype=jnp.float64)
     unlabeled = jnp.asarray(unlabeled, dtype=jnp.float64)
     # the EM start is computed by its own jitted function (compiled once per shape)
@@ -690,7 +669,7 @@ def gibbs(
 @functools.partial(jax.jit, static_argnames=("n_draws", "n_warmup", "thin"))
 def _gibbs_impl(key, prior, counts, unlabeled, params, n_draws, n_warmup, thin):
     k = counts.shape[0]
-    _, depth, b = _shape_of(prior)
+    _, depth, b = shape_of(prior)
     counts_ct = _pad_leaves(counts, b**depth).T
     unl_p = _pad_leaves(unlabeled, b**depth)
     n_total = n_warmup + n_draws * thin
@@ -730,7 +709,7 @@ def _gibbs_impl(key, prior, counts, unlabeled, params, n_draws, n_warmup, thin):
 
 
 @jax.jit
-def _multinomial_draws(key: Array, unlabeled: Array, pis: Array) -> Array:
+def multinomial_draws(key: Array, unlabeled: Array, pis: Array) -> Array:
     """m[i, k] ~ Multinomial(U_k, pis[i, k]) for a batch of draws pis (n, K, C)."""
     unl = jnp.asarray(unlabeled, dtype=jnp.float64)
     keys = jax.random.split(key, pis.shape[0])
@@ -738,7 +717,7 @@ def _multinomial_draws(key: Array, unlabeled: Array, pis: Array) -> Array:
 
 
 @jax.jit
-def _dirichlet_draws(key: Array, conc: Array, n_draws_like: Array) -> Array:
+def dirichlet_draws(key: Array, conc: Array, n_draws_like: Array) -> Array:
     """n Dirichlet(conc[k]) draws per row of conc (K, C) -> (n, K, C), via log-gammas."""
     n = n_draws_like.shape[0]
     lg = jax.random.loggamma(key, jnp.broadcast_to(conc, (n,) + conc.shape))
@@ -769,373 +748,7 @@ def draw_unlabeled_counts(key: Array, params: DirichletTreeParams, unlabeled: Ar
     n = params.theta.shape[0]
     del n
     pis = _batched_predictive(params, k)
-    return {"pi": pis, "unlabeled_counts": _multinomial_draws(key, unl, pis)}
+    return {"pi": pis, "unlabeled_counts": multinomial_draws(key, unl, pis)}
 
 
 _batched_predictive = jax.jit(jax.vmap(predictive, in_axes=(0, None)), static_argnums=1)
-
-
-# --------------------------------------------------------------------------------------
-# NUTS (NumPyro)
-# --------------------------------------------------------------------------------------
-def _node_conc(prior: DirichletTreePrior) -> Array:
-    """β of all internal nodes' children, (C, n_internal, b), nodes in breadth-first order."""
-    return jnp.concatenate(_level_conc(prior), axis=1)
-
-
-def _split_nodes(phi_nodes: Array, depth: int, branching: int) -> tuple:
-    """Inverse of the breadth-first concatenation: per-level (…, C, b**(l-1), b) arrays."""
-    out, start = [], 0
-    for lvl in range(1, depth + 1):
-        n = branching ** (lvl - 1)
-        out.append(phi_nodes[..., start : start + n, :])
-        start += n
-    return tuple(out)
-
-
-@functools.partial(jax.jit, static_argnames=("depth", "branching"))
-def _nodes_log_lik(theta, phi_nodes, counts, unlabeled, depth, branching):
-    params = DirichletTreeParams(theta, _split_nodes(phi_nodes, depth, branching))
-    return _log_lik(params, counts, unlabeled, branching**depth)
-
-
-def dirichlet_tree_model(
-    prior: DirichletTreePrior, spec: TreeSpec, counts: Array, unlabeled: Array
-) -> None:
-    """NumPyro model of the Dirichlet tree with the labels of unlabeled items summed out.
-
-    Sample sites: ``theta`` (C,) ~ Dirichlet(α), and ``phi`` (C, n_internal, b), a batch
-    of Dirichlets over the plates ``class`` (C) and ``node`` (the n_internal =
-    (b**depth − 1) / (b − 1) internal nodes in breadth-first order: the root, then its
-    children, ...), φ_{y,v} ~ Dirichlet(β_{y,children(v)}) (001 §4.1).  The factor
-    ``loglik`` adds Σ_k [Σ_y n_{k,y} log(θ_y ψ_y(k)) + U_k log Σ_y θ_y ψ_y(k)]
-    (001 §4); leaves without data contribute exactly 0.
-
-    Parameters
-    ----------
-    prior : DirichletTreePrior
-    spec : TreeSpec
-        Must agree with the shapes of ``prior``.
-    counts : array, shape (K, C)
-    unlabeled : array, shape (K,)
-
-    Notes
-    -----
-    One batched ``phi`` site (rather than one per level) keeps NumPyro's eager model
-    tracing at initialization cheap; :func:`params_from_samples` splits it back into
-    levels.  The likelihood is one jitted function for the same reason.
-    """
-    import numpyro
-    import numpyro.distributions as dist
-
-    c, depth, b = _shape_of(prior)
-    if (depth, b) != (int(spec.depth), int(spec.branching)):
-        raise ValueError(f"prior has depth={depth}, branching={b} but spec is {spec}")
-    conc = _node_conc(prior)
-    theta = numpyro.sample("theta", dist.Dirichlet(prior.alpha))
-    with numpyro.plate("class", c, dim=-2), numpyro.plate("node", conc.shape[1], dim=-1):
-        phi = numpyro.sample("phi", dist.Dirichlet(conc))
-    numpyro.factor("loglik", _nodes_log_lik(theta, phi, counts, unlabeled, depth, b))
-
-
-def params_from_samples(samples: dict, spec: TreeSpec) -> DirichletTreeParams:
-    """Batched :class:`DirichletTreeParams` from NumPyro samples (``theta``, ``phi``).
-
-    Parameters
-    ----------
-    samples : dict
-        As from ``mcmc.get_samples()`` (leading axis: draws) or with
-        ``group_by_chain=True`` (leading axes: chain, draw).
-    spec : TreeSpec
-
-    Returns
-    -------
-    DirichletTreeParams
-        With the same leading axes; apply ``jax.vmap(predictive)`` (once per leading
-        axis) to get π(y|k) draws.
-    """
-    return DirichletTreeParams(
-        samples["theta"], _split_nodes(samples["phi"], int(spec.depth), int(spec.branching))
-    )
-
-
-def run_nuts(
-    key: Array,
-    prior: DirichletTreePrior,
-    spec: TreeSpec,
-    counts: Array,
-    unlabeled: Array,
-    num_warmup: int = 500,
-    num_samples: int = 1000,
-    num_chains: int = 2,
-    progress_bar: bool = False,
-    chain_method: str = "lax_map",
-    init_at_mode: bool = True,
-    extra_fields: tuple = ("diverging", "num_steps"),
-    **nuts_kwargs,
-):
-    """Run NUTS on :func:`dirichlet_tree_model` (001 §4; diagnostics in ``bayes_eval.report``).
-
-    Parameters
-    ----------
-    key : PRNG key
-    prior : DirichletTreePrior
-    spec : TreeSpec
-    counts : array, shape (K, C)
-    unlabeled : array, shape (K,)
-    num_warmup, num_samples, num_chains : int
-    progress_bar : bool, default False
-    chain_method : {"lax_map", "sequential", "vectorized", "parallel"}, default "lax_map"
-        "lax_map" runs the chains one after the other inside a single compiled
-        ``jax.lax.map`` (passed to NumPyro as a callable chain method): model
-        initialization is traced instead of executed op by op, and everything compiles
-        once.  On 2 CPU cores it took ~7 s of CPU time in all for the 256-leaf tree
-        (2 × 1500 iterations, compilation included) against ~22 s for NumPyro's
-        "sequential" or "vectorized".  "parallel" needs one JAX device per chain
-        (``XLA_FLAGS=--xla_force_host_platform_device_count=2`` set before JAX starts).
-    init_at_mode : bool, default True
-        Start every chain near the EM mode (:func:`em`): the mode mapped to NumPyro's
-        unconstrained space plus independent N(0, 0.1²) jitter per chain, so that the
-        chains start apart and R-hat stays meaningful.  If False, NumPyro's default
-        ``init_to_uniform``.
-    extra_fields : tuple of str, default ("diverging", "num_steps")
-        Per-draw sampler fields kept (``mcmc.get_extra_fields()``).
-    **nuts_kwargs
-        Passed to ``numpyro.infer.NUTS`` (e.g. ``dense_mass``, ``target_accept_prob``).
-
-    Returns
-    -------
-    numpyro.infer.MCMC
-        After ``run``; use ``get_samples()``, ``print_summary()`` or
-        ``arviz.from_numpyro``.
-    """
-    from numpyro.infer import MCMC, NUTS
-
-    counts = jnp.asarray(counts, dtype=jnp.float64)
-    unlabeled = jnp.asarray(unlabeled, dtype=jnp.float64)
-    _check_counts(counts, unlabeled)
-    kernel = NUTS(dirichlet_tree_model, **nuts_kwargs)
-    if chain_method == "lax_map":
-        chain_method = _lax_map_chains
-    mcmc = MCMC(
-        kernel,
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        num_chains=num_chains,
-        chain_method=chain_method,
-        progress_bar=progress_bar,
-    )
-    init_params = None
-    if init_at_mode:
-        init_params = _jittered_mode_init(key, prior, spec, counts, unlabeled, num_chains)
-        key = jax.random.fold_in(key, 1)
-    mcmc.run(
-        key, prior, spec, counts, unlabeled, init_params=init_params, extra_fields=extra_fields
-    )
-    return mcmc
-
-
-def _lax_map_chains(fn):
-    """NumPyro chain method: the chains in sequence, inside one ``lax.map``."""
-    return lambda args: lax.map(fn, args)
-
-
-def _jittered_mode_init(key, prior, spec, counts, unlabeled, num_chains):
-    """Unconstrained initial values near the EM mode, one set per chain."""
-    return _jittered_unconstrained(key, em(prior, counts, unlabeled), num_chains)
-
-
-@functools.partial(jax.jit, static_argnames=("num_chains",))
-def _jittered_unconstrained(key, mode, num_chains):
-    from numpyro.distributions import biject_to, constraints
-
-    to_unc = biject_to(constraints.simplex).inv
-    values = {"theta": mode.theta, "phi": jnp.concatenate(mode.phis, axis=1)}
-    out = {}
-    for i, name in enumerate(sorted(values)):
-        u = to_unc(jnp.clip(values[name], 1e-12, 1.0))
-        noise = 0.1 * jax.random.normal(jax.random.fold_in(key, i), (num_chains,) + u.shape)
-        out[name] = u[None] + noise if num_chains > 1 else u + noise[0]
-    return out
-
-
-# --------------------------------------------------------------------------------------
-# Oracle models behind one interface
-# --------------------------------------------------------------------------------------
-def _as_leaf_probs(leaf_probs) -> Array:
-    p = jnp.asarray(leaf_probs, dtype=jnp.float64)
-    if p.ndim != 2 or p.shape[1] < 2:
-        raise ValueError(f"leaf_probs must have shape (K, C) with C >= 2, got {p.shape}")
-    if not isinstance(p, jax.core.Tracer) and bool(np.any(np.asarray(p) < 0)):
-        raise ValueError("leaf_probs must be non-negative")
-    return p
-
-
-def dirichlet_tree(
-    leaf_probs: Array,
-    depth: int = 8,
-    branching: int = 2,
-    strength: float = 1.0,
-    em_iters: int = 8,
-    gibbs_warmup: int = 500,
-    gibbs_thin: int = 1,
-) -> OracleModel:
-    """The Dirichlet-tree oracle model (001 §4) with 001 §5.2 hyperparameters.
-
-    Parameters
-    ----------
-    leaf_probs : array, shape (K, C)
-        Mean classifier probability s(y|k) per leaf (K ≤ branching**depth).
-    depth, branching : int, default 8, 2
-        Tree shape ("Ours-8" of 001 §5.2).
-    strength : float, default 1.0
-        Weight of the score pseudo-counts (:func:`prior_from_scores`).
-    em_iters : int, default 8
-        Accelerated EM iterations (SQUAREM cycles of 3 EM steps, :func:`em`) per
-        ``fit``, warm-started from the previous state.  On a 256-leaf pool with labels
-        arriving in 40 stages, 8 cycles kept π within ~0.01 (max over leaves and
-        stages, mean ~0.001) of the converged MAP; each fit cost ~0.3 ms (depth 8) /
-        ~0.15 ms (flat) of CPU.
-    gibbs_warmup, gibbs_thin : int, default 500, 1
-        Settings of :func:`gibbs` used by ``sample``.  Thinning saves memory, not CPU:
-        on large, mostly unlabeled pools check the effective sample size of the draws
-        (see the notes of :func:`gibbs`).
-
-    Returns
-    -------
-    OracleModel
-        State: :class:`DirichletTreeParams` (the MAP estimate); ``predictive`` gives
-        π(y|k) at the MAP (what 001 uses); ``sample`` runs :func:`gibbs`, warm-started
-        at ``state`` when given.
-
-    Notes
-    -----
-    On CPU, running ``fit`` for many repeats with ``jax.lax.map`` was ~2x faster than
-    ``jax.vmap`` for the depth-8 tree (small per-level arrays batch poorly).
-    """
-    leaf_probs = _as_leaf_probs(leaf_probs)
-    k = leaf_probs.shape[0]
-    spec = TreeSpec(int(depth), int(branching))
-    prior = prior_from_scores(leaf_probs, spec, strength)
-    name = "flat-dirichlet-tree" if depth == 1 else f"dirichlet-tree-{depth}x{branching}"
-
-    def init_state():
-        return prior_mode(prior)
-
-    def fit(state, counts, unlabeled):
-        return em(prior, counts, unlabeled, init=state, n_iter=em_iters)
-
-    def predictive_(state):
-        return predictive(state, n_leaves=k)
-
-    def sample(key, counts, unlabeled, n_draws, state=None):
-        return gibbs(
-            key, prior, counts, unlabeled, n_draws,
-            n_warmup=gibbs_warmup, init=state, thin=gibbs_thin,
-        )
-
-    return OracleModel(name, init_state, fit, predictive_, sample, lambda state, counts: predictive_(state))
-
-
-def flat_dirichlet_tree(leaf_probs: Array, strength: float = 1.0, **kwargs) -> OracleModel:
-    """Depth-1 Dirichlet tree, branching = K ("Ours-1" of 001 §5.2).
-
-    Parameters
-    ----------
-    leaf_probs : array, shape (K, C)
-    strength : float, default 1.0
-    **kwargs
-        ``em_iters``, ``gibbs_warmup``, ``gibbs_thin`` as in :func:`dirichlet_tree`.
-
-    Returns
-    -------
-    OracleModel
-    """
-    leaf_probs = _as_leaf_probs(leaf_probs)
-    return dirichlet_tree(
-        leaf_probs, depth=1, branching=leaf_probs.shape[0], strength=strength, **kwargs
-    )
-
-
-def independent_dirichlet(leaf_probs: Array, strength: float = 1.0) -> OracleModel:
-    """Independent Dirichlet per leaf: π(·|k) ~ Dir(1 + strength · C · s(·|k)).
-
-    The non-hierarchical baseline of the related work that 001 §4 contrasts with
-    (footnote 4; OASIS): each leaf's class distribution is learned from its own labels
-    only; the prior puts C·strength pseudo-counts on the classifier's s(·|k) on top of a
-    uniform Dir(1), so with ``strength=1`` the prior mean is halfway between uniform and
-    the classifier.  Conjugate: the posterior is Dir(1 + strength·C·s(·|k) + n_k).
-    Unlabeled items carry no information about π here (the leaf is conditioned on).
-
-    Parameters
-    ----------
-    leaf_probs : array, shape (K, C)
-    strength : float, default 1.0
-
-    Returns
-    -------
-    OracleModel
-        State: :class:`IndependentDirichletState`; ``predictive`` is the posterior mean;
-        ``sample`` draws exactly (no MCMC): π_k from the posterior, then the unlabeled
-        class counts m_k ~ Multinomial(U_k, π_k).
-    """
-    leaf_probs = _as_leaf_probs(leaf_probs)
-    c = leaf_probs.shape[1]
-    conc0 = 1.0 + strength * c * leaf_probs
-
-    def init_state():
-        return IndependentDirichletState(conc0)
-
-    def fit(state, counts, unlabeled):
-        del state
-        _check_counts(counts, unlabeled)
-        return IndependentDirichletState(conc0 + jnp.asarray(counts, dtype=jnp.float64))
-
-    def predictive_(state):
-        return _dirichlet_mean(state.concentration)
-
-    def sample(key, counts, unlabeled, n_draws, state=None):
-        del state
-        conc = fit(None, counts, unlabeled).concentration
-        k_pi, k_m = jax.random.split(key)
-        pi = _dirichlet_draws(k_pi, conc, jnp.zeros(n_draws))
-        return {"pi": pi, "unlabeled_counts": _multinomial_draws(k_m, unlabeled, pi)}
-
-    return OracleModel("independent-dirichlet", init_state, fit, predictive_, sample, lambda state, counts: predictive_(state))
-
-
-def classifier_scores(leaf_probs: Array) -> OracleModel:
-    """The classifier's own probabilities as a fixed oracle model (``docs/architecture.md``, "Oracle models").
-
-    π(y|k) = s(y|k) normalized per leaf (uniform for an all-zero row); labels are
-    ignored.  Useful as the static-IS baseline of 001 §5 (Remark 4).
-
-    Parameters
-    ----------
-    leaf_probs : array, shape (K, C)
-
-    Returns
-    -------
-    OracleModel
-        State: the (K, C) array π; ``sample`` draws only the unlabeled class counts.
-    """
-    p = _as_leaf_probs(leaf_probs)
-    s = p.sum(1, keepdims=True)
-    pi0 = jnp.where(s > 0, p / jnp.where(s > 0, s, 1.0), 1.0 / p.shape[1])
-
-    def init_state():
-        return pi0
-
-    def fit(state, counts, unlabeled):
-        del counts, unlabeled
-        return state
-
-    def predictive_(state):
-        return state
-
-    def sample(key, counts, unlabeled, n_draws, state=None):
-        del counts, state
-        pi = jnp.broadcast_to(pi0, (n_draws,) + pi0.shape)
-        return {"pi": pi, "unlabeled_counts": _multinomial_draws(key, unlabeled, pi)}
-
-    return OracleModel("classifier-scores", init_state, fit, predictive_, sample, lambda state, counts: predictive_(state))
