@@ -31,17 +31,15 @@ proposal of the discriminative calibrated model.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from .cells import CellTable, leaf_counts, leaf_probs  # noqa: F401  (leaf_probs re-exported)
-from .designs import Design, Observed, importance, model_risk, normalize, sweep_share
+from .designs import Design, Observed, importance, mix, model_risk, normalize, sweep_share
 from .models.registry import make_companion_model, make_oracle_model
 
-__all__ = ["ais_design", "ais_proposal", "leaf_probs"]
+__all__ = ["ais_design", "model_design", "ais_proposal", "leaf_probs"]
 
 
 def make_model(name: str, probs_k, depth: int = 8, branching: int | None = None, strength: float = 1.0,
@@ -58,13 +56,6 @@ def companion_model(name: str, cells: CellTable, n_strata: int, fit_iters: int =
 def model_predictive(model, state, counts):
     """Transitional alias of ``model.posterior_predictive(state, counts)``."""
     return model.posterior_predictive(state, counts)
-
-
-class AISState(NamedTuple):
-    """The oracle model's state and the companion model's (``()`` without one)."""
-
-    model_state: object
-    companion_state: object = ()
 
 
 def ais_proposal(g, cells: CellTable, labeled, pi_cell, risk, eps0: float, delta: float, oracle: str):
@@ -111,7 +102,28 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
         raise ValueError(f"delta must be in [0, 1], got {delta}")
     probs_k = leaf_probs(cells, n_strata)
     om = make_oracle_model(model, probs_k, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
-    cm = None if companion in (None, "none") else make_companion_model(companion, probs_k)
+    name = "ais" if oracle == "deterministic" else "ais-stochastic"
+    kw = dict(eps0=eps0, delta=delta, oracle=oracle, plugin=plugin)
+    design = model_design(name, g, om, n_strata, predictive="point", **kw)
+    if companion in (None, "none"):
+        return design, n_strata
+    cm = make_companion_model(companion, probs_k)
+    mate = model_design(name, g, cm, n_strata, predictive="posterior", **kw)
+
+    def share(state, cells, obs: Observed):
+        # ρ_t from the companion's predictive, before the stage is drawn
+        counts = leaf_counts(cells, obs.labeled, n_strata)[0]
+        return sweep_share(cells, obs.labeled, cm.posterior_predictive(state.second, counts)[cells.stratum])
+
+    return mix(design, mate, share), n_strata
+
+
+def model_design(name: str, g, om, n_strata: int, *, eps0: float = 1e-3, delta: float = 0.0,
+                 oracle: str = "deterministic", plugin: str = "model", predictive: str = "point") -> Design:
+    """AIS (001 Alg. 1, Prop. 2-3) fed by one oracle model ``om``: its state is the
+    model's, ``update`` refits it to the labels per stratum, ``propose`` is
+    :func:`ais_proposal` at its predictive -- ``om.predictive(state)`` (``"point"``) or
+    ``om.posterior_predictive(state, counts)`` (``"posterior"``, what a companion uses)."""
 
     def counts_of(cells, labeled):
         counts, unl = leaf_counts(cells, labeled, n_strata)
@@ -119,14 +131,17 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
         return counts, (unl if oracle == "deterministic" else jnp.zeros(n_strata))
 
     def init(cells):
-        return AISState(om.init_state(), cm.init_state() if cm is not None else ())
+        return om.init_state()
 
     def update(state, cells, obs: Observed):
         counts, unl = counts_of(cells, obs.labeled)
-        cstate = cm.fit(state.companion_state, counts, unl) if cm is not None else ()
-        return AISState(om.fit(state.model_state, counts, unl), cstate)
+        return om.fit(state, counts, unl)
 
-    def proposal_for(pi, cells, obs: Observed):
+    def propose(state, cells, obs: Observed):
+        if predictive == "point":
+            pi = om.predictive(state)[cells.stratum]
+        else:
+            pi = om.posterior_predictive(state, counts_of(cells, obs.labeled)[0])[cells.stratum]
         if oracle == "deterministic":
             r_model = model_risk(cells, obs.labeled, pi)
         else:
@@ -138,14 +153,4 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
             risk = jnp.where(ok, obs.risk, r_model)
         return ais_proposal(g, cells, obs.labeled, pi, risk, eps0, delta, oracle)
 
-    def propose(state, cells, obs: Observed):
-        prop = proposal_for(om.predictive(state.model_state)[cells.stratum], cells, obs)
-        if cm is None:
-            return prop
-        pic = cm.posterior_predictive(state.companion_state, counts_of(cells, obs.labeled)[0])[cells.stratum]
-        rho = sweep_share(cells, obs.labeled, pic)
-        return jax.tree_util.tree_map(lambda a, b: rho * a + (1.0 - rho) * b, prop, proposal_for(pic, cells, obs))
-
-    name = "ais" if oracle == "deterministic" else "ais-stochastic"
-    design = Design(name, init, propose, update, estimator="is", oracle=oracle, model=om)
-    return design, n_strata
+    return Design(name, init, propose, update, estimator="is", oracle=oracle, model=om)

@@ -33,6 +33,8 @@ __all__ = [
     "Observed",
     "Proposal",
     "Design",
+    "MixState",
+    "mix",
     "passive",
     "stratified",
     "static_is",
@@ -172,6 +174,38 @@ def sweep_share(cells: CellTable, labeled, pi_cell, n_next=0.0):
     unl = jnp.maximum(cells.size - labeled.sum(1), 0.0)
     rel = jnp.sum(unl * jnp.sum(pi_cell * nz, axis=1)) + jnp.sum(labeled * nz)
     return jnp.clip((labeled.sum() + n_next) / jnp.maximum(rel, 1.0), 0.0, 1.0)
+
+
+class MixState(NamedTuple):
+    """The states of the two designs of a :func:`mix`."""
+
+    first: Any
+    second: Any
+
+
+def mix(first: Design, second: Design, share: Callable[[MixState, CellTable, Observed], Any]) -> Design:
+    """The mixture design ``ρ q[first] + (1 − ρ) q[second]``, ``ρ = share(state, cells, obs)``
+    in [0, 1] (a combinator, as optax chains transformations).
+
+    Both designs see every label (``update`` refits both); ``ρ`` depends only on labels
+    already seen, so the mixture is fixed before the stage is drawn and the importance
+    weights p/q of the mixture keep the estimator consistent (001 Thm. 1: the support is
+    the union).  The mixture keeps ``first``'s name, estimator, oracle and model.  Used
+    for the companion model of AIS (:func:`sweep_share`)."""
+
+    def init(cells):
+        return MixState(first.init(cells), second.init(cells))
+
+    def update(state, cells, obs):
+        return MixState(first.update(state.first, cells, obs), second.update(state.second, cells, obs))
+
+    def propose(state, cells, obs):
+        a = first.propose(state.first, cells, obs)
+        b = second.propose(state.second, cells, obs)
+        rho = share(state, cells, obs)
+        return jax.tree_util.tree_map(lambda u, v: rho * u + (1.0 - rho) * v, a, b)
+
+    return first._replace(init=init, propose=propose, update=update)
 
 
 def _passive_propose(state, cells, obs):

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401  (float64)
+from .checks import as_2d, check_labels
 
 __all__ = [
     "Features",
@@ -130,17 +131,6 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
-def _as_2d(name: str, a, n: int | None = None) -> np.ndarray:
-    a = np.asarray(a)
-    if a.ndim == 1:
-        a = a[:, None]
-    elif a.ndim != 2:
-        raise ValueError(f"{name} must have shape (n,) or (n, S); got shape {a.shape}")
-    if n is not None and a.shape[0] != n:
-        raise ValueError(f"{name} has {a.shape[0]} rows but preds has {n}")
-    return a
-
-
 def features_from_arrays(preds, scores=None, probs=None, n_classes: int = 2) -> Features:
     """Build :class:`Features` from numpy-like arrays.
 
@@ -167,37 +157,23 @@ def features_from_arrays(preds, scores=None, probs=None, n_classes: int = 2) -> 
     ------
     ValueError
         On inconsistent shapes, non-integral predictions or predictions outside
-        0..n_classes-1 (the message names the first offending row).
+        0..n_classes-1: a :class:`~bayes_eval.errors.PoolError` from the pool's own column
+        checks (:mod:`bayes_eval.checks`), whose message names the first offending row.
     """
     n_classes = int(n_classes)
     if n_classes < 2:
         raise ValueError(f"n_classes must be >= 2; got {n_classes}")
+    # the pool's own column checks (bayes_eval.checks): same rules, same messages
     preds_in = np.asarray(preds)
-    if preds_in.ndim not in (1, 2):
-        raise ValueError(f"preds must have shape (n,) or (n, S); got shape {preds_in.shape}")
-    p = _as_2d("preds", preds_in)
+    p = as_2d("preds", preds_in)
     n, S = p.shape
-    if p.dtype == bool:
-        p = p.astype(np.int64)
-    elif not np.issubdtype(p.dtype, np.integer):
-        pf = p.astype(np.float64)
-        bad = ~np.isfinite(pf) | (pf != np.round(pf))
-        if bad.any():
-            row = int(np.argwhere(bad)[0][0])
-            raise ValueError(f"preds must be integer class labels; row {row} has {p[row]}")
-        p = pf
-    p = p.astype(np.int64)
-    out_of_range = (p < 0) | (p >= n_classes)
-    if out_of_range.any():
-        row = int(np.argwhere(out_of_range)[0][0])
-        raise ValueError(
-            f"preds must lie in 0..{n_classes - 1}; row {row} has {p[row].tolist()}"
-        )
+    rows = np.arange(n)
+    p = check_labels("preds", p, n_classes, rows).astype(np.int64)
 
     if scores is None:
         s = p.astype(np.float64)
     else:
-        s = _as_2d("scores", np.asarray(scores, dtype=np.float64), n)
+        s = as_2d("scores", np.asarray(scores, dtype=np.float64), n)
         if s.shape != (n, S):
             raise ValueError(f"scores must have shape {(n, S)} like preds; got {s.shape}")
 
@@ -210,7 +186,7 @@ def features_from_arrays(preds, scores=None, probs=None, n_classes: int = 2) -> 
     else:
         pr = np.asarray(probs, dtype=np.float64)
         if pr.ndim == preds_in.ndim and n_classes == 2:
-            p1 = _as_2d("probs", pr, n)
+            p1 = as_2d("probs", pr, n)
             pr = np.stack([1.0 - p1, p1], axis=-1)
         elif pr.ndim == preds_in.ndim + 1:
             if preds_in.ndim == 1:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,54 +40,12 @@ def sigmoid(x):
     return out
 
 
-def _as_2d(name, a, n=None):
-    a = np.asarray(a)
-    if a.ndim == 1:
-        a = a[:, None]
-    if a.ndim != 2:
-        raise PoolError(f"column {name!r}: expected a 1-D or 2-D array, got shape {a.shape}")
-    if n is not None and a.shape[0] != n:
-        raise PoolError(
-            f"column {name!r}: has {a.shape[0]} rows but the pool has {n} items (mismatched lengths)"
-        )
-    return a
-
-
-def _py(v):
-    """numpy scalar -> Python scalar, for readable error messages."""
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def _first_bad(mask):
-    idx = np.flatnonzero(mask)
-    return int(idx[0]) if idx.size else None
-
-
-def _check_finite(name, a, ids):
-    a2 = a.reshape(a.shape[0], -1)
-    bad = ~np.isfinite(a2).all(axis=1)
-    row = _first_bad(bad)
-    if row is not None:
-        val = a2[row][~np.isfinite(a2[row])][0]
-        raise PoolError(
-            f"column {name!r}: non-finite value {val} at row {row} (item {_py(ids[row])!r}); "
-            f"{int(bad.sum())} row(s) affected"
-        )
-
-
-def _check_labels(name, a, n_classes, ids):
-    a2 = a.reshape(a.shape[0], -1)
-    if not np.issubdtype(a2.dtype, np.number) and a2.dtype != bool:
-        raise PoolError(f"column {name!r}: labels must be integers 0..{n_classes - 1}, got {a2.dtype}")
-    af = a2.astype(np.float64)
-    bad = ~(np.isfinite(af) & (af == np.round(af)) & (af >= 0) & (af < n_classes)).all(axis=1)
-    row = _first_bad(bad)
-    if row is not None:
-        raise PoolError(
-            f"column {name!r}: value {a2[row].tolist() if a2.shape[1] > 1 else a2[row, 0]!r} at row {row} "
-            f"(item {_py(ids[row])!r}) is outside the label set {{0..{n_classes - 1}}}"
-        )
-    return a2.astype(np.int32)
+# the column checks live in checks.py, shared with measures.features_from_arrays
+from .checks import as_2d as _as_2d  # noqa: E402
+from .checks import check_finite as _check_finite  # noqa: E402
+from .checks import check_labels as _check_labels  # noqa: E402
+from .checks import first_bad as _first_bad  # noqa: E402
+from .checks import py_scalar as _py  # noqa: E402
 
 
 @dataclass(frozen=True, eq=False)
@@ -399,6 +358,45 @@ class Pool:
             h.update(pd.util.hash_array(np.asarray(ids, dtype=object)).tobytes())
         h.update(str(self.n_classes).encode())
         return h.hexdigest()
+
+    # ------------------------------------------------------------------ derived values
+    def derived(self, kind: str, key, build: Callable[[], Any], size: int = 4):
+        """``build()``, computed once per ``(kind, key)`` and kept on this pool.
+
+        The cache of what is derived from the pool's arrays alone -- a session's strata,
+        cells and compiled design (:func:`bayes_eval.session_core.core_for`), the memoized
+        :meth:`fingerprint` -- lives on the pool that owns the data (as NumPyro's ``MCMC``
+        keeps its compiled functions on itself), not in a module-level cache: it goes with
+        the pool.  Each ``kind`` keeps its ``size`` most recently used values; a failing
+        ``build`` caches nothing.  The pool's arrays must not be changed in place once the
+        pool is built (nothing in bayes_eval does).  Pickling or copying a pool leaves the
+        cache behind.
+        """
+        lru = self._derived.setdefault(kind, OrderedDict())
+        if key in lru:
+            lru.move_to_end(key)
+            return lru[key]
+        value = build()
+        lru[key] = value
+        while len(lru) > size:
+            lru.popitem(last=False)
+        return value
+
+    def forget_derived(self, kind: str | None = None) -> None:
+        """Drop what :meth:`derived` keeps: of one ``kind``, or everything."""
+        if kind is None:
+            self._derived.clear()
+        else:
+            self._derived.pop(kind, None)
+
+    @functools.cached_property
+    def _derived(self) -> dict:
+        return {}
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_derived", None)
+        return state
 
     @functools.cached_property
     def _ids_are_rows(self) -> bool:

@@ -14,7 +14,7 @@ This module runs that posterior with full diagnostics and reports it:
 * :func:`fit_finite_pool` — the posterior on a cell table, for the ``"calibrated"``
   Beta-binomial model (``models/calibrated.py``; the default, because the Dirichlet-tree
   posterior is improper-like in sparsely labeled strata — see that module's docstring)
-  or the ``"dirichlet-tree"`` of 001 §4 (``models/dirichlet_tree.py``), by
+  or the ``"dirichlet-tree"`` of 001 §4 (``models/tree.py``), by
   ``method="nuts"`` (the models' NUTS in NumPyro, several chains, so that R-hat is
   defined) or ``method="fast"`` (the samplers the simulation core uses: Laplace-t
   importance resampling for the calibrated model, the conjugate Gibbs sampler for the
@@ -28,10 +28,13 @@ This module runs that posterior with full diagnostics and reports it:
 * :func:`summary_table` — per component of G: the importance-weighted estimate and its
   CLT interval (passed in), the Bayesian equal-tailed and highest-density (``arviz.hdi``)
   intervals, their widths, R-hat, ESS and the labels spent; :data:`TABLE_COLUMNS`.
-* :func:`ppc_table`, :func:`plot_ppc` — a posterior predictive check of the observed
-  positives per stratum: where the model cannot reproduce them, it is misspecified.
-* :func:`plot_density`, :func:`plot_pr_band` — the posterior density of a component with
-  the CLT interval and the estimate overlaid; a PR curve with Bayesian and CLT bands.
+* :func:`ppc_table` — a posterior predictive check of the observed positives per
+  stratum: where the model cannot reproduce them, it is misspecified.  It, :func:`hdi`
+  and the readers of a fit or an InferenceData live in :mod:`bayes_eval.summaries`.
+* :func:`plot_density`, :func:`plot_pr_band`, :func:`plot_ppc` — the posterior density
+  of a component with the CLT interval and the estimate overlaid; a PR curve with
+  Bayesian and CLT bands; the predictive check.  They live in :mod:`bayes_eval.plots`
+  (re-exported here, and methods of :class:`PosteriorReport`).
 * :func:`posterior_report` (pool, measure, labeled items, labels) and
   :func:`report_from_session` (a :class:`~bayes_eval.session.Session`) — everything at
   once, as a :class:`PosteriorReport`.
@@ -47,7 +50,6 @@ Examples
 from __future__ import annotations
 
 import importlib
-import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -65,9 +67,10 @@ from .posterior import (
     labeled_table,
     leaf_counts,
     pool_posterior_from_pi,
-    ppc_tail_probabilities,
     replicate_labeled,
 )
+from .summaries import PPC_COLUMNS, clt_arrays, g_draws, hdi, ppc_table  # noqa: F401  (re-exported)
+from .plots import plot_density, plot_ppc, plot_pr_band  # noqa: F401  (re-exported: the figures live in plots)
 
 __all__ = [
     "MODELS",
@@ -106,11 +109,6 @@ TABLE_COLUMNS = (
     "r_hat", "ess_bulk", "ess_tail",  # ArviZ diagnostics of the draws of G
 )
 
-#: Columns of :func:`ppc_table`.
-PPC_COLUMNS = (
-    "stratum", "class", "classifier_prob", "n_labeled", "observed", "pred_mean", "pred_lower", "pred_upper",
-    "p_ge", "p_le", "flag",
-)
 
 _MCMC_CACHE: dict = {}
 # (a, b) are strongly correlated a posteriori: a dense mass matrix doubles the ESS per
@@ -399,7 +397,7 @@ def fit_finite_pool(
     else:
         from .strata import tree_shape
 
-        dt = importlib.import_module("bayes_eval.models.dirichlet_tree")  # the package re-exports a function
+        from .models import tree as dt, tree_nuts
 
         shape = tree_shape(n_strata, depth, branching)
         spec = dt.TreeSpec(shape.depth, shape.branching)
@@ -408,7 +406,7 @@ def fit_finite_pool(
             [bb.reshape(c, -1, spec.branching) for bb in pr.betas], axis=1))}
         info.update(depth=int(spec.depth), branching=int(spec.branching), strength=float(strength))
         if method == "nuts":
-            mcmc = dt.run_nuts(k_fit, pr, spec, counts, unl, num_warmup=num_warmup, num_samples=num_samples,
+            mcmc = tree_nuts.run_nuts(k_fit, pr, spec, counts, unl, num_warmup=num_warmup, num_samples=num_samples,
                                num_chains=num_chains, chain_method=chain_method, extra_fields=_NUTS_FIELDS,
                                **nuts_kwargs)
             s = mcmc.get_samples(group_by_chain=True)
@@ -425,7 +423,7 @@ def fit_finite_pool(
             theta, phi = np.stack(thetas), np.stack(phis)
             info["thin"] = int(thin)
         params = {"theta": theta, "phi": phi}
-        p_flat = dt.params_from_samples({"theta": jnp.asarray(theta.reshape((-1,) + theta.shape[2:])),
+        p_flat = tree_nuts.params_from_samples({"theta": jnp.asarray(theta.reshape((-1,) + theta.shape[2:])),
                                          "phi": jnp.asarray(phi.reshape((-1,) + phi.shape[2:]))}, spec)
         pi = jax.jit(jax.vmap(lambda p: dt.predictive(p, n_leaves=n_strata)))(p_flat)
 
@@ -539,46 +537,9 @@ def to_inference_data(fit: FinitePoolFit):
     return idata
 
 
-def _g_of(obj):
-    """(chain, draw, m) draws of G, names, attrs from a fit or an InferenceData."""
-    if isinstance(obj, FinitePoolFit):
-        return obj.value, list(obj.names), {"model": obj.model, "method": obj.method, "labels": obj.n_labels}
-    post = obj.posterior
-    g = post["G"].transpose("chain", "draw", "component")
-    return np.asarray(g.values), [str(x) for x in g["component"].values], dict(post.attrs)
-
-
 # --------------------------------------------------------------------------------------
 # Intervals and the side-by-side table
 # --------------------------------------------------------------------------------------
-def hdi(draws, level: float = 0.95) -> np.ndarray:
-    """Highest-density interval of each component (``arviz.hdi``), NaN-aware.
-
-    Parameters
-    ----------
-    draws : array, shape (n,) or (n, m)
-    level : float
-
-    Returns
-    -------
-    numpy.ndarray, shape (2,) or (m, 2)
-        Lower and upper end; NaN for a component without finite draws.
-    """
-    import arviz as az
-
-    x = np.asarray(draws, dtype=np.float64)
-    one = x.ndim == 1
-    x = x.reshape(x.shape[0], -1)
-    out = np.full((x.shape[1], 2), np.nan)
-    for j in range(x.shape[1]):
-        v = x[:, j][np.isfinite(x[:, j])]
-        if v.size >= 2:
-            out[j] = np.asarray(az.hdi(v, hdi_prob=level))
-        elif v.size == 1:
-            out[j] = v[0]
-    return out[0] if one else out
-
-
 def _diagnostics(values):
     """R-hat, bulk and tail ESS of each component of (chain, draw, m) draws."""
     import arviz as az
@@ -593,19 +554,6 @@ def _diagnostics(values):
             warnings.simplefilter("ignore", RuntimeWarning)
             out[j] = (float(az.rhat(v)), float(az.ess(v, method="bulk")), float(az.ess(v, method="tail")))
     return out
-
-
-def _clt_arrays(m, estimate, clt):
-    est = np.full(m, np.nan) if estimate is None else np.asarray(estimate, dtype=np.float64).reshape(-1)
-    if est.shape != (m,):
-        raise ValueError(f"estimate has {est.size} components, G has {m}")
-    if clt is None:
-        lo = hi = np.full(m, np.nan)
-    else:
-        lo, hi = (np.asarray(x, dtype=np.float64).reshape(-1) for x in clt)
-        if lo.shape != (m,) or hi.shape != (m,):
-            raise ValueError(f"clt must be (lower, upper) with {m} components each")
-    return est, lo, hi
 
 
 def summary_table(obj, estimate=None, clt=None, *, truth=None, level: float = 0.95) -> pd.DataFrame:
@@ -632,10 +580,10 @@ def summary_table(obj, estimate=None, clt=None, *, truth=None, level: float = 0.
         ``hdi_covers`` with ``truth``).  Widths are upper − lower.  R-hat and ESS are
         NaN for a component whose draws are constant (e.g. fully labeled pool).
     """
-    values, names, attrs = _g_of(obj)
+    values, names, attrs = g_draws(obj)
     m = len(names)
     flat = values.reshape(-1, m)
-    est, clo, chi = _clt_arrays(m, estimate, clt)
+    est, clo, chi = clt_arrays(m, estimate, clt)
     a = (1.0 - level) / 2.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -676,385 +624,6 @@ def summary_table(obj, estimate=None, clt=None, *, truth=None, level: float = 0.
         df["eq_covers"] = (eq_lo <= t) & (t <= eq_hi)
         df["hdi_covers"] = (h[:, 0] <= t) & (t <= h[:, 1])
     return df
-
-
-# --------------------------------------------------------------------------------------
-# Posterior predictive check
-# --------------------------------------------------------------------------------------
-def _ppc_arrays(obj):
-    if isinstance(obj, FinitePoolFit):
-        return obj.observed_counts, obj.replicated_counts, obj.leaf_probs
-    obs = np.asarray(obj.observed_data["label_counts"].values)
-    rep = np.asarray(obj.posterior_predictive["label_counts"].transpose("chain", "draw", "stratum", "class").values)
-    lp = np.asarray(obj.constant_data["classifier_probs"].values)
-    return obs, rep, lp
-
-
-def ppc_table(obj, alpha: float = 0.05) -> pd.DataFrame:
-    """Posterior predictive check of the observed label counts per stratum.
-
-    For every posterior draw of π the labeled items of each stratum get replicated
-    classes (:func:`bayes_eval.posterior.replicate_labeled`); the observed count of a
-    class (positives, for a binary pool) is compared with its replicates.
-
-    Parameters
-    ----------
-    obj : FinitePoolFit or arviz.InferenceData
-    alpha : float, default 0.05
-        A stratum is flagged when P(rep ≥ obs) or P(rep ≤ obs) is below ``alpha / 2``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per labeled stratum (and class, for C > 2; class 1 only for binary
-        pools), columns :data:`PPC_COLUMNS`: the classifier's mean probability of the
-        class, labels in the stratum, observed count, predictive mean and central
-        1 − alpha interval, P(rep ≥ obs), P(rep ≤ obs), flag.  ``attrs["ppp_chi2"]``
-        holds the posterior predictive p-value of the discrepancy
-        Σ_k (count − n_k π_k)² / (n_k π_k (1 − π_k)) over all labeled strata: small
-        values say the model misfits the labels as a whole.
-    """
-    obs, rep, lp = _ppc_arrays(obj)
-    k, c = obs.shape
-    rep = rep.reshape((-1, k, c))
-    n_k = obs.sum(1)
-    seen = np.flatnonzero(n_k > 0)
-    classes = [1] if c == 2 else list(range(c))
-    tail = ppc_tail_probabilities(obs, rep)
-    rows = []
-    for kk in seen:
-        for y in classes:
-            lo = float(np.quantile(rep[:, kk, y], alpha / 2))
-            hi = float(np.quantile(rep[:, kk, y], 1 - alpha / 2))
-            p_ge, p_le = float(tail["p_ge"][kk, y]), float(tail["p_le"][kk, y])
-            rows.append({"stratum": int(kk), "class": int(y), "classifier_prob": float(lp[kk, y]),
-                         "n_labeled": int(n_k[kk]), "observed": int(obs[kk, y]),
-                         "pred_mean": float(tail["mean"][kk, y]), "pred_lower": lo, "pred_upper": hi,
-                         "p_ge": p_ge, "p_le": p_le, "flag": bool(min(p_ge, p_le) < alpha / 2)})
-    df = pd.DataFrame(rows, columns=list(PPC_COLUMNS))
-    df.attrs["ppp_chi2"] = _ppp_chi2(obj, obs, rep, classes)
-    return df
-
-
-def _ppp_chi2(obj, obs, rep, classes):
-    pi = obj.pi if isinstance(obj, FinitePoolFit) else np.asarray(
-        obj.posterior["pi"].transpose("chain", "draw", "stratum", "class").values)
-    pi = pi.reshape(rep.shape)
-    n_k = obs.sum(1)
-    seen = n_k > 0
-    if not seen.any():
-        return float("nan")
-    e = n_k[None, :, None] * pi
-    v = np.maximum(n_k[None, :, None] * pi * (1 - pi), 1e-9)
-    cls = np.asarray(classes)
-    t_obs = (((obs[None] - e) ** 2 / v)[:, seen][..., cls]).sum((1, 2))
-    t_rep = (((rep - e) ** 2 / v)[:, seen][..., cls]).sum((1, 2))
-    return float(np.mean(t_rep >= t_obs))
-
-
-# --------------------------------------------------------------------------------------
-# Plots (matplotlib, Agg)
-# --------------------------------------------------------------------------------------
-def _pyplot():
-    import matplotlib
-
-    if matplotlib.get_backend().lower() not in ("agg", "pdf", "svg", "cairo", "ps"):
-        try:
-            matplotlib.use("Agg")
-        except Exception:  # pragma: no cover - an interactive backend already in use
-            pass
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _component_index(names, component):
-    if isinstance(component, (int, np.integer)):
-        return int(component)
-    if component in names:
-        return names.index(component)
-    raise ValueError(f"unknown component {component!r}; components are {names[:8]}{'...' if len(names) > 8 else ''}")
-
-
-def _finish(fig, path):
-    if path is not None:
-        fig.savefig(path, dpi=130, bbox_inches="tight")
-    return fig
-
-
-def _bins(x, most: int = 60):
-    """Histogram bins for draws of G on a finite pool, which sit on a lattice of atoms:
-    about two atoms per bin, so that no bin falls between atoms and shows a false gap."""
-    u = np.unique(np.round(x, 12))
-    if u.size < 2:
-        return 1
-    width = 2.0 * float(np.median(np.diff(u)))
-    return int(np.clip(np.ptp(u) / max(width, 1e-300), 10, most))
-
-
-def plot_density(obj, component=0, estimate=None, clt=None, *, truth=None, level: float = 0.95, path=None,
-                 title: str | None = None, compare=None):
-    """Posterior density of one component of G with the CLT interval and Ĝ overlaid.
-
-    The histogram and density of the posterior draws (the finite-pool posterior of
-    DESIGN.md §4), the Bayesian equal-tailed and HDI intervals as bars under it, the
-    CLT interval of 001 §3.3.2 as a shaded band with the importance-weighted estimate
-    in its middle, and the truth where known.
-
-    Parameters
-    ----------
-    obj : FinitePoolFit or arviz.InferenceData
-    component : int or str, default 0
-    estimate, clt, truth : as in :func:`summary_table` (full length m, or scalars for
-        the chosen component).
-    level : float, default 0.95
-    path : str, optional
-        Where to save the PNG.
-    title : str, optional
-    compare : dict of str to FinitePoolFit or InferenceData, optional
-        Further posteriors of the same component (e.g. another oracle model), drawn as
-        step histograms with their equal-tailed intervals as bars.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    import arviz as az
-
-    plt = _pyplot()
-    values, names, attrs = _g_of(obj)
-    j = _component_index(names, component)
-
-    def draws_of(o):
-        v, n, _ = _g_of(o)
-        x_ = v.reshape(-1, len(n))[:, _component_index(n, names[j])]
-        return x_[np.isfinite(x_)]
-
-    def pick(v):
-        if v is None:
-            return None
-        v = np.asarray(v, dtype=np.float64).reshape(-1)
-        return float(v[j] if v.size == len(names) else v[0])
-
-    x = draws_of(obj)
-    others = [(lab, draws_of(o)) for lab, o in (compare or {}).items()]
-    est, t = pick(estimate), pick(truth)
-    clo, chi = (pick(clt[0]), pick(clt[1])) if clt is not None else (None, None)
-    fig, ax = plt.subplots(figsize=(8, 4.6))
-    if x.size == 0:
-        ax.text(0.5, 0.5, "no finite posterior draws", ha="center", transform=ax.transAxes)
-        return _finish(fig, path)
-    a = (1 - level) / 2
-    main = f"{attrs.get('model')}, {attrs.get('method')}"
-    pts = [x.min(), x.max(), clo, chi, t, est] + [f(o) for _, o in others if o.size for f in (np.min, np.max)]
-    pts = [v for v in pts if v is not None and np.isfinite(v)]
-    pad = 0.05 * max(max(pts) - min(pts), 1e-6)
-    ax.set_xlim(min(pts) - pad, max(pts) + pad)
-    ax.hist(x, bins=_bins(x), density=True, color="tab:blue", alpha=0.3, label=f"posterior draws ({main})")
-    ymax = ax.get_ylim()[1]
-    colors = ["tab:blue", "tab:purple", "tab:brown", "tab:gray"]
-    if np.ptp(x) > 0:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            grid, dens = az.kde(x)
-        ax.plot(grid, dens, color="tab:blue", lw=1.8, label=f"posterior density ({main})")
-        ymax = max(ymax, float(np.max(dens)))
-    for i, (lab, xi) in enumerate(others, 1):
-        if xi.size > 1:
-            # a step histogram: finite-pool posteriors are discrete, a KDE of a
-            # concentrated one wiggles between the atoms
-            hv, _, _ = ax.hist(xi, bins=_bins(xi), density=True, histtype="step", color=colors[i % 4], lw=1.6,
-                               label=f"posterior draws ({lab})")
-            ymax = max(ymax, float(np.max(hv)))
-    if clo is not None and chi is not None and np.isfinite(clo) and np.isfinite(chi):
-        ax.axvspan(clo, chi, color="tab:orange", alpha=0.18, label=f"CLT {level:.0%} interval [{clo:.3f}, {chi:.3f}]")
-        for v in (clo, chi):
-            ax.axvline(v, color="tab:orange", lw=1.0, ls=":")
-    if est is not None and np.isfinite(est):
-        ax.axvline(est, color="tab:orange", lw=2.0, label=f"estimate (IS) {est:.3f}")
-    if t is not None and np.isfinite(t):
-        ax.axvline(t, color="black", lw=1.6, ls="--", label=f"truth {t:.3f}")
-    step = 0.07 * ymax
-    y = -step
-    eq = np.quantile(x, [a, 1 - a])
-    h = hdi(x, level)
-    ax.plot(eq, [y, y], color="tab:blue", lw=5, solid_capstyle="butt",
-            label=f"{level:.0%} equal-tailed ({main}) [{eq[0]:.3f}, {eq[1]:.3f}]")
-    ax.plot([np.median(x)], [y], "o", color="white", mec="tab:blue", ms=6)
-    y -= step
-    ax.plot(h, [y, y], color="tab:green", lw=5, solid_capstyle="butt",
-            label=f"{level:.0%} HDI ({main}) [{h[0]:.3f}, {h[1]:.3f}]")
-    for i, (lab, xi) in enumerate(others, 1):
-        if xi.size == 0:
-            continue
-        y -= step
-        e = np.quantile(xi, [a, 1 - a])
-        ax.plot(e, [y, y], color=colors[i % 4], lw=5, solid_capstyle="butt",
-                label=f"{level:.0%} equal-tailed ({lab}) [{e[0]:.3f}, {e[1]:.3f}]")
-        ax.plot([np.median(xi)], [y], "o", color="white", mec=colors[i % 4], ms=6)
-    ax.set_ylim(y - step, 1.08 * ymax)
-    ax.set_yticks([v for v in ax.get_yticks() if 0 <= v <= 1.08 * ymax])
-    ax.axhline(0, color="0.6", lw=0.6)
-    ax.set_xlabel(names[j])
-    ax.set_ylabel("posterior density")
-    lab = attrs.get("labels")
-    ax.set_title(title or f"{names[j]}: finite-pool posterior vs CLT interval"
-                 + (f" after {lab} labels" if lab is not None else ""), fontsize=10)
-    ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
-    fig.tight_layout()
-    return _finish(fig, path)
-
-
-_NUM = re.compile(r"@([-+0-9.eE]+)")
-
-
-def _curve_parts(names):
-    prec = [i for i, n in enumerate(names) if n.startswith("precision@")]
-    rec = [i for i, n in enumerate(names) if n.startswith("recall@")]
-    if not prec or len(prec) != len(rec):
-        raise ValueError("plot_pr_band needs the components of a pr_curve measure (precision@τ and recall@τ)")
-    thr = np.asarray([float(_NUM.search(names[i]).group(1)) for i in prec])
-    return np.asarray(prec), np.asarray(rec), thr
-
-
-def plot_pr_band(obj, estimate=None, clt=None, *, truth=None, level: float = 0.95, path=None, n_curves: int = 60,
-                 seed: int = 0, title: str | None = None):
-    """A precision–recall curve with its Bayesian band and its CLT band.
-
-    Three panels: precision and recall against the threshold τ, each with the pointwise
-    Bayesian equal-tailed band (shaded), the CLT band (dashed, 001 §3.3.2), the
-    importance-weighted estimate and the truth where known; and the curve in PR space,
-    with posterior draws of the whole curve (the posterior of a vector measure is a
-    distribution over curves), the estimated and the true curve.
-
-    Parameters
-    ----------
-    obj : FinitePoolFit or arviz.InferenceData
-        Whose G contains the components of a :func:`bayes_eval.measures.pr_curve`
-        (other components are ignored).
-    estimate, clt, truth : full-length (m) arrays as in :func:`summary_table`.
-    level : float
-    path : str, optional
-    n_curves : int, default 60
-        Posterior curves drawn in the PR-space panel.
-    seed : int
-    title : str, optional
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    plt = _pyplot()
-    values, names, attrs = _g_of(obj)
-    flat = values.reshape(-1, len(names))
-    ip, ir, thr = _curve_parts(names)
-    order = np.argsort(thr)
-    ip, ir, thr = ip[order], ir[order], thr[order]
-    a = (1 - level) / 2
-    m = len(names)
-    est, clo, chi = _clt_arrays(m, estimate, clt)
-    t = None if truth is None else np.asarray(truth, dtype=np.float64).reshape(-1)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
-    for ax, idx, lab in ((axes[0], ip, "precision"), (axes[1], ir, "recall")):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            lo = np.nanquantile(flat[:, idx], a, axis=0)
-            hi = np.nanquantile(flat[:, idx], 1 - a, axis=0)
-            med = np.nanmedian(flat[:, idx], axis=0)
-        ax.fill_between(thr, lo, hi, color="tab:blue", alpha=0.3, step=None, label=f"Bayes {level:.0%} band")
-        ax.plot(thr, med, color="tab:blue", lw=1.2, label="posterior median")
-        if np.isfinite(clo[idx]).any():
-            ax.plot(thr, np.clip(clo[idx], -0.05, 1.05), color="tab:orange", ls="--", lw=1.2,
-                    label=f"CLT {level:.0%} band")
-            ax.plot(thr, np.clip(chi[idx], -0.05, 1.05), color="tab:orange", ls="--", lw=1.2)
-        if np.isfinite(est[idx]).any():
-            ax.plot(thr, est[idx], color="tab:orange", lw=1.6, label="estimate (IS)")
-        if t is not None:
-            ax.plot(thr, t[idx], color="black", ls=":", lw=1.5, label="truth")
-        ax.set_xlabel("threshold τ on the score")
-        ax.set_ylabel(lab)
-        ax.set_ylim(-0.05, 1.05)
-        ax.legend(fontsize=7.5, loc="best")
-    ax = axes[2]
-    rng = np.random.default_rng(seed)
-    pick = rng.choice(flat.shape[0], size=min(n_curves, flat.shape[0]), replace=False)
-    for i, d in enumerate(pick):
-        ax.plot(flat[d, ir], flat[d, ip], color="tab:blue", alpha=0.12, lw=0.8,
-                label="posterior draws of the curve" if i == 0 else None)
-    if np.isfinite(est[ip]).any():
-        ax.plot(est[ir], est[ip], color="tab:orange", lw=1.8, label="estimate (IS)")
-    if t is not None:
-        ax.plot(t[ir], t[ip], color="black", ls=":", lw=1.8, label="truth")
-    ax.set_xlabel("recall")
-    ax.set_ylabel("precision")
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.05)
-    ax.legend(fontsize=7.5, loc="lower left")
-    lab = attrs.get("labels")
-    fig.suptitle(title or f"PR curve: Bayesian band ({attrs.get('model')}, {attrs.get('method')}) vs CLT band"
-                 + (f", {lab} labels" if lab is not None else ""), fontsize=11)
-    fig.tight_layout()
-    return _finish(fig, path)
-
-
-def plot_ppc(obj, *, alpha: float = 0.05, path=None, title: str | None = None):
-    """Posterior predictive check plot: observed vs replicated label counts per stratum.
-
-    Top: for each labeled stratum (x: stratum, in score order), the observed share of
-    positives among its labeled items (dots; red when flagged) against the central
-    1 − alpha posterior predictive interval of that share (bars) and its mean.
-    Bottom: min(P(rep ≥ obs), P(rep ≤ obs)) per stratum on a log scale, with the flag
-    line at alpha / 2.  Marker size grows with the labels in the stratum.
-
-    Parameters
-    ----------
-    obj : FinitePoolFit or arviz.InferenceData
-    alpha : float, default 0.05
-    path : str, optional
-    title : str, optional
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    plt = _pyplot()
-    df = ppc_table(obj, alpha)
-    attrs = _g_of(obj)[2]
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 6), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
-    if df.empty:
-        ax1.text(0.5, 0.5, "no labeled strata", ha="center", transform=ax1.transAxes)
-        return _finish(fig, path)
-    for y in df["class"].unique():
-        d = df[df["class"] == y]
-        n = d["n_labeled"].to_numpy().astype(float)
-        xk = d["stratum"].to_numpy()
-        ax1.vlines(xk, d["pred_lower"] / n, d["pred_upper"] / n, color="tab:blue", alpha=0.45, lw=2.5,
-                   label=f"predictive {1 - alpha:.0%} interval" if y == df["class"].iloc[0] else None)
-        ax1.plot(xk, d["pred_mean"] / n, "_", color="tab:blue", ms=7,
-                 label="predictive mean" if y == df["class"].iloc[0] else None)
-        size = 8 + 40 * np.sqrt(n / n.max())
-        col = np.where(d["flag"], "tab:red", "black")
-        ax1.scatter(xk, d["observed"] / n, s=size, c=col, zorder=3,
-                    label="observed share (red: flagged)" if y == df["class"].iloc[0] else None)
-        tp = np.minimum(d["p_ge"], d["p_le"]).clip(lower=1e-4)
-        ax2.scatter(xk, tp, s=size, c=col)
-    ax2.axhline(alpha / 2, color="tab:red", ls="--", lw=1, label=f"flag at {alpha / 2:g}")
-    ax2.set_yscale("log")
-    ax2.set_ylim(5e-5, 1.5)
-    ax2.set_ylabel("min tail prob.")
-    ax2.set_xlabel("stratum (score order)")
-    ax2.legend(fontsize=8, loc="lower left")
-    ax1.set_ylabel("share of class" + (" 1 (positives)" if set(df["class"]) == {1} else ""))
-    ax1.set_ylim(-0.03, 1.03)
-    ax1.legend(fontsize=8, loc="upper left")
-    nflag = int(df["flag"].sum())
-    lab = attrs.get("labels")
-    ax1.set_title(title or (f"Posterior predictive check ({attrs.get('model')}, {attrs.get('method')}"
-                            + (f", {lab} labels" if lab is not None else "")
-                            + f"): {nflag} of {len(df)} strata flagged, p(χ²) = {df.attrs['ppp_chi2']:.2f}"),
-                  fontsize=10)
-    fig.tight_layout()
-    return _finish(fig, path)
 
 
 # --------------------------------------------------------------------------------------
@@ -1103,17 +672,17 @@ class PosteriorReport:
             return az.summary(self.idata, var_names=var_names, **kw)
 
     def plot_density(self, component=0, path=None, **kw):
-        """:func:`plot_density` with this report's estimate, CLT interval and truth."""
+        """:func:`~bayes_eval.plots.plot_density` with this report's estimate, CLT interval and truth."""
         return plot_density(self.idata, component, self.estimate, self.clt, truth=self.truth, level=self.level,
                             path=path, **kw)
 
     def plot_pr_band(self, path=None, **kw):
-        """:func:`plot_pr_band` with this report's estimate, CLT band and truth."""
+        """:func:`~bayes_eval.plots.plot_pr_band` with this report's estimate, CLT band and truth."""
         return plot_pr_band(self.idata, self.estimate, self.clt, truth=self.truth, level=self.level, path=path,
                             **kw)
 
     def plot_ppc(self, path=None, **kw):
-        """:func:`plot_ppc`."""
+        """:func:`~bayes_eval.plots.plot_ppc`."""
         return plot_ppc(self.idata, path=path, **kw)
 
 

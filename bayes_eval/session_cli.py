@@ -414,48 +414,9 @@ def _md_table(df, floatfmt="{:.4g}"):
     return "\n".join(lines) + "\n"
 
 
-def _plot_posterior(s, path, level):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    import numpy as np
-
-    draws = s.posterior()
-    if draws is None:
-        return None
-    comp = s.components[0]
-    d = draws[:, 0]
-    d = d[np.isfinite(d)]
-    if d.size == 0:
-        return None
-    iv = s.intervals(level, bayesian=True)
-    fig = Figure(figsize=(7, 4.2), dpi=110)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.hist(d, bins=40, density=True, color="#7a9cc6", alpha=0.8, label="finite-pool posterior")
-    lvl = int(round(level * 100))
-    colors = {"clt": "#c0392b", "bayes": "#1f3a5f"}
-    for kind, style in (("bayes", "-"), ("clt", "--")):
-        r = iv[(iv["component"] == comp) & (iv["kind"] == kind)]
-        if len(r) and np.isfinite(r["lower"].iloc[0]):
-            for j, v in enumerate((r["lower"].iloc[0], r["upper"].iloc[0])):
-                ax.axvline(v, ls=style, color=colors[kind],
-                           label=f"{lvl}% {'CLT' if kind == 'clt' else 'Bayesian'} interval" if j == 0 else None)
-    est = s.estimate().iloc[0]
-    if np.isfinite(est):
-        kind = "Poisson-design estimate" if s.design_name in ("poisson", "poisson-adaptive") else "IS estimate"
-        ax.axvline(est, color="#c0392b", lw=1, alpha=0.6, label=kind)
-    ax.set_xlabel(comp)
-    ax.set_ylabel("density")
-    ax.set_title(f"posterior of {comp} on this pool after {s._n_labels} labels")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-    return path
-
-
-def _pr_curve(s, path, thresholds, level):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+def _pr_curve_table(s, thresholds, level):
+    """The PR curve of the report: the session's own pr_curve measure if it has one,
+    else one estimated from the same labels on ``thresholds`` evenly spaced scores."""
     import numpy as np
     import pandas as pd
 
@@ -483,28 +444,11 @@ def _pr_curve(s, path, thresholds, level):
     df = pd.DataFrame({"threshold": [n.split("@", 1)[1] for n in names[:L]], "precision": value[:L],
                        "precision_lower": lo[:L], "precision_upper": hi[:L], "recall": value[L:],
                        "recall_lower": lo[L:], "recall_upper": hi[L:]})
-    fig = Figure(figsize=(6, 5), dpi=110)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    ok = np.isfinite(df["precision"]) & np.isfinite(df["recall"])
-    d = df[ok].sort_values("recall")
-    ax.plot(d["recall"], d["precision"], marker=".", color="#1f3a5f", label="estimate")
-    ax.fill_between(d["recall"].to_numpy(float), np.clip(d["precision_lower"].to_numpy(float), 0, 1),
-                    np.clip(d["precision_upper"].to_numpy(float), 0, 1), alpha=0.25, color="#1f3a5f",
-                    label=f"{int(round(level * 100))}% CLT band (precision)")
-    ax.set_xlabel("recall")
-    ax.set_ylabel("precision")
-    ax.set_xlim(0, 1.02)
-    ax.set_ylim(0, 1.02)
-    ax.set_title(f"PR curve from {s._n_labels} labels (design {s.design_name})")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, format="png")
     return df
 
 
 def _cmd_report(args, bar):
+    from . import plots
     from .session import SessionError
 
     s = _open(args, bar)
@@ -524,7 +468,7 @@ def _cmd_report(args, bar):
         bar("plotting", 1, 4)
         prog = s.plot_progress(os.path.join(args.out, "progress.png"), level=args.level, bayesian=bayes)
         files.append(prog)
-        post = (_plot_posterior(s, os.path.join(args.out, "posterior.png"), args.level)
+        post = (plots.plot_session_posterior(s, os.path.join(args.out, "posterior.png"), args.level)
                 if s.n_stages and bayes else None)
         if post:
             files.append(post)
@@ -533,7 +477,10 @@ def _cmd_report(args, bar):
         if args.pr_curve:
             bar("PR curve", 2, 4)
             try:
-                pr_df = _pr_curve(s, os.path.join(args.out, "pr_curve.png"), args.thresholds, args.level)
+                pr_df = _pr_curve_table(s, args.thresholds, args.level)
+                n_used = int(hist["labels"].iloc[-1]) if len(hist) else 0  # labels in the estimate
+                plots.plot_pr_curve(pr_df, os.path.join(args.out, "pr_curve.png"), args.level,
+                                    title=f"PR curve from {n_used} labels (design {s.design_name})")
                 files.append(os.path.join(args.out, "pr_curve.png"))
                 p = os.path.join(args.out, "pr_curve.csv")
                 pr_df.to_csv(p, index=False)

@@ -29,6 +29,7 @@ sys.path.insert(0, ROOT)
 from bayes_eval import measures as M  # noqa: E402
 from bayes_eval.pool import Pool  # noqa: E402
 from bayes_eval.simulate import run_simulation  # noqa: E402
+from stats import bootstrap_ci  # noqa: E402  (benchmarks/stats.py)
 
 DESIGNS = [
     ("passive", "passive", {}),
@@ -40,14 +41,6 @@ DESIGNS = [
     ("ais depth-1", "ais", {"depth": 1}),
 ]
 CHECKPOINTS = (500, 1000, 2000)
-
-
-def bootstrap_mse(err2, n_boot=2000, seed=0):
-    rng = np.random.default_rng(seed)
-    n = err2.size
-    idx = rng.integers(0, n, (n_boot, n))
-    boots = err2[idx].mean(1)
-    return np.quantile(boots, [0.025, 0.975])
 
 
 def per_stage_mse(res):
@@ -77,7 +70,7 @@ def run_pool(path, repeats, seed, designs=DESIGNS, measure_name="f1"):
             hi = res.checkpoint_upper[:, i, 0]
             ok = np.isfinite(v)
             err2 = (v[ok] - truth) ** 2
-            b = bootstrap_mse(err2) if ok.sum() > 1 else (np.nan, np.nan)
+            b = bootstrap_ci(err2)
             row[f"mse@{ck}"] = float(err2.mean()) if ok.any() else np.nan
             row[f"mse_lo@{ck}"] = float(b[0])
             row[f"mse_hi@{ck}"] = float(b[1])

@@ -60,6 +60,7 @@ from bayes_eval.poisson_designs import build_model, poisson_design, round_weight
 from bayes_eval.simulate import simulate_poisson  # noqa: E402
 from bayes_eval.cells import prior_key  # noqa: E402
 from bayes_eval.strata import stratify  # noqa: E402
+from stats import bootstrap_ci  # noqa: E402  (benchmarks/stats.py)
 
 CHECKPOINTS = (500, 1000, 2000)
 DESIGNS = [
@@ -69,12 +70,6 @@ DESIGNS = [
     ("adaptive, difference est.", "poisson-adaptive", dict(estimator="difference")),
     ("adaptive, fixed size", "poisson-adaptive", dict(fixed_size="pareto")),
 ]
-
-
-def bootstrap_mse(err2, n_boot=2000, seed=0):
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, err2.size, (n_boot, err2.size))
-    return np.quantile(err2[idx].mean(1), [0.025, 0.975])
 
 
 def linearized_mse(cells, g, design, rounds, ck_rounds, n_rounds, complete_round=-1):
@@ -136,7 +131,7 @@ def run_pool(path, repeats, seed, designs=DESIGNS, budget=2000, batch=50, n_stra
             hi = res.checkpoint_upper[:, i, 0]
             ok = np.isfinite(v)
             err2 = (v[ok] - truth) ** 2
-            b = bootstrap_mse(err2) if ok.sum() > 1 else (np.nan, np.nan)
+            b = bootstrap_ci(err2)
             row[f"mse@{ck}"] = float(err2.mean()) if ok.any() else np.nan
             row[f"mse_lo@{ck}"] = float(b[0])
             row[f"mse_hi@{ck}"] = float(b[1])

@@ -37,6 +37,7 @@ sys.path.insert(0, ROOT)
 from bayes_eval import measures as M  # noqa: E402
 from bayes_eval.pool import Pool, demo_pool  # noqa: E402
 from bayes_eval.simulate import run_simulation, summarize  # noqa: E402
+from stats import bootstrap_ci  # noqa: E402  (benchmarks/stats.py)
 
 CHECKPOINTS = (500, 1000, 2000)
 DESIGNS = {
@@ -70,15 +71,6 @@ def synthetic_pool(prevalence, n_items=50_000, seed=0):
     sep, shift = (2.0, -1.0) if prevalence > 0.05 else (4.0, -3.0)
     s = np.where(y == 1, rng.normal(sep / 2, 1.0, n_items), rng.normal(-sep / 2, 1.0, n_items)) + shift
     return Pool.from_arrays(scores=s, preds=(s >= 0).astype(np.int32), labels=y, name=f"synthetic-p{prevalence:g}")
-
-
-def bootstrap_ci(x, n_boot=2000, seed=0):
-    x = np.asarray(x, float)
-    if x.size < 2:
-        return (np.nan, np.nan)
-    rng = np.random.default_rng(seed)
-    boots = x[rng.integers(0, x.size, (n_boot, x.size))].mean(1)
-    return tuple(np.quantile(boots, [0.025, 0.975]))
 
 
 def measure_of(name, pool):
