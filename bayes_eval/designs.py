@@ -60,6 +60,8 @@ class Observed(NamedTuple):
     labeled: jnp.ndarray
     risk: jnp.ndarray
     n_draws: jnp.ndarray
+    budget: Any = 0.0  # rounds: the next round's budget (expected labels; the static design: cumulative)
+    complete: Any = False  # rounds: the next round labels every item that can matter
 
 
 class Proposal(NamedTuple):
@@ -74,14 +76,23 @@ class Proposal(NamedTuple):
 
 
 class Design(NamedTuple):
+    """A design: pure ``init(cells) -> state``, ``propose(state, cells, obs)`` and
+    ``update(state, cells, obs) -> state`` (``docs/architecture.md``).  ``sampling`` says
+    what ``propose`` returns: a :class:`Proposal` to draw from with replacement
+    (``"draws"``, 001 §3) or inclusion probabilities per cell for a Poisson round
+    (``"rounds"``, a :class:`~bayes_eval.poisson_designs.RoundProposal`, 000 §3), for which
+    ``obs.budget`` / ``obs.complete`` describe the round."""
+
     name: str
     init: Callable[[CellTable], Any]
     propose: Callable[[Any, CellTable, Observed], Proposal]
     update: Callable[[Any, CellTable, Observed], Any]
-    estimator: str = "is"  # "is" or "stratified"
+    estimator: str = "is"  # "is" or "stratified"; rounds: "ht" or "difference"
     stage_size: int | None = None  # forces a batch size (OASIS: 1 label per stage)
     oracle: str = "deterministic"
     model: Any = None  # the oracle model, for designs that carry one
+    sampling: str = "draws"  # "draws": with replacement from a Proposal; "rounds": Poisson, a RoundProposal
+    settings: Any = None  # rounds: the PoissonDesign record (estimator, weights, variance, round sizes)
 
 
 def _no_update(state, cells, obs):

@@ -138,6 +138,7 @@ __all__ = [
     "online_poisson_estimate",
     "beta_limits",
     "build_model",
+    "as_design",
 ]
 
 ESTIMATORS = ("difference", "ht")
@@ -634,3 +635,29 @@ def build_model(name: str, cells: CellTable, n_strata: int, depth: int = 8, bran
     (:func:`bayes_eval.models.make_oracle_model`)."""
     return make_oracle_model(name, leaf_probs(cells, n_strata), depth=depth, branching=branching, strength=strength,
                              em_iters=em_iters)
+
+
+def as_design(design: PoissonDesign, g: Callable):
+    """The Poisson design as a :class:`~bayes_eval.designs.Design` (``sampling="rounds"``):
+    ``init`` the models' states, ``propose`` the round's :class:`RoundProposal` for
+    ``obs.budget`` (:func:`adaptive_round`; the static design: :func:`static_proposal` at
+    the cumulative budget), ``update`` the models refitted to ``obs.labeled``
+    (:func:`fit_model_states`).  ``settings`` keeps the record for the estimator."""
+    from .designs import Design
+
+    def init(cells):
+        return init_model_states(design)
+
+    def update(state, cells, obs):
+        return fit_model_states(design, state, cells, obs.labeled)
+
+    if design.adaptive:
+        def propose(state, cells, obs):
+            return adaptive_round(design, g, cells, obs.labeled, state, obs.budget, obs.complete)[0]
+    else:
+        def propose(state, cells, obs):
+            return static_proposal(g, cells, obs.budget, lam=design.lam, estimator=design.estimator,
+                                   form=design.form, eps=design.eps)
+
+    return Design(design.name, init, propose, update, estimator=design.estimator, model=design.model,
+                  sampling="rounds", settings=design)

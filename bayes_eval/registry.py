@@ -52,7 +52,7 @@ class DesignSpec(NamedTuple):
     kind: str  # "draws" (with replacement, weights p/q) or "rounds" (Poisson, weights 1/b)
     cell_key: str | None  # "prior": cells also split by the classifier's probability
     has_model: bool  # carries an oracle model (the Bayesian interval defaults on)
-    build: Callable[..., Any]  # (measure, cells, n_strata, settings) -> Design | PoissonDesign
+    build: Callable[..., Any]  # (measure, cells, n_strata, settings) -> Design
     summary: str
 
 
@@ -91,7 +91,7 @@ POISSON_SETTINGS = ("estimator", "form", "weights", "variance", "poisson_eps", "
 def _poisson(measure, cells, n_strata, s):
     from .cells import leaf_probs
     from .models.registry import make_companion_model, make_oracle_model
-    from .poisson_designs import poisson_design
+    from .poisson_designs import as_design, poisson_design
 
     name = s["name"]
     if s.get("oracle", "deterministic") != "deterministic":
@@ -113,10 +113,11 @@ def _poisson(measure, cells, n_strata, s):
         om = object() if name == "poisson-adaptive" or variance == "model" else None
         cm = object() if s.get("companion") is not None else None
     kw = {k: s[k] for k in ("estimator", "form", "variance", "defensive") if s.get(k) is not None}
-    return poisson_design(name, weights=s.get("weights", "quadratic"), eps=s.get("poisson_eps", 1e-3),
-                          lam=s.get("lam", 0.9), fixed_size=s.get("fixed_size"), model=om, n_strata=n_strata,
-                          defensive_form=s.get("defensive_form", "linear"), variance_model=vm, companion=cm,
-                          companion_form=s.get("companion_form", "sqrt"), **kw)
+    pd = poisson_design(name, weights=s.get("weights", "quadratic"), eps=s.get("poisson_eps", 1e-3),
+                        lam=s.get("lam", 0.9), fixed_size=s.get("fixed_size"), model=om, n_strata=n_strata,
+                        defensive_form=s.get("defensive_form", "linear"), variance_model=vm, companion=cm,
+                        companion_form=s.get("companion_form", "sqrt"), **kw)
+    return as_design(pd, measure.g if measure is not None else None)
 
 
 #: every design, by name
@@ -147,9 +148,9 @@ def design_spec(name: str) -> DesignSpec:
 
 
 def build_design(name: str, measure, cells, n_strata: int, **settings):
-    """The design ``name`` for a cell table: a :class:`~bayes_eval.designs.Design`
-    (kind ``"draws"``) or a :class:`~bayes_eval.poisson_designs.PoissonDesign` (kind
-    ``"rounds"``).  ``settings``: ``oracle``, ``model``, ``depth``, ``branching``,
+    """The design ``name`` for a cell table: a :class:`~bayes_eval.designs.Design` whose
+    ``sampling`` is the spec's kind (for ``"rounds"``, ``settings`` holds the
+    :class:`~bayes_eval.poisson_designs.PoissonDesign` record).  ``settings``: ``oracle``, ``model``, ``depth``, ``branching``,
     ``strength``, ``eps``, ``delta``, ``plugin``, ``em_iters``, ``lam``, ``companion``
     (resolved: ``"calibrated"`` or None) and the Poisson settings of
     :func:`~bayes_eval.poisson_designs.poisson_design` (``poisson_eps`` is its ``eps``).

@@ -24,22 +24,18 @@ from . import _config  # noqa: F401
 from .cells import CellTable, prior_key  # noqa: F401  (prior_key: transitional re-export for the session core)
 from . import kernel
 from .cells import leaf_counts, leaf_probs
-from .models.registry import make_companion_model, make_oracle_model
+from .models.registry import make_oracle_model
 from .poisson_designs import (
     MAX_SIM_LOSS_DIM,
     PoissonDesign,
-    adaptive_round,
+    as_design,
     build_model,
     design_support,
-    fit_model_states,
     fixed_size_round_counts,
-    init_model_states,
-    poisson_design,
     poisson_round_counts,
-    static_proposal,
 )
 from .poisson_estimators import RoundRecord, beta_limits, combine
-from .designs import Design
+from .designs import Design, Observed
 from .kernel import StageState
 from .estimators import normal_interval
 from .posterior import intervals_at_checkpoints
@@ -327,23 +323,25 @@ class PoissonRounds(NamedTuple):
     n_labels: jnp.ndarray  # cumulative labels after the round
 
 
-def _poisson_rounds(key, cells: CellTable, design: PoissonDesign, g, budgets, cum_budgets, complete_round: int,
-                n_max: int):
-    """All rounds of one run: returns the stacked round records."""
+def _poisson_rounds(key, cells: CellTable, design: Design, budgets, cum_budgets, complete_round: int, n_max: int):
+    """All rounds of one run of a Poisson design (``design.sampling == "rounds"``): the
+    stacked round records.  The round's inclusion probabilities come from
+    ``design.propose`` and the models' refit from ``design.update``."""
+    pd = design.settings
     x, c, d = cells.loss.shape
-    om = design.model
-    vm = design.variance_model if design.variance_model is not None else om
-    k = design.n_strata
+    om = pd.model
+    vm = pd.variance_model if pd.variance_model is not None else om
+    k = pd.n_strata
     need_model = om is not None
-    need_vm = vm is not None and design.variance == "model"
+    need_vm = vm is not None and pd.variance == "model"
     zero = jnp.zeros((x, c))
-    mstate0 = init_model_states(design) if need_model else ()
+    nan_risk = jnp.full(d, jnp.nan)
+    mstate0 = design.init(cells) if need_model else ()
     vstate0 = vm.init_state() if (need_vm and vm is not om) else ()
-    if not design.adaptive:
-        static = [static_proposal(g, cells, float(m), lam=design.lam, estimator=design.estimator, form=design.form,
-                                  eps=design.eps) for m in np.unique(cum_budgets)]
-        # b for every cumulative budget (nested, computed once)
+    if not pd.adaptive:
+        # nested static design: b for every cumulative budget, computed once
         uniq = {float(m): i for i, m in enumerate(np.unique(cum_budgets))}
+        static = [design.propose(mstate0, cells, Observed(zero, nan_risk, 0.0, budget=m)) for m in uniq]
         b_stat = jnp.stack([static[uniq[float(m)]].b for m in cum_budgets])
         mean_stat = static[0].mean
         pv_stat = jnp.stack([static[uniq[float(m)]].pred_var for m in cum_budgets])
@@ -357,13 +355,14 @@ def _poisson_rounds(key, cells: CellTable, design: PoissonDesign, g, budgets, cu
         labeled, mstate, vstate, b_prev = carry
         kr, n_r, r, b_s, pv_s = inp
         unl_true = jnp.maximum(cells.truth - labeled, 0.0)
-        if design.adaptive:
-            prop, _ = adaptive_round(design, g, cells, labeled, mstate, n_r, r == complete_round)
+        if pd.adaptive:
+            prop = design.propose(mstate, cells, Observed(labeled, nan_risk, 0.0, budget=n_r,
+                                                          complete=r == complete_round))
             b, mean, pv = prop.b, prop.mean, prop.pred_var
-            if design.fixed_size is None:
+            if pd.fixed_size is None:
                 sampled = poisson_round_counts(kr, unl_true, b)
             else:
-                sampled = fixed_size_round_counts(kr, unl_true, b, n_r, n_max, design.fixed_size)
+                sampled = fixed_size_round_counts(kr, unl_true, b, n_r, n_max, pd.fixed_size)
             rec = RoundRecord(b, mean, labeled, sampled, pv)
         else:
             # nested static design: the increment from b_prev to b_s among the unlabeled
@@ -375,7 +374,7 @@ def _poisson_rounds(key, cells: CellTable, design: PoissonDesign, g, budgets, cu
         new = labeled + sampled
         counts, unl = leaf_counts(cells, new, k)
         if need_model:
-            mstate = fit_model_states(design, mstate, cells, new)
+            mstate = design.update(mstate, cells, Observed(new, nan_risk, 0.0))
         pi_after = jnp.zeros((x, c))
         if need_vm and vm is om:
             pi_after = om.posterior_predictive(mstate[0], counts)[cells.stratum]
@@ -421,7 +420,7 @@ def _poisson_estimates(cells, design: PoissonDesign, g, rounds: PoissonRounds, c
     return value, var, lo, hi, lnow
 
 
-def simulate_poisson(cells: CellTable, design: PoissonDesign, measure, budget: int = 2000, batch: int = 50,
+def simulate_poisson(cells: CellTable, design, measure, budget: int = 2000, batch: int = 50,
                      repeats: int = 100, seed: int = 0, checkpoints=(500, 1000, 2000), bayes_model=None,
                      bayes_draws: int = 200, level: float = 0.95, interval: str = "normal",
                      return_rounds: bool = False):
@@ -439,7 +438,7 @@ def simulate_poisson(cells: CellTable, design: PoissonDesign, measure, budget: i
     Parameters
     ----------
     cells : CellTable (with ``truth``: the oracle)
-    design : PoissonDesign
+    design : Design with ``sampling="rounds"`` (or the PoissonDesign record itself)
     measure : Measure
     budget, batch, repeats, seed, checkpoints : as for :func:`bayes_eval.simulate.simulate_runs`
     bayes_model : OracleModel, optional
@@ -464,9 +463,12 @@ def simulate_poisson(cells: CellTable, design: PoissonDesign, measure, budget: i
     ck_rounds = [int(np.searchsorted(cum, c)) for c in checkpoints]
     g = measure.g
     x, c, d = cells.loss.shape
-    sup = np.asarray(design_support(design, cells.loss))
+    if isinstance(design, PoissonDesign):
+        design = as_design(design, measure.g)
+    pd = design.settings
+    sup = np.asarray(design_support(pd, cells.loss))
     n_sup = float(np.sum(np.asarray(cells.size) * sup))
-    complete_round = int(np.searchsorted(cum, n_sup)) if design.adaptive and cum[-1] >= n_sup else -1
+    complete_round = int(np.searchsorted(cum, n_sup)) if pd.adaptive and cum[-1] >= n_sup else -1
     true_risk = jnp.einsum("x,xc,xcd->d", cells.weight, cells.truth, cells.loss)
     true_value = np.asarray(jnp.atleast_1d(g(true_risk)))
     m = true_value.shape[0]
@@ -474,8 +476,8 @@ def simulate_poisson(cells: CellTable, design: PoissonDesign, measure, budget: i
     n_max = int(batch)
 
     def one(key):
-        rounds = _poisson_rounds(key, cells, design, g, budgets, cum, complete_round, n_max)
-        value, var, lo, hi, lnow = _poisson_estimates(cells, design, g, rounds, complete_round, m_hist, level)
+        rounds = _poisson_rounds(key, cells, design, budgets, cum, complete_round, n_max)
+        value, var, lo, hi, lnow = _poisson_estimates(cells, pd, g, rounds, complete_round, m_hist, level)
         ck = jnp.asarray(ck_rounds, jnp.int32)
         out = dict(value=value[ck], var=var[ck], lower=lo[ck], upper=hi[ck], labels=rounds.n_labels[ck],
                    labeled=lnow[ck])
@@ -498,7 +500,7 @@ def simulate_poisson(cells: CellTable, design: PoissonDesign, measure, budget: i
         lower, upper = beta_limits(ck["value"], ck["var"], level)
     bayes = {}
     if bayes_model is not None:
-        bayes = intervals_at_checkpoints(cells, bayes_model, g, design.n_strata or int(np.max(cells.stratum)) + 1,
+        bayes = intervals_at_checkpoints(cells, bayes_model, g, pd.n_strata or int(np.max(cells.stratum)) + 1,
                                       jnp.asarray(ck["labeled"]), seed, bayes_draws)
         t2 = time.perf_counter()
     res = make_result(hist, ck, np.zeros(repeats, dtype=bool), checkpoints, true_value, measure, t2 - t1, t1 - t0,
@@ -541,31 +543,27 @@ def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellT
         raise ValueError(f"the Poisson simulation forms (d, d) round covariances; measures with more than "
                          f"{MAX_SIM_LOSS_DIM} loss components (this one has {cells.loss.shape[-1]}, e.g. a PR "
                          f"curve) are not supported by it yet")
-    k = strata.n_strata
-    if design_name == "poisson":
-        cells, _ = build_cells(pool, strata, measure, extra_key=prior_key(pool))
-    om = None
-    if design_name == "poisson-adaptive" or variance == "model" or (bayes and not (posterior_model == "calibrated" and pool.n_classes == 2)):
-        om = build_model(model, cells, k, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
-    vmod = None
-    if variance_model is not None and variance_model != model:
-        vmod = build_model(variance_model, cells, k, depth=depth, branching=branching, strength=strength,
-                           em_iters=em_iters)
     from .designs import resolve_companion
+    from .registry import build_design, design_spec
 
-    companion = resolve_companion(companion, cells.loss.shape[1], design_name)
-    cm = make_companion_model(companion, leaf_probs(cells, k)) if companion is not None else None
-    design = poisson_design(design_name, estimator=estimator, form=form, weights=weights, variance=variance,
-                            eps=poisson_eps, lam=lam, fixed_size=fixed_size,
-                            model=om if (design_name == "poisson-adaptive" or variance == "model") else None,
-                            n_strata=k, defensive=defensive, defensive_form=defensive_form, variance_model=vmod,
-                            companion=cm, companion_form=companion_form)
+    k = strata.n_strata
+    if design_spec(design_name).cell_key == "prior":
+        cells, _ = build_cells(pool, strata, measure, extra_key=prior_key(pool))
+    design = build_design(design_name, measure, cells, k, model=model, depth=depth, branching=branching,
+                          strength=strength, em_iters=em_iters, lam=lam, estimator=estimator, form=form,
+                          weights=weights, variance=variance, poisson_eps=poisson_eps, fixed_size=fixed_size,
+                          defensive=defensive, defensive_form=defensive_form, variance_model=variance_model,
+                          companion=resolve_companion(companion, cells.loss.shape[1], design_name),
+                          companion_form=companion_form)
     bayes_model = None
     if bayes:
         if posterior_model == "calibrated" and pool.n_classes == 2:
             bayes_model = make_oracle_model("calibrated", leaf_probs(cells, k))
+        elif design.model is not None:
+            bayes_model = design.model
         else:
-            bayes_model = om
+            bayes_model = build_model(model, cells, k, depth=depth, branching=branching, strength=strength,
+                                      em_iters=em_iters)
     res = simulate_poisson(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
                            checkpoints=checkpoints, bayes_model=bayes_model, bayes_draws=bayes_draws,
                            interval=interval)
