@@ -29,7 +29,6 @@ from .poisson_designs import (
     MAX_SIM_LOSS_DIM,
     PoissonDesign,
     as_design,
-    build_model,
     design_support,
     fixed_size_round_counts,
     poisson_round_counts,
@@ -41,7 +40,7 @@ from .estimators import normal_interval
 from .posterior import intervals_at_checkpoints
 from .results import SimResult, StageRecord, make_result, schedule, summarize  # noqa: F401  (re-exported)
 
-__all__ = ["SimState", "StageRecord", "SimResult", "schedule", "simulate_runs", "summarize", "run_simulation", "simulate_poisson", "run_poisson_simulation"]
+__all__ = ["SimState", "StageRecord", "SimResult", "schedule", "simulate_runs", "summarize", "run_simulation", "simulate_poisson"]
 
 _CHUNK = 64
 #: bytes of per-stage temporaries allowed for one vmapped batch of repeats
@@ -205,11 +204,18 @@ def simulate_runs(
     track_kl: bool = True,
     bayes_model=None,
     bayes_draws: int = 200,
+    interval: str = "normal",
 ) -> SimResult:
-    """Run ``repeats`` simulated labeling runs, vmapped and jit-compiled.
+    """Run ``repeats`` simulated labeling runs, vmapped and jit-compiled: the one simulation
+    driver, for both sampling kinds (a ``"rounds"`` design goes to :func:`simulate_poisson`,
+    whose ``interval`` it takes).
 
     Compilation is timed separately (``compile_seconds``) from the run (``seconds``).
     """
+    if design.sampling == "rounds":
+        return simulate_poisson(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
+                                checkpoints=checkpoints, bayes_model=bayes_model, bayes_draws=bayes_draws,
+                                interval=interval)
     if design.stage_size is not None:
         batch = design.stage_size
     batches = schedule(budget, batch)
@@ -288,17 +294,16 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
         raise ValueError("simulation needs a pool with ground-truth labels (a 'label' column)")
     strata = stratify(pool, n_strata, n_fine=n_fine, keep_empty=keep_empty)
     k = strata.n_strata
-    if spec.kind == "rounds":
-        # Poisson (Bernoulli) rounds: random round sizes, round-combined estimators
-        # (bayes_eval.poisson_designs builds its cells with the design's own cell key)
-        cells, _ = build_cells(pool, strata, measure)
-        return run_poisson_simulation(pool, measure, design_name, strata, cells, budget=budget, batch=batch,
-                                      repeats=repeats, seed=seed, checkpoints=checkpoints, depth=depth,
-                                      branching=branching, model=model, lam=lam, bayes=bool(bayes),
-                                      bayes_draws=bayes_draws, posterior_model=posterior_model,
-                                      companion=companion if design_name == "poisson-adaptive" else None, **design_kw)
     cells, _ = build_cells(pool, strata, measure, extra_key=prior_key(pool) if spec.cell_key == "prior" else None)
+    interval = design_kw.pop("interval", "normal")
     eps = design_kw.pop("eps0", eps)  # AIS's ε_0 (the CLI passes --eps as both)
+    if spec.kind == "rounds":
+        if design_kw.get("oracle", "deterministic") != "deterministic":
+            raise ValueError("Poisson designs label distinct items: only the deterministic oracle is supported")
+        if cells.loss.shape[-1] > MAX_SIM_LOSS_DIM:
+            raise ValueError(f"the Poisson simulation forms (d, d) round covariances; measures with more than "
+                             f"{MAX_SIM_LOSS_DIM} loss components (this one has {cells.loss.shape[-1]}, e.g. a "
+                             f"PR curve) are not supported by it yet")
     settings = dict(design_kw, model=model, depth=depth, branching=branching, lam=lam, eps=eps,
                     companion=resolve_companion(companion, cells.loss.shape[1], design_name))
     design = build_design(design_name, measure, cells, k, **settings)
@@ -310,10 +315,12 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
             bayes_model = design.model
         else:
             name = model if posterior_model in ("design", "calibrated") else posterior_model
-            bayes_model = make_oracle_model(name, leaf_probs(cells, k), depth=depth, branching=branching)
+            bayes_model = make_oracle_model(name, leaf_probs(cells, k), depth=depth, branching=branching,
+                                            strength=design_kw.get("strength", 1.0),
+                                            em_iters=design_kw.get("em_iters", 10))
     res = simulate_runs(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
                         checkpoints=checkpoints, n_strata=k, track_kl=track_kl, bayes_model=bayes_model,
-                        bayes_draws=bayes_draws)
+                        bayes_draws=bayes_draws, interval=interval)
     return res, cells
 
 
@@ -508,66 +515,6 @@ def simulate_poisson(cells: CellTable, design, measure, budget: int = 2000, batc
     if return_rounds:
         return res, jax.tree_util.tree_map(np.asarray, extra)
     return res
-
-
-def run_poisson_simulation(pool, measure, design_name: str, strata, cells: CellTable, *, budget=2000, batch=50,
-                           repeats=100, seed=0, checkpoints=(500, 1000, 2000), depth=8, branching=None,
-                           model="dirichlet-tree", lam=0.9, eps=None, bayes=False, bayes_draws=200,
-                           oracle="deterministic", estimator=None, form=None, weights="quadratic", variance=None,
-                           poisson_eps=1e-3, fixed_size=None, interval="normal", strength=1.0, em_iters=10,
-                           defensive=None, defensive_form="linear", variance_model=None,
-                           posterior_model="calibrated", companion=None, companion_form="sqrt"):
-    """What ``run_simulation(pool, measure, "poisson" | "poisson-adaptive", ...)`` calls.
-
-    Builds the oracle model over the strata (:func:`bayes_eval.ais.make_model`, as the AIS
-    design does), the :class:`PoissonDesign`, and runs :func:`simulate_poisson`.  The static
-    design splits cells by the classifier's probability (``simulate.prior_key``) so that its
-    λ-mixed deviations are per item, as for static IS.  ``eps`` (the AIS floor) is not used;
-    the Poisson floor is ``poisson_eps``.  Only the deterministic oracle is supported
-    (Poisson designs label distinct items).
-
-    With ``bayes``, the Bayesian interval at each checkpoint is the finite-pool posterior
-    (:mod:`bayes_eval.posterior`) under ``posterior_model``: ``"calibrated"`` (default for
-    binary pools, the model of ``models/calibrated.py``, as for the other designs) or
-    ``"design"`` / a model name (the Dirichlet tree).  The posterior conditions on the
-    labeled items only; a Poisson design selects items by their scores and earlier labels,
-    so the selection is ignorable (001 §4.2) and the same posterior serves every design.
-
-    Returns ``(SimResult, cells)``.
-    """
-    from .cells import build_cells
-
-    if oracle != "deterministic":
-        raise ValueError("Poisson designs label distinct items: only the deterministic oracle is supported")
-    if cells.loss.shape[-1] > MAX_SIM_LOSS_DIM:
-        raise ValueError(f"the Poisson simulation forms (d, d) round covariances; measures with more than "
-                         f"{MAX_SIM_LOSS_DIM} loss components (this one has {cells.loss.shape[-1]}, e.g. a PR "
-                         f"curve) are not supported by it yet")
-    from .designs import resolve_companion
-    from .registry import build_design, design_spec
-
-    k = strata.n_strata
-    if design_spec(design_name).cell_key == "prior":
-        cells, _ = build_cells(pool, strata, measure, extra_key=prior_key(pool))
-    design = build_design(design_name, measure, cells, k, model=model, depth=depth, branching=branching,
-                          strength=strength, em_iters=em_iters, lam=lam, estimator=estimator, form=form,
-                          weights=weights, variance=variance, poisson_eps=poisson_eps, fixed_size=fixed_size,
-                          defensive=defensive, defensive_form=defensive_form, variance_model=variance_model,
-                          companion=resolve_companion(companion, cells.loss.shape[1], design_name),
-                          companion_form=companion_form)
-    bayes_model = None
-    if bayes:
-        if posterior_model == "calibrated" and pool.n_classes == 2:
-            bayes_model = make_oracle_model("calibrated", leaf_probs(cells, k))
-        elif design.model is not None:
-            bayes_model = design.model
-        else:
-            bayes_model = build_model(model, cells, k, depth=depth, branching=branching, strength=strength,
-                                      em_iters=em_iters)
-    res = simulate_poisson(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
-                           checkpoints=checkpoints, bayes_model=bayes_model, bayes_draws=bayes_draws,
-                           interval=interval)
-    return res, cells
 
 
 def _estimate(design, g, cells, labeled, draws, wsum, n_draws, prop, n_strata, full_cov=True):
