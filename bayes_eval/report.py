@@ -49,7 +49,6 @@ Examples
 """
 from __future__ import annotations
 
-import importlib
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -110,7 +109,6 @@ TABLE_COLUMNS = (
 )
 
 
-_MCMC_CACHE: dict = {}
 # (a, b) are strongly correlated a posteriori: a dense mass matrix doubles the ESS per
 # draw, and a higher target acceptance removed the rare divergences seen with 300 warm-up
 # iterations on abt-buy (measured over 6 seeds, 1000 labels)
@@ -243,29 +241,36 @@ def _nuts_stats(mcmc) -> dict:
     return out
 
 
-def _calibrated_nuts(key, lp, counts, num_warmup, num_samples, num_chains, chain_method, nuts_kwargs):
-    """NUTS on the calibrated model's (a, b, log κ), keeping the per-draw sampler fields.
+class CalibratedSampler:
+    """NUTS on the calibrated model's (a, b, log κ), keeping the per-draw sampler fields:
+    the sampler of ``models.calibrated.run_nuts`` (same NumPyro model, default
+    initialisation), run with ``jit_model_args``.  It owns its compiled samplers (as
+    NumPyro's ``MCMC`` owns its compiled functions): pass one instance to several
+    :func:`fit_finite_pool` calls (``sampler=``) and calls with the same settings and
+    number of strata do not compile again."""
 
-    The sampler of ``models.calibrated.run_nuts`` (same NumPyro model, default
-    initialisation), run here with ``jit_model_args`` and kept, so later calls with the
-    same settings and number of strata do not compile it again.
-    """
-    from numpyro.infer import MCMC, NUTS
+    def __init__(self, keep: int = 4):
+        self._mcmc = {}
+        self._keep = int(keep)
 
-    cal = importlib.import_module("bayes_eval.models.calibrated")
-    counts = jnp.asarray(counts, dtype=jnp.float64)
-    p = jnp.clip(jnp.asarray(lp)[:, 1], 1e-12, 1 - 1e-12)
-    z = jnp.log(p) - jnp.log1p(-p)
-    ck = (int(num_warmup), int(num_samples), int(num_chains), chain_method, tuple(sorted(nuts_kwargs.items())))
-    mcmc = _MCMC_CACHE.pop(ck, None)
-    if mcmc is None:
-        mcmc = MCMC(NUTS(cal.numpyro_model, **nuts_kwargs), num_warmup=num_warmup, num_samples=num_samples,
-                    num_chains=num_chains, chain_method=chain_method, progress_bar=False, jit_model_args=True)
-    mcmc.run(key, z, counts, extra_fields=_NUTS_FIELDS)
-    _MCMC_CACHE[ck] = mcmc
-    while len(_MCMC_CACHE) > 4:
-        _MCMC_CACHE.pop(next(iter(_MCMC_CACHE)))
-    return mcmc
+    def run(self, key, lp, counts, num_warmup, num_samples, num_chains, chain_method, nuts_kwargs):
+        from numpyro.infer import MCMC, NUTS
+
+        from .models import calibrated as cal
+
+        counts = jnp.asarray(counts, dtype=jnp.float64)
+        p = jnp.clip(jnp.asarray(lp)[:, 1], 1e-12, 1 - 1e-12)
+        z = jnp.log(p) - jnp.log1p(-p)
+        ck = (int(num_warmup), int(num_samples), int(num_chains), chain_method, tuple(sorted(nuts_kwargs.items())))
+        mcmc = self._mcmc.pop(ck, None)
+        if mcmc is None:
+            mcmc = MCMC(NUTS(cal.numpyro_model, **nuts_kwargs), num_warmup=num_warmup, num_samples=num_samples,
+                        num_chains=num_chains, chain_method=chain_method, progress_bar=False, jit_model_args=True)
+        mcmc.run(key, z, counts, extra_fields=_NUTS_FIELDS)
+        self._mcmc[ck] = mcmc
+        while len(self._mcmc) > self._keep:
+            self._mcmc.pop(next(iter(self._mcmc)))
+        return mcmc
 
 
 def fit_finite_pool(
@@ -288,6 +293,7 @@ def fit_finite_pool(
     chain_method: str = "vectorized",
     seed: int = 0,
     nuts_kwargs: dict | None = None,
+    sampler: CalibratedSampler | None = None,
 ) -> FinitePoolFit:
     """The finite-pool posterior of G given labeled items, with diagnostics.
 
@@ -332,6 +338,8 @@ def fit_finite_pool(
         Passed to ``numpyro.infer.NUTS``.  For the calibrated model the defaults are
         ``dense_mass=True, target_accept_prob=0.9`` (three parameters, a and b strongly
         correlated); the tree uses NumPyro's defaults.
+    sampler : CalibratedSampler, optional
+        Reuses its compiled NUTS samplers across calls (calibrated model, ``method="nuts"``).
 
     Returns
     -------
@@ -369,11 +377,11 @@ def fit_finite_pool(
     stats = None
 
     if model == "calibrated":
-        cal = importlib.import_module("bayes_eval.models.calibrated")
+        from .models import calibrated as cal
         prior = {name: np.asarray(v, dtype=np.float64) for name, v in cal.PRIOR.items()}
         if method == "nuts":
-            mcmc = _calibrated_nuts(k_fit, lp, counts, num_warmup, num_samples, num_chains, chain_method,
-                                    nuts_kwargs)
+            mcmc = (sampler or CalibratedSampler()).run(k_fit, lp, counts, num_warmup, num_samples, num_chains,
+                                                        chain_method, nuts_kwargs)
             s = mcmc.get_samples(group_by_chain=True)
             a, b, lk = (np.asarray(s[n]) for n in ("a", "b", "log_kappa"))
             kappa = np.exp(lk)
