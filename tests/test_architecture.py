@@ -17,8 +17,8 @@ PACKAGES = {"bayes_eval": os.path.join(ROOT, "bayes_eval"), "bayes_eval.models":
 CLI = {"bayes_eval.cli", "bayes_eval.session_cli"}
 #: the stateful shell (sessions, files, annotation tools, reports, plots, the CLI)
 SHELL = CLI | {"bayes_eval.session", "bayes_eval.session_setup", "bayes_eval.session_core", "bayes_eval.stages",
-               "bayes_eval.drawing", "bayes_eval.store", "bayes_eval.annotate", "bayes_eval.report",
-               "bayes_eval.plots"}
+               "bayes_eval.session_reports", "bayes_eval.drawing", "bayes_eval.store", "bayes_eval.annotate",
+               "bayes_eval.report", "bayes_eval.plots"}
 #: what implements designs; oracle models never import these
 DESIGN_MODULES = {"bayes_eval.designs", "bayes_eval.ais", "bayes_eval.poisson_designs", "bayes_eval.registry",
                   "bayes_eval.simulate", "bayes_eval.kernel"}

@@ -25,16 +25,38 @@ def test_delta_cov_matches_closed_form_and_finite_differences():
     np.testing.assert_allclose(fd @ np.asarray(cov_r) @ fd, closed, rtol=1e-5)
 
 
-def test_single_draw_is_unbiased_exactly():
-    """E_q[w ℓ] = Σ_x q(x) p(x)/q(x) ℓ(x) = R for any q with the right support (001 eq. 1)."""
+def test_is_estimate_of_the_risk_is_unbiased_by_enumeration():
+    """E_q[R̂] = R for any q with the right support (001 eq. 1), R̂ computed by the library's
+    ``is_estimate_draws`` (g = identity: the risk itself) and its expectation taken exactly,
+    by enumerating every single draw and every ordered pair of draws from q.  The negative
+    control: weights that ignore q (w = 1) are biased."""
     rng = np.random.default_rng(0)
     n = 12
     loss = rng.integers(0, 2, (n, 2)).astype(float)
-    p = np.full(n, 1 / n)
+    loss[0] = [1.0, 1.0]  # a row with non-zero loss where q is smallest
+    p = rng.random(n) + 0.5
+    p /= p.sum()
     q = rng.random(n) + 0.1
+    q[0] = 0.01
     q /= q.sum()
-    expect = np.sum((q * (p / q))[:, None] * loss, axis=0)
-    np.testing.assert_allclose(expect, p @ loss, rtol=1e-12)
+    w = p / q
+    truth = p @ loss
+    ident = lambda r: r  # noqa: E731
+
+    def est(idx, weights):
+        idx = np.asarray(idx)
+        return np.asarray(is_estimate_draws(ident, loss[idx], weights[idx], weights[idx]).value)
+
+    one = np.array([est([x], w) for x in range(n)])
+    np.testing.assert_allclose(one, w[:, None] * loss, rtol=1e-12)
+    np.testing.assert_allclose(q @ one, truth, rtol=1e-12)
+    pairs = [(x, z) for x in range(n) for z in range(n)]
+    two = np.array([est(pair, w) for pair in pairs])
+    prob = np.array([q[x] * q[z] for x, z in pairs])
+    np.testing.assert_allclose(prob @ two, truth, rtol=1e-12)
+    # negative control: unweighted draws from q estimate q @ loss, not R
+    biased = q @ np.array([est([x], np.ones(n)) for x in range(n)])
+    assert np.max(np.abs(biased - truth)) > 0.05
 
 
 def test_draw_and_cell_level_agree():

@@ -330,7 +330,7 @@ def test_adaptive_simulation_unbiased_exact_and_000_eq128_covers():
     meas = _totals_and_f1()
     res, cells = run_simulation(pool, meas, "poisson-adaptive", budget=450, batch=50, repeats=400, seed=0,
                                 n_strata=8, depth=3, checkpoints=(100, 200, 400), form="sqrt", defensive=0.0,
-                                weights="equal")
+                                weights="equal", companion="none")
     truth = res.true_value
     v = res.checkpoint_value
     for i in range(2):  # checkpoints before completion
@@ -387,16 +387,38 @@ def test_default_adaptive_f1_unbiased_and_coverage_study():
     assert cover.mean() >= 0.5
 
 
+def _check_bayesian_interval(repeats):
+    pool = demo_pool(n_items=3000, positive_rate=0.01, seed=5)
+    res, _ = run_simulation(pool, M.f1(), "poisson-adaptive", budget=300, batch=50, repeats=repeats, seed=0,
+                            n_strata=32, depth=5, checkpoints=(300,), bayes=True, bayes_draws=200)
+    s = summarize(res)[0]
+    assert s["coverage_bayes"] >= 0.90, s
+    assert s["mean_width_bayes"] < 0.5, s  # an interval, not the whole [0, 1]
+    # ... and not wider than its errors call for: the mean width against the width of a
+    # 95% normal interval with the RMSE of the posterior mean (measured 0.95 in 100 runs;
+    # an interval twice as wide gives ~1.9), and the interval shrunk to half its width
+    # about its centre covers far less than 95% (measured 0.61)
+    truth = res.true_value[0]
+    lo, hi, mean = res.bayes_lower[:, 0, 0], res.bayes_upper[:, 0, 0], res.bayes_mean[:, 0, 0]
+    rmse = np.sqrt(np.mean((mean - truth) ** 2))
+    ratio = s["mean_width_bayes"] / (2 * 1.959964 * rmse)
+    assert 0.5 <= ratio <= 1.5, (ratio, s)
+    centre, half = (lo + hi) / 2, (hi - lo) / 2
+    assert np.mean((centre - half / 2 <= truth) & (truth <= centre + half / 2)) <= 0.85
+
+
 def test_default_adaptive_bayesian_interval_covers():
     """The default adaptive design's Bayesian interval (finite-pool posterior under the
     calibrated model, design-agnostic because Poisson selection is ignorable, 001 §4.2)
     covers the true F1 in at least 90% of 100 runs on a synthetic imbalanced pool (it is
     conservative: 1.0 in 200 runs at 300 labels, and on abt-buy -- the unlabeled low-score
     strata stay uncertain), where the CLT interval, which cannot see relevant items never
-    drawn, falls short (documented in benchmarks/results)."""
-    pool = demo_pool(n_items=3000, positive_rate=0.01, seed=5)
-    res, _ = run_simulation(pool, M.f1(), "poisson-adaptive", budget=300, batch=50, repeats=100, seed=0,
-                            n_strata=32, depth=5, checkpoints=(300,), bayes=True, bayes_draws=200)
-    s = summarize(res)[0]
-    assert s["coverage_bayes"] >= 0.90, s
-    assert s["mean_width_bayes"] < 0.5, s  # an interval, not the whole [0, 1]
+    drawn, falls short (documented in benchmarks/results) -- and it is no wider than the
+    posterior mean's actual error calls for.  400 runs: the slow twin (the cost here is
+    mostly compilation, so the default tier keeps 100 runs)."""
+    _check_bayesian_interval(100)
+
+
+@pytest.mark.slow
+def test_default_adaptive_bayesian_interval_covers_400_runs():
+    _check_bayesian_interval(400)

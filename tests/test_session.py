@@ -165,7 +165,7 @@ def test_replay_rebuilds_from_scratch(tmp_path, pool):
     s.close()
     shutil.copy(p, p2)
     expected = Session.open(p, pool).next_batch(30)
-    clear_cache()
+    clear_cache(pool)
     s2 = Session.open(p2, pool)
     np.testing.assert_array_equal(s2.estimate().to_numpy(), est)
     np.testing.assert_array_equal(s2.next_batch(30)["item"].to_numpy(), expected["item"].to_numpy())
@@ -183,9 +183,13 @@ def test_estimate_is_the_draw_level_estimator_for_every_measure(tmp_path, pool):
     # one set of labels, one R̂: F1 is the harmonic mean of P and R exactly
     p, r = est["precision"], est["recall"]
     assert est["f1"] == pytest.approx(2 * p * r / (p + r), rel=1e-12)
-    # a measure the session does not track, estimated from the same draws (001 §3.3.1)
-    fb = s.estimate_draws(M.f_beta(2.0))
-    assert np.isfinite(np.asarray(fb.value)).all()
+    # a measure the session does not track, estimated from the same draws (001 §3.3.1):
+    # one R̂ for all, so F_2 is exactly (1 + 4) P R / (4 P + R) of the tracked P and R
+    fb = float(np.asarray(s.estimate_draws(M.f_beta(2.0)).value)[0])
+    assert 0.0 < fb < 1.0
+    assert fb == pytest.approx(5 * p * r / (4 * p + r), rel=1e-10)
+    # and it differs from F1 here (P != R), so the check above is not F1 again
+    assert abs(fb - est["f1"]) > 1e-6
 
 
 def test_intervals_summary_history_plot(tmp_path, pool):
@@ -386,7 +390,8 @@ def test_cli_walkthrough(tmp_path, capsys, pool):
     df.to_parquet(pool_file)
     db = str(tmp_path / "f1.db")
     rc, out, err = _cli(capsys, "session", "new", db, "--pool", str(pool_file), "--measure", "f1", "--design", "ais",
-                        "--seed", "0", "--model", "independent", "--strata", "16", "--format", "json")
+                        "--seed", "0", "--model", "independent", "--strata", "16", "--companion", "none",
+                        "--format", "json")
     assert rc == 0, err
     assert json.loads(out)["design"] == "ais"
     truth = pd.read_parquet(pool_file)["label"]

@@ -60,22 +60,43 @@ def test_passive_consistent():
     assert err <= bound, (err, bound)
 
 
-def test_static_is_consistent_and_covers(pool):
+@pytest.fixture(scope="module")
+def is_2000(pool):
+    """Static IS, 400 runs of 2000 labels: shared by the consistency and the AIS tests."""
     res, _ = run_simulation(pool, M.f1(), "is", budget=2000, repeats=400, seed=0, checkpoints=(2000,))
+    return res
+
+
+def test_static_is_consistent_and_covers(is_2000):
+    res = is_2000
     err, bound = _mean_within(res)
     assert err <= bound, (err, bound)
     s = summarize(res)[0]
     assert 0.90 <= s["coverage"] <= 0.99, s
 
 
-def test_ais_consistent(pool):
-    res, _ = run_simulation(pool, M.f1(), "ais", budget=2000, repeats=400, seed=0, checkpoints=(2000,),
+def test_ais_consistent(pool, is_2000):
+    """The default AIS (with its companion model), 150 runs of 2000 labels on the 0.5%
+    pool: mean F1 within 3 SE of the truth (measured 0.3 SE), and it beats static IS
+    clearly (MSE measured 1.2e-4 against 2.4e-3).  400 runs: the slow twin below."""
+    res, _ = run_simulation(pool, M.f1(), "ais", budget=2000, repeats=150, seed=0, checkpoints=(2000,),
                             depth=8, track_kl=False)
     err, bound = _mean_within(res)
     assert err <= bound, (err, bound)
-    # and it beats static IS clearly on this pool
-    res_is, _ = run_simulation(pool, M.f1(), "is", budget=2000, repeats=400, seed=0, checkpoints=(2000,))
-    assert summarize(res)[0]["mse"] < summarize(res_is)[0]["mse"]
+    s, s_is = summarize(res)[0], summarize(is_2000)[0]
+    assert s["mse"] + 3 * s["mse_se"] < s_is["mse"] - 3 * s_is["mse_se"], (s, s_is)
+
+
+@pytest.mark.slow
+def test_ais_consistent_400_runs(pool, is_2000):
+    """Slow twin of test_ais_consistent: 400 runs, the AIS of 001 and the default AIS
+    (companion model) both consistent and both better than static IS."""
+    for companion in ("none", "auto"):
+        res, _ = run_simulation(pool, M.f1(), "ais", budget=2000, repeats=400, seed=0, checkpoints=(2000,),
+                                depth=8, track_kl=False, companion=companion)
+        err, bound = _mean_within(res)
+        assert err <= bound, (companion, err, bound)
+        assert summarize(res)[0]["mse"] < summarize(is_2000)[0]["mse"]
 
 
 def test_ais_proposal_keeps_support(pool):
@@ -105,19 +126,27 @@ def test_ais_proposal_keeps_support(pool):
 
 def test_stochastic_oracle_every_draw_costs_a_label(pool):
     res, _ = run_simulation(pool, M.f1(), "ais", budget=300, repeats=5, seed=0, checkpoints=(300,),
-                            oracle="stochastic", depth=8, track_kl=False)
+                            oracle="stochastic", depth=8, track_kl=False, companion="none")
     np.testing.assert_array_equal(res.history.n_draws, res.history.n_labels)
 
 
 def test_small_pool_stalls_instead_of_looping():
+    """A 60-item pool and a budget of 100: the second stage runs out of new items and
+    stalls (a bounded number of draws, not an endless loop).  With every item labeled the
+    with-replacement draws still give an unbiased IS estimate: over 200 runs the mean
+    accuracy is within 4 SE of the truth (measured 0.04 SE) and the CLT intervals cover
+    it in 90-99% of the runs (measured 95.5%)."""
     pool = demo_pool(n_items=60, positive_rate=0.2, seed=1)
-    res, _ = run_simulation(pool, M.accuracy(), "passive", budget=100, batch=50, repeats=3, seed=0,
+    res, _ = run_simulation(pool, M.accuracy(), "passive", budget=100, batch=50, repeats=200, seed=0,
                             checkpoints=(100,), n_strata=8)
     assert res.stalled.all()
     assert np.all(res.history.n_labels[:, -1] == 60)
-    # with every item labeled, the with-replacement estimate is still an unbiased IS
-    # estimate; the truth is known from the labels
-    assert np.isfinite(res.history.value[:, -1, 0]).all()
+    assert np.all(res.history.n_draws[:, -1] >= 60)
+    np.testing.assert_allclose(res.true_value, [np.mean(pool.preds[:, 0] == pool.labels)], rtol=1e-12)
+    err, bound = _mean_within(res, k_sigma=4.0)
+    assert err <= bound, (err, bound)
+    s = summarize(res)[0]
+    assert 0.90 <= s["coverage"] <= 0.99, s
 
 
 def test_cli_simulate_json(capsys):
@@ -130,8 +159,12 @@ def test_cli_simulate_json(capsys):
     for key in ("n_items", "true_value", "design", "repeats", "seconds", "compile_seconds", "checkpoints"):
         assert key in out
     assert [c["labels"] for c in out["checkpoints"]] == [100, 200]
-    for key in ("labels", "mean", "bias", "mse", "coverage", "mean_width"):
+    for key in ("labels", "mean", "bias", "mse", "coverage", "mean_width", "kl_to_optimal"):
         assert key in out["checkpoints"][0]
+    # KL(q* || q) of static IS's proposal: finite, >= 0, the same at every checkpoint (it never adapts)
+    kl = [c["kl_to_optimal"] for c in out["checkpoints"]]
+    assert all(k is not None and np.isfinite(k) and k >= 0 for k in kl), kl
+    np.testing.assert_allclose(kl[0], kl[1], rtol=1e-9)
 
 
 def test_cli_errors(capsys, tmp_path):
@@ -154,8 +187,8 @@ def test_cli_simulate_poisson_flags(capsys):
     labels in every run (random-size rounds give a random count); bad settings exit 2."""
     from bayes_eval.cli import main
 
-    args = ["simulate", "demo", "--design", "poisson-adaptive", "--budget", "200", "--batch", "50", "--repeats", "6",
-            "--checkpoints", "100,200", "--bayes", "no", "--format", "json"]
+    args = ["simulate", "demo", "--design", "poisson-adaptive", "--budget", "200", "--batch", "50", "--repeats", "4",
+            "--checkpoints", "100,200", "--bayes", "no", "--format", "json", "--companion", "none"]
     assert main(args + ["--poisson-size", "exact", "--poisson-option", "weights=equal"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["design"] == "poisson-adaptive"
@@ -175,8 +208,9 @@ def test_repeats_in_memory_bounded_chunks_give_the_same_runs(monkeypatch):
     import bayes_eval.simulate as S
 
     pool = demo_pool(n_items=2000, positive_rate=0.03, seed=1)
-    m = M.pr_curve(M.default_thresholds(np.asarray(pool.scores[:, 0]), 32))
-    kw = dict(budget=150, batch=50, repeats=5, seed=0, n_strata=8, depth=3, track_kl=False, checkpoints=(100, 150))
+    m = M.pr_curve(M.default_thresholds(np.asarray(pool.scores[:, 0]), 4))  # compile time grows with L
+    kw = dict(budget=150, batch=50, repeats=5, seed=0, n_strata=8, depth=3, track_kl=False, checkpoints=(100, 150),
+              companion="none")
     a, _ = S.run_simulation(pool, m, "ais", **kw)
     monkeypatch.setattr(S, "REPEAT_MEMORY", 1.0)  # one repeat per chunk
     b, _ = S.run_simulation(pool, m, "ais", **kw)

@@ -1,0 +1,378 @@
+"""The compiled core of a session: everything derived from (pool, configuration) alone.
+
+:func:`build_core` stratifies the pool, builds the cells (split by every measure's loss
+pattern, and by the classifier's prior for ``is`` / ``poisson``), builds the design by name
+(:func:`bayes_eval.session_setup.make_design`) and jit-compiles its pure functions: for the
+with-replacement designs the stage step of 001 Alg. 1 (R̂ with q_N = the proposal just
+used, ``design.update``, ``design.propose``) and the estimator of every measure
+(:func:`bayes_eval.kernel.estimate`); for the Poisson designs the round proposal, the model
+refit and the round estimator (:func:`build_poisson`).  The core is pure, so sessions on
+the same pool share it: :func:`core_for` keeps the cores built from a pool on that pool
+(:meth:`bayes_eval.pool.Pool.derived`), not in a module-level cache.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from . import _config  # noqa: F401  (float64)
+from .errors import SessionError, UnknownItemError
+from .session_setup import POISSON_DESIGNS, make_design
+
+__all__ = ["SessionCore", "PoissonCore", "build_core", "build_poisson", "core_for", "clear_cache",
+           "pool_fingerprint", "item_rows", "posterior_model", "posterior_sampler", "CORE_CACHE_SIZE"]
+
+#: compiled cores kept per pool (the most recently used ones)
+CORE_CACHE_SIZE = 4
+_CORE_KIND = "session-core"
+_INT_RE = re.compile(r"^[+-]?\d+(\.0*)?$")
+
+
+class PoissonCore(NamedTuple):
+    """The pure functions of a Poisson design in a session, jit-compiled once per core.
+
+    ``propose``: adaptive ``(model_state, labeled, budget, complete) -> (RoundProposal,
+    pi_cell)`` — :func:`~bayes_eval.poisson_designs.adaptive_round` (the round proposal
+    fed by the oracle model's posterior predictive), as :func:`~bayes_eval.simulate.simulate_poisson` does; static
+    ``(cumulative_budget) -> RoundProposal`` (:func:`~bayes_eval.poisson_designs.static_proposal`).
+    ``fit``: ``(model_state, labeled) -> (model_state, pi_after)`` (None without a model).
+    ``estimate_fns``: per measure, :func:`~bayes_eval.poisson_designs.combine` on the
+    stacked round records.
+    """
+
+    design: Any  # PoissonDesign
+    model: Any  # the oracle model refitted after every round (None: static without variance="model")
+    support: np.ndarray  # (X,) bool: cells whose items need b > 0 (the first measure's estimator)
+    n_support: float  # items in those cells
+    pi_static: Any  # (X, C) λ-mixed prior predictive (static design), else None
+    propose: Callable
+    fit: Callable | None
+    estimate_fns: tuple
+
+
+class SessionCore(NamedTuple):
+    """Everything derived from (pool, configuration) alone: strata, cells, the design and
+    its jit-compiled stage step.  Kept on the pool by :func:`core_for` (pure, so safe to
+    share between sessions)."""
+
+    strata: Any
+    cells: Any  # CellTable of the design (loss of the first measure)
+    item_cell: np.ndarray
+    order: np.ndarray
+    cell_start: np.ndarray
+    size: np.ndarray  # (X,) int64
+    p_cell: np.ndarray  # (X,) per-item p(x)
+    stratum: np.ndarray  # (X,)
+    loss_tables: tuple  # per measure (X, C, d)
+    design: Any
+    n_strata: int
+    init: Callable
+    step: Callable
+    estimate_fns: tuple
+    id_index: Any
+    jitted: dict  # further compiled functions built on demand (the posterior)
+    poisson: Any = None  # PoissonCore for the Poisson designs (then ``init`` gives the model state)
+
+    @property
+    def has_model(self) -> bool:
+        """Whether the design carries an oracle model (AIS; the Poisson designs always
+        have one for the posterior, see :func:`posterior_model`)."""
+        return self.design.model is not None or self.poisson is not None
+
+
+def build_core(pool, measures, cfg, progress) -> SessionCore:
+    """Build the core of a session configuration ``cfg`` (the session file's ``config``)."""
+    from .cells import build_cells, combine_keys, item_patterns, prior_key
+    from .designs import Observed
+    from .kernel import Tallies, estimate
+    from .strata import stratify
+
+    d = cfg["design"]
+    system = cfg["system"]
+    progress("stratifying", 0, 1)
+    skw = {"keep_empty": cfg["keep_empty"]} if cfg.get("keep_empty") is not None else {}
+    strata = stratify(pool, cfg["n_strata"], method=cfg["strata_method"], system=system, n_fine=cfg["n_fine"], **skw)
+    progress("building cells", 0, 1)
+    from .measures import Features
+
+    # NumPy features: item_patterns moves them to JAX in chunks (a whole 10^8-item copy
+    # in XLA buffers was most of the session's memory overhead)
+    feats = Features(preds=pool.preds, scores=pool.scores, probs=pool.probs)
+    extra = [item_patterns(m, feats) for m in measures[1:]]
+    if d["name"] in ("is", "poisson"):
+        extra.append(prior_key(pool, system=system))
+    extra_key = combine_keys(extra)[0] if extra else None
+    cells, item_cell = build_cells(pool, strata, measures[0], extra_key=extra_key, system=system)
+    x = cells.n_cells
+    small = np.int32 if item_cell.size < 2**31 else np.int64
+    item_cell = np.asarray(item_cell, dtype=np.int32 if x < 2**31 else np.int64)
+    # stable sort of the cell ids: radix (O(N)) for < 65536 cells; int32 offsets
+    order = np.argsort(item_cell.astype(np.uint16) if x < 65536 else item_cell, kind="stable").astype(small)
+    cell_start = np.searchsorted(item_cell[order], np.arange(x + 1)).astype(np.int64)
+    rep = order[cell_start[:-1]]
+    sub = type(feats)(*(np.asarray(a)[rep] for a in feats))
+    loss_tables = [cells.loss] + [jnp.asarray(np.asarray(m.loss(sub), dtype=np.float64)) for m in measures[1:]]
+    progress("building the design", 0, 1)
+    kw = {k: v for k, v in d.items() if k != "name"}
+    design, n_strata = make_design(d["name"], measures[0], cells, strata.n_strata, oracle=cfg["oracle"], **kw)
+    xc, c, dd = cells.loss.shape
+    g0 = measures[0].g
+    ids = np.asarray(pool.ids)
+    if ids.dtype.kind in "iu":
+        id_index = None if np.array_equal(ids, np.arange(ids.size)) else pd.Index(ids.astype(np.int64))
+    else:
+        id_index = pd.Index(ids.astype(str))
+    common = dict(
+        strata=strata, cells=cells, item_cell=item_cell, order=order, cell_start=cell_start,
+        size=np.asarray(cells.size).astype(np.int64), p_cell=np.asarray(cells.weight, dtype=np.float64),
+        stratum=np.asarray(cells.stratum, dtype=np.int64), loss_tables=tuple(loss_tables), design=design,
+        n_strata=int(n_strata), id_index=id_index, jitted={})
+    if d["name"] in POISSON_DESIGNS:
+        pc = build_poisson(design, measures, cells, loss_tables, int(n_strata))
+
+        def init_poisson():
+            from .poisson_designs import init_model_states
+
+            return (init_model_states(design) if pc.model is not None else ()), None
+
+        return SessionCore(init=init_poisson, step=None, estimate_fns=pc.estimate_fns, poisson=pc, **common)
+
+    def init():
+        state = design.init(cells)
+        obs = Observed(jnp.zeros((xc, c)), jnp.full(dd, jnp.nan), jnp.asarray(0.0))
+        return state, design.propose(state, cells, obs)
+
+    def step(state, labeled, draws, wsum, n_draws, prop):
+        # 001 Alg. 1 / simulate._run_one: R̂ with q_N = the proposal just used, then update, propose
+        est_prev = estimate(design, g0, cells, Tallies(labeled, draws, wsum, n_draws), prop, n_strata)
+        obs = Observed(labeled=labeled, risk=est_prev.risk, n_draws=n_draws)
+        state = design.update(state, cells, obs)
+        return state, design.propose(state, cells, obs)
+
+    def make_est(j):
+        cells_j = cells._replace(loss=loss_tables[j])
+        g = measures[j].g
+
+        def est(labeled, draws, wsum, n_draws, prop):
+            return estimate(design, g, cells_j, Tallies(labeled, draws, wsum, n_draws), prop, n_strata)
+
+        return jax.jit(est)
+
+    return SessionCore(init=jax.jit(init), step=jax.jit(step),
+                       estimate_fns=tuple(make_est(j) for j in range(len(measures))), **common)
+
+
+def build_poisson(design, measures, cells, loss_tables, n_strata: int) -> PoissonCore:
+    """The jit-compiled functions of a Poisson design: the round proposal and the model
+    refit exactly as :func:`~bayes_eval.simulate.simulate_poisson` computes them, and its
+    estimator (:func:`~bayes_eval.poisson_designs.combine`)."""
+    from . import poisson_designs as PD
+    from .cells import leaf_counts
+
+    om = design.model
+    k = n_strata
+    g0 = measures[0].g
+    x, c, _ = cells.loss.shape
+    sup = np.asarray(PD.design_support(design, cells.loss))
+    for j in range(1, len(measures)):
+        sj = np.asarray(PD.design_support(design, loss_tables[j]))
+        if np.any(sj & ~sup):
+            raise SessionError(
+                f"measure {measures[j].name!r} needs labels of items that {measures[0].name!r} (the measure the "
+                f"Poisson design targets) never asks for: its {design.estimator!r} estimator would be biased; "
+                f"put {measures[j].name!r} first or use separate sessions")
+    n_sup = float(np.sum(np.asarray(cells.size) * sup))
+    need_pi_after = design.variance == "model"
+
+    if design.adaptive:
+        def propose(mstate, labeled, budget, complete):
+            return PD.adaptive_round(design, g0, cells, labeled, mstate, budget, complete)
+
+        pi_static = None
+    else:
+        def propose(budget):
+            return PD.static_proposal(g0, cells, budget, lam=design.lam, estimator=design.estimator,
+                                      form=design.form, eps=design.eps)
+
+        pi_static = np.asarray(PD.prior_predictive(cells, design.lam))
+
+    fit = None
+    if om is not None:
+        def fit(mstate, labeled):
+            mstate = PD.fit_model_states(design, mstate, cells, labeled)
+            if need_pi_after:
+                counts = leaf_counts(cells, labeled, k)[0]
+                pi_after = om.posterior_predictive(mstate[0], counts)[cells.stratum]
+            else:
+                pi_after = jnp.zeros((x, c))
+            return mstate, pi_after
+
+        fit = jax.jit(fit)
+
+    def make_est(j):
+        cells_j = cells._replace(loss=loss_tables[j])
+        g = measures[j].g
+        dj = int(loss_tables[j].shape[2])
+
+        def mean_of(mean0, pis):
+            # the round's model prediction m_r for measure j (the proposal's own for the first)
+            if j == 0:
+                return mean0
+            if design.estimator == "ht":
+                return jnp.zeros(pis.shape[:-1] + (dj,))
+            return jnp.einsum("...xc,xcd->...xd", pis, cells_j.loss)
+
+        if design.adaptive:
+            def est(b, mean0, pis, lb, sampled, pv, t, lnow, pi_now, cr):
+                recs = PD.RoundRecord(b, mean_of(mean0, pis), lb, sampled, pv)
+                return PD.combine(g, cells_j, recs, t, weights=design.weights, variance=design.variance,
+                                  labeled_now=lnow, pi_now=pi_now, complete_round=cr)
+        else:
+            def est(b, mean0, pi, lnow, pv, pi_now):
+                # the estimate after stage t is the single Poisson sample with b_t (as in simulate_poisson)
+                rec = PD.RoundRecord(b[None], mean_of(mean0, pi)[None], jnp.zeros_like(lnow)[None], lnow[None],
+                                     pv[None])
+                return PD.combine(g, cells_j, rec, 0, weights="equal", variance=design.variance, labeled_now=lnow,
+                                  pi_now=pi_now, complete_round=None)
+
+        return jax.jit(est)
+
+    return PoissonCore(design=design, model=om, support=sup, n_support=n_sup, pi_static=pi_static,
+                       propose=jax.jit(propose), fit=fit,
+                       estimate_fns=tuple(make_est(j) for j in range(len(measures))))
+
+
+def pool_fingerprint(pool) -> str:
+    """``pool.fingerprint()``, computed once per Pool object (kept on the pool)."""
+    return pool.derived("fingerprint", None, pool.fingerprint, size=1)
+
+
+def core_for(pool, measures, cfg, progress) -> SessionCore:
+    """The core of configuration ``cfg`` on ``pool``: built once, then kept on the pool
+    (its :data:`CORE_CACHE_SIZE` most recently used cores; custom measures by identity)."""
+    core_cfg = {k: cfg.get(k) for k in ("measures", "design", "oracle", "n_strata", "n_fine", "strata_method", "system",
+                                        "keep_empty")}
+    key = (json.dumps(core_cfg, sort_keys=True),
+           tuple(id(m) for m, s in zip(measures, cfg["measures"]) if s.get("custom")))
+    return pool.derived(_CORE_KIND, key, lambda: build_core(pool, measures, cfg, progress), size=CORE_CACHE_SIZE)
+
+
+def clear_cache(pool) -> None:
+    """Forget the strata, cells and compiled designs kept on ``pool`` (the next session
+    opened on it builds its core from scratch)."""
+    pool.forget_derived(_CORE_KIND)
+
+
+def item_rows(core: SessionCore, ids, items, where) -> np.ndarray:
+    """Pool rows of the item ids ``items`` given by a user or a file (ints, strings, floats);
+    ``ids`` the pool's ids, ``where`` names each item's place (e.g. a file's row) for
+    :class:`~bayes_eval.errors.UnknownItemError`."""
+    ids = np.asarray(ids)
+    n = ids.size
+    rows = np.empty(len(items), np.int64)
+    if ids.dtype.kind in "iu":
+        vals = np.empty(len(items), np.int64)
+        for i, v in enumerate(items):
+            v = v.item() if isinstance(v, np.generic) else v
+            if isinstance(v, bool):
+                ok = False
+            elif isinstance(v, int):
+                ok = True
+            elif isinstance(v, float):
+                ok = math.isfinite(v) and v == int(v)
+                v = int(v) if ok else v
+            elif isinstance(v, str) and _INT_RE.match(v.strip()):
+                ok, v = True, int(float(v.strip()))
+            else:
+                ok = False
+            if not ok:
+                raise UnknownItemError(f"{where[i]}: unknown item id {items[i]!r} (the pool's ids are integers)")
+            vals[i] = v
+        if core.id_index is None:
+            bad = np.flatnonzero((vals < 0) | (vals >= n))
+            rows[:] = vals
+        else:
+            rows[:] = core.id_index.get_indexer(vals)
+            bad = np.flatnonzero(rows < 0)
+    else:
+        keys = [str(v.item() if isinstance(v, np.generic) else v).strip() if not isinstance(v, str) else v.strip()
+                for v in items]
+        rows[:] = core.id_index.get_indexer(keys)
+        bad = np.flatnonzero(rows < 0)
+    if bad.size:
+        i = int(bad[0])
+        raise UnknownItemError(f"{where[i]}: unknown item id {items[i]!r} (not in the pool)")
+    return rows
+
+
+# ------------------------------------------------------------------------------ the posterior
+def posterior_model(core: SessionCore, config: dict, n_classes: int):
+    """The oracle model behind a session's Bayesian interval (see
+    :meth:`bayes_eval.session.Session.posterior_model`), built once per core and choice."""
+    if not core.has_model:
+        return None
+    design = core.design
+    choice = config.get("posterior_model") or "calibrated"
+    if ("posterior_model", choice) in core.jitted:
+        return core.jitted[("posterior_model", choice)]
+    from .cells import leaf_probs
+    from .models.registry import make_oracle_model
+
+    dkw = config["design"]
+    model = None
+    if choice == "calibrated" and n_classes == 2:
+        try:
+            from .models.calibrated import calibrated_model
+        except ImportError:  # pragma: no cover - older model collections
+            calibrated_model = None
+        if calibrated_model is not None:
+            model = calibrated_model(leaf_probs(core.cells, core.n_strata))
+    if model is None:
+        if choice in ("design", "calibrated", dkw.get("model")):
+            model = design.model
+            if model is None:  # static Poisson design: the model the adaptive one would use
+                from .poisson_designs import build_model
+
+                model = build_model(dkw.get("model", "dirichlet-tree"), core.cells, core.n_strata,
+                                    depth=dkw.get("depth", 8), branching=dkw.get("branching"),
+                                    strength=dkw.get("strength", 1.0), em_iters=dkw.get("em_iters", 10))
+        else:
+            model = make_oracle_model(choice, leaf_probs(core.cells, core.n_strata), depth=dkw.get("depth", 8),
+                                      branching=dkw.get("branching"))
+    core.jitted[("posterior_model", choice)] = model
+    return model
+
+
+def posterior_sampler(core: SessionCore, model, measures, choice: str, n_draws: int) -> Callable:
+    """``(key, labeled) -> (n_draws, m)`` draws of every measure's components on the pool
+    (:func:`~bayes_eval.posterior.finite_pool_posterior` with ``model`` fitted to the labeled
+    counts; one key for every measure), jit-compiled once per core, choice and ``n_draws``."""
+    from .cells import leaf_counts
+    from .posterior import finite_pool_posterior
+
+    fkey = ("posterior", choice, int(n_draws))
+    fn = core.jitted.get(fkey)
+    if fn is None:
+        measures = tuple(measures)
+
+        def all_measures(rkey, labeled):
+            cnt, unl = leaf_counts(core.cells, labeled, core.n_strata)
+            state = model.fit(model.init_state(), cnt, unl)
+            out = []
+            for j, m in enumerate(measures):
+                cells_j = core.cells._replace(loss=core.loss_tables[j])
+                post = finite_pool_posterior(rkey, model, cells_j, labeled, core.n_strata, m.g,
+                                             n_draws=int(n_draws), state=state)
+                out.append(post.value)
+            return jnp.concatenate(out, axis=1)
+
+        fn = jax.jit(all_measures)
+        core.jitted[fkey] = fn
+    return fn

@@ -1,0 +1,314 @@
+"""What a session's labels say: estimates, intervals, the Bayesian posterior and the
+reports built on them -- the read side of :class:`~bayes_eval.session.Session`, which
+inherits these methods from :class:`SessionReports`.
+
+* **Estimator** (001 eq. 1 and §3.3.2).  R̂ = (1/n) Σ_j w_j ℓ(x_j, y_j) over every draw,
+  repeats included, w_j = p(x_j)/q_{j-1}(x_j), and the delta-method covariance with q_N
+  the most recent proposal; the stratified design uses the post-stratified estimator
+  (001 §5); the Poisson designs combine their rounds' Horvitz-Thompson records
+  (:mod:`bayes_eval.stages`).  Because the loss and the proposals are constant on a cell,
+  the sums are accumulated per (cell, class); :meth:`SessionReports.estimate_draws`
+  computes the same from the raw draws, for checking.
+* **Several measures** (001 §3.3.1, sample reuse): the labels serve every measure; the
+  design targets the first.
+* **Bayesian interval**: the finite-pool posterior (:mod:`bayes_eval.posterior`) given the
+  labeled counts per cell, with the oracle model of
+  :func:`bayes_eval.session_core.posterior_model`.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from . import _config  # noqa: F401  (float64)
+from .errors import SessionError
+from .session_core import posterior_model as core_posterior_model
+from .session_core import posterior_sampler
+
+__all__ = ["SessionReports"]
+
+
+class SessionReports:
+    """The read side of a :class:`~bayes_eval.session.Session` (a mixin).
+
+    It reads the session's state and never changes it: ``measures``, ``config``,
+    ``pool``, ``seed``, ``path``, ``design_name``, ``oracle``, ``n_stages``, ``n_labels``,
+    ``n_pending``; the session file ``_store``; the compiled core ``_core``, the stage kind ``_kind``
+    (:mod:`bayes_eval.stages`), the closed stages' ``_snapshots``, the component names
+    ``_names``, the tallies ``_labeled``, ``_n_labels``, ``_n_draws``, ``_sum_w``,
+    ``_sum_w2``, ``_max_w``, the draw log ``_draws`` with the labels ``_label_of`` /
+    ``_draw_label``, ``_stochastic``, ``_n_classes``, and its caches ``_est_cache`` (per
+    stage and measure) and ``_post_cache`` (posterior draws; emptied when a stage closes).
+    """
+
+    def _est(self, snap_index: int, j: int):
+        key = (snap_index, j)
+        if key not in self._est_cache:
+            est = self._kind.estimate(self._snapshots, snap_index, j)
+            self._est_cache[key] = (np.asarray(est.value), np.asarray(est.cov), np.asarray(est.risk))
+        return self._est_cache[key]
+
+    def _values(self, snap_index=-1):
+        """(value, sd) over all components after a closed stage (NaN before any)."""
+        if not self._snapshots:
+            m = len(self._names)
+            return np.full(m, np.nan), np.full(m, np.nan)
+        i = snap_index % len(self._snapshots)
+        vals, sds = [], []
+        for j in range(len(self.measures)):
+            v, cov, _ = self._est(i, j)
+            vals.append(v)
+            sds.append(np.sqrt(np.clip(np.diagonal(cov), 0.0, None)))
+        return np.concatenate(vals), np.concatenate(sds)
+
+    def estimate(self) -> pd.Series:
+        """Ĝ after the last closed stage, one entry per component (NaN where undefined)."""
+        v, _ = self._values()
+        return pd.Series(v, index=self._names, name="estimate")
+
+    def estimate_draws(self, measure=None):
+        """The importance-weighted estimate computed from the raw draws with
+        :func:`~bayes_eval.estimators.is_estimate_draws` (001 eq. 1, §3.3.2) — for any
+        measure, also one not in the session (sample reuse, 001 §3.3.1: valid where the
+        proposals cover the measure's support).  ``measure`` defaults to the first.
+        IS designs only."""
+        from .estimators import is_estimate_draws
+
+        self._kind.require_draws(self.design_name)
+        if self._core.design.estimator != "is":
+            raise SessionError("estimate_draws is for importance-sampling designs (not 'stratified')")
+        measure = self.measures[0] if measure is None else measure
+        k = self._snapshots[-1].draws if self._snapshots else 0
+        rows, cells, _, _, w = self._draws.arrays(0, k)
+        y = self._draw_labels(k)
+        feats = self.pool.features()
+        sub = type(feats)(*(np.asarray(a)[rows] for a in feats))
+        loss = np.asarray(measure.loss(sub))[np.arange(rows.size), y]
+        prop = self._kind.prop
+        if self._stochastic:
+            qn = np.asarray(prop.unl)[cells]
+        else:
+            qn = np.asarray(prop.lab)[cells, y]
+        p_over_qn = np.where(qn > 0, self._core.p_cell[cells] / np.where(qn > 0, qn, 1.0), 0.0)
+        return is_estimate_draws(measure.g, loss, w, p_over_qn)
+
+    def _draw_labels(self, k):
+        if self._stochastic:
+            return np.asarray([self._draw_label[d] for d in range(k)], np.int64)
+        return np.asarray([self._label_of[r] for r in self._draws.row[:k]], np.int64)
+
+    def intervals(self, level: float = 0.95, bayesian: bool = True) -> pd.DataFrame:
+        """Intervals per component: the CLT interval Ĝ ± z sd (delta method, 001 §3.3.2)
+        and, where the design carries an oracle model, the Bayesian interval
+        (:meth:`bayesian_interval`; its first computation in a process compiles the
+        posterior sampler, which takes a while — ``bayesian=False`` skips it).
+        Columns: component, kind, level, estimate, lower, upper."""
+        v, sd = self._values()
+        z = _z(level)
+        df = pd.DataFrame({"component": self._names, "kind": "clt", "level": level, "estimate": v,
+                           "lower": v - z * sd, "upper": v + z * sd})
+        if bayesian:
+            b = self.bayesian_interval(level)
+            if b is not None:
+                df = pd.concat([df, b], ignore_index=True)
+        return df
+
+    def posterior_model(self):
+        """The oracle model behind the Bayesian interval, chosen as
+        :func:`~bayes_eval.simulate.run_simulation` chooses it (``posterior_model``,
+        default ``"calibrated"``: the calibrated Beta-binomial model for binary pools,
+        whose finite-pool intervals hold where the Dirichlet tree's do not; ``"design"``:
+        the design's own model).  None when the design carries no model; the Poisson
+        designs always have one (the posterior needs only the labeled counts per cell,
+        whatever chose the items: the selection is ignorable, 001 §4.2)."""
+        return core_posterior_model(self._core, self.config, self._n_classes)
+
+    def posterior(self, n_draws: int = 1000, seed: int | None = None) -> np.ndarray | None:
+        """Draws (n, m) of every component of G on this pool, or None.
+
+        The Bayesian finite-pool posterior (``docs/architecture.md``, "Intervals"): None unless the
+        design carries an oracle model (AIS, the Poisson designs) and the oracle is
+        deterministic.  Otherwise
+        :func:`bayes_eval.posterior.finite_pool_posterior` given the labels of the closed
+        stages, with :meth:`posterior_model` fitted to them — the recipe of the
+        simulation's Bayesian intervals.  The same key serves every measure, so the draws
+        of different measures come from the same completed pools.  For NUTS, ArviZ
+        diagnostics and posterior predictive checks see
+        :func:`bayes_eval.report.report_from_session`.
+        """
+        model = self.posterior_model()
+        if model is None or self._stochastic:
+            return None
+        seed = self.seed if seed is None else int(seed)
+        key = (int(n_draws), seed)
+        if key in self._post_cache:
+            return self._post_cache[key]
+        fn = posterior_sampler(self._core, model, self.measures, self.config.get("posterior_model") or "calibrated",
+                               n_draws)
+        rkey = jax.random.fold_in(jax.random.PRNGKey(seed), len(self._snapshots))
+        draws = np.asarray(fn(rkey, jnp.asarray(self._labeled)))
+        self._post_cache[key] = draws
+        return draws
+
+    def bayesian_interval(self, level: float = 0.95, n_draws: int = 1000, seed: int | None = None):
+        """Equal-tailed Bayesian intervals of every component from :meth:`posterior`, or
+        None when the design has no oracle model.  Columns as :meth:`intervals`
+        (``kind="bayes"``, ``estimate`` = posterior median)."""
+        draws = self.posterior(n_draws, seed)
+        if draws is None:
+            return None
+        a = (1 - level) / 2
+        with np.errstate(all="ignore"):
+            lo = np.nanquantile(draws, a, axis=0) if np.isfinite(draws).any() else np.full(draws.shape[1], np.nan)
+            hi = np.nanquantile(draws, 1 - a, axis=0) if np.isfinite(draws).any() else lo
+            med = np.nanmedian(draws, axis=0) if np.isfinite(draws).any() else lo
+        return pd.DataFrame({"component": self._names, "kind": "bayes", "level": level, "estimate": med,
+                             "lower": lo, "upper": hi})
+
+    def weight_stats(self) -> dict:
+        """Effective sample size (Σw)²/Σw² and the largest weight of the draws so far."""
+        ess = self._sum_w**2 / self._sum_w2 if self._sum_w2 > 0 else 0.0
+        return {"ess": ess, "max_weight": self._max_w, "draws": self._n_draws}
+
+    def summary(self, level: float = 0.95, bayesian: bool = False) -> pd.DataFrame:
+        """One row per component: estimate, standard error, CLT interval (and Bayesian
+        interval with ``bayesian=True``), labels, draws, ESS, largest weight."""
+        v, sd = self._values()
+        z = _z(level)
+        measure_of = [m.name for m in self.measures for _ in m.names]
+        ws = self.weight_stats()
+        df = pd.DataFrame({"measure": measure_of, "component": self._names, "estimate": v, "std_error": sd,
+                           "clt_lower": v - z * sd, "clt_upper": v + z * sd})
+        if bayesian:
+            b = self.bayesian_interval(level)
+            if b is not None:
+                df["bayes_lower"] = b["lower"].to_numpy()
+                df["bayes_upper"] = b["upper"].to_numpy()
+        df["level"] = level
+        df["labels"] = self._n_labels
+        df["draws"] = ws["draws"]
+        df["ess"] = ws["ess"]
+        df["max_weight"] = ws["max_weight"]
+        return df
+
+    def history(self, level: float = 0.95) -> pd.DataFrame:
+        """Every closed stage: labels and draws after it, ESS, largest weight, times, and
+        the estimate and CLT interval of each component (long format)."""
+        z = _z(level)
+        parts = []
+        for i, s in enumerate(self._snapshots):
+            v, sd = self._values(i)
+            parts.append(pd.DataFrame({
+                "stage": s.stage, "labels": s.labels, "draws": s.draws, "new_labels": s.n_new, "ess": s.ess,
+                "max_weight": s.max_weight, "opened_at": s.opened_at, "closed_at": s.closed_at,
+                "component": self._names, "estimate": v, "std_error": sd, "lower": v - z * sd, "upper": v + z * sd}))
+        if not parts:
+            return pd.DataFrame(columns=["stage", "labels", "draws", "new_labels", "ess", "max_weight", "opened_at",
+                                         "closed_at", "component", "estimate", "std_error", "lower", "upper"])
+        return pd.concat(parts, ignore_index=True)
+
+    def labels(self) -> pd.DataFrame:
+        """Every accepted label with its arrival time (from the session file)."""
+        rows = self._store.labels()
+        return pd.DataFrame(rows, columns=["id", "row", "item", "label", "draw", "stage", "ingest", "arrived_at"])
+
+    def draws(self) -> pd.DataFrame:
+        """Every draw: stage, item, whether it asked for a label, q and weight."""
+        rows = self._store.draws()
+        return pd.DataFrame(rows, columns=["draw", "stage", "row", "item", "new", "q", "weight"])
+
+    def stopping(self, target_width: float, level: float = 0.95, bayesian: bool = False) -> dict:
+        """Whether the ``level`` interval is narrower than ``target_width``, and how many
+        more labels that is expected to take.
+
+        The interval is the CLT interval of the first measure's widest component — with
+        ``bayesian=True`` and a design that carries a model, the wider of the CLT and the
+        Bayesian interval (the CLT interval is optimistic after few labels).  Its width
+        is extrapolated as width ∝ 1/sqrt(labels) from the current value: an
+        *extrapolation*, not a promise (AIS typically does better, the first stages
+        worse).
+        """
+        if not target_width > 0:
+            raise SessionError(f"the target width must be positive, got {target_width}")
+        iv = self.intervals(level, bayesian=bayesian)
+        m0 = len(self.measures[0].names)
+        first = set(self._names[:m0])
+        iv = iv[iv["component"].isin(first)]
+        width = (iv["upper"] - iv["lower"]).to_numpy()
+        out = {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels}
+        if not self._snapshots or not np.isfinite(width).any():
+            out.update(width=None, component=None, kind=None, reached=False, more_labels=None,
+                       note="the interval is not defined yet; label more items")
+            return out
+        i = int(np.nanargmax(width))
+        wmax = float(width[i])
+        out.update(width=wmax, component=str(iv["component"].iloc[i]), kind=str(iv["kind"].iloc[i]))
+        if wmax <= 0:
+            out.update(reached=False, more_labels=None,
+                       note="the interval has zero width (too few informative labels for the CLT); label more items")
+            return out
+        reached = wmax < target_width
+        need = self._n_labels * (wmax / target_width) ** 2
+        more = 0 if reached else int(math.ceil(need - self._n_labels))
+        out.update(reached=bool(reached), more_labels=more,
+                   note="extrapolation: width assumed to shrink as 1/sqrt(labels) from the current width")
+        return out
+
+    def status(self, target_width: float | None = None, level: float = 0.95, bayesian: bool = False) -> dict:
+        """A JSON-ready summary of the session (what ``bayes-eval session status`` shows).
+
+        ``labels`` counts every accepted label (the budget spent, an open batch's
+        partial labels included); ``labels_in_estimate`` those of the closed stages,
+        which the estimate and intervals rest on.
+        """
+        iv = self.intervals(level, bayesian=bayesian)
+        v, sd = self._values()
+        comps = []
+        for k, name in enumerate(self._names):
+            row = {"component": name, "estimate": _f(v[k]), "std_error": _f(sd[k])}
+            for kind in ("clt", "bayes"):
+                sel = iv[(iv["component"] == name) & (iv["kind"] == kind)]
+                if len(sel):
+                    row[f"{kind}_lower"] = _f(sel["lower"].iloc[0])
+                    row[f"{kind}_upper"] = _f(sel["upper"].iloc[0])
+            comps.append(row)
+        ws = self.weight_stats()
+        out = {
+            "session": self.path,
+            "pool": self.config["pool"],
+            "measures": [m.name for m in self.measures],
+            "design": self.design_name,
+            "oracle": self.oracle,
+            "seed": self.seed,
+            "stages": self.n_stages,
+            "labels": self.n_labels,
+            "labels_in_estimate": self._n_labels,
+            "pending": self.n_pending,
+            "draws": ws["draws"],
+            "ess": _f(ws["ess"]),
+            "max_weight": _f(ws["max_weight"]),
+            "level": level,
+            "estimates": comps,
+        }
+        out.update(self._kind.status_info(self.config["design"], self._labeled))
+        if target_width is not None:
+            out["stopping"] = self.stopping(target_width, level, bayesian=bayesian)
+        return out
+
+
+def _z(level: float) -> float:
+    """z_{(1+level)/2}, the normal quantile of a two-sided ``level`` interval."""
+    if not 0 < level < 1:
+        raise SessionError(f"level must be in (0, 1), got {level}")
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(0.5 + level / 2)
+
+
+def _f(v):
+    v = float(v)
+    return v if math.isfinite(v) else None

@@ -1,0 +1,440 @@
+"""A session's two kinds of stage, one interface: :class:`ReplacementStages` (with-replacement
+draws: passive, stratified, is, oasis, ais) and :class:`PoissonRounds` (Poisson rounds:
+poisson, poisson-adaptive).  :func:`stages_for` picks one from the compiled core, once, when
+a :class:`~bayes_eval.session.Session` is built; the session then drives it without asking
+which it is.
+
+The interface (what the session calls, in the order of a stage's life):
+
+* :meth:`draw` ``(stage, n, labeled, lab) -> StageDraw`` -- open a stage: the items of the
+  next batch (a pure function of the seed, the stage and the labels so far), their
+  proposal probability ``q`` and weight ``p/q``; ``status`` ``"open"``, ``"empty"`` (a
+  Poisson round that drew nothing: recorded closed, then the next one is drawn) or
+  ``"stalled"`` (nothing left to draw).  :meth:`frame_attrs` adds the kind's own
+  ``DataFrame.attrs`` to the batch.
+* :meth:`open_stage` -- a stage's draws are in the session: on replay, recompute what they
+  were drawn with and refuse a file that disagrees.
+* :meth:`close` -- the labels of the open stage are in: the new design state and proposal,
+  with the session's tallies (pure: nothing changes until :meth:`commit`, after the session
+  file has the labels).
+* :meth:`estimate` ``(snapshots, i, j)`` -- the estimate of measure ``j`` after closed
+  stage ``i``.
+* :attr:`prop`, :meth:`proposal`, :attr:`rounds`, :meth:`is_exact`, :meth:`status_info`,
+  :meth:`require_draws` -- what the session reports.
+
+With-replacement stages (001 Alg. 1): a stage draws i.i.d. from the fixed proposal
+q_{t-1} until its new items are in (:func:`~bayes_eval.drawing.draw_stage`); closing it
+runs the core's compiled step -- R̂ with q_N = the proposal just used, ``design.update``,
+``design.propose``; the estimate is importance-weighted (post-stratified for
+``stratified``) from the per-(cell, class) tallies.
+
+Poisson rounds (000 §3): round r with budget n has inclusion probabilities ``b`` per cell
+-- ``poisson-adaptive``: :func:`~bayes_eval.poisson_designs.adaptive_round` with the oracle
+model refitted to all labels after every round; ``poisson`` (static, 000 Alg. 2):
+:func:`~bayes_eval.poisson_designs.static_proposal` at the cumulative budget, nested (round
+r draws ``(b_r - b_{r-1}) / (1 - b_{r-1})`` among the unlabeled items).  The adaptive round
+is *complete* (``b = 1`` on every unlabeled item that can matter) when the budgets reach
+the number of such items, or none is left.  Items are selected by
+:func:`~bayes_eval.drawing.poisson_pick`.  Each closed round keeps its cell-level
+:class:`~bayes_eval.poisson_designs.RoundRecord`; the estimate after round t is
+:func:`~bayes_eval.poisson_designs.combine` over the records (static: the single Poisson
+sample with ``b_t``).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _config  # noqa: F401  (float64)
+from .drawing import draw_stage, poisson_pick, stage_rng
+from .errors import SessionError
+
+__all__ = ["StageSnapshot", "StageDraw", "Closing", "LabeledItems", "DrawLog", "StageKind", "ReplacementStages",
+           "PoissonRounds", "stages_for"]
+
+
+class StageSnapshot(NamedTuple):
+    """The state after a closed stage: per-(cell, class) sums of the estimator, the
+    proposal the stage used and the one it produced, and weight diagnostics."""
+
+    stage: int
+    n_new: int
+    labels: int
+    draws: int
+    labeled: np.ndarray  # (X, C)
+    draw_counts: np.ndarray  # (X, C)
+    wsum: np.ndarray  # (X, C)
+    prop_used: Any
+    prop: Any
+    sum_w: float
+    sum_w2: float
+    max_weight: float
+    opened_at: float
+    closed_at: float | None
+
+    @property
+    def ess(self) -> float:
+        """Effective sample size (Σw)²/Σw² of all draws so far."""
+        return self.sum_w**2 / self.sum_w2 if self.sum_w2 > 0 else 0.0
+
+
+class LabeledItems(NamedTuple):
+    """The labeled items of the closed stages (deterministic oracle), in label order: pool
+    row, cell, class and position in the core's ``order``."""
+
+    rows: np.ndarray
+    cells: np.ndarray
+    classes: np.ndarray
+    gpos: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "LabeledItems":
+        return cls(*(np.zeros(0, np.int64) for _ in range(4)))
+
+    def extend(self, rows, cells, classes, gpos) -> "LabeledItems":
+        return LabeledItems(np.concatenate([self.rows, rows]), np.concatenate([self.cells, cells]),
+                            np.concatenate([self.classes, classes]), np.concatenate([self.gpos, gpos]))
+
+
+class DrawLog:
+    """Growing per-draw arrays (every draw of every stage, in draw order)."""
+
+    def __init__(self):
+        self.stage, self.row, self.cell, self.new, self.q, self.w = [], [], [], [], [], []
+
+    def __len__(self):
+        return len(self.row)
+
+    def extend(self, stage, rows, cells, new, q, w):
+        self.stage.extend([stage] * len(rows))
+        self.row.extend(int(r) for r in rows)
+        self.cell.extend(int(c) for c in cells)
+        self.new.extend(bool(b) for b in new)
+        self.q.extend(float(v) for v in q)
+        self.w.extend(float(v) for v in w)
+
+    def arrays(self, lo=0, hi=None):
+        sl = slice(lo, hi)
+        return (np.asarray(self.row[sl], np.int64), np.asarray(self.cell[sl], np.int64),
+                np.asarray(self.new[sl], bool), np.asarray(self.q[sl], np.float64),
+                np.asarray(self.w[sl], np.float64))
+
+
+class StageDraw(NamedTuple):
+    """A stage as drawn, before anything is stored."""
+
+    status: str  # "open" (items to label), "empty" (drew nothing: record it closed), "stalled" (nothing to draw)
+    rows: np.ndarray  # (k,) pool rows in draw order
+    cells: np.ndarray  # (k,)
+    new: np.ndarray  # (k,) bool: asks for a label
+    q: np.ndarray  # (k,) proposal (inclusion) probability of the item
+    w: np.ndarray  # (k,) weight p/q
+    stalled: bool  # fewer new items than asked (the proposal reaches no more)
+    rng_state: str | None  # the generator's state after the draw (JSON)
+    round: dict | None = None  # Poisson: the round's proposal (see PoissonRounds.propose_round)
+    exhausted: bool = False  # Poisson: no unlabeled item that can matter is left
+
+
+class Closing(NamedTuple):
+    """What closing a stage changes in its kind's state (see ``commit``)."""
+
+    state: Any  # the design's (Poisson: the oracle model's) state
+    prop_used: Any
+    prop: Any
+    round: dict | None = None  # Poisson: the closed round's record
+
+
+_EMPTY_I = np.zeros(0, np.int64)
+
+
+def _nothing(status="stalled", stalled=True, rng_state=None, rnd=None, exhausted=False) -> StageDraw:
+    return StageDraw(status, _EMPTY_I, _EMPTY_I, np.zeros(0, bool), np.zeros(0), np.zeros(0), stalled, rng_state,
+                     rnd, exhausted)
+
+
+class StageKind(Protocol):
+    """The interface of both kinds of stage (see the module docstring)."""
+
+    sampling: str  # "draws" or "rounds" (as ``bayes_eval.registry.DesignSpec.kind``)
+    state: Any  # the design's state (Poisson: the oracle model's)
+    prop: Any  # the proposal of the next stage (Poisson: of the last closed round; None before any)
+    rounds: list  # Poisson: the closed rounds' records
+
+    def draw(self, stage: int, n: int, labeled, lab: LabeledItems) -> StageDraw: ...
+
+    def frame_attrs(self, draw: StageDraw | None, empty_rounds: int) -> dict: ...
+
+    def open_stage(self, st: dict, rows, cells, q, rnd, labeled): ...
+
+    def close(self, labeled_before, hits, labeled, draw_counts, wsum, n_draws: int, rnd) -> Closing: ...
+
+    def commit(self, closing: Closing) -> None: ...
+
+    def estimate(self, snapshots, i: int, j: int): ...
+
+    def proposal(self, open_round=None): ...
+
+    def is_exact(self, labeled) -> bool: ...
+
+    def status_info(self, design_config: dict, labeled) -> dict: ...
+
+    def require_draws(self, design_name: str) -> None: ...
+
+
+def stages_for(core, *, seed: int, stochastic: bool, ids, path: str) -> StageKind:
+    """The stage kind of a session's compiled core: :class:`PoissonRounds` for the Poisson
+    designs, :class:`ReplacementStages` for the others."""
+    kind = PoissonRounds if core.poisson is not None else ReplacementStages
+    return kind(core, seed=seed, stochastic=stochastic, ids=ids, path=path)
+
+
+class ReplacementStages:
+    """With-replacement stages (passive, stratified, is, oasis, ais): the design's state and
+    its current proposal ``Proposal(unl, lab)``."""
+
+    sampling = "draws"
+
+    def __init__(self, core, *, seed: int, stochastic: bool, ids, path: str):
+        self.core = core
+        self.seed = int(seed)
+        self.stochastic = bool(stochastic)
+        self.state, self.prop = core.init()
+        self.rounds: list = []
+
+    def proposal(self, open_round=None):
+        return self.prop
+
+    def is_exact(self, labeled) -> bool:
+        return False
+
+    def status_info(self, design_config: dict, labeled) -> dict:
+        return {}
+
+    def require_draws(self, design_name: str) -> None:
+        """Raise unless the estimate rests on importance-weighted draws."""
+
+    def draw(self, stage: int, n: int, labeled, lab: LabeledItems) -> StageDraw:
+        """I.i.d. draws from the current proposal until ``n`` new items (see
+        :func:`~bayes_eval.drawing.draw_stage`)."""
+        core = self.core
+        rng = stage_rng(self.seed, stage)
+        prop = self.prop
+        res = draw_stage(rng, np.asarray(prop.unl), np.asarray(prop.lab), core.size, core.order, core.cell_start,
+                         int(n), self.stochastic, lab.cells, lab.classes, lab.rows, lab.gpos)
+        if not res.new.any():
+            return _nothing()
+        w = core.p_cell[res.cells] / res.q
+        return StageDraw("open", res.rows, res.cells, res.new, res.q, w, bool(res.stalled),
+                         json.dumps(rng.bit_generator.state))
+
+    def frame_attrs(self, draw: StageDraw | None, empty_rounds: int) -> dict:
+        return {}
+
+    def open_stage(self, st: dict, rows, cells, q, rnd, labeled):
+        return None
+
+    def close(self, labeled_before, hits, labeled, draw_counts, wsum, n_draws: int, rnd) -> Closing:
+        """The compiled step of 001 Alg. 1 on the tallies after the stage."""
+        prop_used = self.prop
+        state, prop = self.core.step(self.state, jnp.asarray(labeled), jnp.asarray(draw_counts), jnp.asarray(wsum),
+                                     jnp.asarray(float(n_draws)), prop_used)
+        jax.block_until_ready(prop)
+        return Closing(state, prop_used, prop)
+
+    def commit(self, closing: Closing) -> None:
+        self.state, self.prop = closing.state, closing.prop
+
+    def estimate(self, snapshots, i: int, j: int):
+        s = snapshots[i]
+        return self.core.estimate_fns[j](jnp.asarray(s.labeled), jnp.asarray(s.draw_counts), jnp.asarray(s.wsum),
+                                         jnp.asarray(float(s.draws)), s.prop)
+
+
+class PoissonRounds:
+    """Poisson rounds (poisson, poisson-adaptive): the oracle model's state, the closed
+    rounds' records, the budgets so far and the round that labeled every item that can
+    matter (``complete_round``, -1 before)."""
+
+    sampling = "rounds"
+
+    def __init__(self, core, *, seed: int, stochastic: bool, ids, path: str):
+        self.core = core
+        self.pc = core.poisson
+        self.seed = int(seed)
+        self.ids = ids
+        self.path = path
+        self.state, self.prop = core.init()
+        self.rounds: list[dict] = []  # one record per closed round (RoundRecord fields and more, numpy)
+        self.cum_budget = 0.0  # sum of the rounds' budgets n (closed and open)
+        self.complete_round = -1
+
+    def proposal(self, open_round=None):
+        """The open round's :class:`~bayes_eval.poisson_designs.RoundProposal`, else the
+        last closed one's (None before any)."""
+        return open_round["prop"] if open_round is not None else self.prop
+
+    def is_exact(self, labeled) -> bool:
+        if self.complete_round < 0:
+            return False
+        if self.pc.design.adaptive:
+            return True
+        unl = self.core.size - labeled.sum(1)
+        return bool(np.sum(unl * self.pc.support) == 0)
+
+    def status_info(self, design_config: dict, labeled) -> dict:
+        dkw = design_config
+        return {"poisson": {
+            "rounds": len(self.rounds),
+            "round_size": "random" if dkw.get("fixed_size") is None else dkw.get("fixed_size"),
+            "estimator": dkw.get("estimator"), "weights": dkw.get("weights"), "variance": dkw.get("variance"),
+            "exact": self.is_exact(labeled),
+        }}
+
+    def require_draws(self, design_name: str) -> None:
+        raise SessionError(f"estimate_draws is for importance-sampling designs; the Poisson design "
+                           f"{design_name!r} estimates its measures from the round records (estimate())")
+
+    def propose_round(self, n: int, labeled) -> dict:
+        """The next round's inclusion probabilities given the closed rounds (pure).
+
+        Adaptive: :func:`~bayes_eval.poisson_designs.round_proposal` with the model's
+        predictive after the last refit, budget ``n``; the round is *complete* (``b = 1``
+        on every unlabeled item that can matter) when the budgets so far reach the
+        number of such items — the rule of ``simulate_poisson`` — or when none is left.
+        Static: :func:`~bayes_eval.poisson_designs.static_proposal` at the cumulative
+        budget; the round draws the increment ``(b_t - b_{t-1}) / (1 - b_{t-1})`` among
+        the unlabeled items (nested Poisson samples, as ``simulate_poisson``).
+        """
+        pc = self.pc
+        cum = self.cum_budget + float(n)
+        unl = self.core.size - labeled.sum(1)
+        u_sup = float(np.sum(unl * pc.support))
+        if pc.design.adaptive:
+            complete = bool(cum >= pc.n_support or u_sup <= 0)
+            prop, pi = pc.propose(self.state, jnp.asarray(labeled), jnp.asarray(float(n)), jnp.asarray(complete))
+            prop = jax.tree_util.tree_map(np.asarray, prop)
+            b = prop.b
+            draw_b = b
+            pi = np.asarray(pi)
+        else:
+            complete = bool(cum >= pc.n_support)
+            prop = jax.tree_util.tree_map(np.asarray, pc.propose(jnp.asarray(cum)))
+            b = prop.b
+            b_prev = self.rounds[-1]["b"] if self.rounds else np.zeros_like(b)
+            still = b_prev < 1.0
+            draw_b = np.clip(np.where(still, (b - b_prev) / np.where(still, 1.0 - b_prev, 1.0), 0.0), 0.0, 1.0)
+            pi = pc.pi_static
+        return {"budget": float(n), "cum": cum, "complete": complete, "prop": prop, "b": b, "draw_b": draw_b,
+                "pi": pi, "u_sup": u_sup}
+
+    def draw(self, stage: int, n: int, labeled, lab: LabeledItems) -> StageDraw:
+        """Round ``stage`` of budget ``n`` (see :func:`~bayes_eval.drawing.poisson_pick`)."""
+        core = self.core
+        adaptive = self.pc.design.adaptive
+        rd = self.propose_round(n, labeled)
+        if rd["u_sup"] <= 0 and not (adaptive and self.complete_round < 0):
+            return _nothing()
+        rng = stage_rng(self.seed, stage)
+        lab_mask = np.zeros(core.item_cell.size, bool)
+        lab_mask[lab.rows] = True
+        rows = poisson_pick(rng, core.item_cell, lab_mask, rd["draw_b"], int(n),
+                            self.pc.design.fixed_size if adaptive else None)
+        cells = core.item_cell[rows]
+        q = rd["b"][cells]
+        w = core.p_cell[cells] / q
+        return StageDraw("open" if rows.size else "empty", rows, cells, np.ones(rows.size, bool), q, w, False,
+                         json.dumps(rng.bit_generator.state), rd, rd["u_sup"] <= 0)
+
+    def frame_attrs(self, draw: StageDraw | None, empty_rounds: int) -> dict:
+        if draw is None:
+            return {"complete": False, "expected_size": 0.0, "empty_rounds": empty_rounds}
+        return {"complete": bool(draw.round["complete"]), "expected_size": float(draw.round["budget"]),
+                "empty_rounds": empty_rounds}
+
+    def open_stage(self, st: dict, rows, cells, q, rnd, labeled):
+        """On replay (``rnd`` None) recompute the round's proposal from the labels so far
+        and check it against the inclusion probabilities the stored items were drawn with."""
+        if rnd is None:
+            rnd = self.propose_round(int(st["n_requested"]), labeled)
+            self.check_round(st, np.asarray(rows, np.int64), np.asarray(cells, np.int64), np.asarray(q, np.float64),
+                             rnd)
+        self.cum_budget = rnd["cum"]
+        return rnd
+
+    def check_round(self, st, rows, cells, q, rnd):
+        """Replay check: the stored items' inclusion probabilities are those recomputed
+        from the labels (else the file was written under other settings or code)."""
+        if cells.size == 0:
+            return
+        want = rnd["b"][cells]
+        if not np.allclose(q, want, rtol=1e-9, atol=0.0):
+            k = int(np.flatnonzero(~np.isclose(q, want, rtol=1e-9, atol=0.0))[0])
+            item = np.asarray(self.ids)[rows[k]]
+            item = item.item() if isinstance(item, np.generic) else item
+            raise SessionError(
+                f"{self.path}: round {st['stage']} cannot be replayed: its items were drawn with inclusion "
+                f"probability {q[k]!r} (item {item!r}) but the labels so far give "
+                f"{want[k]!r}; "
+                f"the file was written by another version of bayes_eval or is damaged")
+
+    def close(self, labeled_before, hits, labeled, draw_counts, wsum, n_draws: int, rnd) -> Closing:
+        """The round's cell-level :class:`~bayes_eval.poisson_designs.RoundRecord` and the
+        model refitted to all labels (as ``simulate_poisson``)."""
+        pc = self.pc
+        x, c = labeled.shape
+        sampled = np.asarray(hits).astype(np.float64)
+        if pc.fit is not None:
+            mstate, pi_after = pc.fit(self.state, jnp.asarray(labeled))
+            jax.block_until_ready(mstate)
+            pi_after = np.asarray(pi_after)
+        else:
+            mstate, pi_after = self.state, np.zeros((x, c))
+        prop = rnd["prop"]
+        if pc.design.adaptive:
+            lb, smp = labeled_before, sampled
+        else:  # the static estimate after stage t is one Poisson sample with b_t over the pool
+            lb, smp = np.zeros((x, c)), labeled
+        record = {"b": rnd["b"], "mean": np.asarray(prop.mean), "pi": rnd["pi"], "labeled_before": lb, "sampled": smp,
+                  "pred_var": np.asarray(prop.pred_var), "pi_after": pi_after, "complete": rnd["complete"],
+                  "budget": rnd["budget"], "cum": rnd["cum"]}
+        return Closing(mstate, prop, prop, record)
+
+    def commit(self, closing: Closing) -> None:
+        rnd = closing.round
+        self.rounds.append(rnd)
+        if rnd["complete"] and self.complete_round < 0:
+            self.complete_round = len(self.rounds) - 1
+        self.state, self.prop = closing.state, closing.prop
+
+    def estimate(self, snapshots, i: int, j: int):
+        """:func:`~bayes_eval.poisson_designs.combine` after round ``i`` for measure ``j``,
+        as :func:`~bayes_eval.simulate.simulate_poisson` computes it.  The adaptive
+        design's round records are stacked and zero-padded to a power of two (rounds after
+        ``i`` get weight 0), so that a few compilations serve every round count."""
+        pc = self.pc
+        fn = pc.estimate_fns[j]
+        snap = snapshots[i]
+        rr = self.rounds
+        if not pc.design.adaptive:
+            r = rr[i]
+            return fn(jnp.asarray(r["b"]), jnp.asarray(r["mean"]), jnp.asarray(r["pi"]), jnp.asarray(snap.labeled),
+                      jnp.asarray(r["pred_var"]), jnp.asarray(r["pi_after"]))
+        cap = 8
+        while cap < i + 1:
+            cap *= 2
+
+        def stack(key):
+            first = np.asarray(rr[0][key], np.float64)
+            out = np.zeros((cap,) + first.shape)
+            for k in range(i + 1):
+                out[k] = rr[k][key]
+            return jnp.asarray(out)
+
+        cr = self.complete_round if 0 <= self.complete_round <= i else -1
+        return fn(stack("b"), stack("mean"), stack("pi"), stack("labeled_before"), stack("sampled"),
+                  stack("pred_var"), jnp.asarray(i), jnp.asarray(snap.labeled), jnp.asarray(rr[i]["pi_after"]),
+                  jnp.asarray(cr))
