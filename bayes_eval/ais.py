@@ -35,27 +35,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
-from .cells import CellTable, leaf_counts, leaf_probs  # noqa: F401  (leaf_probs re-exported)
+from .cells import CellTable, leaf_counts, leaf_probs
 from .designs import Design, Observed, importance, mix, model_risk, normalize, sweep_share
 from .models.registry import make_companion_model, make_oracle_model
 
-__all__ = ["ais_design", "model_design", "ais_proposal", "leaf_probs"]
-
-
-def make_model(name: str, probs_k, depth: int = 8, branching: int | None = None, strength: float = 1.0,
-               em_iters: int = 10):
-    """Transitional alias of :func:`bayes_eval.models.make_oracle_model` (the registry)."""
-    return make_oracle_model(name, probs_k, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
-
-
-def companion_model(name: str, cells: CellTable, n_strata: int, fit_iters: int = 2):
-    """Transitional alias of :func:`bayes_eval.models.make_companion_model`."""
-    return make_companion_model(name, leaf_probs(cells, n_strata), fit_iters=fit_iters)
-
-
-def model_predictive(model, state, counts):
-    """Transitional alias of ``model.posterior_predictive(state, counts)``."""
-    return model.posterior_predictive(state, counts)
+__all__ = ["ais_design", "model_design", "ais_proposal"]
 
 
 def ais_proposal(g, cells: CellTable, labeled, pi_cell, risk, eps0: float, delta: float, oracle: str):

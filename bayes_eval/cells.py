@@ -213,5 +213,3 @@ def leaf_probs(cells: CellTable, n_strata: int):
     tot = jax.ops.segment_sum(cells.size[:, None] * cells.prior, cells.stratum, num_segments=n_strata)
     return tot / jnp.maximum(size_k, 1.0)[:, None]
 
-
-_combine_keys = combine_keys  # transitional: the session core still imports the old name

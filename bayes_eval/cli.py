@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 import numpy as np
@@ -19,21 +18,7 @@ __all__ = ["main", "build_parser", "measure_from_args", "load_pool"]
 
 from .errors import PoolError, UsageError as CLIError  # noqa: E402  (the command line's name for it)
 from .registry import load_pool, measure_from_args  # noqa: E402,F401  (re-exported)
-
-
-def jsonable(o):
-    if isinstance(o, dict):
-        return {k: jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [jsonable(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return jsonable(o.tolist())
-    if isinstance(o, (np.floating, float)):
-        o = float(o)
-        return o if math.isfinite(o) else None
-    if isinstance(o, np.integer):
-        return int(o)
-    return o
+from .session_cli import jsonable  # noqa: E402
 
 
 def _add_design_args(p):

@@ -295,7 +295,7 @@ def poisson_design(name: str, *, estimator: str | None = None, form: str | None 
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lam must be in [0, 1], got {lam}")
     if adaptive and model is None:
-        raise ValueError("the adaptive Poisson design needs an oracle model (bayes_eval.ais.make_model)")
+        raise ValueError("the adaptive Poisson design needs an oracle model (bayes_eval.models.make_oracle_model)")
     if variance == "model" and model is None and variance_model is None:
         raise ValueError("variance='model' needs an oracle model")
     if fixed_size is not None and not adaptive:
@@ -317,7 +317,9 @@ class RoundProposal(NamedTuple):
     the floored deviations that were water-filled; ``risk`` (d,): the plug-in risk at which
     ``Dg`` was taken; ``pred_var``: the round's variance of ``G`` predicted by the model,
     ``sum_x U_x (1/b_x - 1) p_x^2 E_pi ||Dg (l - m)||^2``; ``model_total`` (d,):
-    ``sum_x p_x U_x m(x)``, the term ``sum_{n in U_r} p_n m_r(x_n)`` of the round estimator.
+    ``sum_x p_x U_x m(x)``, the term ``sum_{n in U_r} p_n m_r(x_n)`` of the round estimator;
+    ``pi_mean`` (X, C): the predictive behind ``mean`` (what a second measure's model
+    prediction is taken from; set by the designs of :func:`as_design`).
     """
 
     b: jnp.ndarray
@@ -326,6 +328,7 @@ class RoundProposal(NamedTuple):
     risk: jnp.ndarray
     pred_var: jnp.ndarray
     model_total: jnp.ndarray
+    pi_mean: Any = None
 
 
 def prior_predictive(cells: CellTable, lam: float = 0.9) -> jnp.ndarray:
@@ -653,11 +656,13 @@ def as_design(design: PoissonDesign, g: Callable):
 
     if design.adaptive:
         def propose(state, cells, obs):
-            return adaptive_round(design, g, cells, obs.labeled, state, obs.budget, obs.complete)[0]
+            prop, pi_mean = adaptive_round(design, g, cells, obs.labeled, state, obs.budget, obs.complete)
+            return prop._replace(pi_mean=pi_mean)
     else:
         def propose(state, cells, obs):
-            return static_proposal(g, cells, obs.budget, lam=design.lam, estimator=design.estimator,
+            prop = static_proposal(g, cells, obs.budget, lam=design.lam, estimator=design.estimator,
                                    form=design.form, eps=design.eps)
+            return prop._replace(pi_mean=prior_predictive(cells, design.lam))
 
     return Design(design.name, init, propose, update, estimator=design.estimator, model=design.model,
                   sampling="rounds", settings=design)

@@ -324,7 +324,7 @@ def fit_finite_pool(
         ``thin``-th of ``num_samples * thin``; each chain an independent run, so R-hat
         compares runs rather than dispersed starting points.
     leaf_probs : array, shape (K, C), optional
-        s(y|k); default :func:`bayes_eval.ais.leaf_probs` of ``cells``.
+        s(y|k); default :func:`bayes_eval.cells.leaf_probs` of ``cells``.
     depth, branching, strength : tree shape and prior strength (Dirichlet-tree only).
     num_chains, num_warmup, num_samples, thin, n_proposals : sampler settings.
     chain_method : {"vectorized", "sequential", "parallel"}, default "vectorized"
@@ -364,7 +364,7 @@ def fit_finite_pool(
     if model == "calibrated" and c != 2:
         raise ValueError(f"the calibrated model is binary (C = 2); this pool has C = {c}: use model='dirichlet-tree'")
     if leaf_probs is None:
-        from .ais import leaf_probs as _lp
+        from .cells import leaf_probs as _lp
 
         leaf_probs = _lp(cells, n_strata)
     lp = jnp.asarray(leaf_probs, dtype=jnp.float64)

@@ -238,7 +238,7 @@ class Session(SessionReports):
             Poisson sampling, always of random size.
         poisson_options : dict, optional
             Further settings of the Poisson designs, named as in
-            :func:`~bayes_eval.poisson_designs.run_poisson_simulation`: ``estimator``
+            :func:`~bayes_eval.poisson_designs.poisson_design`: ``estimator``
             (``"ht"``), ``form``, ``weights`` (``"quadratic"``), ``variance``,
             ``poisson_eps`` (the relative floor of the deviations, 1e-3), ``defensive``,
             ``defensive_form``, ``em_iters``; defaults as

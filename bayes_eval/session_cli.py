@@ -166,14 +166,27 @@ def _fmt(v, digits=4):
     return f"{v:.{digits}f}"
 
 
-def _jsonable(o):
-    from .cli import jsonable as j
+def jsonable(o):
+    """``o`` with NumPy scalars and arrays as Python numbers and lists, non-finite floats as
+    None: what the commands print as JSON."""
+    import numpy as np
 
-    return j(o)
+    if isinstance(o, dict):
+        return {k: jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [jsonable(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return jsonable(o.tolist())
+    if isinstance(o, (np.floating, float)):
+        o = float(o)
+        return o if math.isfinite(o) else None
+    if isinstance(o, np.integer):
+        return int(o)
+    return o
 
 
 def _print_json(obj):
-    print(json.dumps(_jsonable(obj), indent=2))
+    print(json.dumps(jsonable(obj), indent=2))
 
 
 def _parse_options(items):
@@ -201,7 +214,7 @@ def _open(args, bar):
 
 # ------------------------------------------------------------------------------ commands
 def _cmd_new(args, bar):
-    from .cli import load_pool
+    from .registry import load_pool
     from .session import Session
 
     bar("reading the pool", 0, 1)
@@ -495,7 +508,7 @@ def _cmd_report(args, bar):
                                                       "estimate", "lower", "upper"]]
         show = [c for c in ("measure", "component", "estimate", "std_error", "clt_lower", "clt_upper", "bayes_lower",
                             "bayes_upper") if c in summ.columns]
-        md = [f"# Labeling session report\n",
+        md = ["# Labeling session report\n",
               f"Session `{s.path}` — pool `{s.config['pool'].get('name')}` ({s.pool.n_items:,} items), "
               f"measure(s) {', '.join(m.name for m in s.measures)}, design `{s.design_name}`, oracle "
               f"{s.oracle}, seed {s.seed}.\n",

@@ -24,7 +24,7 @@ import pandas as pd
 
 from . import _config  # noqa: F401  (float64)
 from .errors import SessionError, UnknownItemError
-from .session_setup import POISSON_DESIGNS, make_design
+from .session_setup import make_design
 
 __all__ = ["SessionCore", "PoissonCore", "build_core", "build_poisson", "core_for", "clear_cache",
            "pool_fingerprint", "item_rows", "posterior_model", "posterior_sampler", "CORE_CACHE_SIZE"]
@@ -89,9 +89,10 @@ class SessionCore(NamedTuple):
 
 def build_core(pool, measures, cfg, progress) -> SessionCore:
     """Build the core of a session configuration ``cfg`` (the session file's ``config``)."""
+    from . import kernel
     from .cells import build_cells, combine_keys, item_patterns, prior_key
-    from .designs import Observed
-    from .kernel import Tallies, estimate
+    from .kernel import StageState, Tallies, estimate
+    from .registry import design_spec
     from .strata import stratify
 
     d = cfg["design"]
@@ -106,7 +107,7 @@ def build_core(pool, measures, cfg, progress) -> SessionCore:
     # in XLA buffers was most of the session's memory overhead)
     feats = Features(preds=pool.preds, scores=pool.scores, probs=pool.probs)
     extra = [item_patterns(m, feats) for m in measures[1:]]
-    if d["name"] in ("is", "poisson"):
+    if design_spec(d["name"]).cell_key == "prior":
         extra.append(prior_key(pool, system=system))
     extra_key = combine_keys(extra)[0] if extra else None
     cells, item_cell = build_cells(pool, strata, measures[0], extra_key=extra_key, system=system)
@@ -123,7 +124,6 @@ def build_core(pool, measures, cfg, progress) -> SessionCore:
     kw = {k: v for k, v in d.items() if k != "name"}
     design, n_strata = make_design(d["name"], measures[0], cells, strata.n_strata, oracle=cfg["oracle"], **kw)
     xc, c, dd = cells.loss.shape
-    g0 = measures[0].g
     ids = np.asarray(pool.ids)
     if ids.dtype.kind in "iu":
         id_index = None if np.array_equal(ids, np.arange(ids.size)) else pd.Index(ids.astype(np.int64))
@@ -134,27 +134,24 @@ def build_core(pool, measures, cfg, progress) -> SessionCore:
         size=np.asarray(cells.size).astype(np.int64), p_cell=np.asarray(cells.weight, dtype=np.float64),
         stratum=np.asarray(cells.stratum, dtype=np.int64), loss_tables=tuple(loss_tables), design=design,
         n_strata=int(n_strata), id_index=id_index, jitted={})
-    if d["name"] in POISSON_DESIGNS:
+    if design.sampling == "rounds":
         pc = build_poisson(design, measures, cells, loss_tables, int(n_strata))
 
         def init_poisson():
-            from .poisson_designs import init_model_states
-
-            return (init_model_states(design) if pc.model is not None else ()), None
+            return (design.init(cells) if pc.model is not None else ()), None
 
         return SessionCore(init=init_poisson, step=None, estimate_fns=pc.estimate_fns, poisson=pc, **common)
 
     def init():
-        state = design.init(cells)
-        obs = Observed(jnp.zeros((xc, c)), jnp.full(dd, jnp.nan), jnp.asarray(0.0))
-        return state, design.propose(state, cells, obs)
+        st = kernel.init(design, cells)
+        return st.design_state, st.proposal
 
     def step(state, labeled, draws, wsum, n_draws, prop):
-        # 001 Alg. 1 / simulate._run_one: R̂ with q_N = the proposal just used, then update, propose
-        est_prev = estimate(design, g0, cells, Tallies(labeled, draws, wsum, n_draws), prop, n_strata)
-        obs = Observed(labeled=labeled, risk=est_prev.risk, n_draws=n_draws)
-        state = design.update(state, cells, obs)
-        return state, design.propose(state, cells, obs)
+        # the stage kernel (bayes_eval.kernel, as the simulation's scan): R̂ with q_N = the
+        # proposal just used, then the design's update and its next proposal
+        tallies = Tallies(labeled, draws, wsum, n_draws)
+        st = kernel.step(design, cells, n_strata, StageState(tallies, state, prop), tallies)
+        return st.design_state, st.proposal
 
     def make_est(j):
         cells_j = cells._replace(loss=loss_tables[j])
@@ -175,46 +172,49 @@ def build_poisson(design, measures, cells, loss_tables, n_strata: int) -> Poisso
     estimator (:func:`~bayes_eval.poisson_designs.combine`)."""
     from . import poisson_designs as PD
     from .cells import leaf_counts
+    from .designs import Observed
 
-    om = design.model
+    pd_design, rounds = design.settings, design
+    om = pd_design.model
     k = n_strata
-    g0 = measures[0].g
-    x, c, _ = cells.loss.shape
-    sup = np.asarray(PD.design_support(design, cells.loss))
+    x, c, d = cells.loss.shape
+    sup = np.asarray(PD.design_support(pd_design, cells.loss))
     for j in range(1, len(measures)):
-        sj = np.asarray(PD.design_support(design, loss_tables[j]))
+        sj = np.asarray(PD.design_support(pd_design, loss_tables[j]))
         if np.any(sj & ~sup):
             raise SessionError(
                 f"measure {measures[j].name!r} needs labels of items that {measures[0].name!r} (the measure the "
-                f"Poisson design targets) never asks for: its {design.estimator!r} estimator would be biased; "
+                f"Poisson design targets) never asks for: its {pd_design.estimator!r} estimator would be biased; "
                 f"put {measures[j].name!r} first or use separate sessions")
     n_sup = float(np.sum(np.asarray(cells.size) * sup))
-    need_pi_after = design.variance == "model"
+    need_pi_after = pd_design.variance == "model"
+    nan_risk = jnp.full(d, jnp.nan)
 
-    if design.adaptive:
+    # the round proposal and the models' refit through the design protocol, as the simulation
+    if pd_design.adaptive:
         def propose(mstate, labeled, budget, complete):
-            return PD.adaptive_round(design, g0, cells, labeled, mstate, budget, complete)
+            prop = rounds.propose(mstate, cells, Observed(labeled, nan_risk, 0.0, budget=budget, complete=complete))
+            return prop._replace(pi_mean=None), prop.pi_mean
 
         pi_static = None
     else:
         def propose(budget):
-            return PD.static_proposal(g0, cells, budget, lam=design.lam, estimator=design.estimator,
-                                      form=design.form, eps=design.eps)
+            prop = rounds.propose((), cells, Observed(jnp.zeros((x, c)), nan_risk, 0.0, budget=budget))
+            return prop._replace(pi_mean=None)
 
-        pi_static = np.asarray(PD.prior_predictive(cells, design.lam))
+        pi_static = np.asarray(PD.prior_predictive(cells, pd_design.lam))
 
-    fit = None
-    if om is not None:
-        def fit(mstate, labeled):
-            mstate = PD.fit_model_states(design, mstate, cells, labeled)
-            if need_pi_after:
-                counts = leaf_counts(cells, labeled, k)[0]
-                pi_after = om.posterior_predictive(mstate[0], counts)[cells.stratum]
-            else:
-                pi_after = jnp.zeros((x, c))
-            return mstate, pi_after
+    def refit(mstate, labeled):
+        mstate = rounds.update(mstate, cells, Observed(labeled, nan_risk, 0.0))
+        if need_pi_after:
+            counts = leaf_counts(cells, labeled, k)[0]
+            pi_after = om.posterior_predictive(mstate[0], counts)[cells.stratum]
+        else:
+            pi_after = jnp.zeros((x, c))
+        return mstate, pi_after
 
-        fit = jax.jit(fit)
+    fit = jax.jit(refit) if om is not None else None
+    design = pd_design  # the estimator below reads the round settings
 
     def make_est(j):
         cells_j = cells._replace(loss=loss_tables[j])
@@ -327,25 +327,18 @@ def posterior_model(core: SessionCore, config: dict, n_classes: int):
 
     dkw = config["design"]
     model = None
+    lp = leaf_probs(core.cells, core.n_strata)
     if choice == "calibrated" and n_classes == 2:
-        try:
-            from .models.calibrated import calibrated_model
-        except ImportError:  # pragma: no cover - older model collections
-            calibrated_model = None
-        if calibrated_model is not None:
-            model = calibrated_model(leaf_probs(core.cells, core.n_strata))
+        model = make_oracle_model("calibrated", lp)
     if model is None:
         if choice in ("design", "calibrated", dkw.get("model")):
             model = design.model
             if model is None:  # static Poisson design: the model the adaptive one would use
-                from .poisson_designs import build_model
-
-                model = build_model(dkw.get("model", "dirichlet-tree"), core.cells, core.n_strata,
-                                    depth=dkw.get("depth", 8), branching=dkw.get("branching"),
-                                    strength=dkw.get("strength", 1.0), em_iters=dkw.get("em_iters", 10))
+                model = make_oracle_model(dkw.get("model", "dirichlet-tree"), lp, depth=dkw.get("depth", 8),
+                                          branching=dkw.get("branching"), strength=dkw.get("strength", 1.0),
+                                          em_iters=dkw.get("em_iters", 10))
         else:
-            model = make_oracle_model(choice, leaf_probs(core.cells, core.n_strata), depth=dkw.get("depth", 8),
-                                      branching=dkw.get("branching"))
+            model = make_oracle_model(choice, lp, depth=dkw.get("depth", 8), branching=dkw.get("branching"))
     core.jitted[("posterior_model", choice)] = model
     return model
 

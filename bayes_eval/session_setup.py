@@ -1,8 +1,6 @@
 """What a session is set up from: its design built by name and its measures parsed from
-specs, with every default resolved so that the session file replays under later defaults.
-
-Moved verbatim from ``session.py`` (issue 13); these are to become calls into
-:mod:`bayes_eval.registry`.
+specs (both through :mod:`bayes_eval.registry`, the one place things are built by name),
+with every default resolved so that the session file replays under later defaults.
 """
 from __future__ import annotations
 
@@ -12,6 +10,7 @@ import time
 import numpy as np
 
 from . import annotate
+from . import registry
 from .drawing import POISSON_SIZES
 from .errors import SessionError
 
@@ -31,91 +30,41 @@ __all__ = [
     "session_measures",
 ]
 
-SESSION_DESIGNS = ("passive", "stratified", "is", "oasis", "ais", "poisson", "poisson-adaptive")
-POISSON_DESIGNS = ("poisson", "poisson-adaptive")
+SESSION_DESIGNS = tuple(registry.design_names())
+POISSON_DESIGNS = tuple(n for n in SESSION_DESIGNS if registry.design_spec(n).kind == "rounds")
 #: settings of the Poisson designs a session takes in ``poisson_options`` (as
-#: :func:`bayes_eval.poisson_designs.run_poisson_simulation` names them)
+#: :func:`bayes_eval.poisson_designs.poisson_design` names them; ``poisson_eps`` is its ``eps``)
 POISSON_OPTIONS = ("estimator", "form", "weights", "variance", "poisson_eps", "defensive", "defensive_form",
                    "em_iters")
 ORACLES = ("deterministic", "stochastic")
 
-#: stands in for the oracle model when a Poisson design's settings are only validated
-_PLACEHOLDER_MODEL = object()
-
-
-def make_design(name: str, measure, cells, n_strata: int, *, oracle: str = "deterministic",
-                model: str = "dirichlet-tree", depth: int = 8, branching: int | None = None,
-                eps: float = 1e-3, lam: float = 0.9, delta: float = 0.0, plugin: str = "model",
-                strength: float = 1.0, fixed_size: str | None = None, estimator: str | None = None,
-                form: str | None = None, weights: str = "quadratic", variance: str | None = None,
-                poisson_eps: float = 1e-3, defensive: float | None = None, defensive_form: str = "linear",
-                em_iters: int = 10, companion: str | None = None):
-    """Build a design by name, as :func:`bayes_eval.simulate.run_simulation` does.
-
-    Returns ``(design, n_strata)``; the design's ``oracle`` is set to ``oracle`` (it
-    selects q_N in the estimator, as in ``simulate._estimate``).  ``is`` and ``poisson``
-    expect cells split by the classifier's prior (``simulate.prior_key``).
-
-    ``poisson`` / ``poisson-adaptive`` return a
-    :class:`~bayes_eval.poisson_designs.PoissonDesign` built as
-    :func:`~bayes_eval.poisson_designs.run_poisson_simulation` builds it (the oracle
-    model by :func:`~bayes_eval.poisson_designs.build_model`; ``fixed_size``,
-    ``estimator``, ``form``, ``weights``, ``variance``, ``poisson_eps``, ``defensive``,
-    ``defensive_form``, ``em_iters`` as there); deterministic oracle only.
+def make_design(name: str, measure, cells, n_strata: int, *, oracle: str = "deterministic", **settings):
+    """The session's design: :func:`bayes_eval.registry.build_design` (the same builder as
+    ``bayes-eval simulate``), its ``oracle`` set (it selects q_N in the estimator).  Returns
+    ``(design, n_strata)``; every refusal is a :class:`SessionError`.  ``cells=None``
+    validates a Poisson design's settings without building its models.
 
     ``companion``: the companion model of ``ais`` / ``poisson-adaptive`` (``"calibrated"``
     or None; :func:`bayes_eval.designs.sweep_share`).  None here, so that session files
     written before companions existed replay unchanged; :meth:`Session.create` resolves
     ``"auto"`` and records it.
     """
-    from . import designs as D
-
     if oracle not in ORACLES:
         raise SessionError(f"oracle must be one of {ORACLES}, got {oracle!r}")
-    if name in POISSON_DESIGNS:
-        if oracle != "deterministic":
-            raise SessionError(f"design {name!r} labels distinct items with inclusion probabilities: it needs the "
-                               f"deterministic oracle (one true label per item), not {oracle!r}")
-        from .poisson_designs import build_model, poisson_design
-
-        om = cm = None
-        try:
-            if cells is not None and (name == "poisson-adaptive" or variance == "model"):
-                om = build_model(model, cells, n_strata, depth=depth, branching=branching, strength=strength,
-                                 em_iters=em_iters)
-            if companion is not None:
-                if cells is not None:
-                    from .ais import companion_model
-
-                    cm = companion_model(companion, cells, n_strata)
-                else:
-                    cm = _PLACEHOLDER_MODEL
-            design = poisson_design(name, estimator=estimator, form=form, weights=weights, variance=variance,
-                                    eps=poisson_eps, lam=lam, fixed_size=fixed_size,
-                                    model=om if cells is not None else _PLACEHOLDER_MODEL, n_strata=n_strata,
-                                    defensive=defensive, defensive_form=defensive_form, companion=cm)
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, SessionError):
-                raise
-            raise SessionError(f"design {name!r}: {exc}") from None
-        return design, n_strata
-    if name == "passive":
-        design = D.passive()
-    elif name == "stratified":
-        design = D.stratified()
-    elif name == "is":
-        design = D.static_is(measure.g, lam=lam, eps=eps, oracle=oracle)
-    elif name == "oasis":
-        design = D.oasis(measure.g, n_strata, eps=eps)
-    elif name == "ais":
-        from .ais import ais_design
-
-        design, n_strata = ais_design(measure.g, cells, n_strata, model=model, depth=depth, branching=branching,
-                                      strength=strength, eps0=eps, delta=delta, oracle=oracle, plugin=plugin,
-                                      companion=companion)
-    else:
+    if name not in registry.DESIGNS:
         raise SessionError(f"unknown design {name!r}; choose one of {', '.join(SESSION_DESIGNS)}")
-    return design._replace(oracle=oracle), n_strata
+    if name in POISSON_DESIGNS and oracle != "deterministic":
+        raise SessionError(f"design {name!r} labels distinct items with inclusion probabilities: it needs the "
+                           f"deterministic oracle (one true label per item), not {oracle!r}")
+    try:
+        design = registry.build_design(name, measure, cells, n_strata, oracle=oracle, **settings)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, SessionError):
+            raise
+        raise SessionError(f"design {name!r}: {exc}") from None
+    if design.sampling == "draws":
+        design = design._replace(oracle=oracle)
+    return design, n_strata
 
 
 def poisson_config(design, model, depth, branching, strength, lam, fixed_size, options, oracle,
@@ -152,8 +101,8 @@ def poisson_config(design, model, depth, branching, strength, lam, fixed_size, o
     if em_iters < 1:
         raise SessionError(f"em_iters must be >= 1, got {em_iters}")
     kw = {k: v for k, v in opts.items() if v is not None}
-    pd_design, _ = make_design(design, None, None, 0, lam=float(lam), fixed_size=fixed_size, companion=companion,
-                               **kw)  # validates
+    pd_design = make_design(design, None, None, 0, lam=float(lam), fixed_size=fixed_size, companion=companion,
+                            **kw)[0].settings  # validates
     return {"model": model, "depth": int(depth), "branching": branching, "strength": float(strength),
             "em_iters": int(em_iters), "fixed_size": fixed_size, "estimator": pd_design.estimator,
             "form": pd_design.form, "weights": pd_design.weights, "variance": pd_design.variance,
@@ -162,76 +111,23 @@ def poisson_config(design, model, depth, branching, strength, lam, fixed_size, o
 
 
 def measure_specs(measure, pool, thresholds=1024, beta=1.0, system=0):
-    """Measures and their JSON specs from names, dicts or Measure objects."""
-    from . import measures as M
-
-    items = measure if isinstance(measure, (list, tuple)) else [measure]
-    flat = []
-    for it in items:
-        if isinstance(it, str):
-            flat.extend(p.strip() for p in it.split(",") if p.strip())
-        else:
-            flat.append(it)
-    if not flat:
-        raise SessionError("a session needs at least one measure")
-    out, specs = [], []
-    for it in flat:
-        if isinstance(it, M.Measure):
-            try:
-                builtin = M.get(it.name)
-            except (ValueError, TypeError):
-                builtin = None
-            if builtin is it:
-                spec = {"name": it.name, "system": 0}
-            else:
-                spec = {"name": it.name, "custom": True, "components": list(it.names)}
-            out.append(it)
-            specs.append(spec)
-            continue
-        spec = dict(it) if isinstance(it, dict) else {"name": it}
-        name = spec.get("name")
-        if name not in M.MEASURE_NAMES:
-            raise SessionError(f"unknown measure {name!r}; valid names: {', '.join(M.MEASURE_NAMES)}")
-        spec.setdefault("system", system)
-        if name == "fbeta":
-            spec.setdefault("beta", beta)
-        if name in ("pr_curve", "roc_curve", "auc"):
-            spec.setdefault("thresholds", thresholds)
-        out.append(measure_of_spec(spec, pool))
-        specs.append(spec)
-    if len({m.n_classes for m in out}) > 1 or out[0].n_classes != pool.n_classes:
-        raise SessionError(f"the measures' classes {[m.n_classes for m in out]} do not match the pool's "
-                           f"{pool.n_classes} classes")
-    return out, specs
+    """Measures and their JSON specs from names, dicts or Measure objects
+    (:func:`bayes_eval.registry.parse_measure_specs`)."""
+    try:
+        return registry.parse_measure_specs(measure, pool, thresholds, beta, system)
+    except (TypeError, ValueError) as exc:
+        raise SessionError(str(exc)) from None
 
 
 def measure_of_spec(spec, pool):
-    """A built-in measure from its JSON spec, as the CLI builds it (thresholds of curve
-    measures from the pool's scores), with the pool's number of classes where the
-    measure takes one (accuracy, Brier, macro/micro F1)."""
-    import inspect
-
-    from . import measures as M
-    from .cli import measure_from_args
-
-    name = spec["name"]
+    """A built-in measure from its JSON spec (:func:`bayes_eval.registry.measure_of_spec`)."""
     try:
-        m = measure_from_args(name, pool, thresholds=int(spec.get("thresholds", 1024)),
-                              beta=float(spec.get("beta", 1.0)), system=int(spec.get("system", 0)))
-        if m.n_classes != pool.n_classes:
-            factory = getattr(M, "_REGISTRY", {}).get(name)
-            if factory is not None and "n_classes" in inspect.signature(factory).parameters:
-                m = M.get(name, system=int(spec.get("system", 0)), n_classes=pool.n_classes)
+        return registry.measure_of_spec(spec, pool)
     except (TypeError, ValueError) as exc:
         raise SessionError(f"measure {spec}: {exc}") from None
-    return m
 
 
-def component_names(measures):
-    names = [n for m in measures for n in m.names]
-    if len(set(names)) == len(names):
-        return names
-    return [f"{m.name}:{n}" for m in measures for n in m.names]
+component_names = registry.component_names
 
 
 def keep_empty_default(keep_empty):

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
-from .cells import CellTable, prior_key  # noqa: F401  (prior_key: transitional re-export for the session core)
+from .cells import CellTable, prior_key
 from . import kernel
 from .cells import leaf_counts, leaf_probs
 from .models.registry import make_oracle_model
@@ -515,8 +515,3 @@ def simulate_poisson(cells: CellTable, design, measure, budget: int = 2000, batc
     if return_rounds:
         return res, jax.tree_util.tree_map(np.asarray, extra)
     return res
-
-
-def _estimate(design, g, cells, labeled, draws, wsum, n_draws, prop, n_strata, full_cov=True):
-    """Transitional: the session core's old call; :func:`bayes_eval.kernel.estimate`."""
-    return kernel.estimate(design, g, cells, kernel.Tallies(labeled, draws, wsum, n_draws), prop, n_strata, full_cov)

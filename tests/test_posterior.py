@@ -106,7 +106,7 @@ def _sbc_runner(k=16, per=150, n_draws=400):
     the classifier's probabilities (``classifier_scores``: labels ignored).
     """
     pool, strata, cells, item_cell = _stratum_pool(k, per)
-    from bayes_eval.ais import leaf_probs
+    from bayes_eval.cells import leaf_probs
 
     lp = leaf_probs(cells, k)
     z = np.asarray(cal._z_of(lp))
@@ -202,7 +202,7 @@ def test_full_labels_collapse_to_truth_dirichlet_tree():
     pool, strata, cells, item_cell = _stratum_pool(k, per, labels=y)
     truth = np.asarray(pool.true_value(MEASURE))
     lab = labeled_table(item_cell, cells.n_cells, 2, np.arange(z.size), y)
-    from bayes_eval.ais import leaf_probs
+    from bayes_eval.cells import leaf_probs
 
     model = dirichlet_tree(leaf_probs(cells, k), depth=4, branching=2)
     post = finite_pool_posterior(jax.random.PRNGKey(3), model, cells, jnp.asarray(lab), k, MEASURE.g, n_draws=50,
