@@ -12,7 +12,7 @@ from . import _config  # noqa: F401  (enables float64 before anything else touch
 # NumPyro models live in the top-level ``models/`` folder, installed as
 # ``bayes_eval.models``; make that import work from the source tree too.
 _here = _os.path.dirname(_os.path.abspath(__file__))
-_src_models = _os.path.join(_os.path.dirname(_here), "models", "dirichlet_tree.py")
+_src_models = _os.path.join(_os.path.dirname(_here), "models", "registry.py")
 if not _os.path.isdir(_os.path.join(_here, "models")) and _os.path.isfile(_src_models):
     __path__.append(_os.path.dirname(_here))  # noqa: F821
 

@@ -2,7 +2,7 @@
 
 The CLT interval of 001 §3.3.2 rests on the importance-weighted estimate and the delta
 method; it is asymptotic and can be poor after few labels on an imbalanced pool.  The
-Bayesian alternative (DESIGN.md §4, last bullets) is the posterior of the measure *on
+Bayesian alternative (001 §4; ``docs/architecture.md``, "Intervals") is the posterior of the measure *on
 this pool* (001 Remark 2): for every posterior draw of an oracle model (001 §4), the
 unlabeled items' classes are drawn as counts per cell, the pool is completed with the
 labels already known, and G is computed exactly (:mod:`bayes_eval.posterior`).  Because

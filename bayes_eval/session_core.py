@@ -43,7 +43,7 @@ class PoissonCore(NamedTuple):
     fed by the oracle model's posterior predictive), as :func:`~bayes_eval.simulate.simulate_poisson` does; static
     ``(cumulative_budget) -> RoundProposal`` (:func:`~bayes_eval.poisson_designs.static_proposal`).
     ``fit``: ``(model_state, labeled) -> (model_state, pi_after)`` (None without a model).
-    ``estimate_fns``: per measure, :func:`~bayes_eval.poisson_designs.combine` on the
+    ``estimate_fns``: per measure, :func:`~bayes_eval.poisson_estimators.combine` on the
     stacked round records.
     """
 
@@ -169,7 +169,7 @@ def build_core(pool, measures, cfg, progress) -> SessionCore:
 def build_poisson(design, measures, cells, loss_tables, n_strata: int) -> PoissonCore:
     """The jit-compiled functions of a Poisson design: the round proposal and the model
     refit exactly as :func:`~bayes_eval.simulate.simulate_poisson` computes them, and its
-    estimator (:func:`~bayes_eval.poisson_designs.combine`)."""
+    estimator (:func:`~bayes_eval.poisson_estimators.combine`)."""
     from . import poisson_designs as PD
     from .cells import leaf_counts
     from .designs import Observed

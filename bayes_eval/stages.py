@@ -37,7 +37,7 @@ is *complete* (``b = 1`` on every unlabeled item that can matter) when the budge
 the number of such items, or none is left.  Items are selected by
 :func:`~bayes_eval.drawing.poisson_pick`.  Each closed round keeps its cell-level
 :class:`~bayes_eval.poisson_designs.RoundRecord`; the estimate after round t is
-:func:`~bayes_eval.poisson_designs.combine` over the records (static: the single Poisson
+:func:`~bayes_eval.poisson_estimators.combine` over the records (static: the single Poisson
 sample with ``b_t``).
 """
 from __future__ import annotations
@@ -411,7 +411,7 @@ class PoissonRounds:
         self.state, self.prop = closing.state, closing.prop
 
     def estimate(self, snapshots, i: int, j: int):
-        """:func:`~bayes_eval.poisson_designs.combine` after round ``i`` for measure ``j``,
+        """:func:`~bayes_eval.poisson_estimators.combine` after round ``i`` for measure ``j``,
         as :func:`~bayes_eval.simulate.simulate_poisson` computes it.  The adaptive
         design's round records are stacked and zero-padded to a power of two (rounds after
         ``i`` get weight 0), so that a few compilations serve every round count."""
