@@ -5,7 +5,8 @@
 * the ``bayes-eval simulate`` JSON for every design on the demo pool and both shared pools
   (20 repeats, seed 0, ``--bayes no``);
 * a scripted session transcript (every batch's items, proposal and weights, every estimate
-  and CLT interval) for ``ais`` and ``poisson-adaptive``;
+  and CLT interval) for every design (``ais`` and ``poisson-adaptive`` by ``make_golden.py``,
+  the other five by the same function run on the release before the change, c68f066);
 * a small session file per design, with the state it replays to.
 
 The current code must reproduce them to floating-point round-off.  A number that changes
@@ -77,7 +78,7 @@ def test_simulate_matches_golden_shared(pool_name, design):
     assert_close(simulate_json(pool_name, design), _load(f"simulate_{pool_name}_{design}.json"))
 
 
-@pytest.mark.parametrize("design", ["ais", "poisson-adaptive"])
+@pytest.mark.parametrize("design", DESIGNS)
 def test_session_transcript_matches_golden(design):
     want = _load(f"session_{design}.json")
     got = json.loads(json.dumps(session_transcript(design)))

@@ -108,7 +108,7 @@ def main(argv=None):
             legacy_session(design)
             print("wrote legacy session", design, flush=True)
     if args.only in (None, "session"):
-        for design in ("ais", "poisson-adaptive"):
+        for design in DESIGNS:
             out = session_transcript(design)
             with open(os.path.join(HERE, f"session_{design}.json"), "w") as f:
                 json.dump(out, f, indent=1)
