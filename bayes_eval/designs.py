@@ -28,6 +28,7 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from .cells import CellTable
+from .models.registry import COMPANIONS  # noqa: F401  (re-exported: the companion models by name)
 
 __all__ = [
     "Observed",
@@ -45,7 +46,6 @@ __all__ = [
     "sweep_share",
     "COMPANIONS",
     "resolve_companion",
-    "design_names",
 ]
 
 
@@ -136,8 +136,6 @@ def model_risk(cells: CellTable, labeled, pi_cell):
     return jnp.einsum("x,xcd->d", cells.weight, per_cell)
 
 
-#: companion models a design can mix with its oracle model (see :func:`sweep_share`)
-COMPANIONS = ("calibrated",)
 
 
 def resolve_companion(companion, n_classes: int, design: str):
@@ -331,7 +329,3 @@ def oasis(g, n_strata: int, eps: float = 1e-3, prior_strength: float = 2.0) -> D
         return Proposal(unl=per_item, lab=jnp.broadcast_to(per_item[:, None], (per_item.shape[0], c)))
 
     return Design("oasis", init, propose, update, estimator="is", stage_size=1)
-
-
-def design_names():
-    return ["passive", "stratified", "is", "oasis", "ais", "poisson", "poisson-adaptive"]

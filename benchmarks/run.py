@@ -322,7 +322,7 @@ def main(argv=None):
             paths = sorted(os.path.join(args.data, f) for f in os.listdir(args.data) if f.endswith(".parquet"))
         pools = {os.path.splitext(os.path.basename(p))[0]: Pool.from_file(p) for p in paths}
         checkpoints, budget = CHECKPOINTS, 2000
-    from bayes_eval.designs import design_names
+    from bayes_eval.registry import design_names
 
     known = set(design_names())
     bayes_designs = set(args.bayes_designs.split(","))
