@@ -91,7 +91,7 @@ import numpy as np
 
 from . import _config  # noqa: F401  (float64)
 from . import poisson as P
-from .cells import CellTable, leaf_counts, leaf_probs
+from .cells import CellTable, leaf_counts
 from .poisson_estimators import (  # noqa: F401  (re-exported: part of this module's API)
     WEIGHTS,
     PoissonEstimate,
@@ -104,9 +104,7 @@ from .poisson_estimators import (  # noqa: F401  (re-exported: part of this modu
     poisson_estimate,
     round_totals,
     round_weights,
-    weights_power,
 )
-from .models.registry import make_oracle_model
 
 __all__ = [
     "PoissonDesign",
@@ -137,7 +135,6 @@ __all__ = [
     "poisson_estimate",
     "online_poisson_estimate",
     "beta_limits",
-    "build_model",
     "as_design",
 ]
 
@@ -630,14 +627,6 @@ def fixed_size_round_counts(key, unlabeled_true, b, n, n_max: int, method: str =
     keys = jax.random.split(k2, n_max)
     (_, got, _), _ = jax.lax.scan(one, (u_true, jnp.zeros_like(u_true), partial_cnt), keys)
     return jnp.where(sure[:, None], u_true, got)
-
-
-def build_model(name: str, cells: CellTable, n_strata: int, depth: int = 8, branching=None, strength: float = 1.0,
-                em_iters: int = 10):
-    """The oracle model ``name`` over the strata of ``cells``
-    (:func:`bayes_eval.models.make_oracle_model`)."""
-    return make_oracle_model(name, leaf_probs(cells, n_strata), depth=depth, branching=branching, strength=strength,
-                             em_iters=em_iters)
 
 
 def as_design(design: PoissonDesign, g: Callable):

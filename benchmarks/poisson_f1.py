@@ -56,7 +56,9 @@ import jax.numpy as jnp  # noqa: E402
 from bayes_eval import measures as M  # noqa: E402
 from bayes_eval.cells import build_cells  # noqa: E402
 from bayes_eval.pool import Pool  # noqa: E402
-from bayes_eval.poisson_designs import build_model, poisson_design, round_weights  # noqa: E402
+from bayes_eval.cells import leaf_probs  # noqa: E402
+from bayes_eval.models import make_oracle_model  # noqa: E402
+from bayes_eval.poisson_designs import poisson_design, round_weights  # noqa: E402
 from bayes_eval.simulate import simulate_poisson  # noqa: E402
 from bayes_eval.cells import prior_key  # noqa: E402
 from bayes_eval.strata import stratify  # noqa: E402
@@ -110,7 +112,7 @@ def run_pool(path, repeats, seed, designs=DESIGNS, budget=2000, batch=50, n_stra
     k = strata.n_strata
     cells_plain, _ = build_cells(pool, strata, measure)
     cells_prior, _ = build_cells(pool, strata, measure, extra_key=prior_key(pool))
-    model = build_model("dirichlet-tree", cells_plain, k, depth=8)
+    model = make_oracle_model("dirichlet-tree", leaf_probs(cells_plain, k), depth=8)
     cum = np.cumsum([batch] * (budget // batch))
     ck_rounds = [int(np.searchsorted(cum, c)) for c in CHECKPOINTS]
     rows = []

@@ -69,7 +69,6 @@ def session_transcript(design, n_batches=8, batch=50):
 
 def legacy_session(design, n_batches=3, batch=30):
     """A small session file written by this release, and the state it replays to."""
-    import numpy as np
     import bayes_eval as be
     from bayes_eval import Session
 
