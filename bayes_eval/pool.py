@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -23,21 +24,19 @@ import pandas as pd
 
 from . import _config  # noqa: F401
 
-__all__ = ["Pool", "PoolError", "sigmoid", "demo_pool"]
+__all__ = ["Pool", "PoolError", "PoolWarning", "sigmoid", "demo_pool", "SCORE_KINDS"]
 
 
 from .errors import PoolError  # noqa: E402  (re-exported)
+from .scores import SCORE_KINDS, describe, detect_score_kind, prior_probability, sigmoid  # noqa: E402,F401
+from .scores import stratification_scale  # noqa: E402
 
 
-def sigmoid(x):
-    """Numerically stable logistic function (001 §5.2 uses sigmoid(score) as the prior)."""
-    x = np.asarray(x, dtype=np.float64)
-    out = np.empty_like(x)
-    pos = x >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-x[pos]))
-    e = np.exp(x[~pos])
-    out[~pos] = e / (1.0 + e)
-    return out
+class PoolWarning(UserWarning):
+    """Something about the pool the user should know (a column missing, a value read in
+    a way they may not expect); the same text is in :attr:`Pool.notes`."""
+
+
 
 
 # the column checks live in checks.py, shared with measures.features_from_arrays
@@ -69,6 +68,15 @@ class Pool:
         Ground truth, only for simulating an oracle.
     columns : pandas.DataFrame
         The pool's own columns (what an annotator sees), indexed like the items.
+    score_kind : {"margin", "probability", "logit", "rank", "none"}
+        What the scores are (:mod:`bayes_eval.scores`): it decides the prior ``probs``
+        and the scale the strata are built on.  ``"none"``: the pool had no scores.
+    threshold : float or None
+        The threshold the predictions were derived with (``pred = score >= threshold``),
+        when the pool had no ``pred`` column.
+    notes : tuple of str
+        What was detected or derived when the pool was read, in words (printed by
+        ``bayes-eval session new``).
     """
 
     preds: np.ndarray
@@ -81,6 +89,9 @@ class Pool:
     system_names: tuple = ("system0",)
     columns: pd.DataFrame | None = field(default=None, repr=False)
     name: str = "pool"
+    score_kind: str = "margin"
+    threshold: float | None = None
+    notes: tuple = ()
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -96,23 +107,54 @@ class Pool:
         system_names: Sequence[str] | None = None,
         columns: pd.DataFrame | None = None,
         name: str = "pool",
+        score_kind: str | None = None,
+        threshold: float | None = None,
+        legacy: bool = False,
     ) -> "Pool":
         """Build and validate a pool from numpy arrays.
 
         ``scores``/``preds``/``probs`` may be 1-D (one system) or 2-D (items × systems);
-        ``probs`` may also be (N, S, C).  Missing pieces are derived: ``preds`` from
-        ``scores >= 0`` (binary; the SVM convention of ``../shared/data``) or the argmax of
-        ``probs``; ``probs`` from ``sigmoid(scores)`` (binary, 001 §5.2); ``scores`` from
-        the positive-class probability.
+        ``probs`` may also be (N, S, C).
+
+        ``score_kind`` says what the scores are -- ``"margin"`` (an SVM decision value,
+        any real number), ``"probability"``, ``"logit"`` or ``"rank"`` -- and decides the
+        prior ``probs`` and the scale of the strata (:mod:`bayes_eval.scores`).  None (or
+        ``"auto"``) detects it: all scores in [0, 1] are probabilities, a permutation of
+        1..N ranks, anything else margins; :attr:`notes` says what was chosen.
+
+        Predictions are never made up: without ``preds``, ``threshold`` derives them as
+        ``score >= threshold`` (in the score's own units, e.g. 0.5 for probabilities, 0
+        for margins); a multi-class pool without ``preds`` takes the argmax of
+        ``probs``.  Without scores, the strata come from the predictions alone and a
+        :class:`PoolWarning` says the designs cannot adapt within a predicted class.
+        ``legacy=True`` reads the pool as releases before score kinds did (scores are
+        margins; missing predictions are ``score >= 0``), so that old session files
+        reopen on the same pool.
         """
         if n_classes < 2:
             raise PoolError(f"n_classes must be at least 2, got {n_classes}")
         if scores is None and preds is None and probs is None:
             raise PoolError("a pool needs at least one of scores, preds or probs")
+        if score_kind == "auto":
+            score_kind = None
+        if score_kind is not None and score_kind not in SCORE_KINDS:
+            raise PoolError(f"unknown score kind {score_kind!r}; use one of auto, {', '.join(SCORE_KINDS)}")
+        if legacy and score_kind is None:
+            score_kind = "margin"
+        if threshold is not None:
+            try:
+                threshold = float(threshold)
+            except (TypeError, ValueError):
+                raise PoolError(f"threshold must be a number, got {threshold!r}") from None
+            if not np.isfinite(threshold):
+                raise PoolError(f"threshold must be finite, got {threshold}")
         n = None
         for nm, a in (("score", scores), ("pred", preds), ("prob", probs), ("label", labels), ("weight", weights), ("item", ids)):
             if a is not None:
-                m = len(np.asarray(a))
+                arr_a = np.asarray(a)
+                if arr_a.ndim == 0:
+                    raise PoolError(f"column {nm!r}: expected one value per item, got a single value {_py(arr_a[()])!r}")
+                m = len(arr_a)
                 if n is None:
                     n = m
                 elif m != n:
@@ -130,23 +172,37 @@ class Pool:
             if pd.isna(pd.Series(ids_arr)).any():
                 row = _first_bad(pd.isna(pd.Series(ids_arr)).to_numpy())
                 raise PoolError(f"column 'item': missing id at row {row}")
-            uniq, counts = np.unique(ids_arr, return_counts=True)
+            try:
+                uniq, counts = np.unique(ids_arr, return_counts=True)
+            except TypeError:  # mixed types (e.g. strings and numbers): compare as text
+                ids_arr = ids_arr.astype(str)
+                uniq, counts = np.unique(ids_arr, return_counts=True)
             if uniq.size != n:
                 dup = uniq[counts > 1][0]
                 row = int(np.flatnonzero(ids_arr == dup)[1])
                 raise PoolError(f"column 'item': duplicate id {_py(dup)!r} at row {row}")
+        notes = []
         if scores is not None:
-            s = _as_2d("score", np.asarray(scores, dtype=np.float64) if np.asarray(scores).dtype != object else np.asarray(scores), n)
-            try:
-                s = s.astype(np.float64)
-            except (TypeError, ValueError) as exc:
-                raise PoolError(f"column 'score': not numeric ({exc})") from None
+            s = _as_2d("score", np.asarray(scores), n)
+            if s.dtype.kind not in "biuf":
+                try:
+                    s = s.astype(np.float64)
+                except (TypeError, ValueError):
+                    flat = pd.to_numeric(pd.Series(s.reshape(-1)), errors="coerce")
+                    row = _first_bad(flat.isna().to_numpy() & pd.Series(s.reshape(-1)).notna().to_numpy())
+                    row = 0 if row is None else row // s.shape[1]
+                    raise PoolError(f"column 'score': non-numeric value {_py(s[row].tolist()[0])!r} at row {row} "
+                                    f"(item {_py(ids_arr[row])!r})") from None
+            s = s.astype(np.float64)
             _check_finite("score", s, ids_arr)
         else:
             s = None
         pr = None
         if probs is not None:
-            pr = np.asarray(probs, dtype=np.float64)
+            try:
+                pr = np.asarray(probs, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise PoolError("column 'prob': not numeric") from None
             if pr.ndim == 1:
                 if n_classes != 2:
                     raise PoolError("column 'prob': 1-D probabilities are only meaningful for binary pools")
@@ -163,33 +219,75 @@ class Pool:
             row = _first_bad(bad)
             if row is not None:
                 raise PoolError(f"column 'prob': value outside [0, 1] at row {row} (item {_py(ids_arr[row])!r})")
+        # what the scores are
+        if s is None and pr is not None:
+            s = pr[..., -1]
+            kind, detected = "probability", False
+            if score_kind not in (None, "probability"):
+                raise PoolError(f"score kind {score_kind!r} given, but the pool has no score column "
+                                "(its scores are taken from the 'prob' column)")
+        elif s is None:
+            kind, detected = "none", False
+        elif score_kind is None:
+            kind, detected = detect_score_kind(s), True
+        else:
+            kind, detected = score_kind, False
+        if kind == "probability" and s is not None and (s.min() < 0 or s.max() > 1):
+            row = _first_bad(((s < 0) | (s > 1)).any(axis=1))
+            raise PoolError(f"column 'score': score kind 'probability' but value {_py(s[row].max() if s[row].max() > 1 else s[row].min())} "
+                            f"at row {row} (item {_py(ids_arr[row])!r}) is outside [0, 1]")
+        if kind != "none":
+            notes.append(describe(kind, detected))
+        # what the predictions are
         if preds is not None:
+            if threshold is not None:
+                raise PoolError(f"the pool has a 'pred' column; a threshold ({threshold}) derives predictions only "
+                                "for a pool without one")
             p = _as_2d("pred", preds, n)
             p = _check_labels("pred", p, n_classes, ids_arr)
-        elif pr is not None:
+        elif threshold is not None:
+            if kind == "none" or n_classes != 2:
+                raise PoolError("a threshold derives predictions from binary scores; this pool has "
+                                + ("no score or prob column" if kind == "none" else f"{n_classes} classes"))
+            p = (s >= threshold).astype(np.int32)
+            notes.append(f"predictions derived as score >= {threshold:g} ({int(p[:, 0].sum())} of {n} positive)")
+        elif pr is not None and n_classes > 2:
             p = pr.argmax(-1).astype(np.int32)
+            notes.append("predictions are the argmax of the 'prob' columns")
+        elif legacy and n_classes == 2 and s is not None:
+            p = (s >= 0).astype(np.int32)
+            notes.append("predictions derived as score >= 0 (as sessions created before score kinds)")
         else:
             if n_classes != 2:
-                raise PoolError("column 'pred': predictions are required for multi-class pools")
-            p = (s >= 0).astype(np.int32)
+                raise PoolError("column 'pred': predictions are required for multi-class pools without a 'prob' column")
+            hint = {"probability": "0.5", "margin": "0", "logit": "0"}.get(kind, "T")
+            raise PoolError(
+                "column 'pred' not found: the pool needs the classifier's predicted labels. Add a 'pred' column, "
+                f"or derive it from the scores with threshold={hint} (pred = score >= threshold)")
         n_sys = p.shape[1]
         if s is None:
-            s = pr[..., -1] if pr is not None else p.astype(np.float64)
+            s = p.astype(np.float64)
+            msg = ("no score column: strata come from the predictions only, so the adaptive designs cannot "
+                   "adapt within a predicted class (add the classifier's scores for a far more precise estimate)")
+            notes.append(msg)
+            warnings.warn(msg, PoolWarning, stacklevel=2)
         if s.shape[1] != n_sys:
             raise PoolError(f"column 'score': {s.shape[1]} systems but 'pred' has {n_sys}")
         if pr is None:
             if n_classes == 2:
-                # filled in chunks: no N-sized temporaries (10^8-item pools)
                 pr = np.empty((n, n_sys, 2))
-                for a in range(0, n, 1 << 20):
-                    p1 = sigmoid(s[a:a + (1 << 20)])
-                    pr[a:a + (1 << 20), :, 1] = p1
-                    pr[a:a + (1 << 20), :, 0] = 1.0 - p1
+                prior_probability(s, p, kind, out=pr[..., 1])
+                for a in range(0, n, 1 << 20):  # chunks: no N-sized temporaries (10^8-item pools)
+                    pr[a:a + (1 << 20), :, 0] = 1.0 - pr[a:a + (1 << 20), :, 1]
             else:
                 pr = np.full((n, n_sys, n_classes), 1.0 / n_classes)
                 pr = 0.5 * pr + 0.5 * np.eye(n_classes)[p]
         if pr.shape[1] != n_sys:
             raise PoolError(f"column 'prob': {pr.shape[1]} systems but 'pred' has {n_sys}")
+        if n_classes == 2 and kind != "none":
+            for j in range(n_sys):
+                if np.all(p[:, j] == p[0, j]):
+                    notes.append(f"every item is predicted {int(p[0, j])}" + (f" by system {j}" if n_sys > 1 else ""))
         if labels is not None:
             lab = np.asarray(labels)
             if lab.ndim != 1:
@@ -217,7 +315,8 @@ class Pool:
             lab.setflags(write=False)
         return cls(
             preds=p, scores=s, probs=pr, weights=w, ids=ids_arr, labels=lab, n_classes=n_classes,
-            system_names=names, columns=columns, name=name,
+            system_names=names, columns=columns, name=name, score_kind=kind,
+            threshold=threshold if preds is None else None, notes=tuple(notes),
         )
 
     @classmethod
@@ -232,13 +331,20 @@ class Pool:
         item: str | None = None,
         n_classes: int = 2,
         name: str = "pool",
+        score_kind: str | None = None,
+        threshold: float | None = None,
+        legacy: bool = False,
     ) -> "Pool":
         """Build a pool from a DataFrame.
 
         Column names default to the layout of ``../shared/data`` (``score``, ``pred``,
-        ``label``; index = item id).  A column named as default but absent is skipped;
-        a column named explicitly but absent is an error.  Several systems: pass lists
-        of column names.  ``item`` names the id column (default: the index).
+        ``label``).  A column named as default but absent is skipped; a column named
+        explicitly but absent is an error.  Several systems: pass lists of column names.
+
+        Item ids: the ``item`` column names the id column (default ``"item"`` when the
+        frame has one); otherwise the frame's index.  Ids are kept as given (integers stay
+        the integers they are, strings the strings).  ``score_kind``, ``threshold`` and
+        ``legacy`` as :meth:`from_arrays`.
         """
         if not isinstance(df, pd.DataFrame):
             raise PoolError(f"expected a pandas DataFrame, got {type(df).__name__}")
@@ -263,12 +369,18 @@ class Pool:
         wc = cols(weight, None)
         if sc is None and pc is None and prc is None:
             raise PoolError(f"no score, pred or prob column found; columns are {list(df.columns)}")
+        if item is None and "item" in df.columns:
+            item = "item"
         if item is not None:
             if item not in df.columns:
                 raise PoolError(f"column {item!r} not found; columns are {list(df.columns)}")
             ids = df[item].to_numpy()
         else:
             ids = df.index.to_numpy()
+        if ids.dtype == object:  # a column of Python ints read as objects: keep them integers
+            inferred = pd.api.types.infer_dtype(ids, skipna=False)
+            if inferred == "integer":
+                ids = ids.astype(np.int64)
 
         def arr(c, numeric=True):
             if c is None:
@@ -295,12 +407,12 @@ class Pool:
         probs = arr(prc)
         labels = arr(lc)
         weights = arr(wc)
-        skip = set((sc or []) + (pc or []) + (lc or []))
+        skip = set((sc or []) + (pc or []) + (lc or []) + ([item] if item is not None else []))
         own = df[[c for c in df.columns if c not in skip]].copy()
         return cls.from_arrays(
             scores=scores, preds=preds, probs=probs, labels=labels, weights=weights, ids=ids,
             n_classes=n_classes, system_names=sc if sc is not None and len(sc) > 1 else None,
-            columns=own, name=name,
+            columns=own, name=name, score_kind=score_kind, threshold=threshold, legacy=legacy,
         )
 
     @classmethod
@@ -313,9 +425,10 @@ class Pool:
             if ext in (".parquet", ".pq"):
                 df = pd.read_parquet(path)
             else:
-                df = pd.read_csv(path)
-                if "item" in df.columns and "item" not in kw:
-                    df = df.set_index("item")
+                df = pd.read_csv(path, sep="\t" if ext in (".tsv", ".tab") else ",")
+                if len(df.columns) and str(df.columns[0]).startswith("Unnamed: 0") and "item" not in df.columns:
+                    df = df.set_index(df.columns[0])  # a frame written with its index: that index is the id
+                    df.index.name = None
         except (OSError, ValueError) as exc:
             raise PoolError(f"could not read pool file {path}: {exc}") from None
         kw.setdefault("name", os.path.splitext(os.path.basename(path))[0])
@@ -344,6 +457,18 @@ class Pool:
     def prior_probs(self, system: int = 0) -> np.ndarray:
         """(N, C) the classifier's own estimate s(y|x) of p(y|x) (001 §5.2)."""
         return np.asarray(self.probs[:, system, :])
+
+    @property
+    def read_options(self) -> dict:
+        """How this pool's file was read (``score_kind``, ``threshold``): what a session
+        records so that reopening reads the pool the same way."""
+        return {"score_kind": self.score_kind if self.score_kind != "none" else None, "threshold": self.threshold}
+
+    def strata_scores(self, system: int = 0) -> np.ndarray:
+        """(N,) one system's scores on the scale the strata are built on
+        (:func:`bayes_eval.scores.stratification_scale`: the score for margins and
+        logits, logit(p) for probabilities, the logit of the normalized rank for ranks)."""
+        return stratification_scale(np.asarray(self.scores[:, system]), self.score_kind)
 
     def fingerprint(self) -> str:
         """SHA-256 of the pool's content (predictions, scores, probabilities, weights, ids)."""

@@ -31,6 +31,7 @@ import numpy as np
 from . import _config  # noqa: F401
 from . import designs as D
 from . import measures as M
+from .errors import PoolError
 
 __all__ = [
     "DesignSpec",
@@ -246,10 +247,19 @@ def component_names(measures) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ pools
-def load_pool(path: str):
-    """A pool from a Parquet or CSV file, or the built-in demo pool for ``"demo"``."""
+def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False):
+    """A pool from a Parquet or CSV file, or the built-in demo pool for ``"demo"``.
+
+    ``score_kind`` (None/"auto" detects), ``threshold`` (predictions ``score >= T`` for a
+    pool without a ``pred`` column) and ``legacy`` as
+    :meth:`bayes_eval.pool.Pool.from_arrays`; a session records ``pool.read_options`` and
+    reopens with them."""
     from .pool import Pool, demo_pool
 
     if path == "demo":
+        if threshold is not None:
+            raise PoolError("the demo pool has predictions; a threshold applies only to a pool without a 'pred' column")
+        if score_kind not in (None, "auto", "margin"):
+            raise PoolError(f"the demo pool's scores are margins, not {score_kind!r}")
         return demo_pool()
-    return Pool.from_file(path)
+    return Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy)

@@ -190,7 +190,7 @@ def two_system_pool(n=2000, seed=0):
     y = (rng.random(n) < 0.1).astype(int)
     s0 = np.where(y == 1, rng.normal(1.0, 1.0, n), rng.normal(-2.0, 1.0, n))
     s1 = s0 + rng.normal(0.5, 1.5, n)
-    return Pool.from_arrays(scores=np.stack([s0, s1], 1), labels=y, name="two-systems")
+    return Pool.from_arrays(scores=np.stack([s0, s1], 1), labels=y, name="two-systems", threshold=0)
 
 
 def test_delta_label_reuse_is_consistent_and_floors_the_proposal(tmp_path):

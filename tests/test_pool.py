@@ -14,7 +14,7 @@ def _frame(n=10, seed=0):
 
 def test_from_arrays_defaults():
     s = np.array([-2.0, 0.5, 3.0])
-    pool = Pool.from_arrays(scores=s)
+    pool = Pool.from_arrays(scores=s, threshold=0)
     assert pool.n_items == 3 and pool.n_systems == 1 and pool.n_classes == 2
     np.testing.assert_array_equal(pool.preds[:, 0], [0, 1, 1])
     np.testing.assert_allclose(pool.probs[:, 0, 1], sigmoid(s))
@@ -24,7 +24,8 @@ def test_from_arrays_defaults():
 
 
 def test_weights_normalised_and_multisystem():
-    pool = Pool.from_arrays(scores=np.array([[0.1, -1], [2, 3], [-1, 0.2]]), weights=[1, 2, 1], labels=[0, 1, 0])
+    pool = Pool.from_arrays(scores=np.array([[0.1, -1], [2, 3], [-1, 0.2]]), weights=[1, 2, 1], labels=[0, 1, 0],
+                            threshold=0)
     assert pool.n_systems == 2
     np.testing.assert_allclose(pool.weights, [0.25, 0.5, 0.25])
     np.testing.assert_array_equal(pool.preds[:, 1], [0, 1, 1])
@@ -98,20 +99,20 @@ def test_missing_explicit_column_and_duplicate_ids():
     with pytest.raises(PoolError, match="column 'nope' not found"):
         Pool.from_frame(df, score="nope")
     with pytest.raises(PoolError, match="duplicate id"):
-        Pool.from_arrays(scores=np.zeros(3), ids=["a", "b", "a"])
+        Pool.from_arrays(scores=np.zeros(3), ids=["a", "b", "a"], threshold=0)
 
 
 def test_bad_weights():
     with pytest.raises(PoolError, match=r"column 'weight'.*row 1"):
-        Pool.from_arrays(scores=np.zeros(3), weights=[1.0, -1.0, 1.0])
+        Pool.from_arrays(scores=np.zeros(3), weights=[1.0, -1.0, 1.0], threshold=0)
 
 
 def test_index_of_and_unknown_id():
-    pool = Pool.from_arrays(scores=np.zeros(3), ids=["a", "b", "c"])
+    pool = Pool.from_arrays(scores=np.zeros(3), ids=["a", "b", "c"], threshold=0)
     np.testing.assert_array_equal(pool.index_of(["c", "a"]), [2, 0])
     with pytest.raises(PoolError, match="unknown item id 'zz'"):
         pool.index_of(["a", "zz"])
-    p2 = Pool.from_arrays(scores=np.zeros(3))
+    p2 = Pool.from_arrays(scores=np.zeros(3), threshold=0)
     with pytest.raises(PoolError, match="unknown item id 7"):
         p2.index_of([1, 7])
 

@@ -41,7 +41,7 @@ MEASURE = M.stack(M.f1(), M.precision(), M.recall())
 def _stratum_pool(k=16, per=150, zlo=-4.0, zhi=2.5, labels=None):
     z = np.linspace(zlo, zhi, k)
     scores = np.repeat(z, per)
-    pool = Pool.from_arrays(scores=scores, labels=labels)
+    pool = Pool.from_arrays(scores=scores, labels=labels, threshold=0)
     idx = np.repeat(np.arange(k), per).astype(np.int32)
     strata = Strata(index=idx, sizes=np.full(k, per), lower=z, upper=z, method="manual")
     cells, item_cell = build_cells(pool, strata, MEASURE, labels=labels)

@@ -1,0 +1,171 @@
+"""What a pool's scores are, and the two things read from them: strata and a prior.
+
+Classifiers hand over scores in several forms -- an SVM margin, a ``predict_proba``
+probability, a logit, a rank -- that carry the same ranking.  Two things in the package
+read more than the ranking:
+
+* **the strata** (001 §5.2, CSF on an equal-width fine histogram of the score): an
+  equal-width histogram of probabilities crowds the items of an imbalanced pool into the
+  lowest bins, so the strata are built on a *stratification scale* that spreads the scores
+  out: the score itself for margins and logits, ``logit(p)`` for probabilities, and the
+  logit of the normalized rank for ranks.  The CSF cut points are invariant to affine maps
+  of the scale, so a margin, its logit-calibrated probability ``sigmoid(a·s + b)`` (Platt
+  scaling) and the logit give the same strata;
+* **the prior** s(y = 1 | x) of the oracle models (001 §5.2 uses ``sigmoid(score)`` for an
+  SVM): ``sigmoid(score)`` for margins and logits, the probability itself for
+  probabilities, and for ranks (which carry no calibration) odds proportional to the rank's
+  odds, pinned at 1/2 at the classifier's decision boundary.
+
+A score is never pushed through a sigmoid when it already is a probability (issue 14: a
+probability read as a margin gave every item a prior of 0.5-0.73 and F1 MSE 100-1000×
+worse).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SCORE_KINDS", "detect_score_kind", "stratification_scale", "prior_probability", "describe"]
+
+SCORE_KINDS = ("margin", "probability", "logit", "rank")
+"""What a score column may be.  ``"none"`` is used internally for a pool without scores
+(strata from the predictions only)."""
+
+_CHUNK = 1 << 20
+
+
+def sigmoid(x):
+    """Numerically stable logistic function."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    pos = x >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-x[pos]))
+    e = np.exp(x[~pos])
+    out[~pos] = e / (1.0 + e)
+    return out
+
+
+def _is_rank_permutation(s: np.ndarray) -> bool:
+    """Whether ``s`` (one column) is a permutation of 0..N-1 or 1..N."""
+    n = s.size
+    lo, hi = s.min(), s.max()
+    if lo not in (0.0, 1.0) or hi != lo + n - 1:
+        return False
+    if not np.all(s == np.round(s)):
+        return False
+    seen = np.zeros(n, bool)
+    seen[(s - lo).astype(np.int64)] = True
+    return bool(seen.all())
+
+
+def detect_score_kind(scores: np.ndarray) -> str:
+    """The kind of an (N, S) score array when the user did not say: ``"probability"``
+    when every score lies in [0, 1], ``"rank"`` when every column is a permutation of
+    0..N-1 or 1..N (N > 2), else ``"margin"``."""
+    s = np.asarray(scores)
+    if s.size == 0:
+        return "margin"
+    lo, hi = float(s.min()), float(s.max())
+    if lo >= 0.0 and hi <= 1.0:
+        return "probability"
+    if s.shape[0] > 2 and all(_is_rank_permutation(s[:, j]) for j in range(s.shape[1])):
+        return "rank"
+    return "margin"
+
+
+def _logit_of_probability(p: np.ndarray) -> np.ndarray:
+    """logit(p) with p = 0 and p = 1 placed just beyond the nearest interior value
+    (one unit of logit), so exact zeros and ones form their own end bins without
+    stretching the scale (a fixed clip at 1e-12 would put ±27.6 at the ends and crowd
+    the interior into a few fine bins)."""
+    p = np.asarray(p, dtype=np.float64)
+    interior = (p > 0) & (p < 1)
+    if interior.any():
+        lo = np.log(p[interior].min()) - np.log1p(-p[interior].min())
+        hi = np.log(p[interior].max()) - np.log1p(-p[interior].max())
+    else:
+        lo, hi = 0.0, 0.0
+    out = np.empty_like(p)
+    with np.errstate(divide="ignore"):
+        out[interior] = np.log(p[interior]) - np.log1p(-p[interior])
+    out[p <= 0] = lo - 1.0
+    out[p >= 1] = hi + 1.0
+    return out
+
+
+def _logit_of_rank(s: np.ndarray) -> np.ndarray:
+    """logit((r - 1/2) / N) of the average rank r (1..N) of each score: ties share
+    their average rank."""
+    n = s.size
+    order = np.argsort(s, kind="stable")
+    ss = s[order]
+    # average ranks of tied runs
+    starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
+    ends = np.r_[starts[1:], n]
+    avg = (starts + ends + 1) / 2.0  # mean of ranks starts+1..ends
+    run = np.repeat(np.arange(starts.size), ends - starts)
+    r = np.empty(n)
+    r[order] = avg[run]
+    u = (r - 0.5) / n
+    return np.log(u) - np.log1p(-u)
+
+
+def stratification_scale(scores: np.ndarray, kind: str) -> np.ndarray:
+    """One system's scores (N,) on the scale the strata are built on (see the module
+    docstring): a strictly increasing function of the score, so equal scores stay equal
+    and the ranking is kept."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if kind in ("margin", "logit", "none"):
+        return s
+    if kind == "probability":
+        return _logit_of_probability(s)
+    if kind == "rank":
+        return _logit_of_rank(s)
+    raise ValueError(f"unknown score kind {kind!r}; use one of {', '.join(SCORE_KINDS)}")
+
+
+def prior_probability(scores: np.ndarray, preds: np.ndarray, kind: str, out: np.ndarray | None = None) -> np.ndarray:
+    """The classifier's own probability s(y = 1 | x) of every item (N, S), the prior of
+    the oracle models (001 §5.2), from scores of the given kind (see the module
+    docstring).  ``preds`` (N, S) place the decision boundary of rank scores; a pool
+    without scores (``kind="none"``) gets 1/2 everywhere (no information).  ``out``
+    (N, S), if given, is filled in place (in chunks) and returned."""
+    s = np.asarray(scores, dtype=np.float64)
+    n, n_sys = s.shape
+    if out is None:
+        out = np.empty((n, n_sys))
+    if kind in ("margin", "logit"):
+        for a in range(0, n, _CHUNK):  # chunks: no N-sized temporaries on 10^8-item pools
+            out[a:a + _CHUNK] = sigmoid(s[a:a + _CHUNK])
+        return out
+    if kind == "probability":
+        for a in range(0, n, _CHUNK):
+            out[a:a + _CHUNK] = s[a:a + _CHUNK]
+        return out
+    if kind == "none":
+        out[:] = 0.5
+        return out
+    if kind == "rank":
+        for j in range(n_sys):
+            z = _logit_of_rank(s[:, j])
+            neg = float(np.mean(np.asarray(preds)[:, j] == 0))
+            u0 = min(max(neg, 0.5 / n), 1 - 0.5 / n)
+            out[:, j] = sigmoid(z - (np.log(u0) - np.log1p(-u0)))
+        return out
+    raise ValueError(f"unknown score kind {kind!r}; use one of {', '.join(SCORE_KINDS)}")
+
+
+def describe(kind: str, detected: bool) -> str:
+    """One line for the user: what the scores were read as, and why."""
+    how = {
+        "margin": "margins (any real value, e.g. an SVM decision value); prior sigmoid(score), strata on the score",
+        "logit": "logits; prior sigmoid(score), strata on the score",
+        "probability": "probabilities; prior = the score, strata on logit(score)",
+        "rank": "ranks (no calibration); prior from the rank and the decision boundary, strata on logit(rank / N)",
+        "none": "absent: strata from the predictions only",
+    }[kind]
+    if not detected:
+        return f"scores read as {how}"
+    why = {"probability": " (all in [0, 1]; score_kind / --score-kind overrides)",
+           "rank": " (a permutation of 1..N; score_kind / --score-kind overrides)",
+           "margin": ""}.get(kind, "")
+    return f"scores read as {how}{why}"

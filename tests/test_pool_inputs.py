@@ -1,0 +1,216 @@
+"""Pools as users have them (issue 14): probability / logit / rank scores, their own item
+ids in every file format, missing columns, ties.  Each test here failed before score kinds
+(a probability was pushed through a sigmoid; a Parquet pool's ``item`` column was ignored;
+a missing ``pred`` became ``score >= 0`` without a word; tied scores put both predicted
+classes in one stratum)."""
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayes_eval.pool import Pool, PoolError, PoolWarning, demo_pool, sigmoid
+from bayes_eval.registry import load_pool
+from bayes_eval.scores import detect_score_kind, stratification_scale
+from bayes_eval.strata import stratify
+
+
+def _arrays(n=4000, seed=3):
+    d = demo_pool(n, positive_rate=0.02, seed=seed)
+    return np.asarray(d.scores[:, 0]), np.asarray(d.preds[:, 0]), np.asarray(d.labels)
+
+
+# ------------------------------------------------------------------ score kinds
+def test_detection_of_score_kinds():
+    s, pred, y = _arrays()
+    assert detect_score_kind(s[:, None]) == "margin"
+    assert detect_score_kind(sigmoid(s)[:, None]) == "probability"
+    ranks = np.empty(s.size)
+    ranks[np.argsort(s)] = np.arange(1, s.size + 1)
+    assert detect_score_kind(ranks[:, None]) == "rank"
+    assert detect_score_kind((ranks - 1)[:, None]) == "rank"
+    assert detect_score_kind(np.r_[ranks[:-1], ranks[-1] + 5][:, None]) == "margin"  # not a permutation
+    p = Pool.from_arrays(scores=sigmoid(s), preds=pred)
+    assert p.score_kind == "probability"
+    assert any("probabilities" in n for n in p.notes)
+    assert p.read_options == {"score_kind": "probability", "threshold": None}
+
+
+def test_a_probability_is_never_pushed_through_a_sigmoid():
+    s, pred, y = _arrays()
+    prob = sigmoid(s)
+    p = Pool.from_arrays(scores=prob, preds=pred, labels=y)
+    np.testing.assert_array_equal(p.probs[:, 0, 1], prob)          # the prior is the probability itself
+    np.testing.assert_allclose(p.probs[:, 0, 0], 1 - prob)
+    old = Pool.from_arrays(scores=prob, preds=pred, labels=y, score_kind="margin")  # what releases did
+    assert old.probs[:, 0, 1].min() >= 0.5                         # every item a prior of 0.5-0.73
+    m = Pool.from_arrays(scores=s, preds=pred, labels=y)
+    np.testing.assert_allclose(m.probs, p.probs, rtol=1e-12)        # the same prior as from the margin
+
+
+@pytest.mark.parametrize("transform", ["probability", "logit", "platt", "rank"])
+def test_strata_do_not_depend_on_how_the_scores_are_written(transform):
+    """CSF strata on the kind's scale: a probability sigmoid(s), its logit and a Platt
+    probability sigmoid(a s + b) give exactly the margin's strata; ranks give strata whose
+    order agrees with the score (equal-frequency-like bins on logit(rank/N))."""
+    s, pred, y = _arrays()
+    ref = stratify(Pool.from_arrays(scores=s, preds=pred), 64)
+    if transform == "probability":
+        sc, kind = sigmoid(s), None
+    elif transform == "logit":
+        sc, kind = 1.7 * s - 0.4, "logit"
+    elif transform == "platt":
+        sc, kind = sigmoid(1.7 * s - 0.4), None
+    else:
+        sc = np.empty(s.size)
+        sc[np.argsort(s)] = np.arange(1, s.size + 1)
+        kind = None
+    st = stratify(Pool.from_arrays(scores=sc, preds=pred, score_kind=kind), 64)
+    if transform == "rank":
+        order = np.argsort(s)
+        assert np.all(np.diff(st.index[order]) >= 0)  # monotone in the score
+        assert st.n_strata >= 32
+        # the top stratum is small (the tail is resolved), not N/K items
+        assert st.sizes[-1] < s.size / 64
+    else:
+        np.testing.assert_array_equal(st.index, ref.index)
+        assert st.lower[0] == pytest.approx(sc.min())  # bounds in the pool's own units
+        assert st.upper[-1] == pytest.approx(sc.max())
+
+
+def test_probabilities_with_exact_zeros_and_ones_keep_the_interior_spread():
+    rng = np.random.default_rng(0)
+    p = np.clip(rng.beta(0.3, 3, 5000), 0, 1)
+    p[:300] = 0.0
+    p[-50:] = 1.0
+    z = stratification_scale(p, "probability")
+    assert np.isfinite(z).all()
+    interior = (p > 0) & (p < 1)
+    assert z[p == 0].max() < z[interior].min() and z[p == 1].min() > z[interior].max()
+    assert z.max() - z.min() < (z[interior].max() - z[interior].min()) + 2.0 + 1e-9
+
+
+def test_score_kind_errors():
+    s, pred, _ = _arrays(200)
+    with pytest.raises(PoolError, match="unknown score kind 'odds'"):
+        Pool.from_arrays(scores=s, preds=pred, score_kind="odds")
+    with pytest.raises(PoolError, match=r"'probability' but value .* at row \d+ .* outside \[0, 1\]"):
+        Pool.from_arrays(scores=s, preds=pred, score_kind="probability")
+    with pytest.raises(PoolError, match="not numeric|non-numeric"):
+        Pool.from_arrays(scores=["a", "b"], preds=[0, 1])
+    with pytest.raises(PoolError, match="single value"):
+        Pool.from_arrays(scores=np.float64(1.0), preds=[0])
+
+
+# ------------------------------------------------------------------ predictions
+def test_missing_pred_is_an_error_that_says_how_to_supply_it():
+    s, pred, y = _arrays(300)
+    with pytest.raises(PoolError, match=r"column 'pred' not found.*threshold=0\b"):
+        Pool.from_arrays(scores=s, labels=y)
+    with pytest.raises(PoolError, match=r"threshold=0\.5"):
+        Pool.from_arrays(scores=sigmoid(s), labels=y)
+    p = Pool.from_arrays(scores=sigmoid(s), labels=y, threshold=0.5)
+    np.testing.assert_array_equal(p.preds[:, 0], pred)
+    assert p.threshold == 0.5 and any("score >= 0.5" in n for n in p.notes)
+    assert p.read_options["threshold"] == 0.5
+    with pytest.raises(PoolError, match="has a 'pred' column"):
+        Pool.from_arrays(scores=s, preds=pred, threshold=0.0)
+    # legacy (sessions created before score kinds): score >= 0, said in the notes
+    leg = Pool.from_arrays(scores=s, labels=y, legacy=True)
+    np.testing.assert_array_equal(leg.preds[:, 0], pred)
+
+
+def test_missing_score_warns_and_stratifies_by_prediction():
+    _, pred, y = _arrays(500)
+    with pytest.warns(PoolWarning, match="cannot adapt"):
+        p = Pool.from_arrays(preds=pred, labels=y)
+    assert p.score_kind == "none"
+    st = stratify(p, 256)
+    assert st.n_strata == 2
+    np.testing.assert_array_equal(st.index, pred)
+    np.testing.assert_allclose(p.probs[:, 0, 1], 0.5)
+
+
+def test_all_predictions_one_class_is_noted():
+    s, _, y = _arrays(300)
+    p = Pool.from_arrays(scores=s, preds=np.zeros(300, int), labels=y)
+    assert any("every item is predicted 0" in n for n in p.notes)
+
+
+# ------------------------------------------------------------------ ties
+@pytest.mark.parametrize("n_distinct", [1, 3])
+def test_tied_scores_never_mix_predicted_classes_in_a_stratum(n_distinct):
+    s, pred, y = _arrays(3000)
+    sc = np.zeros_like(s) if n_distinct == 1 else np.digitize(s, [-2.5, -1.0]).astype(float)
+    p = Pool.from_arrays(scores=sc, preds=pred, labels=y)
+    st = stratify(p, 256)
+    for k in range(st.n_strata):
+        assert np.unique(pred[st.index == k]).size == 1
+    # equal scores with equal predictions still share a stratum
+    key = sc * 2 + pred
+    for v in np.unique(key):
+        assert np.unique(st.index[key == v]).size == 1
+
+
+def test_non_threshold_predictions_split_strata_and_keep_k():
+    s, pred, y = _arrays(3000)
+    rng = np.random.default_rng(1)
+    other = (rng.random(s.size) < 0.3).astype(int)  # predictions not a threshold of this score
+    st = stratify(Pool.from_arrays(scores=s, preds=other), 64)
+    assert st.n_strata <= 64
+    for k in range(st.n_strata):
+        assert np.unique(other[st.index == k]).size == 1
+
+
+# ------------------------------------------------------------------ ids, every format
+def _frame(ids):
+    s, pred, y = _arrays(50)
+    return pd.DataFrame({"item": ids, "score": s, "pred": pred, "label": y, "text": [f"t{i}" for i in range(50)]})
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "parquet-index", "csv", "csv-index", "tsv"])
+@pytest.mark.parametrize("kind", ["str", "int"])
+def test_item_column_is_the_id_in_every_format(tmp_path, fmt, kind):
+    ids = [f"pair-{i:04d}" for i in range(19, 69)] if kind == "str" else list(range(1000, 1050))
+    df = _frame(ids)
+    path = tmp_path / f"pool.{fmt.split('-')[0]}"
+    if fmt == "parquet":
+        df.to_parquet(path, index=False)
+    elif fmt == "parquet-index":
+        df.set_index("item").to_parquet(path)
+    elif fmt == "csv":
+        df.to_csv(path, index=False)
+    elif fmt == "csv-index":
+        df.set_index("item").to_csv(path)
+    else:
+        df.to_csv(path, index=False, sep="\t")
+    pool = load_pool(str(path))
+    assert list(pool.ids) == ids
+    if kind == "int":
+        assert pool.ids.dtype.kind in "iu"
+    assert pool.index_of([ids[7], ids[0]]).tolist() == [7, 0]
+    with pytest.raises(PoolError, match="unknown item id"):
+        pool.index_of([ids[0], "pair-9999" if kind == "str" else 5])
+    assert "text" in pool.columns.columns and "item" not in pool.columns.columns
+
+
+def test_frame_written_with_its_index_to_csv(tmp_path):
+    df = _frame(list(range(50))).drop(columns="item")
+    df.index = [f"x{i}" for i in range(50)]
+    df.to_csv(tmp_path / "p.csv")
+    pool = load_pool(str(tmp_path / "p.csv"))
+    assert pool.ids[0] == "x0" and "Unnamed: 0" not in pool.columns.columns
+
+
+def test_load_pool_reads_score_kind_and_threshold(tmp_path):
+    s, pred, y = _arrays(200)
+    pd.DataFrame({"score": sigmoid(s), "label": y}).to_parquet(tmp_path / "p.parquet")
+    with pytest.raises(PoolError, match="threshold=0.5"):
+        load_pool(str(tmp_path / "p.parquet"))
+    p = load_pool(str(tmp_path / "p.parquet"), threshold=0.5)
+    assert p.score_kind == "probability" and p.preds[:, 0].tolist() == pred.tolist()
+    q = load_pool(str(tmp_path / "p.parquet"), score_kind="margin", threshold=0.5)
+    assert q.score_kind == "margin" and q.fingerprint() != p.fingerprint()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_pool("demo")
