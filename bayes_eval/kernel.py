@@ -5,8 +5,10 @@ ingested batch at a time (reopening a session replays the same steps); see
 
 A stage (001 Alg. 1): items are drawn i.i.d. from the fixed proposal q_{t-1} until the
 stage's new labels are in; every draw, repeats included, enters the estimator with its
-weight p/q_{t-1} (001 eq. 1).  Because the loss and the proposal are constant on a cell
-(``bayes_eval.cells``), what a stage adds is summarized per (cell, class) in
+weight p/q_{t-1} (001 eq. 1), and its squared weight enters the variance (the martingale
+CLT's average of per-draw conditional variances, ``bayes_eval.estimators``).  Because the
+loss and the proposal are constant on a cell (``bayes_eval.cells``), what a stage adds is
+summarized per (cell, class) in
 :class:`Tallies`, whoever drew it -- the simulation on cells with the truth as the oracle,
 or a session on items with people as the oracle.  Then R̂ is estimated with the proposal
 just used, the design updates (e.g. refits its oracle model) and proposes q_t:
@@ -28,7 +30,7 @@ from .designs import Design, Observed, Proposal
 from .estimators import is_estimate, stratified_estimate
 
 __all__ = ["Tallies", "StageState", "empty_tallies", "draw_weights", "add_draws", "current_risk", "estimate",
-           "init", "step"]
+           "estimate_final", "init", "step"]
 
 
 class Tallies(NamedTuple):
@@ -39,6 +41,11 @@ class Tallies(NamedTuple):
     draws: jnp.ndarray  # (X, C) draws, repeats included
     wsum: jnp.ndarray  # (X, C) Σ p/q_{j-1} over the draws
     n_draws: jnp.ndarray  # scalar
+    # (X, C) Σ (p/q_{j-1})² over the draws: the martingale variance (estimators.is_estimate).
+    # None where a caller does not tally it (a session before it does): the estimate then
+    # takes (Σ w)² / draws per (cell, class), the same with the weights of a cell's draws
+    # equalized (a lower bound, by Cauchy-Schwarz).
+    w2sum: Any = None
 
 
 class StageState(NamedTuple):
@@ -53,7 +60,7 @@ class StageState(NamedTuple):
 def empty_tallies(cells: CellTable) -> Tallies:
     x, c = cells.loss.shape[:2]
     zero = jnp.zeros((x, c))
-    return Tallies(zero, zero, zero, jnp.asarray(0.0))
+    return Tallies(zero, zero, zero, jnp.asarray(0.0), zero)
 
 
 def draw_weights(cells: CellTable, proposal: Proposal):
@@ -72,11 +79,13 @@ def add_draws(cells: CellTable, tallies: Tallies, proposal: Proposal, hits_label
     (X, C) draws of items labeled / not labeled when the stage began (by the class of the
     item), ``new_labels`` (X, C) the labels the stage added."""
     w_a, w_b = draw_weights(cells, proposal)
+    w2 = hits_labeled * w_a**2 + hits_unlabeled * w_b**2
     return Tallies(
         labeled=tallies.labeled + new_labels,
         draws=tallies.draws + hits_labeled + hits_unlabeled,
         wsum=tallies.wsum + hits_labeled * w_a + hits_unlabeled * w_b,
         n_draws=tallies.n_draws + hits_labeled.sum() + hits_unlabeled.sum(),
+        w2sum=None if tallies.w2sum is None else tallies.w2sum + w2,
     )
 
 
@@ -87,25 +96,43 @@ def current_risk(design: Design, cells: CellTable, tallies: Tallies, n_strata: i
     if design.estimator == "stratified":
         stratum = jnp.repeat(cells.stratum, c)
         mass = jax.ops.segment_sum(cells.size * cells.weight, cells.stratum, num_segments=n_strata)
-        n_k = jax.ops.segment_sum(tallies.draws.ravel(), stratum, num_segments=n_strata)
-        s1 = jax.ops.segment_sum(tallies.draws.ravel()[:, None] * loss, stratum, num_segments=n_strata)
-        wk = jnp.where(n_k > 0, mass, 0.0)
-        wk = wk / jnp.maximum(wk.sum(), 1e-300)
-        return wk @ (s1 / jnp.maximum(n_k, 1.0)[:, None])
+        # the estimator's own R̂ (XLA drops the covariance it does not need)
+        return stratified_estimate(lambda r: r, loss, tallies.draws.ravel(), stratum, mass, n_strata,
+                                   full_cov=False).risk
     return (tallies.wsum.ravel() @ loss) / jnp.maximum(tallies.n_draws, 1.0)
 
 
 def estimate(design: Design, g, cells: CellTable, tallies: Tallies, proposal: Proposal, n_strata: int,
              full_cov: bool = True):
-    """Ĝ = g(R̂) and its delta-method covariance (001 eq. 1, §3.3.2), with q_N = ``proposal``
-    (the most recent one); the post-stratified estimator for the stratified design (001 §5).
-    ``g`` and ``cells.loss`` may be another measure's: the labels serve every measure."""
+    """Ĝ = g(R̂) and its delta-method covariance (001 eq. 1, §3.3.2) from every draw's own
+    weight (``tallies.w2sum``; the martingale CLT, :mod:`bayes_eval.estimators`); the
+    post-stratified estimator for the stratified design (001 §5).  ``proposal`` (q_N, the
+    most recent one) is no longer needed by the default variance; it is kept for callers
+    and for :func:`estimate_final`.  ``g`` and ``cells.loss`` may be another measure's: the
+    labels serve every measure."""
     x, c, d = cells.loss.shape
     loss = cells.loss.reshape(x * c, d)
     if design.estimator == "stratified":
         stratum = jnp.repeat(cells.stratum, c)
         mass = jax.ops.segment_sum(cells.size * cells.weight, cells.stratum, num_segments=n_strata)
         return stratified_estimate(g, loss, tallies.draws.ravel(), stratum, mass, n_strata, full_cov=full_cov)
+    if tallies.w2sum is None:
+        w2sum = jnp.where(tallies.draws > 0, tallies.wsum**2 / jnp.maximum(tallies.draws, 1.0), 0.0)
+    else:
+        w2sum = tallies.w2sum
+    return is_estimate(g, loss, tallies.wsum.ravel(), None, tallies.n_draws, full_cov=full_cov,
+                       w2sum=w2sum.ravel())
+
+
+def estimate_final(design: Design, g, cells: CellTable, tallies: Tallies, proposal: Proposal, n_strata: int,
+                   full_cov: bool = True):
+    """:func:`estimate` with 001 §3.3.2's covariance to the letter: p²/(q_N q_{j-1}), the
+    variance under the last proposal ``proposal`` (q_N).  Kept for comparison only: it
+    under-states the finite-budget variance (:mod:`bayes_eval.estimators`)."""
+    x, c, d = cells.loss.shape
+    if design.estimator == "stratified":
+        return estimate(design, g, cells, tallies, proposal, n_strata, full_cov)
+    loss = cells.loss.reshape(x * c, d)
     q_n = proposal.lab if design.oracle == "deterministic" else jnp.broadcast_to(proposal.unl[:, None], (x, c))
     p_over_qn = jnp.where(q_n > 0, cells.weight[:, None] / jnp.where(q_n > 0, q_n, 1.0), 0.0)
     return is_estimate(g, loss, tallies.wsum.ravel(), p_over_qn.ravel(), tallies.n_draws, full_cov=full_cov)

@@ -70,11 +70,16 @@ def test_draw_and_cell_level_agree():
     cells = np.unique(keys)
     closs = np.array([loss[keys == k][0] for k in cells])
     # cell-level needs per-cell p/q_N constant: use a constant here
-    b1 = is_estimate_draws(f1_g, loss, w, np.full(50, 3.0))
+    b1 = is_estimate_draws(f1_g, loss, w, np.full(50, 3.0), variance="final")
     cw = np.array([w[keys == k].sum() for k in cells])
     b2 = is_estimate(f1_g, jnp.asarray(closs), jnp.asarray(cw), jnp.full(len(cells), 3.0), 50.0)
     np.testing.assert_allclose(b1.value, b2.value, rtol=1e-12)
     np.testing.assert_allclose(b1.cov, b2.cov, rtol=1e-10)
+    # the martingale variance (each draw's own squared weight) aggregates by Σ w² per cell
+    cw2 = np.array([(w[keys == k] ** 2).sum() for k in cells])
+    b3 = is_estimate(f1_g, jnp.asarray(closs), jnp.asarray(cw), None, 50.0, w2sum=jnp.asarray(cw2))
+    np.testing.assert_allclose(a.value, b3.value, rtol=1e-12)
+    np.testing.assert_allclose(a.cov, b3.cov, rtol=1e-10)
     assert np.isfinite(a.value).all()
 
 
