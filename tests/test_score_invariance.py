@@ -47,6 +47,7 @@ def _check(s, pred, y, design, repeats, **kw):
     np.testing.assert_allclose(prob, base, rtol=1e-7, atol=1e-12)
     rank, _ = _run(_ranks(s), pred, y, design, repeats, **kw)
     old, _ = _run(sigmoid(s), pred, y, design, repeats, kind="margin", **kw)
+    control_worse = []
     for c in range(base.shape[1]):
         lb, sb = _log_mse_and_se(base[:, c], t)
         lr, sr = _log_mse_and_se(rank[:, c], t)
@@ -54,7 +55,10 @@ def _check(s, pred, y, design, repeats, **kw):
         # ranks: no worse than the margin beyond Monte Carlo error (better is allowed)
         assert lr - lb <= band, f"{design} checkpoint {c}: rank MSE {np.exp(lr):.3g} vs margin {np.exp(lb):.3g}"
         lo, so = _log_mse_and_se(old[:, c], t)
-        assert lo - lb > 3.0 * np.hypot(sb, so), "the control (probabilities read as margins) should be worse"
+        control_worse.append(lo - lb > 3.0 * np.hypot(sb, so))
+    # the control (probabilities read as margins) is worse early on (on dblp-acm, AIS catches
+    # up by 2000 labels: 0.93x there in benchmarks/results/score_kinds.md)
+    assert control_worse[0], "the control (probabilities read as margins) should be worse"
 
 
 @pytest.mark.parametrize("design", ["ais", pytest.param("poisson-adaptive", marks=pytest.mark.slow)])
