@@ -173,14 +173,25 @@ class Pool:
                 row = _first_bad(pd.isna(pd.Series(ids_arr)).to_numpy())
                 raise PoolError(f"column 'item': missing id at row {row}")
             try:
-                uniq, counts = np.unique(ids_arr, return_counts=True)
-            except TypeError:  # mixed types (e.g. strings and numbers): compare as text
-                ids_arr = ids_arr.astype(str)
-                uniq, counts = np.unique(ids_arr, return_counts=True)
-            if uniq.size != n:
-                dup = uniq[counts > 1][0]
-                row = int(np.flatnonzero(ids_arr == dup)[1])
-                raise PoolError(f"column 'item': duplicate id {_py(dup)!r} at row {row}")
+                unique = np.unique(ids_arr).size == n
+            except TypeError:
+                # mixed types (strings and numbers): kept as given (they used to be turned
+                # into text, so the id 7 could only be found again as "7"), but unique as
+                # text, as sessions and label files match them: 0 and "0" are one id there
+                # (pandas' astype(str), not numpy's, which drops a final "\x00")
+                as_text = pd.Series(ids_arr).astype(str).duplicated().to_numpy()
+                row = _first_bad(as_text)
+                if row is not None:
+                    raise PoolError(f"column 'item': id {_py(ids_arr[row])!r} at row {row} is a duplicate of an "
+                                    "earlier id written the same way (ids of mixed types are matched as text)")
+                unique = True
+            if not unique:
+                # the second occurrence, found by pandas: numpy's `ids == dup` missed a
+                # string id ending in "\x00" (IndexError instead of this message)
+                dup_rows = pd.Series(ids_arr).duplicated().to_numpy()
+                if dup_rows.any():
+                    row = _first_bad(dup_rows)
+                    raise PoolError(f"column 'item': duplicate id {_py(ids_arr[row])!r} at row {row}")
         notes = []
         if scores is not None:
             s = _as_2d("score", np.asarray(scores), n)
@@ -299,13 +310,22 @@ class Pool:
             w = np.full(n, 1.0 / n)
         else:
             w = np.asarray(weights, dtype=np.float64).reshape(-1)
+            weights_in = w
             if w.shape[0] != n:
                 raise PoolError(f"column 'weight': has {w.shape[0]} rows but the pool has {n} items")
             _check_finite("weight", w, ids_arr)
             row = _first_bad(w <= 0)
             if row is not None:
-                raise PoolError(f"column 'weight': item weights p(x) must be positive; {w[row]} at row {row}")
+                raise PoolError(f"column 'weight': item weights p(x) must be positive; {_py(w[row])} at row {row} "
+                                f"(item {_py(ids_arr[row])!r})")
+            # scaled by the largest first: a sum of weights near 1e308 overflowed to inf
+            # and made every weight 0
+            w = w / w.max()
             w = w / w.sum()
+            row = _first_bad(w <= 0)
+            if row is not None:
+                raise PoolError(f"column 'weight': weight {_py(weights_in[row])} at row {row} (item {_py(ids_arr[row])!r}) "
+                                f"is too small next to the largest weight ({_py(weights_in.max())}) to be represented")
         names = tuple(system_names) if system_names is not None else tuple(f"system{i}" for i in range(n_sys))
         if len(names) != n_sys:
             raise PoolError(f"{len(names)} system names for {n_sys} systems")
@@ -381,6 +401,13 @@ class Pool:
             inferred = pd.api.types.infer_dtype(ids, skipna=False)
             if inferred == "integer":
                 ids = ids.astype(np.int64)
+        # a missing id first (as from_arrays would), before the values' checks name rows
+        # by their ids: an integer id column with a gap reads as floats, so a bad value's
+        # message named item 1001.0 for the item 1001
+        if ids.dtype.kind not in "iub":  # (integers cannot be missing: no N-sized mask for them)
+            missing_ids = pd.isna(pd.Series(ids)).to_numpy()
+            if missing_ids.any():
+                raise PoolError(f"column 'item': missing id at row {_first_bad(missing_ids)}")
 
         def arr(c, numeric=True):
             if c is None:
@@ -389,11 +416,18 @@ class Pool:
             if numeric:
                 for col in c:
                     if not (pd.api.types.is_numeric_dtype(sub[col]) or pd.api.types.is_bool_dtype(sub[col])):
-                        bad = pd.to_numeric(sub[col], errors="coerce").isna() & sub[col].notna()
+                        num = pd.to_numeric(sub[col], errors="coerce")
+                        bad = num.isna() & sub[col].notna()
                         row = _first_bad(bad.to_numpy())
-                        raise PoolError(
-                            f"column {col!r}: non-numeric value {_py(sub[col].iloc[row])!r} at row {row} (item {_py(ids[row])!r})"
-                        )
+                        if row is not None:
+                            raise PoolError(
+                                f"column {col!r}: non-numeric value {_py(sub[col].iloc[row])!r} at row {row} (item {_py(ids[row])!r})"
+                            )
+                        # numbers in an object, text or categorical column (Python numbers
+                        # mixed with None, "0.5" from a spreadsheet): read as numbers (an
+                        # all-numeric object column used to reach .iloc[None]: TypeError)
+                        sub = sub.copy()
+                        sub[col] = num.astype(np.float64)
                     if sub[col].isna().any() and col in (lc or []):
                         row = _first_bad(sub[col].isna().to_numpy())
                         raise PoolError(f"column {col!r}: missing label at row {row} (item {_py(ids[row])!r})")
@@ -542,6 +576,10 @@ class Pool:
 
         O(len(items)) after the first call (the id index is built once per pool)."""
         items = np.asarray(items)
+        if items.dtype == object and self._ids_are_rows and pd.api.types.infer_dtype(items, skipna=False) == "integer":
+            # Python ints in an object array (a pandas object column): the fast path below
+            # refused the int 0 as an unknown id
+            items = items.astype(np.int64)
         if self._ids_are_rows:
             try:
                 rows = items.astype(np.int64)

@@ -115,6 +115,11 @@ def stratification_scale(scores: np.ndarray, kind: str) -> np.ndarray:
     and the ranking is kept."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     if kind in ("margin", "logit", "none"):
+        if s.size and 0.5 * s.max() - 0.5 * s.min() > 0.5 * np.finfo(np.float64).max:
+            # finite scores whose range overflows (-1e308 and 1e308): halved, so the CSF
+            # histogram's (s - lo) / (hi - lo) stays finite (it gave NaN bin codes and a
+            # ValueError from bincount); the strata are invariant to the scale
+            return np.ldexp(s, -1)
         return s
     if kind == "probability":
         return _logit_of_probability(s)
