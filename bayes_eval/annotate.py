@@ -27,6 +27,7 @@ and the line, row or task; reading never changes a session.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import math
@@ -43,7 +44,10 @@ __all__ = [
     "LabelRecords",
     "FORMATS",
     "format_of",
+    "prepare_output",
+    "os_problem",
     "write_batch",
+    "write_batch_tmp",
     "read_labels",
     "label_mapping",
     "parse_labels",
@@ -82,7 +86,34 @@ def format_of(path: str, fmt: str | None = None) -> str:
     if ext in FORMATS:
         return ext
     raise SessionError(f"{path}: cannot tell the format from the extension {ext!r}; "
-                       f"use .csv, .jsonl or .json (or pass the format)")
+                       f"use .csv, .jsonl or .json (or pass fmt=)",
+                       cli=f"{path}: cannot tell the format from the extension {ext!r}; "
+                           f"name the file .csv, .jsonl or .json")
+
+
+def os_problem(exc: OSError) -> str:
+    """An ``OSError`` in a few plain words (disk full, permission denied, ...)."""
+    words = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EACCES: "permission denied",
+             errno.EPERM: "permission denied", errno.EROFS: "read-only file system",
+             errno.ENOENT: "no such file or folder", errno.EISDIR: "it is a folder",
+             errno.ENOTDIR: "a part of the path is not a folder"}
+    return words.get(exc.errno, exc.strerror or str(exc))
+
+
+def prepare_output(path: str, fmt: str | None = None) -> str:
+    """Check, before anything is drawn or written, that a batch file can be written at
+    ``path``: a known format, an existing writable folder, not a folder itself.  Returns
+    the format; raises :class:`SessionError` naming the problem."""
+    fmt = format_of(path, fmt)
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise SessionError(f"cannot write {path}: it is a folder")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise SessionError(f"cannot write {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise SessionError(f"cannot write {path}: permission denied")
+    return fmt
 
 
 # ------------------------------------------------------------------------------ export
@@ -103,12 +134,11 @@ def _jsonable(v):
     return v
 
 
-def write_batch(frame: pd.DataFrame, path: str, fmt: str | None = None) -> str:
-    """Write the annotator's view of a batch (``item``, pool columns, ...) to ``path``.
-
-    The write goes to a temporary file renamed into place, so a crash never leaves a
-    half-written batch file.  Returns the format written.
-    """
+def write_batch_tmp(frame: pd.DataFrame, path: str, fmt: str | None = None) -> str:
+    """Write the annotator's view of a batch to a temporary file beside ``path`` and return
+    its name (``os.replace`` it into place to finish; :func:`write_batch` does both).  A
+    failure removes the temporary file and raises :class:`SessionError` saying what it
+    was (disk full, permission denied, ...)."""
     fmt = format_of(path, fmt)
     path = os.fspath(path)
     tmp = f"{path}.tmp-{os.getpid()}"
@@ -128,11 +158,28 @@ def write_batch(frame: pd.DataFrame, path: str, fmt: str | None = None) -> str:
                 else:
                     json.dump(tasks, fh, ensure_ascii=False, indent=1)
                     fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(exc, OSError):
+            raise SessionError(f"cannot write {path}: {os_problem(exc)}") from None
         raise
+    return tmp
+
+
+def write_batch(frame: pd.DataFrame, path: str, fmt: str | None = None) -> str:
+    """Write the annotator's view of a batch (``item``, pool columns, ...) to ``path``.
+
+    The write goes to a temporary file renamed into place, so a crash never leaves a
+    half-written batch file.  Returns the format written.
+    """
+    fmt = format_of(path, fmt)
+    tmp = write_batch_tmp(frame, path, fmt)
+    try:
+        os.replace(tmp, os.fspath(path))
+    except OSError as exc:
+        os.remove(tmp)
+        raise SessionError(f"cannot write {path}: {os_problem(exc)}") from None
     return fmt
 
 
@@ -160,9 +207,14 @@ def parse_label_map(text: str | dict | None) -> dict | None:
         if not part.strip():
             continue
         if "=" not in part:
-            raise SessionError(f"label map entry {part!r} is not of the form NAME=LABEL (e.g. positive=1)")
-        k, v = part.split("=", 1)
-        out[k.strip()] = _as_int_label(v.strip(), f"label map entry {part.strip()!r}")
+            raise SessionError(f"label map entry {part.strip()!r} is not of the form NAME=LABEL (e.g. positive=1)")
+        k, v = (t.strip() for t in part.split("=", 1))
+        if not k:
+            raise SessionError(f"label map entry {part.strip()!r} has no name before '='")
+        lab = _as_int_label(v, f"label map entry {part.strip()!r}")
+        if k in out and out[k] != lab:
+            raise SessionError(f"label map: {k!r} is mapped twice, to {out[k]} and to {lab}; give each name one label")
+        out[k] = lab
     return out
 
 
@@ -173,6 +225,8 @@ def _as_int_label(v, what):
         return int(v)
     if isinstance(v, str) and _INT_RE.match(v.strip()):
         return int(float(v.strip()))
+    if isinstance(v, np.generic):
+        v = v.item()
     raise SessionError(f"{what}: label {v!r} is not an integer class")
 
 
@@ -312,15 +366,28 @@ def _choices_of(annotation, from_name, where):
         if from_name is None or name == from_name:
             picked.append((name, value["choices"]))
     if from_name is None and len(names) > 1:
-        raise MalformedInputError(
-            f"{where}: several choice controls ({', '.join(sorted(map(str, names)))}); "
-            f"say which one holds the label (from_name / --from-name)")
+        several = f"{where}: several choice controls ({', '.join(sorted(map(str, names)))}); say which one holds the label"
+        raise MalformedInputError(f"{several} (from_name=)", cli=f"{several} (--from-name NAME)")
     if not picked:
         return None
     _, choices = picked[0]
     if not isinstance(choices, list) or len(choices) != 1:
         raise MalformedInputError(f"{where}: expected exactly one choice, got {choices!r}")
     return choices[0]
+
+
+def _annotation_where(task_where, k, ann):
+    """``task_where`` with the annotation named: its place in the task, its id and who
+    made it (Label Studio's ``completed_by``: a user id, or an object with an email)."""
+    out = f"{task_where}, annotation {k}"
+    if ann.get("id") is not None:
+        out += f" (id {ann['id']})"
+    who = ann.get("completed_by")
+    if isinstance(who, dict):
+        who = who.get("email") or who.get("username") or who.get("id")
+    if who is not None and not isinstance(who, (dict, list)):
+        out += f" by {'user ' if isinstance(who, int) else ''}{who}"
+    return out
 
 
 def _records_of_object(obj, where, from_name):
@@ -342,14 +409,15 @@ def _records_of_object(obj, where, from_name):
         if not isinstance(anns, list):
             raise MalformedInputError(f"{w}: 'annotations' is not a list")
         out = []
-        for ann in anns:
+        for k, ann in enumerate(anns, 1):
             if not isinstance(ann, dict):
-                raise MalformedInputError(f"{w}: an annotation is not an object")
+                raise MalformedInputError(f"{w}: annotation {k} is not an object")
             if ann.get("was_cancelled"):
                 continue
-            choice = _choices_of(ann, from_name, w)
+            wa = _annotation_where(w, k, ann) if len(anns) > 1 else w
+            choice = _choices_of(ann, from_name, wa)
             if choice is not None:
-                out.append((item, choice, draw, w))
+                out.append((item, choice, draw, wa))
         return out
     if "item" not in obj:
         raise MalformedInputError(f"{where}: no 'item' field (keys: {sorted(obj)})")

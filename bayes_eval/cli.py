@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 import numpy as np
 
-__all__ = ["main", "build_parser", "measure_from_args", "load_pool"]
+__all__ = ["main", "build_parser", "measure_from_args", "load_pool", "check_args", "check_system",
+           "add_pool_reading_args", "read_pool"]
 
-from .errors import PoolError, UsageError as CLIError  # noqa: E402  (the command line's name for it)
+from .errors import PoolError, SessionError, UsageError as CLIError, cli_message  # noqa: E402
 from .registry import load_pool, measure_from_args  # noqa: E402,F401  (re-exported)
-from .session_cli import jsonable  # noqa: E402
+from .session_cli import add_pool_reading_args, jsonable, read_pool  # noqa: E402,F401  (shared with sessions)
 
 
 def _add_design_args(p):
@@ -42,6 +44,91 @@ def _add_design_args(p):
                         "model on binary pools; none: the Dirichlet tree alone, as in 001)")
 
 
+# ------------------------------------------------------------------------------ option values
+def _num(v):
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+_FINITE = math.isfinite
+#: flag -> (test, what it must be); checked on every command that has the flag, before anything runs
+_RULES = {
+    "n": (lambda v: v >= 1, "a positive integer"),
+    "batch": (lambda v: v >= 1, "a positive integer"),
+    "budget": (lambda v: v >= 1, "a positive integer"),
+    "repeats": (lambda v: v >= 1, "a positive integer"),
+    "strata": (lambda v: v >= 1, ">= 1"),
+    "depth": (lambda v: v >= 1, ">= 1 (1 = a flat model)"),
+    "branching": (lambda v: v is None or v >= 2, ">= 2"),
+    "eps": (lambda v: _FINITE(v) and 0 < v <= 1, "in (0, 1]"),
+    "lam": (lambda v: _FINITE(v) and 0 <= v <= 1, "in [0, 1]"),
+    "delta": (lambda v: _FINITE(v) and 0 <= v < 1, "in [0, 1)"),
+    "strength": (lambda v: _FINITE(v) and v >= 0, ">= 0"),
+    "beta": (lambda v: _FINITE(v) and v > 0, "> 0"),
+    "thresholds": (lambda v: v >= 2, ">= 2"),
+    "system": (lambda v: v >= 0, ">= 0"),
+    "seed": (lambda v: 0 <= v < 2**63, "a non-negative integer"),
+    "level": (lambda v: _FINITE(v) and 0 < v < 1, "in (0, 1)"),
+    "target_width": (lambda v: v is None or (_FINITE(v) and v > 0), "> 0"),
+    "threshold": (lambda v: v is None or _FINITE(v), "a finite number"),
+}
+
+
+def check_args(args):
+    """Every option value of the command, checked before anything is read or run: a
+    :class:`~bayes_eval.errors.UsageError` naming the flag (``--eps must be in (0, 1],
+    got -1``)."""
+    for dest, (test, text) in _RULES.items():
+        if not hasattr(args, dest):
+            continue
+        v = getattr(args, dest)
+        if not test(v):
+            raise CLIError(f"--{dest.replace('_', '-')} must be {text}, got {_num(v)}")
+    if getattr(args, "design", None) is not None:
+        from .registry import design_names
+
+        if args.design not in design_names():
+            raise CLIError(f"--design: unknown design {args.design!r}; choose one of {', '.join(design_names())}")
+    if getattr(args, "model", None) is not None:
+        from .models.registry import oracle_model_names
+
+        if args.model not in oracle_model_names():
+            raise CLIError(f"--model: unknown oracle model {args.model!r}; choose one of "
+                           f"{', '.join(oracle_model_names())}")
+    if getattr(args, "checkpoints", None) is not None:
+        try:
+            cps = [int(c) for c in args.checkpoints.split(",") if c.strip()]
+        except ValueError:
+            raise CLIError(f"--checkpoints must be comma-separated integers, got {args.checkpoints!r}") from None
+        if not cps or min(cps) < 1:
+            raise CLIError(f"--checkpoints must be positive label counts, got {args.checkpoints!r}")
+    if getattr(args, "label_map", None) is not None:
+        from .annotate import parse_label_map
+
+        try:
+            parse_label_map(args.label_map)
+        except SessionError as exc:
+            raise CLIError(f"--label-map: {exc}") from None
+    for part in (p for o in (getattr(args, "poisson_option", None) or []) for p in str(o).split(",") if p.strip()):
+        if "=" not in part:
+            raise CLIError(f"--poisson-option expects KEY=VALUE, got {part.strip()!r}")
+        k, v = (t.strip() for t in part.split("=", 1))
+        if k in ("poisson_eps", "defensive", "em_iters"):
+            try:
+                x = float(v)
+            except ValueError:
+                raise CLIError(f"--poisson-option {k}: not a number: {v!r}") from None
+            if not _FINITE(x) or x < 0 or (k == "em_iters" and (x < 1 or x != int(x))):
+                raise CLIError(f"--poisson-option {k} must be " + ("a positive integer" if k == "em_iters" else
+                                                                   "a finite number >= 0") + f", got {v}")
+
+
+def check_system(system, pool):
+    """``--system`` names one of the pool's systems (score / pred columns)."""
+    n = int(pool.preds.shape[1])
+    if system >= n:
+        raise CLIError(f"--system {system}: the pool has {n} system(s) (0..{n - 1})")
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="bayes-eval", description="Label-efficient evaluation of classifiers.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -56,6 +143,7 @@ def build_parser():
 
     s = sub.add_parser("simulate", help="repeated simulated labeling runs on a pool with known labels")
     s.add_argument("pool", help="Parquet or CSV file with columns score, pred, label — or 'demo'")
+    add_pool_reading_args(s)
     s.add_argument("--measure", default="f1")
     s.add_argument("--beta", type=float, default=1.0, help="β of the fbeta measure")
     s.add_argument("--thresholds", type=int, default=1024, help="grid size L for pr_curve / roc_curve / auc")
@@ -125,16 +213,15 @@ def _companion_of(args, pool):
 def cmd_simulate(args):
     from .simulate import run_simulation, summarize
 
-    pool = load_pool(args.pool)
+    pool = read_pool(args.pool, args.score_kind, args.threshold)
+    if args.format != "json":
+        for note in pool.notes:
+            print(f"{args.pool}: {note}", file=sys.stderr)
+    check_system(args.system, pool)
     if pool.labels is None:
         raise CLIError(f"{args.pool}: simulation needs a 'label' column (the label plays the oracle)")
     measure = measure_from_args(args.measure, pool, args.thresholds, args.beta, args.system)
-    try:
-        checkpoints = [int(c) for c in args.checkpoints.split(",") if c.strip()]
-    except ValueError:
-        raise CLIError(f"--checkpoints must be comma-separated integers, got {args.checkpoints!r}") from None
-    if args.repeats < 1:
-        raise CLIError("--repeats must be at least 1")
+    checkpoints = [int(c) for c in args.checkpoints.split(",") if c.strip()]  # checked by check_args
     from .registry import design_spec
 
     bayes = {"yes": True, "no": False, "auto": design_spec(args.design).has_model}[args.bayes]
@@ -240,6 +327,7 @@ def main(argv=None):
     warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
     args = build_parser().parse_args(argv)
     try:
+        check_args(args)  # every option value, before anything is read or run
         if args.command == "simulate":
             return cmd_simulate(args)
         if args.command == "demo":
@@ -249,7 +337,12 @@ def main(argv=None):
 
             return cmd_session(args)
     except (CLIError, PoolError, ValueError) as exc:
-        print(f"bayes-eval: error: {exc}", file=sys.stderr)
+        print(f"bayes-eval: error: {cli_message(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        from .annotate import os_problem
+
+        print(f"bayes-eval: error: {exc.filename + ': ' if exc.filename else ''}{os_problem(exc)}", file=sys.stderr)
         return 2
     return 0
 

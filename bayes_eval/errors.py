@@ -7,6 +7,11 @@ nothing in the session file has changed when one is raised.
 * :class:`PoolError` -- a pool, or data given for it, failed validation.
 * :class:`SessionError` and its subclasses -- a refused session operation.
 * :class:`UsageError` -- a bad command-line option (the CLI prints it and exits with 2).
+
+**Two interfaces.**  ``str(exc)`` speaks Python (keyword arguments, ``Session.open``); an
+error whose remedy reads differently on the command line also carries ``exc.cli``, the
+same message in the command line's terms (flags such as ``--pool FILE``).
+:func:`cli_message` is what ``bayes-eval`` prints.
 """
 from __future__ import annotations
 
@@ -22,18 +27,41 @@ __all__ = [
     "MalformedInputError",
     "StaleSessionError",
     "UsageError",
+    "cli_message",
 ]
 
 
-class PoolError(ValueError):
+class _Error(ValueError):
+    """Base of the errors below: a message for the API and, optionally, ``cli`` -- the same
+    message for the command line, where its advice names flags instead of Python names."""
+
+    def __init__(self, message: str = "", *, cli: str | None = None):
+        super().__init__(message)
+        self.cli = cli
+
+    def __reduce__(self):  # keyword-only state survives pickling (multiprocessing)
+        return (_rebuild, (type(self), self.args[0] if self.args else "", self.cli))
+
+
+def _rebuild(cls, message, cli):
+    return cls(message, cli=cli)
+
+
+def cli_message(exc: BaseException) -> str:
+    """What the command line prints for ``exc``: its ``cli`` message where it has one,
+    else ``str(exc)``."""
+    return getattr(exc, "cli", None) or str(exc)
+
+
+class PoolError(_Error):
     """A pool (or data given for it) failed validation; the message names column and row."""
 
 
-class UsageError(ValueError):
+class UsageError(_Error):
     """A command-line option or argument that cannot be used (``bayes_eval.cli``)."""
 
 
-class SessionError(ValueError):
+class SessionError(_Error):
     """Any refused session operation.  The message names the problem (item, row, file);
     nothing in the session file has changed when it is raised."""
 

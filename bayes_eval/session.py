@@ -54,7 +54,7 @@ from .session_setup import (  # noqa: F401  (re-exported)
     session_config,
     session_measures,
 )
-from .stages import DrawLog, LabeledItems, StageKind, StageSnapshot, stages_for
+from .stages import DrawLog, LabeledItems, StageKind, StageSnapshot, match_deterministic, match_stochastic, stages_for
 from .store import (
     EmptyInputError,
     InvalidLabelError,
@@ -97,6 +97,18 @@ _RESERVED = ("item", "label", "draw", "stage", "q", "weight")
 
 def _py(v):
     return v.item() if isinstance(v, np.generic) else v
+
+
+def _as_list(name, v) -> list:
+    """``items`` / ``labels`` / ``draws`` of :meth:`Session.add_labels` as a list of plain
+    Python values, one per label; a single value or a 2-D array is refused by name."""
+    if np.isscalar(v) or v is None or not hasattr(v, "__iter__") or (isinstance(v, np.ndarray) and v.ndim == 0):
+        v = v.item() if isinstance(v, (np.ndarray, np.generic)) else v
+        raise MalformedInputError(f"{name} must be a sequence with one entry per label (a list, an array, a "
+                                  f"column), got the single value {v!r}")
+    if isinstance(v, np.ndarray) and v.ndim != 1:
+        raise MalformedInputError(f"{name} must be one-dimensional (one entry per label), got shape {v.shape}")
+    return [_py(x) for x in (v.tolist() if hasattr(v, "tolist") else v)]
 
 
 # ------------------------------------------------------------------------------ results
@@ -252,6 +264,7 @@ class Session(SessionReports):
             calibrated model on binary pools; ``"none"`` runs the designs of 001 / 000 with
             the Dirichlet tree alone.  Recorded resolved in the session file.
         """
+        Store.check_new(path)  # before any work: the file can be created
         measures, config = session_config(
             pool, measure, design, seed=seed, oracle=oracle, n_strata=n_strata, depth=depth, branching=branching,
             model=model, eps=eps, lam=lam, delta=delta, plugin=plugin, strength=strength, n_fine=n_fine,
@@ -277,7 +290,9 @@ class Session(SessionReports):
         its fingerprint must match, else :class:`PoolMismatchError`.  Custom measures
         (not built-in) must be passed again as ``measures``.
         """
-        from .pool import Pool, PoolError
+        from .errors import PoolError, cli_message
+        from .pool import Pool
+        from .registry import load_pool
 
         progress = progress or _noop_progress
         store = Store.open(path)
@@ -287,25 +302,33 @@ class Session(SessionReports):
             if pool is None or isinstance(pool, (str, os.PathLike)):
                 src = os.fspath(pool) if pool is not None else config["pool"].get("path")
                 if src is None:
-                    raise SessionError(f"{path}: the session does not record where its pool is; pass the pool")
+                    raise SessionError(f"{path}: the session does not record where its pool is; pass it: "
+                                       f"Session.open(path, pool)",
+                                       cli=f"{path}: the session does not record where its pool is; give the "
+                                           f"pool's file with --pool FILE")
                 progress("reading the pool", 0, 1)
+                # read as at creation; files from before score kinds recorded nothing: legacy reading
+                read = config["pool"].get("read")
                 try:
-                    from .registry import load_pool
-
-                    pool = load_pool(src)
+                    pool = load_pool(src, **read) if read is not None else load_pool(src, legacy=True)
                 except PoolError as exc:
-                    raise SessionError(f"cannot load the session's pool: {exc}; pass the pool explicitly") from None
+                    if pool is not None:  # the pool given: its error is the whole story
+                        raise SessionError(f"cannot load the pool {src}: {exc}",
+                                           cli=f"--pool {src}: {cli_message(exc)}") from None
+                    raise SessionError(f"cannot load the session's pool: {exc}; pass the pool: Session.open(path, "
+                                       f"pool)", cli=f"cannot load the session's pool: {cli_message(exc)}; give the "
+                                                     f"pool's file with --pool FILE") from None
             if not isinstance(pool, Pool):
                 raise SessionError(f"expected a Pool, got {type(pool).__name__}")
             progress("checking the pool's fingerprint", 0, 1)
             fingerprint = pool_fingerprint(pool)
             if fingerprint != meta["fingerprint"]:
                 info = config["pool"]
-                raise PoolMismatchError(
-                    f"{path}: the pool has changed — the session was created on pool {info.get('name')!r} "
-                    f"({info.get('n_items')} items, fingerprint {meta['fingerprint'][:12]}…), the pool given "
-                    f"({pool.name!r}, {pool.n_items} items) has fingerprint {fingerprint[:12]}…; "
-                    f"refusing to open it on different data")
+                msg = (f"{path}: the pool has changed — the session was created on pool {info.get('name')!r} "
+                       f"({info.get('n_items')} items, fingerprint {meta['fingerprint'][:12]}…), the pool given "
+                       f"({pool.name!r}, {pool.n_items} items) has fingerprint {fingerprint[:12]}…; "
+                       f"refusing to open it on different data")
+                raise PoolMismatchError(msg, cli=msg + " (if the pool's file moved, give it with --pool FILE)")
             ms = session_measures(config["measures"], pool, measures, path)
             core = core_for(pool, ms, config, progress)
             self = cls(store, pool, ms, config, core, progress)
@@ -443,19 +466,23 @@ class Session(SessionReports):
         pround = self._kind.open_stage(st, rows, cells, q, pround, self._labeled)
         first = len(self._draws)
         self._draws.extend(int(st["stage"]), rows, cells, new, q, w)
-        pending: "OrderedDict[int, int]" = OrderedDict()  # deterministic: row -> draw; stochastic: draw -> row
-        for k in range(len(rows)):
-            if not new[k]:
-                continue
-            did = first + k
-            if self._stochastic:
-                if did not in self._draw_label:
-                    pending[did] = int(rows[k])
-            elif int(rows[k]) not in self._label_of:
-                pending[int(rows[k])] = did
+        pending = self._pending_of(first, rows, new)
         self._stages.append(dict(st))
         self._open = {"stage": int(st["stage"]), "first": first, "end": len(self._draws), "pending": pending,
                       "opened_at": st["opened_at"], "round": pround}
+
+    def _pending_of(self, first, rows, new) -> "OrderedDict[int, int]":
+        """The draws of a stage (draw ids from ``first``) still awaiting a label:
+        deterministic row -> draw, stochastic draw -> row."""
+        pending: "OrderedDict[int, int]" = OrderedDict()
+        for k in np.flatnonzero(new).tolist():
+            did, r = first + k, int(rows[k])
+            if self._stochastic:
+                if did not in self._draw_label:
+                    pending[did] = r
+            elif r not in self._label_of:
+                pending[r] = did
+        return pending
 
     def _close_state(self, extra_labels: dict | None = None, time_closed=None):
         """The state after closing the open stage (pure: nothing is mutated).
@@ -566,20 +593,31 @@ class Session(SessionReports):
         next round is drawn (``df.attrs["empty_rounds"]`` counts them).  Empty and
         ``stalled`` when no item that can matter is left unlabeled.
         """
+        return self._next(n)
+
+    def _next(self, n, write=None):
+        """:meth:`next_batch`; ``write(df) -> finish(ok)`` (:meth:`export_batch`) writes the
+        batch file *before* its stage is committed, so that a failed write records nothing."""
+        def done(df):
+            if write is not None:
+                write(df)(True)
+            return df
+
         if self._open is not None:
             df = self.pending()
             df.attrs["reissued"] = True
             df.attrs["stalled"] = False
-            return df
+            return done(df)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise SessionError(f"the batch size must be a positive integer, got {n!r}")
+            raise SessionError(f"the batch size must be a positive integer, got {_py(n)!r}",
+                               cli=f"--n must be a positive integer, got {_py(n)!r}")
         n = int(n)
         empty_rounds = 0
         while True:
             stage = len(self._stages)
             d = self._kind.draw(stage, n, self._labeled, self._lab)
             if d.status == "stalled":
-                return self._empty_frame(stage, True, empty_rounds)
+                return done(self._empty_frame(stage, True, empty_rounds))
             now = time.time()
             st = {"stage": stage, "n_requested": n, "n_new": int(d.new.sum()), "n_draws": int(d.rows.size),
                   "stalled": int(d.stalled), "rng_state": d.rng_state, "opened_at": now}
@@ -591,16 +629,28 @@ class Session(SessionReports):
                 self._commit_close(self._close_state(time_closed=now))
                 empty_rounds += 1
                 if d.exhausted or empty_rounds >= _MAX_EMPTY_ROUNDS:
-                    return self._empty_frame(stage + 1, d.exhausted, empty_rounds)
+                    return done(self._empty_frame(stage + 1, d.exhausted, empty_rounds))
                 continue
             first = len(self._draws)
             ids = np.asarray(self.pool.ids)
             rows_db = [(first + k, stage, int(r), _py(ids[r]), int(d.new[k]), float(d.q[k]), float(d.w[k]))
                        for k, r in enumerate(d.rows)]
-            self._store.add_stage(st, rows_db)
-            self._begin_stage({**st, "closed_at": None}, d.rows, d.cells, d.new, d.q, d.w, pround=d.round)
-            df = self.pending()
+            # the batch as pending() will give it once the stage is open, built before anything is stored
+            dids = list(self._pending_of(first, d.rows, d.new).items())
+            dids = [k if self._stochastic else v for k, v in dids]
+            sel = np.asarray(dids, np.int64) - first
+            df = self._frame(d.rows[sel], dids, d.q[sel], d.w[sel], stage)
             df.attrs.update(reissued=False, stalled=bool(d.stalled), **self._kind.frame_attrs(d, empty_rounds))
+            finish = write(df) if write is not None else None
+            try:
+                self._store.add_stage(st, rows_db)
+            except BaseException:
+                if finish is not None:
+                    finish(False)
+                raise
+            self._begin_stage({**st, "closed_at": None}, d.rows, d.cells, d.new, d.q, d.w, pround=d.round)
+            if finish is not None:
+                finish(True)
             return df
 
     def _empty_frame(self, stage, stalled, empty_rounds):
@@ -637,10 +687,9 @@ class Session(SessionReports):
         Labels already known (same item, same label) are harmless and counted as
         duplicates, so re-ingesting a file changes nothing.
         """
-        items = list(items.tolist() if hasattr(items, "tolist") else items)
-        labels = list(labels.tolist() if hasattr(labels, "tolist") else labels)
+        items, labels = _as_list("items", items), _as_list("labels", labels)
         if draws is not None:
-            draws = list(draws.tolist() if hasattr(draws, "tolist") else draws)
+            draws = _as_list("draws", draws)
         if len(items) != len(labels) or (draws is not None and len(draws) != len(items)):
             raise MalformedInputError(f"{len(items)} items but {len(labels)} labels"
                                       + (f" and {len(draws)} draws" if draws is not None else ""))
@@ -651,15 +700,21 @@ class Session(SessionReports):
         lmap.update(annotate.parse_label_map(label_map) or {})
         y = annotate.parse_labels(labels, self._n_classes, lmap, where)
         rows = item_rows(self._core, self.pool.ids, items, where)
-        if self._stochastic:
-            new, n_dup, already, sha = self._match_stochastic(items, rows, y, draws, where)
+        op = self._open
+        pending = op["pending"] if op is not None else {}
+        sha = self._content_hash(rows, y, draws if self._stochastic else None)
+        if self._stochastic and self._store.has_ingest(sha):
+            new, n_dup, already = {}, len(items), True
+        elif self._stochastic:
+            new, n_dup = match_stochastic(pending, self._draws, self._draw_label, items, rows, y, draws, where)
+            already = False
         else:
-            new, n_dup = self._match_deterministic(items, rows, y, where)
-            already, sha = False, self._content_hash(rows, y, None)
+            new, n_dup = match_deterministic(pending, self._label_of, self._label_stage, items, rows, y, where,
+                                             labels)
+            already = False
         if not new:
             return IngestResult(len(items), 0, n_dup, n_skipped, False, self._open and self._open["stage"],
                                 self.n_pending, self.n_labels, already)
-        op = self._open
         extra = {k: v[0] for k, v in new.items()}
         closes = len(op["pending"]) == len(new)
         now = time.time()
@@ -694,76 +749,6 @@ class Session(SessionReports):
                              for i, (r, v) in enumerate(zip(rows, y))]).encode())
         return h.hexdigest()
 
-    def _match_deterministic(self, items, rows, y, where):
-        new: dict[int, tuple] = {}
-        n_dup = 0
-        pending = self._open["pending"] if self._open is not None else {}
-        for i, (r, lab) in enumerate(zip(rows.tolist(), y.tolist())):
-            if r in new:
-                if new[r][0] != lab:
-                    raise LabelConflictError(
-                        f"{where[i]}: item {items[i]!r} is labeled {lab} here but {new[r][0]} at {new[r][1]}; "
-                        f"a deterministic oracle gives one label per item — nothing was ingested")
-                n_dup += 1
-                continue
-            if r in self._label_of:
-                if self._label_of[r] != lab:
-                    raise LabelConflictError(
-                        f"{where[i]}: item {items[i]!r} already has label {self._label_of[r]} (stage "
-                        f"{self._label_stage.get(r)}), refusing the conflicting label {lab} — nothing was ingested")
-                n_dup += 1
-                continue
-            if r in pending:
-                new[r] = (lab, where[i])
-                continue
-            raise NotDrawnError(f"{where[i]}: item {items[i]!r} was never drawn (it is in no batch of this session); "
-                                f"only items of a batch can be labeled — nothing was ingested")
-        return new, n_dup
-
-    def _match_stochastic(self, items, rows, y, draws, where):
-        op = self._open
-        pending = op["pending"] if op is not None else {}
-        sha = self._content_hash(rows, y, draws)
-        if self._store.has_ingest(sha):
-            return {}, len(items), True, sha
-        new: dict[int, tuple] = {}
-        n_dup = 0
-        free: dict[int, list] = {}
-        for did, r in pending.items():
-            free.setdefault(r, []).append(did)
-        explicit = [i for i in range(len(items)) if draws is not None and draws[i] is not None]
-        implicit = [i for i in range(len(items)) if i not in set(explicit)]
-        n_total = len(self._draws)
-        for i in explicit:
-            try:
-                did = int(draws[i])
-            except (TypeError, ValueError):
-                raise MalformedInputError(f"{where[i]}: draw id {draws[i]!r} is not an integer") from None
-            r, lab = int(rows[i]), int(y[i])
-            if not 0 <= did < n_total or self._draws.row[did] != r or not self._draws.new[did]:
-                raise NotDrawnError(f"{where[i]}: item {items[i]!r} has no draw {did} in this session — nothing "
-                                    f"was ingested")
-            known = self._draw_label.get(did, new.get(did, (None,))[0])
-            if known is not None:
-                if known != lab:
-                    raise LabelConflictError(f"{where[i]}: draw {did} of item {items[i]!r} already has label "
-                                             f"{known}, refusing {lab} — nothing was ingested")
-                n_dup += 1
-                continue
-            new[did] = (lab, where[i])
-            if did in free.get(r, []):
-                free[r].remove(did)
-        for i in implicit:
-            r, lab = int(rows[i]), int(y[i])
-            if not free.get(r):
-                drawn = sum(1 for k in range(n_total) if self._draws.row[k] == r)
-                raise NotDrawnError(
-                    f"{where[i]}: item {items[i]!r} has no draw awaiting a label (drawn {drawn} time(s) in this "
-                    f"session) — nothing was ingested")
-            did = free[r].pop(0)
-            new[did] = (lab, where[i])
-        return new, n_dup, False, sha
-
     def ingest_file(self, path: str, *, fmt: str | None = None, label_map: dict | None = None,
                     from_name: str | None = None) -> IngestResult:
         """Read a labeled file (CSV, JSONL, Label Studio JSON export) and ingest it as one
@@ -776,11 +761,22 @@ class Session(SessionReports):
     def export_batch(self, path: str, n: int = 50, fmt: str | None = None) -> pd.DataFrame:
         """Draw the next batch (or re-issue the open one) and write it for annotators:
         ``item``, the pool's own columns (and ``draw`` for a stochastic oracle)."""
-        annotate.format_of(path, fmt)
-        df = self.next_batch(n)
-        cols = [c for c in df.columns if c not in ("q", "weight", "stage")]
-        annotate.write_batch(df[cols], path, fmt)
-        return df
+        fmt = annotate.prepare_output(path, fmt)  # before anything is drawn
+
+        def write(df):  # to a temporary file, renamed into place once the stage is stored
+            tmp = annotate.write_batch_tmp(df[[c for c in df.columns if c not in ("q", "weight", "stage")]], path, fmt)
+
+            def finish(ok):
+                if not ok:
+                    return os.remove(tmp) if os.path.exists(tmp) else None
+                try:
+                    os.replace(tmp, path)
+                except OSError as exc:
+                    raise SessionError(f"cannot write {path}: {annotate.os_problem(exc)}; the batch is "
+                                       f"recorded and the next call re-issues it") from None
+            return finish
+
+        return self._next(n, write)
 
     def run(self, oracle: Callable[[pd.DataFrame], Sequence], budget: int, batch: int = 50) -> "Session":
         """Label until ``budget`` labels with a Python oracle: ``oracle(batch_frame)``

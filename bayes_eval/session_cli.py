@@ -2,6 +2,7 @@
 
     bayes-eval session new DB --pool POOL --measure f1 --design ais [--seed S --depth 8 --strata 256]
     bayes-eval session new DB --pool POOL --design poisson-adaptive [--poisson-size exact|random]
+    bayes-eval session new DB --pool POOL [--score-kind probability] [--threshold 0.5]   # how the pool is read
     bayes-eval session next DB --n 50 --out batch.csv          # or .jsonl / .json (Label Studio tasks)
     bayes-eval session ingest DB labeled.csv                   # or .jsonl / Label Studio .json export
     bayes-eval session status DB [--format json] [--target-width W]
@@ -9,8 +10,10 @@
 
 The session file records the pool's path, so ``next``, ``ingest``, ``status`` and
 ``report`` need no ``--pool`` (``--pool`` overrides it; the pool's fingerprint is checked
-either way).  Errors print one message on stderr and exit with status 2, with nothing
-changed.  Long steps show a progress bar on stderr when it is a terminal.
+either way; it is read as at creation: score kind and threshold are recorded).  Every
+option value is checked before the session is opened; errors print one message on stderr
+(in the command line's terms: flags, not Python names) and exit with status 2, with
+nothing changed.  Long steps show a progress bar on stderr when it is a terminal.
 
 Importing this module is cheap (no JAX); the work happens in :mod:`bayes_eval.session`.
 """
@@ -23,7 +26,7 @@ import sqlite3
 import sys
 import time
 
-__all__ = ["add_session_parser", "cmd_session"]
+__all__ = ["add_session_parser", "cmd_session", "add_pool_reading_args", "read_pool", "jsonable"]
 
 
 # ------------------------------------------------------------------------------ parser
@@ -43,7 +46,9 @@ def add_session_parser(subparsers):
 
     n = ss.add_parser("new", help="create a session on a pool")
     common(n, pool=False)
-    n.add_argument("--pool", required=True, help="Parquet or CSV pool (columns score, pred; index = item id) or 'demo'")
+    n.add_argument("--pool", required=True,
+                   help="Parquet or CSV pool (columns item, score, pred and the annotators' own) or 'demo'")
+    add_pool_reading_args(n)
     n.add_argument("--measure", action="append", default=None,
                    help="measure name; repeat or comma-separate for several (the labels serve all; the design "
                         "targets the first). Default f1")
@@ -106,6 +111,32 @@ def add_session_parser(subparsers):
     r.add_argument("--no-bayesian", action="store_true",
                    help="skip the Bayesian posterior (its first computation compiles for a while)")
     return sp
+
+
+def add_pool_reading_args(p):
+    """``--score-kind`` and ``--threshold``: how the pool's file is read
+    (:func:`bayes_eval.registry.load_pool`)."""
+    p.add_argument("--score-kind", default="auto", choices=["auto", "margin", "probability", "logit", "rank"],
+                   help="what the pool's scores are (default auto: all in [0, 1] -> probability, a permutation of "
+                        "1..N -> rank, else margin); decides the strata's scale and the models' prior")
+    p.add_argument("--threshold", type=float, default=None, metavar="T",
+                   help="for a pool without a 'pred' column: predictions are score >= T (in the score's units, "
+                        "e.g. 0.5 for probabilities, 0 for margins)")
+
+
+def read_pool(path, score_kind="auto", threshold=None):
+    """:func:`bayes_eval.registry.load_pool` for the command line: its errors name
+    ``--threshold`` / ``--score-kind`` where the API names the keyword arguments."""
+    from .errors import PoolError
+    from .registry import load_pool
+
+    try:
+        return load_pool(path, score_kind=None if score_kind == "auto" else score_kind, threshold=threshold)
+    except PoolError as exc:
+        if exc.cli is None:
+            exc.cli = (str(exc).replace("threshold=", "--threshold ").replace("score_kind=", "--score-kind ")
+                       .replace("a threshold (", "--threshold (").replace("score kind ", "--score-kind "))
+        raise
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -191,7 +222,7 @@ def _print_json(obj):
 
 def _parse_options(items):
     """``KEY=VALUE`` strings -> dict (numbers stay strings; the session converts them)."""
-    from .session import SessionError
+    from .errors import UsageError
 
     out = {}
     for it in items:
@@ -200,7 +231,7 @@ def _parse_options(items):
             if not part:
                 continue
             if "=" not in part:
-                raise SessionError(f"--poisson-option expects KEY=VALUE, got {part!r}")
+                raise UsageError(f"--poisson-option expects KEY=VALUE, got {part!r}")
             k, v = part.split("=", 1)
             out[k.strip()] = v.strip()
     return out
@@ -214,11 +245,19 @@ def _open(args, bar):
 
 # ------------------------------------------------------------------------------ commands
 def _cmd_new(args, bar):
-    from .registry import load_pool
+    from .errors import UsageError
+    from .registry import design_spec
     from .session import Session
+    from .store import Store
 
+    # before the pool is read: the file can be created, the design and its flags go together
+    Store.check_new(args.db)
+    if design_spec(args.design).kind != "rounds" and (args.poisson_size is not None or args.poisson_option):
+        raise UsageError(f"--poisson-size and --poisson-option apply to the Poisson designs, not to {args.design!r}")
     bar("reading the pool", 0, 1)
-    pool = load_pool(args.pool)
+    pool = read_pool(args.pool, args.score_kind, args.threshold)
+    if args.system >= pool.preds.shape[1]:
+        raise UsageError(f"--system {args.system}: the pool has {pool.preds.shape[1]} system(s)")
     measures = [p for m in (args.measure or ["f1"]) for p in m.split(",") if p.strip()]
     poisson_kw = {}
     if args.poisson_size is not None:
@@ -234,7 +273,7 @@ def _cmd_new(args, bar):
     out = {"session": os.path.abspath(args.db), "pool": s.config["pool"], "measures": [m.name for m in s.measures],
            "components": len(s.components), "design": s.design_name, "oracle": s.oracle, "seed": s.seed,
            "strata": int(s._core.strata.n_strata), "cells": s.cells.n_cells,
-           "companion": s.config["design"].get("companion")}
+           "companion": s.config["design"].get("companion"), "pool_notes": list(pool.notes)}
     poisson = s.design_name in ("poisson", "poisson-adaptive")
     if poisson:
         dkw = s.config["design"]
@@ -249,7 +288,8 @@ def _cmd_new(args, bar):
         print(f"created session {args.db}: pool {out['pool']['name']!r} ({out['pool']['n_items']:,} items), "
               f"measure {', '.join(out['measures'])}, design {out['design']}, oracle {out['oracle']}, "
               f"seed {out['seed']} "
-              f"({out['strata']} strata, {out['cells']} cells)")
+              f"({out['strata']} strata, {out['cells']} cells)"
+              + "".join(f"; {note}" for note in out["pool_notes"]))
         if poisson:
             p = out["poisson"]
             est = "HT" if p["estimator"] == "ht" else p["estimator"]
@@ -272,7 +312,7 @@ def _cmd_next(args, bar):
     from . import annotate
 
     if args.out != "-":
-        annotate.format_of(args.out)
+        annotate.prepare_output(args.out)  # before the session is replayed
     s = _open(args, bar)
     bar.done()
     try:
@@ -286,6 +326,7 @@ def _cmd_next(args, bar):
         else:
             df = s.export_batch(args.out, args.n)
         info = {"stage": int(df["stage"].iloc[0]) if len(df) else None, "items": len(df),
+                "fully_labeled": bool(s.fully_labeled),
                 "reissued": bool(df.attrs.get("reissued")), "stalled": bool(df.attrs.get("stalled")),
                 "out": None if args.out == "-" else os.path.abspath(args.out), "labels": s.n_labels}
         if "complete" in df.attrs:  # Poisson designs
@@ -299,7 +340,10 @@ def _cmd_next(args, bar):
         _print_json(info)
         return 0
     msg = sys.stderr if args.out == "-" else sys.stdout
-    if not len(df):
+    if not len(df) and info["fully_labeled"]:
+        print("no item left to label: every item of the pool is labeled, so the value on the pool is exact "
+              f"(bayes-eval session status {args.db} shows it)", file=msg)
+    elif not len(df):
         print("no item left to label: the proposal reaches no unlabeled item (the pool is exhausted)", file=msg)
     elif info["reissued"]:
         print(f"batch of stage {info['stage']} is still open: re-issued its {len(df)} item(s) awaiting a label"
@@ -315,6 +359,10 @@ def _cmd_next(args, bar):
 
 
 def _cmd_ingest(args, bar):
+    from . import annotate
+
+    for f in args.files:  # every file readable, before the session is replayed
+        annotate.read_labels(f, from_name=args.from_name)
     s = _open(args, bar)
     bar.done()
     results = []
@@ -377,6 +425,9 @@ def _status_text(st):
         lines.append(row)
     if len(comps) > 12:
         lines.append(f"... {len(comps) - 12} more component(s); --format json lists all")
+    if st.get("fully_labeled"):
+        ex = ", ".join(f"{k} = {_fmt(v)}" for k, v in list(st["exact"].items())[:12])
+        lines.append(f"every item of the pool is labeled: exact value on the pool {ex} (nothing more to label)")
     if st.get("poisson") and not st["poisson"].get("exact") and not has_b:
         lines.append("note: a Poisson design's CLT interval cannot see relevant items that were never drawn and is "
                      "often too narrow before every item that can matter is labeled (measured: 25% coverage at "
@@ -384,7 +435,9 @@ def _status_text(st):
     stop = st.get("stopping")
     if stop:
         tw = stop["target_width"]
-        if stop["width"] is None:
+        if stop.get("exact"):
+            lines.append(f"stopping rule (width < {tw:g}): reached — {stop['note']}")
+        elif stop["width"] is None:
             lines.append(f"stopping rule (width < {tw:g}): {stop['note']}")
         elif stop["reached"]:
             lines.append(f"stopping rule: the {lvl}% {_KIND[stop['kind']]} interval of {stop['component']} has width "
@@ -460,10 +513,24 @@ def _pr_curve_table(s, thresholds, level):
     return df
 
 
+def _check_folder(path):
+    """The report's folder exists or can be created, and can be written."""
+    from .errors import UsageError
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--out {path}: a file of that name exists (the report needs a folder)")
+    up = os.path.abspath(path)
+    while not os.path.exists(up):
+        up = os.path.dirname(up)
+    if not os.path.isdir(up) or not os.access(up, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {path}: cannot write there (permission denied in {up})")
+
+
 def _cmd_report(args, bar):
     from . import plots
     from .session import SessionError
 
+    _check_folder(args.out)  # before the session is replayed
     s = _open(args, bar)
     files = []
     try:
@@ -520,7 +587,8 @@ def _cmd_report(args, bar):
         if stop:
             md.append(f"\nStopping rule (width < {stop['target_width']:g}): "
                       + (f"width {stop['width']:.4f}, " if stop["width"] is not None else "")
-                      + ("reached." if stop["reached"] else f"not reached; {stop['note']}"
+                      + (f"reached — {stop['note']}." if stop.get("exact") else "reached." if stop["reached"]
+                         else f"not reached; {stop['note']}"
                          + (f" — about {stop['more_labels']} more labels." if stop.get("more_labels") else ""))
                       + "\n")
         md += ["\n## Estimate and interval against labels spent\n", "![progress](progress.png)\n"]
@@ -555,8 +623,8 @@ _COMMANDS = {"new": _cmd_new, "next": _cmd_next, "ingest": _cmd_ingest, "status"
 
 def cmd_session(args) -> int:
     """Run ``bayes-eval session <command>``; errors -> message on stderr, exit 2."""
-    from .pool import PoolError
-    from .session import SessionError
+    from .annotate import os_problem
+    from .errors import PoolError, SessionError, cli_message
 
     bar = _Bar(not getattr(args, "no_progress", False))
     _enable_compile_cache()
@@ -566,7 +634,15 @@ def cmd_session(args) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except (SessionError, PoolError, ValueError, OSError, sqlite3.Error) as exc:
+    except (SessionError, PoolError, ValueError) as exc:
         bar.done()
-        print(f"bayes-eval: error: {exc}", file=sys.stderr)
+        print(f"bayes-eval: error: {cli_message(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        bar.done()
+        print(f"bayes-eval: error: {exc.filename + ': ' if exc.filename else ''}{os_problem(exc)}", file=sys.stderr)
+        return 2
+    except sqlite3.Error as exc:
+        bar.done()
+        print(f"bayes-eval: error: session file {args.db}: {exc}", file=sys.stderr)
         return 2

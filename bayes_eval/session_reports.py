@@ -233,7 +233,13 @@ class SessionReports:
         worse).
         """
         if not target_width > 0:
-            raise SessionError(f"the target width must be positive, got {target_width}")
+            raise SessionError(f"the target width must be positive, got {target_width}",
+                               cli=f"--target-width must be > 0, got {target_width}")
+        exact = self._exact_note()
+        if exact is not None:  # nothing left to label: the rule is met whatever the interval says
+            return {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels,
+                    "width": 0.0, "component": self._names[0], "kind": "exact", "reached": True, "more_labels": 0,
+                    "exact": True, "note": exact}
         iv = self.intervals(level, bayesian=bayesian)
         m0 = len(self.measures[0].names)
         first = set(self._names[:m0])
@@ -257,6 +263,36 @@ class SessionReports:
         out.update(reached=bool(reached), more_labels=more,
                    note="extrapolation: width assumed to shrink as 1/sqrt(labels) from the current width")
         return out
+
+    @property
+    def fully_labeled(self) -> bool:
+        """Deterministic oracle: every item of the pool has a label in a closed stage, so
+        nothing is left to label (``next_batch`` comes back empty)."""
+        return (not self._stochastic and bool(self._snapshots)
+                and int(round(float(np.sum(self._labeled)))) == int(self.pool.n_items))
+
+    def exact_values(self) -> pd.Series | None:
+        """The measures' values on the pool computed from the labels when every item is
+        labeled (:attr:`fully_labeled`): no sampling error, whatever the design's estimate
+        says.  None otherwise."""
+        if not self.fully_labeled:
+            return None
+        core = self._core
+        vals = []
+        for j, m in enumerate(self.measures):
+            r = np.einsum("xc,x,xcd->d", self._labeled, np.asarray(core.p_cell), np.asarray(core.loss_tables[j]))
+            vals.append(np.atleast_1d(np.asarray(m.g(jnp.asarray(r)), np.float64)))
+        return pd.Series(np.concatenate(vals), index=self._names, name="exact")
+
+    def _exact_note(self) -> str | None:
+        """Why nothing more needs labeling, or None: every item labeled, or a Poisson
+        round that labeled every item that can matter."""
+        if self.fully_labeled:
+            return (f"every item of the pool ({int(self.pool.n_items):,}) is labeled: the value on the pool is "
+                    f"known exactly; nothing more to label")
+        if self._kind.is_exact(self._labeled):
+            return "every item that can matter is labeled: the estimate is exact; nothing more to label"
+        return None
 
     def status(self, target_width: float | None = None, level: float = 0.95, bayesian: bool = False) -> dict:
         """A JSON-ready summary of the session (what ``bayes-eval session status`` shows).
@@ -295,6 +331,10 @@ class SessionReports:
             "estimates": comps,
         }
         out.update(self._kind.status_info(self.config["design"], self._labeled))
+        exact = self.exact_values()
+        out["fully_labeled"] = exact is not None
+        if exact is not None:
+            out["exact"] = {k: _f(v) for k, v in exact.items()}
         if target_width is not None:
             out["stopping"] = self.stopping(target_width, level, bayesian=bayesian)
         return out
@@ -303,7 +343,7 @@ class SessionReports:
 def _z(level: float) -> float:
     """z_{(1+level)/2}, the normal quantile of a two-sided ``level`` interval."""
     if not 0 < level < 1:
-        raise SessionError(f"level must be in (0, 1), got {level}")
+        raise SessionError(f"level must be in (0, 1), got {level}", cli=f"--level must be in (0, 1), got {level}")
     from statistics import NormalDist
 
     return NormalDist().inv_cdf(0.5 + level / 2)

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import annotate
 from . import registry
+from .checks import py_scalar
 from .drawing import POISSON_SIZES
 from .errors import SessionError
 
@@ -76,7 +77,9 @@ def poisson_config(design, model, depth, branching, strength, lam, fixed_size, o
     opts = dict(options or {})
     unknown = sorted(set(opts) - set(POISSON_OPTIONS))
     if unknown:
-        raise SessionError(f"unknown Poisson option(s) {unknown}; valid: {', '.join(POISSON_OPTIONS)}")
+        raise SessionError(f"unknown Poisson option(s) {unknown}; valid: {', '.join(POISSON_OPTIONS)}",
+                           cli=f"--poisson-option: unknown setting(s) {', '.join(unknown)}; valid: "
+                               f"{', '.join(POISSON_OPTIONS)}")
     aliases = {"exact": "pareto", "random": None, "none": None}
     if isinstance(fixed_size, str) and fixed_size in aliases:
         fixed_size = aliases[fixed_size]
@@ -95,11 +98,12 @@ def poisson_config(design, model, depth, branching, strength, lam, fixed_size, o
         if opts.get("em_iters") is not None:
             opts["em_iters"] = int(opts["em_iters"])
     except (TypeError, ValueError) as exc:
-        raise SessionError(f"bad Poisson option: {exc}") from None
+        raise SessionError(f"bad Poisson option: {exc}", cli=f"--poisson-option: {exc}") from None
     em_iters = opts.pop("em_iters", None)
     em_iters = 10 if em_iters is None else em_iters
     if em_iters < 1:
-        raise SessionError(f"em_iters must be >= 1, got {em_iters}")
+        raise SessionError(f"em_iters must be >= 1, got {em_iters}", cli=f"--poisson-option em_iters must be >= 1, "
+                                                                         f"got {em_iters}")
     kw = {k: v for k, v in opts.items() if v is not None}
     pd_design = make_design(design, None, None, 0, lam=float(lam), fixed_size=fixed_size, companion=companion,
                             **kw)[0].settings  # validates
@@ -160,7 +164,10 @@ def session_config(pool, measure, design: str, *, seed, oracle, n_strata, depth,
     if design not in SESSION_DESIGNS:
         make_design(design, None, None, 0)  # raises the explanatory error
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise SessionError(f"seed must be a non-negative integer, got {seed!r}")
+        raise SessionError(f"seed must be a non-negative integer, got {py_scalar(seed)!r}")
+    if isinstance(system, bool) or not isinstance(system, (int, np.integer)) or not 0 <= system < pool.preds.shape[1]:
+        raise SessionError(f"system must be one of the pool's systems 0..{pool.preds.shape[1] - 1}, "
+                           f"got {py_scalar(system)!r}")
     measures, specs = measure_specs(measure, pool, thresholds, beta, system)
     label_map = annotate.parse_label_map(label_map)
     annotate.label_mapping(pool.n_classes, label_map)  # validates
@@ -183,7 +190,9 @@ def session_config(pool, measure, design: str, *, seed, oracle, n_strata, depth,
                                   oracle, comp))
     if design not in POISSON_DESIGNS and (fixed_size != "auto" or poisson_options):
         raise SessionError(f"fixed_size and poisson_options apply to the Poisson designs "
-                           f"({', '.join(POISSON_DESIGNS)}), not to {design!r}")
+                           f"({', '.join(POISSON_DESIGNS)}), not to {design!r}",
+                           cli=f"--poisson-size and --poisson-option apply to the Poisson designs "
+                               f"({', '.join(POISSON_DESIGNS)}), not to {design!r}")
     from . import __version__
 
     config = {
@@ -199,7 +208,9 @@ def session_config(pool, measure, design: str, *, seed, oracle, n_strata, depth,
         "label_map": label_map,
         "posterior_model": posterior_model,
         "pool": {"path": os.path.abspath(pool_path) if pool_path not in (None, "demo") else pool_path,
-                 "name": pool.name, "n_items": pool.n_items, "n_classes": pool.n_classes},
+                 "name": pool.name, "n_items": pool.n_items, "n_classes": pool.n_classes,
+                 # how the pool's file is read again on reopening (bayes_eval.registry.load_pool)
+                 "read": dict(pool.read_options)},
         "created_at": time.time(),
         "bayes_eval_version": __version__,
     }
@@ -212,7 +223,10 @@ def session_measures(specs, pool, measures, path):
     if measures is None:
         if any(s.get("custom") for s in specs):
             names = [s["name"] for s in specs if s.get("custom")]
-            raise SessionError(f"{path}: the session uses custom measures {names}; pass them as measures=")
+            raise SessionError(f"{path}: the session uses custom measures {names}; pass them as measures=",
+                               cli=f"{path}: the session uses custom measures {names}, made in Python; the "
+                                   f"command line cannot rebuild them — open it from Python: "
+                                   f"Session.open({path!r}, measures=[...])")
         ms = [measure_of_spec(s, pool) for s in specs]
     else:
         ms = list(measures) if isinstance(measures, (list, tuple)) else [measures]

@@ -51,10 +51,10 @@ import numpy as np
 
 from . import _config  # noqa: F401  (float64)
 from .drawing import draw_stage, poisson_pick, stage_rng
-from .errors import SessionError
+from .errors import LabelConflictError, MalformedInputError, NotDrawnError, SessionError
 
 __all__ = ["StageSnapshot", "StageDraw", "Closing", "LabeledItems", "DrawLog", "StageKind", "ReplacementStages",
-           "PoissonRounds", "stages_for"]
+           "PoissonRounds", "stages_for", "match_deterministic", "match_stochastic"]
 
 
 class StageSnapshot(NamedTuple):
@@ -377,8 +377,8 @@ class PoissonRounds:
             item = item.item() if isinstance(item, np.generic) else item
             raise SessionError(
                 f"{self.path}: round {st['stage']} cannot be replayed: its items were drawn with inclusion "
-                f"probability {q[k]!r} (item {item!r}) but the labels so far give "
-                f"{want[k]!r}; "
+                f"probability {float(q[k])!r} (item {item!r}) but the labels so far give "
+                f"{float(want[k])!r}; "
                 f"the file was written by another version of bayes_eval or is damaged")
 
     def close(self, labeled_before, hits, labeled, draw_counts, wsum, n_draws: int, rnd) -> Closing:
@@ -438,3 +438,87 @@ class PoissonRounds:
         return fn(stack("b"), stack("mean"), stack("pi"), stack("labeled_before"), stack("sampled"),
                   stack("pred_var"), jnp.asarray(i), jnp.asarray(snap.labeled), jnp.asarray(rr[i]["pi_after"]),
                   jnp.asarray(cr))
+
+
+# ------------------------------------------------------------------------------ matching labels to draws
+def match_deterministic(pending, label_of, label_stage, items, rows, y, where, labels):
+    """Deterministic oracle: which of the open stage's items (``pending``: row -> draw)
+    the labels ``y`` of pool ``rows`` answer.  Returns ``(new, n_dup)``: row -> (label,
+    where) and the harmless repeats; raises (naming both places and both labels) for a
+    second, different label and for an item never drawn.  Nothing is changed."""
+    new: dict[int, tuple] = {}
+    first: dict[int, int] = {}
+    n_dup = 0
+
+    def raw(j):  # the label as given, and the class it maps to where they differ
+        return f"{labels[j]!r}" + (f" (label {y[j]})" if str(labels[j]) != str(y[j]) else "")
+
+    def said(j):
+        return f"{where[j]} says {raw(j)}"
+
+    for i, (r, lab) in enumerate(zip(rows.tolist(), y.tolist())):
+        if r in new:
+            if new[r][0] != lab:
+                msg = (f"two different labels for item {items[i]!r}: {said(first[r])}; {said(i)} — a deterministic "
+                       f"oracle gives one label per item; nothing was ingested (resolve the disagreement in the file")
+                raise LabelConflictError(msg + ", or label with oracle='stochastic' in a new session)",
+                                         cli=msg + ", or label with --oracle stochastic in a new session)")
+            n_dup += 1
+            continue
+        if r in label_of:
+            if label_of[r] != lab:
+                raise LabelConflictError(
+                    f"{where[i]}: item {items[i]!r} already has label {label_of[r]} (stage "
+                    f"{label_stage.get(r)}), refusing the conflicting label {raw(i)} — nothing was ingested")
+            n_dup += 1
+            continue
+        if r in pending:
+            new[r], first[r] = (lab, where[i]), i
+            continue
+        raise NotDrawnError(f"{where[i]}: item {items[i]!r} was never drawn (it is in no batch of this session); "
+                            f"only items of a batch can be labeled — nothing was ingested")
+    return new, n_dup
+
+
+def match_stochastic(pending, log: DrawLog, draw_label, items, rows, y, draws, where):
+    """Stochastic oracle: which draws of the open stage (``pending``: draw -> row) the
+    labels answer -- the draw given (``draws[i]``), else the item's first draw still
+    waiting.  Returns ``(new, n_dup)``: draw -> (label, where); raises for a draw that
+    does not exist or already has another label.  Nothing is changed."""
+    new: dict[int, tuple] = {}
+    n_dup = 0
+    free: dict[int, list] = {}
+    for did, r in pending.items():
+        free.setdefault(r, []).append(did)
+    explicit = [i for i in range(len(items)) if draws is not None and draws[i] is not None]
+    implicit = [i for i in range(len(items)) if i not in set(explicit)]
+    n_total = len(log)
+    for i in explicit:
+        try:
+            did = int(draws[i])
+        except (TypeError, ValueError):
+            raise MalformedInputError(f"{where[i]}: draw id {draws[i]!r} is not an integer") from None
+        r, lab = int(rows[i]), int(y[i])
+        if not 0 <= did < n_total or log.row[did] != r or not log.new[did]:
+            raise NotDrawnError(f"{where[i]}: item {items[i]!r} has no draw {did} in this session — nothing "
+                                f"was ingested")
+        known = draw_label.get(did, new.get(did, (None,))[0])
+        if known is not None:
+            if known != lab:
+                raise LabelConflictError(f"{where[i]}: draw {did} of item {items[i]!r} already has label "
+                                         f"{known}, refusing {lab} — nothing was ingested")
+            n_dup += 1
+            continue
+        new[did] = (lab, where[i])
+        if did in free.get(r, []):
+            free[r].remove(did)
+    for i in implicit:
+        r, lab = int(rows[i]), int(y[i])
+        if not free.get(r):
+            drawn = sum(1 for k in range(n_total) if log.row[k] == r)
+            raise NotDrawnError(
+                f"{where[i]}: item {items[i]!r} has no draw awaiting a label (drawn {drawn} time(s) in this "
+                f"session) — nothing was ingested")
+        did = free[r].pop(0)
+        new[did] = (lab, where[i])
+    return new, n_dup

@@ -52,6 +52,7 @@ __all__ = [
     "MalformedInputError",
     "StaleSessionError",
     "Store",
+    "describe_sqlite_error",
 ]
 
 SCHEMA_VERSION = 1
@@ -118,6 +119,43 @@ def _py(v):
     return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
 
 
+def describe_sqlite_error(exc: sqlite3.Error, path: str) -> str:
+    """An SQLite failure on the session file ``path`` in words a user can act on (a full
+    disk, a read-only file or folder, a lock, ...), not "not a session file"."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    msg = str(exc)
+    folder = os.path.dirname(os.path.abspath(path))
+    if name.startswith("SQLITE_FULL") or "disk is full" in msg:
+        return "disk full (no space left for the session file)"
+    if name.startswith("SQLITE_READONLY") or "readonly" in msg:
+        return (f"permission denied: the file or its folder {folder} is read-only (SQLite also writes "
+                f"{os.path.basename(path)}-wal and -shm beside it)")
+    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in msg:
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"permission denied (folder {folder} is not writable)"
+        if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+            return "permission denied"
+        return f"the file cannot be opened ({msg})"
+    if name.startswith(("SQLITE_PERM", "SQLITE_AUTH")):
+        return "permission denied"
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in msg:
+        return "the file is locked by another process (try again when it is done)"
+    if name.startswith("SQLITE_IOERR") or "I/O error" in msg:
+        return f"disk I/O error ({msg})"
+    if name.startswith("SQLITE_CORRUPT") or "malformed" in msg:
+        return f"the file is damaged ({msg})"
+    return msg
+
+
+def _open_error(exc: sqlite3.Error, path: str) -> SessionError:
+    """The error for a session file that cannot be opened: a file that is not SQLite is
+    not a session file; any other failure is an I/O problem, said as such."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    if name.startswith("SQLITE_NOTADB") or "file is not a database" in str(exc):
+        return SessionError(f"{path} is not a bayes_eval session file (not an SQLite database)")
+    return SessionError(f"cannot open session file {path}: {describe_sqlite_error(exc, path)}")
+
+
 class Store:
     """One session file.  Create with :meth:`create`, open with :meth:`open`.
 
@@ -135,9 +173,13 @@ class Store:
     @staticmethod
     def _connect(path: str) -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA foreign_keys=ON")
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     @staticmethod
@@ -156,6 +198,27 @@ class Store:
         return n == 0
 
     @classmethod
+    def check_new(cls, path: str) -> None:
+        """Raise :class:`SessionError` unless a new session file can be created at ``path``
+        (nothing there, or a blank file left by a crash; its folder exists and is writable).
+        Cheap: :meth:`bayes_eval.session.Session.create` and the CLI call it before any work."""
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            raise SessionError(f"cannot create session file {path}: it is a folder")
+        if os.path.exists(path) and not cls._is_blank(path):
+            raise SessionError(
+                f"{path} already exists; choose another file name for a new session (to continue the session "
+                f"in it: Session.open({path!r}))",
+                cli=f"{path} already exists; choose another file name for a new session (to continue the session "
+                    f"in it: bayes-eval session next {path} / status / ingest)")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise SessionError(f"cannot create session file {path}: folder {parent} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise SessionError(f"cannot create session file {path}: permission denied (folder {parent} is not "
+                               f"writable)")
+
+    @classmethod
     def create(cls, path: str, meta: dict, unique_labels_by: str = "row") -> "Store":
         """Create a new session file holding ``meta`` (JSON-serialisable values).
 
@@ -165,16 +228,11 @@ class Store:
         if unique_labels_by not in ("row", "draw"):
             raise ValueError(f"unique_labels_by must be 'row' or 'draw', got {unique_labels_by!r}")
         path = os.fspath(path)
-        if os.path.exists(path) and not cls._is_blank(path):
-            raise SessionError(f"{path} already exists; open it with Session.open (or choose another file)")
-        parent = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(parent):
-            raise SessionError(f"cannot create {path}: folder {parent} does not exist")
+        cls.check_new(path)
+        existed = os.path.exists(path)
+        conn = None
         try:
             conn = cls._connect(path)
-        except sqlite3.Error as exc:
-            raise SessionError(f"cannot create session file {path}: {exc}") from None
-        try:
             conn.execute("BEGIN IMMEDIATE")
             for stmt in _SCHEMA.strip().split(";"):
                 if stmt.strip():
@@ -186,10 +244,17 @@ class Store:
             conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
                              [(k, json.dumps(v)) for k, v in rows.items()])
             conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            conn.close()
+        except BaseException as exc:
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                conn.close()
+            if not existed:  # leave nothing behind
+                for f in (path, path + "-wal", path + "-shm", path + "-journal"):
+                    with contextlib.suppress(OSError):
+                        os.remove(f)
+            if isinstance(exc, sqlite3.Error):
+                raise SessionError(f"cannot create session file {path}: {describe_sqlite_error(exc, path)}") from None
             raise
         return cls(path, conn)
 
@@ -198,16 +263,32 @@ class Store:
         path = os.fspath(path)
         if not os.path.exists(path):
             raise SessionError(f"session file not found: {path}")
+        if os.path.isdir(path):
+            raise SessionError(f"{path} is a folder, not a session file")
+        if not os.access(path, os.R_OK):
+            raise SessionError(f"cannot open session file {path}: permission denied")
         try:
             conn = cls._connect(path)
+        except sqlite3.Error as exc:
+            raise _open_error(exc, path) from None
+        try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        except sqlite3.DatabaseError as exc:
-            raise SessionError(f"{path} is not a bayes_eval session file ({exc})") from None
-        if not {"meta", "stages", "draws", "labels", "ingests"} <= tables:
+            if not {"meta", "stages", "draws", "labels", "ingests"} <= tables:
+                raise SessionError(f"{path} is not a bayes_eval session file (an SQLite database without the "
+                                   f"session's tables)")
+            try:
+                store = cls(path, conn)
+                version = store.meta().get("schema_version")
+            except (TypeError, ValueError) as exc:  # no revision, or values that are not JSON
+                if isinstance(exc, SessionError):
+                    raise
+                raise SessionError(f"{path} is not a bayes_eval session file (its meta table is not one)") from None
+        except sqlite3.Error as exc:
             conn.close()
-            raise SessionError(f"{path} is not a bayes_eval session file (tables missing)")
-        store = cls(path, conn)
-        version = store.meta().get("schema_version")
+            raise _open_error(exc, path) from None
+        except BaseException:
+            conn.close()
+            raise
         if version != SCHEMA_VERSION:
             store.close()
             raise SessionError(f"{path}: session schema version {version}, this bayes_eval reads {SCHEMA_VERSION}")
@@ -265,17 +346,25 @@ class Store:
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise SessionError(f"{self.path}: cannot start a write ({exc})") from None
+        except sqlite3.Error as exc:
+            raise SessionError(f"{self.path}: cannot write the session file: {describe_sqlite_error(exc, self.path)}; "
+                               f"nothing was written") from None
         try:
             rev = int(json.loads(conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone()[0]))
             if rev != self.revision:
                 raise StaleSessionError(
                     f"{self.path} was changed by another process (revision {rev}, this session "
-                    f"has {self.revision}); reopen it")
+                    f"has {self.revision}); reopen it",
+                    cli=f"{self.path} was changed by another process while this command ran (revision {rev}, "
+                        f"this command read {self.revision}); nothing was written — run the command again")
             yield conn
             conn.execute("UPDATE meta SET value=? WHERE key='revision'", (json.dumps(rev + 1),))
             conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise SessionError(f"{self.path}: cannot write the session file: {describe_sqlite_error(exc, self.path)}; "
+                               f"nothing was written") from None
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
