@@ -138,16 +138,18 @@ class Pool:
         if score_kind == "auto":
             score_kind = None
         if score_kind is not None and score_kind not in SCORE_KINDS:
-            raise PoolError(f"unknown score kind {score_kind!r}; use one of auto, {', '.join(SCORE_KINDS)}")
+            raise PoolError(f"unknown score kind {score_kind!r}; use one of auto, {', '.join(SCORE_KINDS)}",
+                            cli=f"unknown --score-kind {score_kind!r}; use one of auto, {', '.join(SCORE_KINDS)}")
         if legacy and score_kind is None:
             score_kind = "margin"
         if threshold is not None:
             try:
                 threshold = float(threshold)
             except (TypeError, ValueError):
-                raise PoolError(f"threshold must be a number, got {threshold!r}") from None
+                raise PoolError(f"threshold must be a number, got {threshold!r}",
+                                cli=f"--threshold must be a number, got {threshold!r}") from None
             if not np.isfinite(threshold):
-                raise PoolError(f"threshold must be finite, got {threshold}")
+                raise PoolError(f"threshold must be finite, got {threshold}", cli=f"--threshold must be finite, got {threshold}")
         n = None
         for nm, a in (("score", scores), ("pred", preds), ("prob", probs), ("label", labels), ("weight", weights), ("item", ids)):
             if a is not None:
@@ -235,8 +237,8 @@ class Pool:
             s = pr[..., -1]
             kind, detected = "probability", False
             if score_kind not in (None, "probability"):
-                raise PoolError(f"score kind {score_kind!r} given, but the pool has no score column "
-                                "(its scores are taken from the 'prob' column)")
+                why = "given, but the pool has no score column (its scores are taken from the 'prob' column)"
+                raise PoolError(f"score kind {score_kind!r} {why}", cli=f"--score-kind {score_kind} {why}")
         elif s is None:
             kind, detected = "none", False
         elif score_kind is None:
@@ -245,21 +247,26 @@ class Pool:
             kind, detected = score_kind, False
         if kind == "probability" and s is not None and (s.min() < 0 or s.max() > 1):
             row = _first_bad(((s < 0) | (s > 1)).any(axis=1))
-            raise PoolError(f"column 'score': score kind 'probability' but value {_py(s[row].max() if s[row].max() > 1 else s[row].min())} "
-                            f"at row {row} (item {_py(ids_arr[row])!r}) is outside [0, 1]")
+            bad = (f"but value {_py(s[row].max() if s[row].max() > 1 else s[row].min())} at row {row} "
+                   f"(item {_py(ids_arr[row])!r}) is outside [0, 1]")
+            raise PoolError(f"column 'score': score kind 'probability' {bad}",
+                            cli=f"column 'score': --score-kind probability {bad}")
         if kind != "none":
             notes.append(describe(kind, detected))
         # what the predictions are
         if preds is not None:
             if threshold is not None:
                 raise PoolError(f"the pool has a 'pred' column; a threshold ({threshold}) derives predictions only "
+                                "for a pool without one",
+                                cli=f"the pool has a 'pred' column; --threshold ({threshold}) derives predictions only "
                                 "for a pool without one")
             p = _as_2d("pred", preds, n)
             p = _check_labels("pred", p, n_classes, ids_arr)
         elif threshold is not None:
             if kind == "none" or n_classes != 2:
-                raise PoolError("a threshold derives predictions from binary scores; this pool has "
-                                + ("no score or prob column" if kind == "none" else f"{n_classes} classes"))
+                what = "no score or prob column" if kind == "none" else f"{n_classes} classes"
+                raise PoolError(f"a threshold derives predictions from binary scores; this pool has {what}",
+                                cli=f"--threshold derives predictions from binary scores; this pool has {what}")
             p = (s >= threshold).astype(np.int32)
             notes.append(f"predictions derived as score >= {threshold:g} ({int(p[:, 0].sum())} of {n} positive)")
         elif pr is not None and n_classes > 2:
@@ -272,9 +279,10 @@ class Pool:
             if n_classes != 2:
                 raise PoolError("column 'pred': predictions are required for multi-class pools without a 'prob' column")
             hint = {"probability": "0.5", "margin": "0", "logit": "0"}.get(kind, "T")
-            raise PoolError(
-                "column 'pred' not found: the pool needs the classifier's predicted labels. Add a 'pred' column, "
-                f"or derive it from the scores with threshold={hint} (pred = score >= threshold)")
+            missing = ("column 'pred' not found: the pool needs the classifier's predicted labels. Add a 'pred' "
+                       "column, or derive it from the scores with ")
+            raise PoolError(missing + f"threshold={hint} (pred = score >= threshold)",
+                            cli=missing + f"--threshold {hint} (pred = score >= threshold)")
         n_sys = p.shape[1]
         if s is None:
             s = p.astype(np.float64)

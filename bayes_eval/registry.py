@@ -258,8 +258,10 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
 
     if path == "demo":
         if threshold is not None:
-            raise PoolError("the demo pool has predictions; a threshold applies only to a pool without a 'pred' column")
+            raise PoolError("the demo pool has predictions; a threshold applies only to a pool without a 'pred' column",
+                            cli="the demo pool has predictions; --threshold applies only to a pool without a 'pred' column")
         if score_kind not in (None, "auto", "margin"):
-            raise PoolError(f"the demo pool's scores are margins, not {score_kind!r}")
+            raise PoolError(f"the demo pool's scores are margins, not {score_kind!r}",
+                            cli=f"the demo pool's scores are margins, not --score-kind {score_kind}")
         return demo_pool()
     return Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy)

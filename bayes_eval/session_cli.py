@@ -125,18 +125,11 @@ def add_pool_reading_args(p):
 
 
 def read_pool(path, score_kind="auto", threshold=None):
-    """:func:`bayes_eval.registry.load_pool` for the command line: its errors name
-    ``--threshold`` / ``--score-kind`` where the API names the keyword arguments."""
-    from .errors import PoolError
+    """:func:`bayes_eval.registry.load_pool` for the command line (its errors carry a
+    ``cli`` wording naming ``--threshold`` / ``--score-kind``, :func:`errors.cli_message`)."""
     from .registry import load_pool
 
-    try:
-        return load_pool(path, score_kind=None if score_kind == "auto" else score_kind, threshold=threshold)
-    except PoolError as exc:
-        if exc.cli is None:
-            exc.cli = (str(exc).replace("threshold=", "--threshold ").replace("score_kind=", "--score-kind ")
-                       .replace("a threshold (", "--threshold (").replace("score kind ", "--score-kind "))
-        raise
+    return load_pool(path, score_kind=None if score_kind == "auto" else score_kind, threshold=threshold)
 
 
 # ------------------------------------------------------------------------------ helpers
