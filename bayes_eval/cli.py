@@ -169,8 +169,12 @@ def build_parser():
                         "model, poisson_eps=..., defensive=..., defensive_form=..., interval=normal|beta")
 
     from .session_cli import add_session_parser
+    from .ondemand_cli import add_ondemand_parser
+    from .subsampled_cli import add_subsampled_parser
 
     add_session_parser(sub)
+    add_ondemand_parser(sub)
+    add_subsampled_parser(sub)
     return ap
 
 
@@ -336,6 +340,14 @@ def main(argv=None):
             from .session_cli import cmd_session
 
             return cmd_session(args)
+        if args.command == "ondemand":
+            from .ondemand_cli import cmd_ondemand
+
+            return cmd_ondemand(args)
+        if args.command == "subsampled":
+            from .subsampled_cli import cmd_subsampled
+
+            return cmd_subsampled(args)
     except (CLIError, PoolError, ValueError) as exc:
         print(f"bayes-eval: error: {cli_message(exc)}", file=sys.stderr)
         return 2
