@@ -42,9 +42,9 @@ class Tallies(NamedTuple):
     wsum: jnp.ndarray  # (X, C) Σ p/q_{j-1} over the draws
     n_draws: jnp.ndarray  # scalar
     # (X, C) Σ (p/q_{j-1})² over the draws: the martingale variance (estimators.is_estimate).
-    # None where a caller does not tally it (a session before it does): the estimate then
-    # takes (Σ w)² / draws per (cell, class), the same with the weights of a cell's draws
-    # equalized (a lower bound, by Cauchy-Schwarz).
+    # The simulation and sessions tally it; None (a caller that does not) makes the estimate
+    # take (Σ w)² / draws per (cell, class), the weights of a cell's draws equalized (a lower
+    # bound, by Cauchy-Schwarz).
     w2sum: Any = None
 
 

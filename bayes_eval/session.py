@@ -176,6 +176,7 @@ class Session(SessionReports):
         self._labeled = np.zeros((x, c))
         self._draw_counts = np.zeros((x, c))
         self._wsum = np.zeros((x, c))
+        self._w2sum = np.zeros((x, c))  # Σ w² per (cell, class): the martingale variance (kernel.Tallies)
         self._n_draws = 0
         self._n_labels = 0
         self._sum_w = 0.0
@@ -508,12 +509,13 @@ class Session(SessionReports):
         labeled = self._labeled + hits
         draw_counts = self._draw_counts + np.bincount(idx, minlength=x * c).reshape(x, c)
         wsum = self._wsum + np.bincount(idx, weights=w, minlength=x * c).reshape(x, c)
+        w2sum = self._w2sum + np.bincount(idx, weights=w * w, minlength=x * c).reshape(x, c)
         n_draws = self._n_draws + int(rows.size)
         closing = self._kind.close(self._labeled, hits, labeled, draw_counts, wsum, n_draws, op["round"])
         n_new = int(obs_mask.sum())
         snap = StageSnapshot(
             stage=op["stage"], n_new=n_new, labels=self._n_labels + n_new, draws=n_draws, labeled=labeled,
-            draw_counts=draw_counts, wsum=wsum, prop_used=closing.prop_used, prop=closing.prop,
+            draw_counts=draw_counts, wsum=wsum, w2sum=w2sum, prop_used=closing.prop_used, prop=closing.prop,
             sum_w=self._sum_w + float(w.sum()), sum_w2=self._sum_w2 + float((w * w).sum()),
             max_weight=max(self._max_w, float(w.max()) if w.size else 0.0), opened_at=op["opened_at"],
             closed_at=time_closed)
@@ -530,6 +532,7 @@ class Session(SessionReports):
         self._labeled = snap.labeled
         self._draw_counts = snap.draw_counts
         self._wsum = snap.wsum
+        self._w2sum = snap.w2sum
         self._n_draws = snap.draws
         self._n_labels = snap.labels
         self._sum_w, self._sum_w2, self._max_w = snap.sum_w, snap.sum_w2, snap.max_weight

@@ -157,8 +157,8 @@ def build_core(pool, measures, cfg, progress) -> SessionCore:
         cells_j = cells._replace(loss=loss_tables[j])
         g = measures[j].g
 
-        def est(labeled, draws, wsum, n_draws, prop):
-            return estimate(design, g, cells_j, Tallies(labeled, draws, wsum, n_draws), prop, n_strata)
+        def est(labeled, draws, wsum, w2sum, n_draws, prop):
+            return estimate(design, g, cells_j, Tallies(labeled, draws, wsum, n_draws, w2sum), prop, n_strata)
 
         return jax.jit(est)
 

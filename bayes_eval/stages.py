@@ -67,7 +67,8 @@ class StageSnapshot(NamedTuple):
     draws: int
     labeled: np.ndarray  # (X, C)
     draw_counts: np.ndarray  # (X, C)
-    wsum: np.ndarray  # (X, C)
+    wsum: np.ndarray  # (X, C) Σ w
+    w2sum: np.ndarray  # (X, C) Σ w² (the martingale variance, kernel.Tallies)
     prop_used: Any
     prop: Any
     sum_w: float
@@ -251,7 +252,7 @@ class ReplacementStages:
     def estimate(self, snapshots, i: int, j: int):
         s = snapshots[i]
         return self.core.estimate_fns[j](jnp.asarray(s.labeled), jnp.asarray(s.draw_counts), jnp.asarray(s.wsum),
-                                         jnp.asarray(float(s.draws)), s.prop)
+                                         jnp.asarray(s.w2sum), jnp.asarray(float(s.draws)), s.prop)
 
 
 class PoissonRounds:

@@ -192,6 +192,28 @@ def test_estimate_is_the_draw_level_estimator_for_every_measure(tmp_path, pool):
     assert abs(fb - est["f1"]) > 1e-6
 
 
+def test_clt_variance_uses_every_draws_own_weight(tmp_path, pool):
+    """The session's CLT interval is the martingale variance of the draws it stored (every
+    draw's own squared weight, as the simulation's ``kernel.Tallies.w2sum``), not the
+    weights of a cell equalized: AIS changes a cell's weight from stage to stage."""
+    s = Session.create(str(tmp_path / "s.db"), pool, ["f1", "recall"], "ais", seed=4)
+    s.run(truth_oracle(pool), budget=300, batch=50)
+    snap = s.snapshots()[-1]
+    d = s.draws()
+    w = d["weight"].to_numpy()
+    assert snap.w2sum.sum() == pytest.approx((w**2).sum(), rel=1e-12)
+    # the weights of one cell differ across stages here, so Σw² > (Σw)²/n on some cell
+    eq = np.where(snap.draw_counts > 0, snap.wsum**2 / np.maximum(snap.draw_counts, 1), 0.0)
+    assert (snap.w2sum - eq).max() > 1e-6 * snap.w2sum.max()
+    iv = s.intervals(bayesian=False).set_index("component")
+    for m in s.measures:
+        ref = s.estimate_draws(m)  # from the raw draws, Σ_j w_j² ℓ_j ℓ_jᵀ
+        half = 1.959963984540054 * np.sqrt(np.diag(np.asarray(ref.cov)))
+        got = (iv.loc[list(m.names), "upper"] - iv.loc[list(m.names), "lower"]).to_numpy() / 2
+        np.testing.assert_allclose(got, half, rtol=1e-8)
+        assert got.min() > 1e-4  # a real interval, not two zeros
+
+
 def test_intervals_summary_history_plot(tmp_path, pool):
     s = Session.create(str(tmp_path / "s.db"), pool, "f1", "is", seed=8)
     assert np.isnan(s.estimate()["f1"])
