@@ -69,6 +69,7 @@ _RULES = {
     "seed": (lambda v: 0 <= v < 2**63, "a non-negative integer"),
     "level": (lambda v: _FINITE(v) and 0 < v < 1, "in (0, 1)"),
     "target_width": (lambda v: v is None or (_FINITE(v) and v > 0), "> 0"),
+    "stop_width": (lambda v: v is None or (_FINITE(v) and v > 0), "> 0"),
     "threshold": (lambda v: v is None or _FINITE(v), "a finite number"),
 }
 
@@ -156,6 +157,13 @@ def build_parser():
     s.add_argument("--format", choices=["text", "json"], default="text")
     s.add_argument("--bayes", choices=["auto", "yes", "no"], default="auto",
                    help="finite-pool Bayesian intervals at the checkpoints (auto: for designs that carry a model)")
+    s.add_argument("--stop-width", type=float, default=None, metavar="W",
+                   help="a scripted stopping rule: each run stops at the first stage end where the interval "
+                        "(--stop-interval) is at most W wide; the output gains a 'stopping' block (share stopped, "
+                        "coverage at the stop, labels at the stop)")
+    s.add_argument("--stop-interval", choices=["clt-cs", "clt"], default="clt-cs",
+                   help="the interval the stopping rule looks at: clt-cs (default; the confidence sequence, valid "
+                        "uniformly over stages, as session status --target-width) or clt (the fixed-n interval)")
     s.add_argument("--posterior-model", default="calibrated",
                    help="model of the Bayesian intervals: calibrated (default, binary), design, dirichlet-tree")
     _add_design_args(s)
@@ -258,6 +266,10 @@ def cmd_simulate(args):
         "stalled_runs": int(res.stalled.sum()),
         "checkpoints": summary,
     }
+    if args.stop_width is not None:
+        from .results import stopping
+
+        out["stopping"] = stopping(res, args.stop_width, args.stop_interval)
     if args.format == "json":
         print(json.dumps(jsonable(out), indent=2))
     else:
@@ -278,6 +290,18 @@ def cmd_simulate(args):
                 extra = f" {c['coverage_bayes']:>9.2f} {c['mean_width_bayes']:>8.4f}"
             print(f"{c['labels']:>7} {mean:>9.4f} {bias:>10.2e} {c['mse']:>10.3e} {c['coverage']:>9.2f} "
                   f"{c['mean_width']:>8.4f} {c['undefined_runs']:>6}" + extra)
+        if any("coverage_cs" in c for c in summary):
+            print("confidence sequence (valid at every stage): coverage / mean width at "
+                  + ", ".join(f"{c['labels']}: {c['coverage_cs']:.2f} / {c['mean_width_cs']:.4f}"
+                              for c in summary if "coverage_cs" in c))
+        if "stopping" in out:
+            st = out["stopping"]
+            line = (f"stopping at width <= {st['width']:g} ({st['interval']}): {st['stopped']:.0%} of runs stopped "
+                    "within the budget")
+            if st["coverage"] is not None:
+                line += (f"; coverage at the stop {st['coverage']:.3f} (± {st['coverage_se']:.3f}), "
+                         f"{st['mean_labels']:.0f} labels on average")
+            print(line)
     return 0
 
 

@@ -263,6 +263,51 @@ def normal_interval(value, cov, level: float = 0.95, var=None):
     return value - z * sd, value + z * sd
 
 
+#: draws at which the confidence sequence's boundary is tightest (:func:`confidence_sequence`)
+CS_HORIZON = 1000.0
+
+
+def cs_factor(n, level: float = 0.95, horizon: float = CS_HORIZON):
+    """√n × the normal-mixture boundary of a standardized sum after ``n`` observations:
+    the confidence sequence's multiple of the standard error, in place of z_{(1+level)/2}.
+
+    Howard, Ramdas, McAuliffe & Sekhon (2021), *Time-uniform, nonparametric, nonasymptotic
+    confidence sequences*, Ann. Statist. 49(2), eq. (14) (two-sided normal mixture, with
+    mixing precision ρ² tuned to be tightest at ``horizon`` observations, their
+    Proposition 3 / eq. (15)):
+
+        u(n) = sqrt( 2 (n ρ² + 1) / (n² ρ²) · log( sqrt(n ρ² + 1) / α ) ),  α = 1 − level,
+        ρ² = (−2 log α + log(−2 log α + 1)) / horizon,
+
+    so the half-width of the mean is σ̂ √n u(n) = SE × cs_factor(n) with SE = σ̂ / √n.  At level 0.95 the factor is 3.03 at the horizon (1.55 × 1.96), 3.3 at
+    13 × the horizon and 3.9 at a tenth of it: the price of looking after every stage."""
+    alpha = 1.0 - level
+    n = jnp.maximum(jnp.asarray(n, jnp.float64), 1.0)
+    rho2 = (-2.0 * jnp.log(alpha) + jnp.log(-2.0 * jnp.log(alpha) + 1.0)) / horizon
+    return jnp.sqrt(2.0 * (n * rho2 + 1.0) / (n * rho2) * jnp.log(jnp.sqrt(n * rho2 + 1.0) / alpha))
+
+
+def confidence_sequence(value, var, n, level: float = 0.95, horizon: float = CS_HORIZON):
+    """An asymptotic confidence sequence for G: Ĝ ± cs_factor(n) · sqrt(Var Ĝ), valid
+    *uniformly over stages* -- the interval to stop on when it is looked at after every
+    stage (a fixed-n 95% interval checked 40 times does not keep 95%).
+
+    Construction: Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas (2024), *Time-uniform
+    central limit theory and asymptotic confidence sequences*, Ann. Statist. 52(6), Thm 2.2
+    and its martingale form (§2.5, Lindeberg-type conditions): a sum whose conditional
+    variances are estimated consistently is strongly approximated by a Gaussian process,
+    so Howard et al.'s normal-mixture boundary applies with the estimated variance.  Here
+    the sum is the importance-weighted loss Σ_j w_j ℓ_j (001 eq. 1; a martingale under the
+    adaptive proposals, its conditional variances the ``w2sum`` tallies of
+    :mod:`bayes_eval.kernel`), carried to G = g(R) by the delta method (its influence
+    function Dg·(wℓ − R), 001 §3.3.2) -- our extension to ratio measures; ``n`` counts
+    the draws (labels for Poisson rounds).  It inherits the CLT's assumptions: where the
+    positives are too few for the variance to be estimated, no CLT-based interval holds
+    (``docs/architecture.md``, "Intervals")."""
+    half = cs_factor(n, level, horizon) * jnp.sqrt(jnp.clip(var, 0.0))
+    return value - half, value + half
+
+
 def ellipsoid(value, cov, n, level: float = 0.95):
     """The 100·level% confidence ellipsoid of 001 §3.3.2.
 

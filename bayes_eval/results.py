@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["StageRecord", "SimResult", "schedule", "make_result", "summarize", "covers"]
+__all__ = ["StageRecord", "SimResult", "schedule", "make_result", "summarize", "covers", "cs_bounds", "stopping",
+           "STOP_INTERVALS"]
 
 
 class StageRecord(NamedTuple):
@@ -20,6 +21,7 @@ class StageRecord(NamedTuple):
     lower: jnp.ndarray
     upper: jnp.ndarray
     kl: jnp.ndarray  # KL(q* || q_t), q* the optimal proposal (001 Prop. 1)
+    n_class: jnp.ndarray  # (C,) labeled items of each class after the stage
 
 
 def schedule(budget: int, batch: int) -> np.ndarray:
@@ -131,6 +133,11 @@ def summarize(res: SimResult) -> list[dict]:
             cover = covers(lo[ok], hi[ok], truth)
             width = hi[ok] - lo[ok]
             wmask = mask & np.isfinite(width)
+            clo, chi = cs_bounds(vv, lo[ok], hi[ok], res.checkpoint_draws[ok, i][:, None])
+            cmask = mask & np.isfinite(chi - clo)
+            if cmask.any():
+                entry["coverage_cs"] = float(np.mean(covers(clo, chi, truth)[cmask]))
+                entry["mean_width_cs"] = float(np.mean((chi - clo)[cmask]))
             if res.bayes_lower is not None:
                 blo = res.bayes_lower[ok, i, :]
                 bhi = res.bayes_upper[ok, i, :]
@@ -153,6 +160,68 @@ def summarize(res: SimResult) -> list[dict]:
             entry.update(mean=None, bias=None, mse=None, mse_se=None, coverage=None, mean_width=None, mean_draws=None)
         out.append(entry)
     return out
+
+
+#: z_{0.975}: the stored CLT intervals are 95% (``simulate``'s level)
+_Z95 = 1.959963984540054
+#: the interval kinds a run can stop on (:func:`stopping`)
+STOP_INTERVALS = ("clt-cs", "clt")
+
+
+def cs_bounds(value, lower, upper, n, level: float = 0.95):
+    """The confidence sequence (:func:`bayes_eval.estimators.confidence_sequence`) around
+    ``value`` whose 95% CLT interval is [lower, upper] after ``n`` draws."""
+    from .estimators import cs_factor
+
+    se = (np.asarray(upper) - np.asarray(lower)) / (2.0 * _Z95)
+    half = np.asarray(cs_factor(np.asarray(n, np.float64), level)) * se
+    return value - half, value + half
+
+
+#: labeled items of each class a CLT-based interval needs before a run may stop on it
+MIN_CLASS_LABELS = 10
+
+
+def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_labels: int = MIN_CLASS_LABELS) -> dict:
+    """A scripted loop that looks at ``interval`` after every stage and stops at the first
+    stage end where its width is ≤ ``width`` (every component's, for a vector measure),
+    or at the budget.  Returns ``{"width", "interval", "stopped"`` (share of runs that
+    stopped within the budget), ``"coverage"`` (share of the stopped runs whose interval
+    at the stop holds the truth; None if none stopped), ``"mean_labels"`` (labels at the
+    stop, over the stopped runs), ``"coverage_se"`` (its binomial standard error)``}``.
+
+    ``"clt"``: the fixed-n 95% interval (001 §3.3.2) -- looked at after every stage it
+    does not keep 95% (the point of measuring it); ``"clt-cs"``: the asymptotic confidence
+    sequence, valid uniformly over stages.  A run may stop only once it holds
+    ``min_class_labels`` labeled items of every class: before that the variance of a
+    CLT interval is not estimable (a first stage whose positives were all predicted
+    positive has F1 = 1 and variance 0), the rule ``session status --target-width`` keeps
+    too; nor on an interval of width 0 (a degenerate delta method, not a narrow interval)."""
+    if interval not in STOP_INTERVALS:
+        raise ValueError(f"stop interval must be one of {', '.join(STOP_INTERVALS)}, got {interval!r}")
+    if not (np.isfinite(width) and width > 0):
+        raise ValueError(f"the stopping width must be a positive number, got {width}")
+    h = res.history
+    value, lo, hi = h.value, h.lower, h.upper  # (repeats, stages, m_hist)
+    if interval == "clt-cs":
+        lo, hi = cs_bounds(value, lo, hi, h.n_draws[..., None])
+    w = hi - lo
+    ok = np.all(np.isfinite(value), axis=2) & np.all(np.isfinite(w), axis=2)
+    enough = np.all(h.n_class >= min_class_labels, axis=2)
+    # a zero width is a degenerate delta method (e.g. F1 = 1 where no error has been seen),
+    # not a narrow interval
+    narrow = ok & enough & np.all((w <= width) & (w > 0), axis=2)
+    stopped = narrow.any(axis=1)
+    first = np.argmax(narrow, axis=1)
+    truth = res.true_value[: value.shape[2]]
+    r = np.arange(value.shape[0])
+    cov = np.all(covers(lo[r, first], hi[r, first], truth), axis=1)
+    n_stop = int(stopped.sum())
+    c = float(cov[stopped].mean()) if n_stop else None
+    return {"width": float(width), "interval": interval, "stopped": float(stopped.mean()),
+            "coverage": c, "coverage_se": float(np.sqrt(c * (1 - c) / n_stop)) if n_stop else None,
+            "mean_labels": float(h.n_labels[r, first][stopped].mean()) if n_stop else None,
+            "stopped_runs": n_stop}
 
 
 def _scalar(a):

@@ -162,7 +162,7 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         lo, hi = normal_interval(est.value, None, level, var=est.var)
         kl = _kl_optimal(cells, tallies.labeled, st.proposal, a_true, stochastic) if track_kl else jnp.asarray(jnp.nan)
         new_state = SimState(st, n_labels, state.stalled | stalled)
-        rec = StageRecord(n_labels, tallies.n_draws, est.value, lo, hi, kl)
+        rec = StageRecord(n_labels, tallies.n_draws, est.value, lo, hi, kl, tallies.labeled.sum(0))
         return new_state, rec
 
     stage_keys = jax.random.split(key, len(batches))
@@ -489,7 +489,7 @@ def simulate_poisson(cells: CellTable, design, measure, budget: int = 2000, batc
         out = dict(value=value[ck], var=var[ck], lower=lo[ck], upper=hi[ck], labels=rounds.n_labels[ck],
                    labeled=lnow[ck])
         hist = StageRecord(rounds.n_labels, rounds.n_labels, value[:, :m_hist], lo[:, :m_hist], hi[:, :m_hist],
-                           jnp.full(value.shape[0], jnp.nan))
+                           jnp.full(value.shape[0], jnp.nan), lnow.sum(1))
         extra = rounds if return_rounds else None
         return hist, out, extra
 
