@@ -1,0 +1,410 @@
+"""On-demand evaluation of several systems (seed ``003``): the numerical core.
+
+Pure NumPy functions over small arrays; no files, no printing (the session lives in
+:mod:`bayes_eval.ondemand_session`, the simulation in :mod:`bayes_eval.ondemand_sim`).
+
+The setting (003 §"Problem statement"): a universe of candidate instances, an unknown set
+𝒴 of correct ones (f(x) = 1[x ∈ 𝒴]), systems i = 1..m with prediction sets X_i and known
+sampling distributions p_i over X_i (uniform by default).  Two kinds of label: a
+*verification* of one drawn x (f(x)), and an *exhaustive* sample from 𝒴 itself.
+
+**Cells.**  Every quantity below depends on an instance only through its vector
+(p_1(x), ..., p_m(x)) and its label, so instances with the same vector are
+interchangeable: a *cell* (the same idea as :mod:`bayes_eval.cells`).  With uniform p_i a
+cell is a membership pattern (which systems predicted x); at most 2^m of them, usually a
+few hundred, so the estimators and the variance bound cost O(cells × systems), not
+O(universe).  Draws are tallied per (stratum j = the system they were drawn for, cell,
+label): ``T[..., j, c, f]``.  Every function takes optional leading batch axes (repeats of
+a simulation).
+
+**Estimators** (003 §"Simple estimator", §"Joint estimator"):
+
+* simple precision π̂ᵢ⁽ˢ⁾ = mean of f over X̂ᵢ; simple recall ρ̂ᵢ⁽ˢ⁾ = share of the
+  exhaustive sample Ŷ₀ inside Xᵢ;
+* joint precision π̂ᵢ = Σⱼ (wᵢⱼ/nⱼ) Σ_{x∈X̂ⱼ} pᵢ(x) f(x) / qᵢ(x), qᵢ = Σⱼ wᵢⱼ pⱼ,
+  wᵢⱼ ∝ nⱼ Σₓ pⱼ(x) pᵢ(x) (:func:`mixture_weights`) — unbiased for fixed n whenever
+  qᵢ > 0 on Xᵢ, which wᵢᵢ > 0 (nᵢ ≥ 1) guarantees;
+* joint recall ρ̂ᵢ = θ̂ ν̂ᵢ: θ̂ the pool recall (share of Ŷ₀ inside the pool X), ν̂ᵢ the
+  pooled recall, self-normalized over *all* verification draws.  One deviation from the
+  letter of 003 §"Estimating recall jointly", on purpose: ν̂ᵢ's target is uniform over
+  Y = X ∩ 𝒴 (the whole pool), so its proposal must be positive on all of X; 003's qᵢ
+  vanishes on the systems that do not overlap Xᵢ (wᵢⱼ = 0 there) and would leave those
+  correct instances out of the denominator (a bias upward).  We use the mixture the draws
+  were actually drawn from, q₀ = Σⱼ (nⱼ/N) pⱼ, and write 003's u(x) as f(x) (the
+  exhaustive sample is uniform over 𝒴, so p'(x) ∝ f(x)).
+
+**Variances** (delta method): each estimator is linearized into a sum of per-draw
+*influence* values ψ; draws of different strata are independent and draws within a
+stratum i.i.d., so Cov(k, l) = Σⱼ nⱼ/(nⱼ−1) [Σ_{s∈j} ψₖψₗ − (Σψₖ)(Σψₗ)/nⱼ]
+(:func:`stratified_cov`); the exhaustive sample is a cluster sample of units (documents),
+linearized per unit (:func:`exhaustive_stats`).  F1 = 2πρ/(π+ρ) and the paired
+differences then follow by the delta method from the joint covariance of (π, ν, θ)
+(:func:`assemble`), so "is B better than A?" uses the shared labels' covariance.  Wald
+intervals: with few draws and a precision near 0 or 1 a Wilson (score) or Beta-posterior
+interval covers better — the simple estimator's Wilson interval is :func:`wilson`.
+
+**Adaptive sample size** (003 §"Adaptively choosing the number of samples"):
+:func:`variance_bound` is the variance of π̂ₘ as a function of nₘ with every label known so
+far and each unverified instance counted as a coin flip (f̃ = ½, the worst case of one
+Bernoulli), exact over the cells; :func:`required_draws` bisects on it for the smallest nₘ
+with half-width z·√V ≤ ε.  The simple estimator gets the same rule with wᵢⱼ = 1[i = j].
+:func:`required_exhaustive` does the same for the exhaustive sample size of recall.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "Z95", "FILL", "Cells", "cells_of", "overlaps", "mixture_weights", "proposals", "pooled_proposal",
+    "tally", "precision_influence", "simple_precision_influence", "pooled_recall_influence",
+    "stratified_cov", "exhaustive_stats", "Estimates", "assemble", "joint_parts", "joint_estimates", "simple_estimates",
+    "differences", "cell_fill", "round_size", "variance_bound", "required_draws", "required_exhaustive", "wilson", "f1_of",
+]
+
+#: two-sided 95% normal quantile
+Z95 = 1.959963984540054
+#: the value an unverified instance's label is counted as in the variance bound
+FILL = 0.5
+
+
+class Cells(NamedTuple):
+    """Instances grouped by their sampling probabilities (module docstring, "Cells").
+
+    ``P[c, j]`` is p_j(x) of one instance x of cell c; ``size[c]`` the number of instances."""
+
+    P: np.ndarray
+    size: np.ndarray
+
+
+def cells_of(P_items) -> tuple[Cells, np.ndarray]:
+    """Group instances with identical rows of ``P_items`` (instances × systems) into cells;
+    returns the cells and the cell of every instance."""
+    P_items = np.asarray(P_items, dtype=np.float64)
+    if P_items.ndim != 2:
+        raise ValueError(f"P_items must be instances × systems, got shape {P_items.shape}")
+    uniq, inv, counts = np.unique(P_items, axis=0, return_inverse=True, return_counts=True)
+    return Cells(uniq, counts.astype(np.float64)), inv.reshape(-1)
+
+
+def overlaps(cells: Cells) -> np.ndarray:
+    """O[i, j] = Σₓ pᵢ(x) pⱼ(x) (003 §"Estimating precision jointly")."""
+    return np.einsum("c,ci,cj->ij", cells.size, cells.P, cells.P)
+
+
+def mixture_weights(cells: Cells, n, O=None) -> np.ndarray:
+    """wᵢⱼ ∝ nⱼ Σₓ pⱼ(x) pᵢ(x), rows summing to one (003 §"Estimating precision jointly");
+    a row with no draw overlapping system i is all zero.  ``n``: (..., M) draws per system."""
+    O = overlaps(cells) if O is None else O
+    n = np.asarray(n, dtype=np.float64)
+    w = n[..., None, :] * O
+    s = w.sum(-1, keepdims=True)
+    return np.where(s > 0, w / np.where(s > 0, s, 1.0), 0.0)
+
+
+def proposals(cells: Cells, W) -> np.ndarray:
+    """qᵢ on every cell: Q[..., c, i] = Σⱼ wᵢⱼ pⱼ(c) (003 eq. for π̂ᵢ⁽ʲ⁾)."""
+    return np.einsum("...ij,cj->...ci", W, cells.P)
+
+
+def pooled_proposal(cells: Cells, n) -> np.ndarray:
+    """q₀ = Σⱼ (nⱼ/N) pⱼ, the mixture all verification draws come from (module docstring)."""
+    n = np.asarray(n, dtype=np.float64)
+    N = n.sum(-1, keepdims=True)
+    return np.einsum("...j,cj->...c", n / np.where(N > 0, N, 1.0), cells.P)
+
+
+def tally(n_strata: int, n_cells: int, stratum, cell, label, mask=None) -> np.ndarray:
+    """Counts T[..., j, c, f] of draws (stratum, cell, label); leading axes of the inputs
+    beyond the last are batch axes; ``mask`` selects the draws that count."""
+    stratum, cell, label = (np.asarray(a, dtype=np.int64) for a in (stratum, cell, label))
+    stratum, cell, label = np.broadcast_arrays(stratum, cell, label)
+    batch = stratum.shape[:-1]
+    nb = int(np.prod(batch)) if batch else 1
+    flat = (np.arange(nb).reshape(batch + (1,)) * (n_strata * n_cells * 2) if batch else 0) \
+        + (stratum * n_cells + cell) * 2 + label
+    wts = None if mask is None else np.broadcast_to(mask, flat.shape).astype(np.float64).ravel()
+    T = np.bincount(flat.ravel(), weights=wts, minlength=nb * n_strata * n_cells * 2)
+    return T.reshape(batch + (n_strata, n_cells, 2))
+
+
+def _ratio(a, b):
+    return np.where(b > 0, a / np.where(b > 0, b, 1.0), 0.0)
+
+
+def precision_influence(cells: Cells, n, W=None) -> np.ndarray:
+    """ψ[..., i, j, c, f] = (wᵢⱼ/nⱼ) pᵢ(c) f / qᵢ(c): the joint precision estimator is
+    π̂ᵢ = Σ over draws of ψᵢ (003 §"Estimating precision jointly")."""
+    W = mixture_weights(cells, n) if W is None else W
+    Q = proposals(cells, W)                                   # (..., C, M)
+    H = _ratio(cells.P, Q)                                    # pᵢ/qᵢ, 0 off Xᵢ
+    coef = _ratio(W, np.asarray(n, dtype=np.float64)[..., None, :])   # wᵢⱼ/nⱼ
+    f = np.array([0.0, 1.0])
+    return np.einsum("...ij,...ci,f->...ijcf", coef, H, f)
+
+
+def simple_precision_influence(cells: Cells, n) -> np.ndarray:
+    """ψ[..., i, j, c, f] = 1[i = j] f / nᵢ: the simple estimator (003 §"Simple estimator")."""
+    n = np.asarray(n, dtype=np.float64)
+    M, C = cells.P.shape[1], cells.P.shape[0]
+    coef = np.eye(M) * _ratio(1.0, n)[..., None, :]
+    return np.einsum("...ij,c,f->...ijcf", coef, np.ones(C), np.array([0.0, 1.0]))
+
+
+def pooled_recall_influence(cells: Cells, T, n) -> tuple[np.ndarray, np.ndarray]:
+    """(ν̂, ψ): the pooled recall ν̂ᵢ = Σ f gᵢ/q₀ / Σ f/q₀ over every verification draw and
+    its linearization ψᵢ = (a − ν̂ᵢ b)/(N B̂), a = f gᵢ/q₀, b = f/q₀
+    (003 §"Estimating recall jointly", with q₀ as in the module docstring)."""
+    n = np.asarray(n, dtype=np.float64)
+    N = n.sum(-1)
+    q0 = pooled_proposal(cells, n)                            # (..., C)
+    G = (cells.P > 0).astype(np.float64)                      # (C, M)
+    inv_q = _ratio(1.0, q0)
+    T1 = T[..., 1]                                            # (..., M, C)
+    B = np.einsum("...jc,...c->...", T1, inv_q) / np.where(N > 0, N, 1.0)
+    A = np.einsum("...jc,...c,ci->...i", T1, inv_q, G) / np.where(N > 0, N, 1.0)[..., None]
+    nu = _ratio(A, B[..., None])
+    scale = _ratio(1.0, N * B)                                # 1/(N B̂)
+    a_minus = (G - nu[..., None, :]) * inv_q[..., :, None]    # (..., C, M): (gᵢ − ν̂ᵢ)/q₀
+    f = np.array([0.0, 1.0])
+    M = cells.P.shape[1]
+    psi = np.einsum("...,...ci,j,f->...ijcf", scale, a_minus, np.ones(M), f)
+    return nu, psi
+
+
+def stratified_cov(T, psi) -> np.ndarray:
+    """Cov(k, l) = Σⱼ nⱼ/(nⱼ−1) [Σ_{s∈j} ψₖψₗ − (Σ_{s∈j}ψₖ)(Σ_{s∈j}ψₗ)/nⱼ] for influence
+    values ψ[..., k, j, c, f] of draws tallied in T[..., j, c, f] (strata independent,
+    draws i.i.d. within a stratum).  A stratum with one draw adds nothing (no spread to
+    estimate from)."""
+    nj = T.sum((-1, -2))                                      # (..., M)
+    s1 = np.einsum("...jcf,...kjcf->...kj", T, psi)
+    s2 = np.einsum("...jcf,...kjcf,...ljcf->...klj", T, psi, psi)
+    inner = s2 - s1[..., :, None, :] * s1[..., None, :, :] * _ratio(1.0, nj)[..., None, None, :]
+    fac = np.where(nj > 1, nj / np.where(nj > 1, nj - 1, 1.0), 0.0)
+    return np.einsum("...klj,...j->...kl", inner, fac)
+
+
+def exhaustive_stats(t, m, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """Ratio estimates and their covariance from a cluster sample of units (003 §"Problem
+    statement": annotating a random document completely).  ``t[..., u, k]``: instances of
+    unit u counted by quantity k (in the pool, in Xᵢ); ``m[..., u]``: instances found in
+    unit u; ``mask[..., u]`` selects the units.  est_k = Σ t / Σ m; Cov by the per-unit
+    linearization (t_uk − est_k m_u)/Σm, scaled by n_u/(n_u − 1)."""
+    t = np.asarray(t, dtype=np.float64)
+    m = np.asarray(m, dtype=np.float64)
+    if mask is not None:
+        mask = np.asarray(mask, dtype=np.float64)
+        t = t * mask[..., None]
+        m = m * mask
+        nu = mask.sum(-1)
+    else:
+        nu = np.full(m.shape[:-1], float(m.shape[-1]))
+    tot = m.sum(-1)
+    est = _ratio(t.sum(-2), tot[..., None])
+    psi = (t - est[..., None, :] * m[..., None]) * _ratio(1.0, tot)[..., None, None]
+    fac = np.where(nu > 1, nu / np.where(nu > 1, nu - 1, 1.0), 0.0)
+    cov = np.einsum("...uk,...ul->...kl", psi, psi) * fac[..., None, None]
+    return est, cov
+
+
+def f1_of(p, r):
+    """F1 = 2πρ/(π+ρ) (0 where both are 0)."""
+    return _ratio(2 * p * r, p + r)
+
+
+class Estimates(NamedTuple):
+    """Per system: ``value[..., 3M]`` = (precision (M), recall (M), F1 (M)) and their
+    covariance ``cov[..., 3M, 3M]``; ``half_width`` = z √diag."""
+
+    value: np.ndarray
+    cov: np.ndarray
+
+    @property
+    def half_width(self):
+        return Z95 * np.sqrt(np.maximum(np.diagonal(self.cov, axis1=-2, axis2=-1), 0.0))
+
+
+def assemble(pi, rho_parts, cov_in, joint: bool) -> Estimates:
+    """(π, ρ, F1) and their covariance by the delta method.
+
+    joint: inputs v = (π (M), ν (M), θ), ρᵢ = θ νᵢ; simple: v = (π (M), ρ (M)).
+    ``cov_in`` is the covariance of v.  ∂F1/∂π = 2ρ²/(π+ρ)², ∂F1/∂ρ = 2π²/(π+ρ)²."""
+    pi = np.asarray(pi, dtype=np.float64)
+    M = pi.shape[-1]
+    batch = pi.shape[:-1]
+    if joint:
+        nu, theta = rho_parts
+        rho = theta[..., None] * nu
+    else:
+        (rho,) = rho_parts
+    f1 = f1_of(pi, rho)
+    s2 = (pi + rho) ** 2
+    dF_dp = _ratio(2 * rho ** 2, s2)
+    dF_dr = _ratio(2 * pi ** 2, s2)
+    K = 2 * M + (1 if joint else 0)
+    J = np.zeros(batch + (3 * M, K))
+    eye = np.eye(M)
+    J[..., :M, :M] = eye
+    if joint:
+        J[..., M:2 * M, M:2 * M] = eye * theta[..., None, None]
+        J[..., M:2 * M, 2 * M] = nu
+        drho_dnu = eye * theta[..., None, None]
+        J[..., 2 * M:, :M] = eye * dF_dp[..., None, :]
+        J[..., 2 * M:, M:2 * M] = dF_dr[..., :, None] * drho_dnu
+        J[..., 2 * M:, 2 * M] = dF_dr * nu
+    else:
+        J[..., M:2 * M, M:2 * M] = eye
+        J[..., 2 * M:, :M] = eye * dF_dp[..., None, :]
+        J[..., 2 * M:, M:2 * M] = eye * dF_dr[..., None, :]
+    value = np.concatenate([pi, rho, f1], axis=-1)
+    cov = np.einsum("...ak,...kl,...bl->...ab", J, cov_in, J)
+    return Estimates(value, cov)
+
+
+def joint_parts(cells: Cells, T, n) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(π̂, ν̂, Cov of (π̂, ν̂)) from the verification draws alone (003 §"Joint estimator")."""
+    n = np.asarray(n, dtype=np.float64)
+    psi_p = precision_influence(cells, n)
+    pi = np.einsum("...jcf,...ijcf->...i", T, psi_p)
+    nu, psi_n = pooled_recall_influence(cells, T, n)
+    return pi, nu, stratified_cov(T, np.concatenate([psi_p, psi_n], axis=-4))
+
+
+def joint_estimates(cells: Cells, T, n, theta, var_theta, parts=None) -> Estimates:
+    """The joint estimators of every system (003 §"Joint estimator") from the verification
+    tallies ``T`` with draws ``n`` per system and the pool recall θ̂ (its variance);
+    ``parts``: :func:`joint_parts` already computed."""
+    M = cells.P.shape[1]
+    pi, nu, cov_v = joint_parts(cells, T, n) if parts is None else parts
+    batch = pi.shape[:-1]
+    cov_in = np.zeros(batch + (2 * M + 1, 2 * M + 1))
+    cov_in[..., :2 * M, :2 * M] = cov_v
+    cov_in[..., 2 * M, 2 * M] = var_theta
+    return assemble(pi, (nu, np.asarray(theta, dtype=np.float64)), cov_in, joint=True)
+
+
+def simple_estimates(cells: Cells, T, n, rho, cov_rho) -> Estimates:
+    """The simple estimators (003 §"Simple estimator"): π̂ᵢ from X̂ᵢ alone, ρ̂ᵢ from Ŷ₀
+    (``rho``, ``cov_rho`` from :func:`exhaustive_stats`)."""
+    n = np.asarray(n, dtype=np.float64)
+    M = cells.P.shape[1]
+    psi = simple_precision_influence(cells, n)
+    pi = np.einsum("...jcf,...ijcf->...i", T, psi)
+    cov_p = stratified_cov(T, psi)
+    batch = pi.shape[:-1]
+    cov_in = np.zeros(batch + (2 * M, 2 * M))
+    cov_in[..., :M, :M] = cov_p
+    cov_in[..., M:, M:] = cov_rho
+    return assemble(pi, (np.asarray(rho, dtype=np.float64),), cov_in, joint=False)
+
+
+def differences(est: Estimates, a: int, b: int, M: int) -> tuple[np.ndarray, np.ndarray]:
+    """Paired differences system b − system a of (precision, recall, F1) and their 95%
+    half-widths, from the shared labels' covariance: Var = C_bb + C_aa − 2 C_ab."""
+    ia = np.array([a, M + a, 2 * M + a])
+    ib = np.array([b, M + b, 2 * M + b])
+    v = est.value[..., ib] - est.value[..., ia]
+    C = est.cov
+    var = C[..., ib, ib] + C[..., ia, ia] - 2 * C[..., ia, ib]
+    return v, Z95 * np.sqrt(np.maximum(var, 0.0))
+
+
+def wilson(k, n, z: float = Z95):
+    """Wilson score interval (lo, hi) for k successes in n: better than Wald for small n or
+    a proportion near 0 or 1 (the simple precision estimator's small-sample interval)."""
+    k = np.asarray(k, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    p = _ratio(k, n)
+    den = 1 + z * z / np.where(n > 0, n, 1.0)
+    mid = (p + z * z / (2 * np.where(n > 0, n, 1.0))) / den
+    half = z * np.sqrt(np.maximum(p * (1 - p) / np.where(n > 0, n, 1.0)
+                                  + z * z / (4 * np.where(n > 0, n, 1.0) ** 2), 0)) / den
+    return np.where(n > 0, mid - half, 0.0), np.where(n > 0, mid + half, 1.0)
+
+
+# ------------------------------------------------------------------ adaptive sample size
+def cell_fill(size, pos, ver):
+    """f̃ per cell for the variance bound: the known labels, and for each unverified
+    instance the cell's posterior mean (pos + 1)/(ver + 2) under a uniform prior — ``FILL``
+    = ½ in a cell with no label yet (the worst case of one Bernoulli)."""
+    size = np.asarray(size, dtype=np.float64)
+    return (pos + (size - ver) * (pos + 2 * FILL) / (ver + 2)) / np.where(size > 0, size, 1.0)
+
+
+def round_size(required, have, last: bool):
+    """Draws to add in one sizing round (003 §"Summary", done in rounds so that the bound
+    learns the new system's labels): half the shortfall, at least one, all of it in the
+    last round."""
+    short = np.maximum(np.asarray(required, dtype=np.float64) - have, 0.0)
+    return short if last else np.where(short > 0, np.maximum(np.ceil(short / 2), 1.0), 0.0)
+
+
+def variance_bound(cells: Cells, n, m: int, fill, joint: bool = True, O=None) -> np.ndarray:
+    """The variance of π̂ₘ with ``n[..., :]`` draws per system (nₘ the candidate), each
+    stratum's variance Var_{pⱼ}[pₘ f/qₘ] computed exactly over the cells with f replaced by
+    ``fill[..., c]`` — the mean over the cell of the known labels and ``FILL`` for the
+    unverified (003 §"Adaptively choosing the number of samples").  ``inf`` where qₘ = 0
+    on part of Xₘ (nothing drawn could reach it: the estimator would be biased)."""
+    n = np.asarray(n, dtype=np.float64)
+    fill = np.asarray(fill, dtype=np.float64)
+    pm = cells.P[:, m]
+    mass = cells.size[:, None] * cells.P                      # (C, M): Σ over a cell of pⱼ
+    if not joint:
+        pit = np.einsum("c,...c->...", mass[:, m], fill)
+        return _ratio(pit * (1 - pit), n[..., m])
+    O = overlaps(cells) if O is None else O
+    w = n * O[m]
+    s = w.sum(-1, keepdims=True)
+    w = _ratio(w, s)                                          # (..., M)
+    q = np.einsum("...j,cj->...c", w, cells.P)
+    support = (pm > 0) & (cells.size > 0)
+    uncovered = np.any(support & (q <= 0), axis=-1)
+    h = np.where(pm > 0, pm / np.where(q > 0, q, 1.0), 0.0)
+    e1 = np.einsum("cj,...c->...j", mass, h * fill)
+    e2 = np.einsum("cj,...c->...j", mass, h * h * fill)
+    var_j = np.maximum(e2 - e1 * e1, 0.0)
+    V = np.sum(np.where(n > 0, _ratio(w * w, n) * var_j, 0.0), axis=-1)
+    return np.where(uncovered, np.inf, V)
+
+
+def required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: int, joint: bool = True,
+                   z: float = Z95) -> np.ndarray:
+    """The smallest nₘ in [0, n_max] whose bound gives half-width z√V ≤ ε, by bisection
+    (the bound decreases in nₘ; 003 §"Adaptively choosing the number of samples"); n_max
+    where even n_max does not reach ε.  ``n[..., m]`` is ignored."""
+    n = np.array(n, dtype=np.float64)
+    target = (epsilon / z) ** 2
+    O = overlaps(cells)
+    batch = n.shape[:-1]
+    lo = np.zeros(batch)
+    hi = np.full(batch, float(n_max))
+    while np.any(lo < hi):
+        mid = np.floor((lo + hi) / 2)
+        n[..., m] = mid
+        ok = variance_bound(cells, n, m, fill, joint, O) <= target
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid + 1)
+    return lo.astype(np.int64)
+
+
+def required_exhaustive(theta, nu, var_nu, rho, epsilon: float, n_max: int, joint: bool = True,
+                        z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
+    """Exhaustive-sample size for every system's recall half-width to reach ε (the analogue
+    of :func:`required_draws` for recall, where the exhaustive sample is the limit).
+
+    joint: Var ρ̂ᵢ ≈ νᵢ² θ(1−θ)/n₀ + θ² Var ν̂ᵢ — only the first term falls with n₀;
+    simple: Var ρ̂ᵢ = ρᵢ(1−ρᵢ)/n₀.  Plug-in values (smoothed by the caller).  Returns
+    (n₀ capped at n_max, reachable: whether ε can be reached by exhaustive samples alone;
+    where not, more verifications are what is missing)."""
+    t = (epsilon / z) ** 2
+    if joint:
+        room = t - theta[..., None] ** 2 * var_nu
+        need = _ratio(nu ** 2 * (theta * (1 - theta))[..., None], np.maximum(room, 1e-300))
+        reach = np.all(room > 0, axis=-1)
+    else:
+        need = rho * (1 - rho) / t
+        reach = np.ones(np.shape(rho)[:-1], dtype=bool)
+    n0 = np.ceil(np.max(need, axis=-1))
+    return np.minimum(np.where(reach, n0, n_max), n_max).astype(np.int64), reach

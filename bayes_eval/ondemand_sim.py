@@ -1,0 +1,244 @@
+"""Simulated on-demand evaluation (seed ``003``): settings and a vectorized driver.
+
+Two settings (issue 17 item 4):
+
+* :func:`synthetic_setting` — a KBP-like universe: 10⁵ candidate instances of which ~5,000
+  are correct; every instance has a shared "ease"; system i ranks instances by ease plus
+  its own noise (σᵢ) and predicts its top correct and incorrect ones in the amounts that
+  give it precision πᵢ ∈ [0.2, 0.8] and recall ρᵢ ∈ [0.1, 0.6].  Easy instances are
+  shared by many systems; the noise makes system-specific ones.
+* :func:`pool_setting` — a scored pool (``score``, ``label``): system i is the top-kᵢ set of
+  a noisy copy of the score (kᵢ and the noise varied), so the shared entity-resolution
+  pools serve too.
+
+:func:`simulate` runs both protocols of 003 — the simple estimator and the joint one — on
+the same universe, repeats vectorized with NumPy: systems are submitted one at a time; for
+each, the number of draws is chosen by bisection on the variance bound given every label
+so far (003 §"Adaptively choosing the number of samples"; :func:`bayes_eval.ondemand.
+required_draws`), draws already verified are reused at no cost; after the last system the
+exhaustive sample is sized from a pilot (:func:`bayes_eval.ondemand.required_exhaustive`).
+Pure functions of (setting, seed): no files.
+"""
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from . import ondemand as od
+
+__all__ = ["Setting", "synthetic_setting", "pool_setting", "simulate", "summarize", "truth_of"]
+
+COST_VERIFY = 0.18
+COST_EXHAUSTIVE = 1.60
+
+
+class Setting(NamedTuple):
+    """A universe: ``truth[u]`` (f), ``G[u, i]`` (x ∈ Xᵢ; uniform pᵢ), system ``names``."""
+
+    name: str
+    truth: np.ndarray
+    G: np.ndarray
+    names: list
+
+
+def synthetic_setting(n_systems: int = 10, n_candidates: int = 100_000, n_correct: int = 5_000,
+                      seed: int = 0) -> Setting:
+    """The KBP-like universe of the module docstring (only instances that are correct or
+    predicted are kept: the others never enter any estimator)."""
+    rng = np.random.default_rng(seed)
+    truth = np.zeros(n_candidates, dtype=bool)
+    truth[:n_correct] = True
+    ease = rng.normal(size=n_candidates)
+    prec = rng.uniform(0.2, 0.8, n_systems)
+    rec = rng.uniform(0.1, 0.6, n_systems)
+    sigma = rng.uniform(0.5, 1.5, n_systems)
+    pos, neg = np.flatnonzero(truth), np.flatnonzero(~truth)
+    G = np.zeros((n_candidates, n_systems), dtype=bool)
+    for i in range(n_systems):
+        s = ease + sigma[i] * rng.normal(size=n_candidates)
+        k_pos = max(1, int(round(rec[i] * n_correct)))
+        k_neg = int(round(k_pos * (1 - prec[i]) / prec[i]))
+        G[pos[np.argsort(-s[pos])[:k_pos]], i] = True
+        G[neg[np.argsort(-s[neg])[:k_neg]], i] = True
+    keep = truth | G.any(1)
+    return Setting("synthetic", truth[keep], G[keep], [f"sys{i + 1}" for i in range(n_systems)])
+
+
+def pool_setting(frame, n_systems: int = 10, seed: int = 0, name: str = "pool") -> Setting:
+    """Systems from a scored pool (columns ``score``, ``label``): top-kᵢ sets of noisy
+    copies of the score, kᵢ from 0.5 to 3 times the number of positives, noise 0–1 score
+    standard deviations."""
+    score = np.asarray(frame["score"], dtype=np.float64)
+    truth = np.asarray(frame["label"]).astype(np.int64) == 1
+    rng = np.random.default_rng(seed)
+    n_pos = max(int(truth.sum()), 1)
+    sd = float(np.std(score)) or 1.0
+    G = np.zeros((len(score), n_systems), dtype=bool)
+    for i in range(n_systems):
+        k = max(2, int(round(n_pos * rng.uniform(0.5, 3.0))))
+        s = score + rng.uniform(0.0, 1.0) * sd * rng.normal(size=len(score))
+        G[np.argsort(-s)[:k], i] = True
+    keep = truth | G.any(1)
+    return Setting(name, truth[keep], G[keep], [f"sys{i + 1}" for i in range(n_systems)])
+
+
+def truth_of(setting: Setting) -> np.ndarray:
+    """True (precision (M), recall (M), F1 (M))."""
+    G, y = setting.G, setting.truth
+    pi = (G & y[:, None]).sum(0) / np.maximum(G.sum(0), 1)
+    rho = (G & y[:, None]).sum(0) / max(int(y.sum()), 1)
+    return np.concatenate([pi, rho, od.f1_of(pi, rho)])
+
+
+def _fill(cells, cell, verified, truth):
+    """f̃ per cell and repeat: known labels, FILL for the unverified (ondemand.variance_bound)."""
+    R = verified.shape[0]
+    C = len(cells.size)
+    inx = cell >= 0
+    c = cell[inx]
+    flat = (np.arange(R)[:, None] * C + c[None, :]).ravel()
+    v = verified[:, inx]
+    pos = np.bincount(flat, weights=(v & truth[inx][None, :]).ravel(), minlength=R * C).reshape(R, C)
+    ver = np.bincount(flat, weights=v.ravel(), minlength=R * C).reshape(R, C)
+    return od.cell_fill(cells.size, pos, ver)
+
+
+def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max, joint, rounds):
+    """One protocol (simple or joint) on R repeats: draws per system, new labels per
+    system, exhaustive size, final estimates."""
+    truth, G = setting.truth, setting.G
+    R, M, _ = draws.shape
+    verified = np.zeros((R, len(truth)), dtype=bool)
+    n = np.zeros((R, M))
+    new = np.zeros((R, M))
+    rows = np.broadcast_to(np.arange(R)[:, None], draws.shape[::2])
+    for m in range(M):
+        before = verified.sum(1)
+        for rnd in range(rounds):
+            fill = _fill(cells, cell, verified, truth)
+            req = od.required_draws(cells, n, m, fill, epsilon, n_max, joint=joint)
+            n[:, m] += od.round_size(req, n[:, m], rnd == rounds - 1)
+            mask = np.arange(n_max)[None, :] < n[:, m, None]
+            verified[rows[mask], draws[:, m][mask]] = True
+        new[:, m] = verified.sum(1) - before
+    mask = np.arange(n_max)[None, None, :] < n[:, :, None]
+    strata = np.broadcast_to(np.arange(M)[None, :, None], draws.shape)
+    T = od.tally(M, len(cells.size), strata.reshape(R, -1), cell[draws].reshape(R, -1),
+                 truth[draws].astype(np.int64).reshape(R, -1), mask.reshape(R, -1))
+    # exhaustive: one instance per unit (document), uniform over 𝒴
+    t = np.concatenate([G[exh].any(-1, keepdims=True), G[exh]], axis=-1).astype(np.float64)
+    ones = np.ones(exh.shape)
+    pilot = np.arange(n0_max)[None, :] < n0_pilot
+    tp = t[:, :n0_pilot].sum(1)
+    smooth = (tp + 1) / (n0_pilot + 2)                      # sizing only: never 0 or 1
+    if joint:
+        parts = od.joint_parts(cells, T, n)
+        var_nu = np.diagonal(parts[2], axis1=-2, axis2=-1)[:, M:]
+        n0, reach = od.required_exhaustive(smooth[:, 0], parts[1], var_nu, None, 0.0 + epsilon, n0_max)
+    else:
+        n0, reach = od.required_exhaustive(None, None, None, smooth[:, 1:], epsilon, n0_max, joint=False)
+    n0 = np.clip(n0, n0_pilot, n0_max)
+    umask = np.arange(n0_max)[None, :] < n0[:, None]
+    est_e, cov_e = od.exhaustive_stats(t, ones, umask)
+    if joint:
+        est = od.joint_estimates(cells, T, n, est_e[:, 0], cov_e[:, 0, 0], parts=parts)
+    else:
+        est = od.simple_estimates(cells, T, n, est_e[:, 1:], cov_e[:, 1:, 1:])
+    del pilot
+    return {"value": est.value, "hw": est.half_width, "n": n, "new": new, "n0": n0, "reach": reach,
+            "cov": est.cov}
+
+
+def simulate(setting: Setting, epsilon: float = 0.05, repeats: int = 100, seed: int = 0, chunk: int = 25,
+             n0_pilot: int = 50, n0_max: int | None = None, n_max: int | None = None,
+             pairs: tuple = ((0, 1),), rounds: int = 4) -> dict:
+    """Run both protocols ``repeats`` times; returns per-repeat arrays (see :func:`summarize`)."""
+    t0 = time.perf_counter()
+    truth, G = setting.truth, setting.G
+    M = G.shape[1]
+    if n_max is None:
+        n_max = int(np.ceil(2 * od.Z95 ** 2 / epsilon ** 2))
+    if n0_max is None:
+        n0_max = int(np.ceil(od.Z95 ** 2 / (4 * epsilon ** 2))) * 2
+    inX = G.any(1)
+    cells, cx = od.cells_of(G[inX] / np.maximum(G.sum(0), 1))
+    cell = np.full(len(truth), -1)
+    cell[inX] = cx
+    members = [np.flatnonzero(G[:, m]) for m in range(M)]
+    Y = np.flatnonzero(truth)
+    rng = np.random.default_rng(seed)
+    out = {"simple": [], "joint": []}
+    for start in range(0, repeats, chunk):
+        R = min(chunk, repeats - start)
+        draws = np.stack([members[m][rng.integers(0, len(members[m]), (R, n_max))] for m in range(M)], axis=1)
+        exh = Y[rng.integers(0, len(Y), (R, n0_max))]
+        for key in out:
+            res = _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max, key == "joint",
+                            rounds)
+            diffs = [od.differences(od.Estimates(res["value"], res["cov"]), a, b, M) for a, b in pairs]
+            res["diff"] = np.stack([d[0] for d in diffs], 1) if diffs else None
+            res["diff_hw"] = np.stack([d[1] for d in diffs], 1) if diffs else None
+            del res["cov"]
+            out[key].append(res)
+    runs = {k: {f: (np.concatenate([r[f] for r in v]) if v[0][f] is not None else None) for f in v[0]}
+            for k, v in out.items()}
+    return {"setting": setting, "epsilon": epsilon, "runs": runs, "truth": truth_of(setting),
+            "pairs": pairs, "seconds": time.perf_counter() - t0, "n_max": n_max, "n0_max": n0_max,
+            "cells": len(cells.size)}
+
+
+def _stats(est, hw, true):
+    err = est - true
+    R = len(est)
+    cover = np.abs(err) <= hw
+    return {"mean": float(est.mean()), "mse": float(np.mean(err ** 2)), "bias": float(err.mean()),
+            "bias_se": float(err.std(ddof=1) / np.sqrt(R)) if R > 1 else None,
+            "coverage": float(cover.mean()), "coverage_se": float(np.sqrt(cover.mean() * (1 - cover.mean()) / R)),
+            "mean_width": float(2 * hw.mean())}
+
+
+def summarize(sim: dict, cost_verify: float = COST_VERIFY, cost_exhaustive: float = COST_EXHAUSTIVE) -> dict:
+    """The JSON of ``bayes-eval ondemand simulate`` (issue 17 item 4): per system precision,
+    recall, F1 (true; simple and joint: mean, mse, bias, coverage, mean width), the mean
+    cost to reach half-width ε on every system's precision (verifications) and on every
+    recall (exhaustive), labels, and the mean cost after each submission."""
+    setting, runs, truth = sim["setting"], sim["runs"], sim["truth"]
+    M = setting.G.shape[1]
+    systems = []
+    for i, name in enumerate(setting.names):
+        row = {"name": name, "size": int(setting.G[:, i].sum())}
+        for k, meas in enumerate(("precision", "recall", "f1")):
+            j = k * M + i
+            row[meas] = {"true": float(truth[j])}
+            for key, r in runs.items():
+                row[meas][key] = _stats(r["value"][:, j], r["hw"][:, j], truth[j])
+        for key, r in runs.items():
+            row.setdefault("draws", {})[key] = float(r["n"][:, i].mean())
+            row.setdefault("new_labels", {})[key] = float(r["new"][:, i].mean())
+        systems.append(row)
+    cost = {k: float(r["new"].sum(1).mean() * cost_verify) for k, r in runs.items()}
+    cost_recall = {k: float(r["n0"].mean() * cost_exhaustive) for k, r in runs.items()}
+    pairs = []
+    for p, (a, b) in enumerate(sim["pairs"]):
+        row = {"a": setting.names[a], "b": setting.names[b]}
+        for k, meas in enumerate(("precision", "recall", "f1")):
+            true = truth[k * M + b] - truth[k * M + a]
+            row[meas] = {"true": float(true)}
+            for key, r in runs.items():
+                row[meas][key] = _stats(r["diff"][:, p, k], r["diff_hw"][:, p, k], true)
+        pairs.append(row)
+    eps = sim["epsilon"]
+    return {
+        "setting": setting.name, "epsilon": eps, "repeats": int(len(runs["joint"]["n"])),
+        "systems": systems, "pairs": pairs,
+        "cost": cost, "cost_recall": cost_recall,
+        "cost_ratio": cost["joint"] / cost["simple"] if cost["simple"] else None,
+        "cost_after": {k: (np.cumsum(r["new"], 1).mean(0) * cost_verify).tolist() for k, r in runs.items()},
+        "labels": {"verify": {k: float(r["new"].sum(1).mean()) for k, r in runs.items()},
+                   "exhaustive": {k: float(r["n0"].mean()) for k, r in runs.items()}},
+        "reached": {k: float(np.mean(r["hw"][:, :M] <= eps + 1e-12)) for k, r in runs.items()},
+        "recall_reachable": {k: float(np.mean(r["reach"])) for k, r in runs.items()},
+        "cells": sim["cells"], "seconds": sim["seconds"],
+    }
