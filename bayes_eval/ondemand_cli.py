@@ -1,11 +1,195 @@
-"""``bayes-eval ondemand``: several systems evaluated on demand (seed 003) — being built (issue 17)."""
+"""``bayes-eval ondemand``: several systems evaluated on demand (seed 003, issue 17).
+
+Importing this module is cheap (argparse only); the verbs import the library inside
+:func:`cmd_ondemand`.
+"""
 from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+DESCRIPTION = """\
+Evaluate several systems (or versions, or thresholds) as they arrive, reusing every label
+(seed 003: joint precision and recall estimators with importance weights).
+
+  bayes-eval ondemand new eval.db --epsilon 0.05
+  bayes-eval ondemand submit eval.db sysA sysA.csv      # CSV/Parquet: column item [, weight]
+  bayes-eval ondemand next eval.db --out tasks.csv      # instances to verify (Label Studio compatible)
+  bayes-eval ondemand ingest eval.db tasks_labeled.csv  # columns item,label (0/1); or LS JSON export
+  bayes-eval ondemand add-exhaustive eval.db found.csv  # columns item,unit: instances found in a unit
+  bayes-eval ondemand status eval.db [--format json]    # precision, recall, F1 with 95% intervals
+  bayes-eval ondemand report eval.db --out DIR          # CSV + PNG
+  bayes-eval ondemand simulate synthetic --systems 10 --epsilon 0.05 --repeats 500 --format json
+"""
 
 
 def add_ondemand_parser(subparsers):
     """Register ``ondemand`` on the ``bayes-eval`` parser."""
-    subparsers.add_parser("ondemand", help="several systems evaluated on demand (seed 003; being built)")
+    p = subparsers.add_parser("ondemand", help="several systems evaluated on demand (seed 003)",
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="ondemand_command", metavar="VERB")
+    sub.required = True
+    q = sub.add_parser("new", help="create an on-demand evaluation file")
+    q.add_argument("db")
+    q.add_argument("--epsilon", type=float, default=0.05, help="target 95%% half-width (default 0.05)")
+    q.add_argument("--cost-verify", type=float, default=0.18, help="cost of one verification (default 0.18)")
+    q.add_argument("--cost-exhaustive", type=float, default=1.60,
+                   help="cost of one instance found by exhaustive annotation (default 1.60)")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--rounds", type=int, default=4, help="sizing rounds per system (default 4)")
+    q = sub.add_parser("submit", help="submit a system's predictions; prints the verifications it needs and why")
+    q.add_argument("db")
+    q.add_argument("name")
+    q.add_argument("file", help="CSV or Parquet: column 'item' (else the first column), optional 'weight'")
+    q = sub.add_parser("next", help="write the instances awaiting verification (tops up systems first)")
+    q.add_argument("db")
+    q.add_argument("--out", required=True, help="tasks file: .csv, .jsonl or .json (Label Studio tasks)")
+    q = sub.add_parser("ingest", help="read verifications (item,label 0/1; JSONL; Label Studio JSON export)")
+    q.add_argument("db")
+    q.add_argument("labels")
+    q.add_argument("--from-name", default=None, help="Label Studio choice control holding the label")
+    q = sub.add_parser("add-exhaustive", help="instances found by exhaustive annotation (columns item,unit)")
+    q.add_argument("db")
+    q.add_argument("found")
+    q = sub.add_parser("status", help="per system: precision, recall, F1 with intervals; pairwise differences")
+    q.add_argument("db")
+    q.add_argument("--format", choices=("text", "json"), default="text")
+    q = sub.add_parser("report", help="CSV + PNG: estimates per system, cost against systems, simple vs joint")
+    q.add_argument("db")
+    q.add_argument("--out", required=True, help="folder (created if missing)")
+    q = sub.add_parser("simulate", help="simulate simple vs joint on a synthetic universe or a pool file")
+    q.add_argument("setting", help="'synthetic' or a pool file (.parquet/.csv with columns score, label)")
+    q.add_argument("--systems", type=int, default=10)
+    q.add_argument("--epsilon", type=float, default=0.05)
+    q.add_argument("--repeats", type=int, default=100)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--rounds", type=int, default=4)
+    q.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def _check(args):
+    from .errors import UsageError
+
+    if getattr(args, "epsilon", 0.5) is not None and not 0 < getattr(args, "epsilon", 0.5) < 1:
+        raise UsageError(f"--epsilon must be in (0, 1), got {args.epsilon}")
+    for flag in ("systems", "repeats", "rounds"):
+        v = getattr(args, flag, 1)
+        if v is not None and v < 1:
+            raise UsageError(f"--{flag} must be at least 1, got {v}")
+
+
+def _print_status(st, out=sys.stdout):
+    cfg = st["config"]
+    print(f"epsilon {cfg['epsilon']}; labels: {st['labels']['verifications']} verifications, "
+          f"{st['labels']['exhaustive']} exhaustive instances in {st['n_units']} units; "
+          f"cost ${st['cost']['total']:.2f}", file=out)
+
+    def fmt(iv):
+        return "   —" if iv is None else f"{iv['estimate']:.3f} ± {iv['half_width']:.3f}"
+
+    print(f"{'system':<12}{'draws':>7}{'new':>6}{'cost':>9}  {'precision (joint)':<18}{'recall (joint)':<18}"
+          f"{'F1 (joint)':<18}{'precision (simple)':<18}", file=out)
+    for r in st["systems"]:
+        g = (lambda m, k: r.get(m, {}).get(k) if isinstance(r.get(m), dict) else None)
+        print(f"{r['name']:<12}{r['draws']:>7}{r['new_verifications']:>6}{r['cost']:>9.2f}  "
+              f"{fmt(g('precision', 'joint')):<18}{fmt(g('recall', 'joint')):<18}{fmt(g('f1', 'joint')):<18}"
+              f"{fmt(g('precision', 'simple')):<18}", file=out)
+    if st.get("pairs"):
+        print("paired differences (b − a, joint, 95%):", file=out)
+        for p in st["pairs"]:
+            print(f"  {p['b']} − {p['a']}: precision {fmt(p['precision'])}, recall {fmt(p['recall'])}, "
+                  f"F1 {fmt(p['f1'])}", file=out)
+    if st.get("exhaustive_needed"):
+        e = st["exhaustive_needed"]
+        print(f"exhaustive instances for recall ±{cfg['epsilon']}: joint "
+              f"{e['joint'] if e['joint'] is not None else 'not reachable by exhaustive samples alone'}, "
+              f"simple {e['simple']}", file=out)
 
 
 def cmd_ondemand(args) -> int:
-    raise NotImplementedError("bayes-eval ondemand is being built (issue 17)")
+    _check(args)
+    verb = args.ondemand_command
+    if verb == "simulate":
+        return _simulate(args)
+    from .ondemand_session import OnDemand
+
+    if verb == "new":
+        OnDemand.create(args.db, args.epsilon, args.cost_verify, args.cost_exhaustive, args.seed, args.rounds).close()
+        print(f"created {args.db} (epsilon {args.epsilon}, verification ${args.cost_verify}, "
+              f"exhaustive ${args.cost_exhaustive})")
+        return 0
+    with OnDemand.open(args.db) as ev:
+        if verb == "submit":
+            r = ev.submit_file(args.name, args.file)
+            if r.get("already"):
+                print(f"{args.name}: already submitted with the same predictions (nothing changed)")
+            print(r["why"])
+            print(f"{args.name}: {r['new_verifications']} new verifications needed now "
+                  f"(bayes-eval ondemand next {args.db} --out tasks.csv)")
+        elif verb == "next":
+            r = ev.next(args.out)
+            if r["tasks"]:
+                print(f"wrote {r['tasks']} instances to verify to {args.out} ({r['new_draws']} new draws)")
+            else:
+                print("nothing to verify: every system's bound is within epsilon or its rounds are done")
+        elif verb == "ingest":
+            r = ev.ingest(args.labels, from_name=args.from_name)
+            print(f"{args.labels}: already ingested (nothing changed)" if r["already"]
+                  else f"ingested {r['new']} new verifications ({r['rows']} rows)")
+        elif verb == "add-exhaustive":
+            r = ev.add_exhaustive(args.found)
+            print(f"{args.found}: already ingested (nothing changed)" if r["already"]
+                  else f"added {r['new']} instances found in {r['units']} units")
+        elif verb == "status":
+            st = ev.status()
+            if args.format == "json":
+                json.dump(st, sys.stdout, indent=1)
+                print()
+            else:
+                _print_status(st)
+        elif verb == "report":
+            from .ondemand_report import write_report
+
+            files = write_report(ev, args.out)
+            print("wrote " + ", ".join(files))
+    return 0
+
+
+def _simulate(args) -> int:
+    from . import ondemand_sim as sim
+    from .errors import UsageError
+
+    if args.setting == "synthetic":
+        setting = sim.synthetic_setting(args.systems, seed=args.seed)
+    else:
+        import os
+
+        import pandas as pd
+
+        if not os.path.isfile(args.setting):
+            raise UsageError(f"SETTING must be 'synthetic' or a pool file; {args.setting} not found")
+        frame = pd.read_parquet(args.setting) if args.setting.endswith((".parquet", ".pq")) \
+            else pd.read_csv(args.setting)
+        for col in ("score", "label"):
+            if col not in frame.columns:
+                raise UsageError(f"{args.setting}: a pool for simulate needs columns 'score' and 'label' "
+                                 f"(no {col!r}; columns are {list(frame.columns)})")
+        setting = sim.pool_setting(frame, args.systems, seed=args.seed,
+                                   name=os.path.splitext(os.path.basename(args.setting))[0])
+    out = sim.summarize(sim.simulate(setting, args.epsilon, args.repeats, args.seed, rounds=args.rounds))
+    if args.format == "json":
+        json.dump(out, sys.stdout, indent=1)
+        print()
+    else:
+        print(f"{out['setting']}: {args.systems} systems, epsilon {args.epsilon}, {out['repeats']} repeats, "
+              f"{out['seconds']:.1f}s")
+        print(f"cost to epsilon on every precision: simple ${out['cost']['simple']:.2f}, joint "
+              f"${out['cost']['joint']:.2f} (ratio {out['cost_ratio']:.2f}); recall (exhaustive): simple "
+              f"${out['cost_recall']['simple']:.2f}, joint ${out['cost_recall']['joint']:.2f}")
+        for r in out["systems"]:
+            print(f"  {r['name']:<7} precision {r['precision']['true']:.3f}: coverage simple "
+                  f"{r['precision']['simple']['coverage']:.3f} joint {r['precision']['joint']['coverage']:.3f}; "
+                  f"recall {r['recall']['true']:.3f}: joint {r['recall']['joint']['coverage']:.3f}; "
+                  f"F1 joint {r['f1']['joint']['coverage']:.3f}")
+    return 0

@@ -1,0 +1,116 @@
+"""The read side of an on-demand evaluation (seed ``003``): estimates and the status table.
+
+:func:`status_of` turns the rows of an :class:`~bayes_eval.ondemand_session.OnDemand`
+file into the estimators of :mod:`bayes_eval.ondemand`: the verification draws whose
+instance has a known label (a verification, or found by exhaustive annotation) are the
+samples X̂ⱼ; the exhaustive sample's units are Ŷ₀ (003 §"Problem statement").  Pure of
+I/O: it reads the state dictionary it is given.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import ondemand as od
+
+__all__ = ["status_of", "MEASURES"]
+
+MEASURES = ("precision", "recall", "f1")
+
+
+def _interval(v, hw):
+    if v is None or not np.isfinite(v):
+        return None
+    return {"estimate": float(v), "lo": float(v - hw), "hi": float(v + hw), "half_width": float(hw)}
+
+
+def status_of(S: dict, config: dict) -> dict:
+    """Estimates with 95% intervals per system, the paired differences, labels and costs."""
+    systems = S["systems"]
+    M = len(systems)
+    eps, cv, ce = config["epsilon"], config["cost_verify"], config["cost_exhaustive"]
+    cells, cell, index, known = S["cells"], S["cell"], S["index"], S["known"]
+    sidx = S["sidx"]
+    strata, cs, fs = [], [], []
+    drawn = np.zeros(M)
+    new = np.zeros(M)
+    for _, s, it, _, nw in S["draws"]:
+        drawn[sidx[s]] += 1
+        new[sidx[s]] += nw
+        if it in known:
+            strata.append(sidx[s])
+            cs.append(cell[index[it]])
+            fs.append(known[it])
+    C = len(cells.size)
+    T = od.tally(M, C, np.array(strata, dtype=np.int64), np.array(cs, dtype=np.int64),
+                 np.array(fs, dtype=np.int64)) if M else np.zeros((0, C, 2))
+    n = T.sum((-1, -2)) if M else np.zeros(0)
+    # exhaustive sample: per unit, found instances in the pool X (systems with labeled draws), in each Xᵢ
+    units = {}
+    for it, u in S["found"]:
+        units.setdefault(u, []).append(it)
+    pooled = (cells.P[:, n > 0] > 0).any(1) if M and C else np.zeros(C, dtype=bool)
+    t = np.zeros((len(units), 1 + M))
+    m_u = np.zeros(len(units))
+    for k, its in enumerate(units.values()):
+        m_u[k] = len(its)
+        for it in its:
+            j = index.get(it)
+            if j is not None:
+                t[k, 0] += pooled[cell[j]]
+                t[k, 1:] += cells.P[cell[j]] > 0
+    have_recall = len(units) >= 2
+    out = {"config": config, "n_units": len(units), "n_found": int(m_u.sum()),
+           "labels": {"verifications": int(sum(1 for it in known if it in index and it not in
+                                                {f for f, _ in S["found"]})),
+                      "exhaustive": int(m_u.sum())},
+           "cost": {"verify": float(new.sum() * cv), "exhaustive": float(m_u.sum() * ce)}}
+    out["cost"]["total"] = out["cost"]["verify"] + out["cost"]["exhaustive"]
+    if M == 0 or n.sum() == 0:
+        out["systems"] = [{"name": s[1], "items": int(s[2]), "draws": int(drawn[k]), "labeled_draws": 0,
+                           "new_verifications": int(new[k]), "cost": float(new[k] * cv)}
+                          for k, s in enumerate(systems)]
+        out["pairs"] = []
+        return out
+    est_e, cov_e = od.exhaustive_stats(t, m_u) if have_recall else (np.full(1 + M, np.nan),
+                                                                     np.zeros((1 + M, 1 + M)))
+    parts = od.joint_parts(cells, T, n)
+    joint = od.joint_estimates(cells, T, n, est_e[0], cov_e[0, 0], parts=parts)
+    simple = od.simple_estimates(cells, T, n, est_e[1:], cov_e[1:, 1:])
+    Q = od.proposals(cells, od.mixture_weights(cells, n))
+    covered = ~np.any((cells.P > 0) & (Q <= 0), axis=0)
+    rows = []
+    for i, s in enumerate(systems):
+        row = {"name": s[1], "items": int(s[2]), "draws": int(drawn[i]), "labeled_draws": int(n[i]),
+               "new_verifications": int(new[i]), "cost": float(new[i] * cv), "covered": bool(covered[i])}
+        for k, meas in enumerate(MEASURES):
+            j = k * M + i
+            ok_j = covered[i] and (k == 0 or have_recall)
+            ok_s = n[i] > 0 and (k == 0 or have_recall) and (k != 2 or n[i] > 0)
+            row[meas] = {"joint": _interval(joint.value[j], joint.half_width[j]) if ok_j else None,
+                         "simple": _interval(simple.value[j], simple.half_width[j]) if ok_s else None}
+        if n[i] > 0:
+            k1 = sum(fs[d] for d in range(len(fs)) if strata[d] == i)
+            lo, hi = od.wilson(k1, n[i])
+            row["precision"]["simple_wilson"] = {"lo": float(lo), "hi": float(hi)}
+        row["reached"] = bool(row["precision"]["joint"] is not None and row["precision"]["joint"]["half_width"] <= eps)
+        rows.append(row)
+    out["systems"] = rows
+    pairs = []
+    for a in range(M):
+        for b in range(a + 1, M):
+            if not (covered[a] and covered[b]):
+                continue
+            d, hw = od.differences(joint, a, b, M)
+            entry = {"a": systems[a][1], "b": systems[b][1]}
+            for k, meas in enumerate(MEASURES):
+                entry[meas] = _interval(d[k], hw[k]) if (k == 0 or have_recall) else None
+            pairs.append(entry)
+    out["pairs"] = pairs
+    if have_recall:
+        var_nu = np.diagonal(parts[2])[M:]
+        sm = (t.sum(0) + 1) / (m_u.sum() + 2)
+        nj, reach = od.required_exhaustive(np.array(sm[0]), parts[1], var_nu, None, eps, 10 ** 6)
+        ns, _ = od.required_exhaustive(None, None, None, sm[1:], eps, 10 ** 6, joint=False)
+        out["exhaustive_needed"] = {"joint": int(nj) if reach else None, "simple": int(ns),
+                                    "joint_reachable": bool(reach)}
+    return out
