@@ -269,7 +269,10 @@ def joint_parts(cells: Cells, T, n) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     psi_p = precision_influence(cells, n)
     pi = np.einsum("...jcf,...ijcf->...i", T, psi_p)
     nu, psi_n = pooled_recall_influence(cells, T, n)
-    return pi, nu, stratified_cov(T, np.concatenate([psi_p, psi_n], axis=-4))
+    batch = np.broadcast_shapes(T.shape[:-3], psi_p.shape[:-4], psi_n.shape[:-4])
+    psi = np.concatenate([np.broadcast_to(psi_p, batch + psi_p.shape[-4:]),
+                          np.broadcast_to(psi_n, batch + psi_n.shape[-4:])], axis=-4)
+    return pi, nu, stratified_cov(T, psi)
 
 
 def joint_estimates(cells: Cells, T, n, theta, var_theta, parts=None) -> Estimates:

@@ -1,0 +1,332 @@
+"""On-demand evaluation (seed 003, issue 17): the claims of 003 proved on small universes,
+interval coverage, the session's store safety and the CLI."""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayes_eval import ondemand as od
+from bayes_eval import ondemand_sim as sim
+from bayes_eval.errors import (EmptyInputError, LabelConflictError, MalformedInputError, NotDrawnError,
+                               SessionError, UnknownItemError)
+from bayes_eval.ondemand_session import OnDemand
+
+# a tiny universe: 5 instances, 2 systems with weighted / uniform p, overlapping on {1, 2}
+F = np.array([1, 0, 1, 1, 0])
+P = np.array([[.5, 0], [.3, .25], [.2, .25], [0, .25], [0, .25]])
+
+
+def _enumerate(n, P=P, F=F):
+    """Every sample (ordered draws of n_j from p_j) with its probability and the joint
+    estimates (003 §"Joint estimator")."""
+    cells, cell = od.cells_of(P)
+    U, M = P.shape
+    seqs = [list(itertools.product(range(U), repeat=k)) for k in n]
+    for combo in itertools.product(*seqs):
+        prob = np.prod([np.prod(P[list(c), j]) for j, c in enumerate(combo)])
+        if prob == 0:
+            continue
+        items = np.array([x for c in combo for x in c])
+        strata = np.array([j for j, c in enumerate(combo) for _ in c])
+        T = od.tally(M, len(cells.size), strata, cell[items], F[items])
+        yield prob, od.joint_estimates(cells, T, n, np.array(1.0), np.array(0.0)), T, cells
+
+
+@pytest.mark.parametrize("n", [(1, 1), (2, 2), (3, 1), (1, 3)])
+def test_joint_precision_is_unbiased_exact_enumeration(n):
+    """003's claim, exactly: E[π̂ᵢ] = πᵢ summing over every possible sample; and the
+    stratified variance estimate is unbiased for the true variance (strata of ≥ 2)."""
+    truth = (P * F[:, None]).sum(0)
+    E = np.zeros(2)
+    E2 = np.zeros(2)
+    EV = np.zeros(2)
+    total = 0.0
+    for prob, est, _, _ in _enumerate(n):
+        total += prob
+        E += prob * est.value[:2]
+        E2 += prob * est.value[:2] ** 2
+        EV += prob * np.diag(est.cov)[:2]
+    assert total == pytest.approx(1.0)
+    np.testing.assert_allclose(E, truth, rtol=0, atol=1e-12)
+    if min(n) >= 2:
+        np.testing.assert_allclose(EV, E2 - E ** 2, rtol=1e-10)
+
+
+def test_w_ii_positive_keeps_q_positive_on_X_i():
+    """w_ii > 0 (n_i ≥ 1) keeps q_i > 0 on X_i, whatever the overlaps (003 §"Joint estimator")."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        G = rng.random((30, 4)) < 0.3
+        G[rng.integers(0, 30, 4), np.arange(4)] = True
+        cells, _ = od.cells_of(G / G.sum(0))
+        n = rng.integers(1, 20, 4)
+        W = od.mixture_weights(cells, n)
+        assert np.all(np.diag(W) > 0)
+        Q = od.proposals(cells, W)
+        assert np.all(Q[cells.P > 0] > 0)
+    # and without a draw of its own, a system with instances no one else predicted is uncovered
+    cells, _ = od.cells_of(P)
+    Q = od.proposals(cells, od.mixture_weights(cells, [0, 3]))
+    assert np.any((cells.P[:, 0] > 0) & (Q[:, 0] <= 0))
+    assert od.variance_bound(cells, np.array([0.0, 3.0]), 0, np.full(len(cells.size), .5)) == np.inf
+
+
+def test_joint_precision_unbiased_monte_carlo_larger_universe():
+    """Monte Carlo on a synthetic universe of 10⁴ candidates and 5 systems, fixed n: the mean
+    of π̂ is within 4 Monte Carlo SE of the truth for every system."""
+    s = sim.synthetic_setting(5, n_candidates=10_000, n_correct=600, seed=2)
+    truth = sim.truth_of(s)
+    cells, cx = od.cells_of(s.G[s.G.any(1)] / s.G.sum(0))
+    cell = np.full(len(s.truth), -1)
+    cell[s.G.any(1)] = cx
+    rng = np.random.default_rng(5)
+    n = np.array([30, 5, 20, 3, 10])
+    R = 2000
+    members = [np.flatnonzero(s.G[:, j]) for j in range(5)]
+    items = np.concatenate([members[j][rng.integers(0, len(members[j]), (R, n[j]))] for j in range(5)], axis=1)
+    strata = np.repeat(np.arange(5), n)[None, :].repeat(R, 0)
+    T = od.tally(5, len(cells.size), strata, cell[items], s.truth[items].astype(int))
+    pi, nu, cov = od.joint_parts(cells, T, n)
+    err = pi - truth[:5]
+    se = err.std(0, ddof=1) / np.sqrt(R)
+    assert np.all(np.abs(err.mean(0)) < 4 * se), (err.mean(0), se)
+    # the delta-method variance matches the spread of the estimates (within 15%)
+    np.testing.assert_allclose(np.diagonal(cov, axis1=1, axis2=2)[:, :5].mean(0), err.var(0), rtol=0.15)
+
+
+def test_pooled_recall_is_consistent():
+    """ν̂ᵢ → νᵢ as the draws grow (003 §"Estimating recall jointly"): the error shrinks like
+    1/√n and is within 4 delta-method SE at the largest n."""
+    s = sim.synthetic_setting(4, n_candidates=10_000, n_correct=600, seed=4)
+    X = s.G.any(1)
+    Y = s.truth & X
+    nu_true = (s.G & Y[:, None]).sum(0) / Y.sum()
+    cells, cx = od.cells_of(s.G[X] / s.G.sum(0))
+    cell = np.full(len(s.truth), -1)
+    cell[X] = cx
+    rng = np.random.default_rng(1)
+    members = [np.flatnonzero(s.G[:, j]) for j in range(4)]
+    errs = []
+    for k in (50, 800, 12800):
+        n = np.full(4, k)
+        items = np.concatenate([members[j][rng.integers(0, len(members[j]), (8, k))] for j in range(4)], axis=1)
+        strata = np.repeat(np.arange(4), k)[None, :].repeat(8, 0)
+        T = od.tally(4, len(cells.size), strata, cell[items], s.truth[items].astype(int))
+        nu, psi = od.pooled_recall_influence(cells, T, n)
+        errs.append(np.sqrt(np.mean((nu - nu_true) ** 2)))
+        se = np.sqrt(np.diagonal(od.stratified_cov(T, psi), axis1=1, axis2=2))
+    assert errs[2] < errs[1] < errs[0]
+    assert errs[2] < 0.01
+    assert np.all(np.abs(nu - nu_true) < 4 * se)
+
+
+def test_recall_product_identity():
+    """ρᵢ = θ νᵢ exactly on a universe (003 footnote: pool recall × pooled recall)."""
+    s = sim.synthetic_setting(3, n_candidates=5_000, n_correct=300, seed=0)
+    X = s.G.any(1)
+    theta = (s.truth & X).sum() / s.truth.sum()
+    nu = (s.G & s.truth[:, None]).sum(0) / (s.truth & X).sum()
+    np.testing.assert_allclose(theta * nu, sim.truth_of(s)[3:6])
+
+
+def test_variance_bound_decreases_and_bisection_is_minimal():
+    s = sim.synthetic_setting(4, n_candidates=8_000, n_correct=500, seed=1)
+    cells, _ = od.cells_of(s.G[s.G.any(1)] / s.G.sum(0))
+    fill = np.full(len(cells.size), 0.5)
+    n = np.array([200.0, 150.0, 0.0, 0.0])
+    V = [od.variance_bound(cells, np.array([200., 150., k, 0.]), 2, fill) for k in range(1, 400, 7)]
+    assert np.all(np.diff(V) <= 1e-15)
+    k = od.required_draws(cells, n, 2, fill, 0.05, 5000)
+    hw = lambda k: od.Z95 * np.sqrt(od.variance_bound(cells, np.array([200., 150., k, 0.]), 2, fill))  # noqa: E731
+    assert hw(k) <= 0.05 < hw(k - 1)
+    # the simple estimator's rule with f̃ = ½ is z²/(4ε²) draws
+    ks = od.required_draws(cells, n, 2, fill, 0.05, 5000, joint=False)
+    assert ks == int(np.ceil(od.Z95 ** 2 / (4 * 0.05 ** 2)))
+    assert k < ks  # the overlap with systems 1 and 2 lets the joint estimator draw less
+
+
+def test_f1_and_difference_delta_method_against_monte_carlo():
+    """The covariance of (π̂, ν̂) feeds F1 and paired differences: their delta-method
+    variances match the Monte Carlo spread (fixed n, exhaustive sample of 400)."""
+    s = sim.synthetic_setting(3, n_candidates=10_000, n_correct=600, seed=7)
+    r = sim.simulate(s, epsilon=0.08, repeats=300, seed=3, pairs=((0, 1), (1, 2)))
+    for key in ("joint", "simple"):
+        v, hw = r["runs"][key]["value"], r["runs"][key]["hw"]
+        ratio = (hw / od.Z95).mean(0) ** 2 / v.var(0)
+        assert np.all((ratio > 0.6) & (ratio < 1.6)), (key, ratio)
+        d, dhw = r["runs"][key]["diff"], r["runs"][key]["diff_hw"]
+        ratio = (dhw / od.Z95).mean(0) ** 2 / d.var(0)
+        assert np.all((ratio > 0.6) & (ratio < 1.6)), (key, ratio)
+
+
+def test_simulation_small_is_coherent():
+    s = sim.synthetic_setting(4, n_candidates=10_000, n_correct=600, seed=11)
+    out = sim.summarize(sim.simulate(s, epsilon=0.08, repeats=40, seed=0))
+    assert out["cost"]["joint"] < out["cost"]["simple"]
+    for row in out["systems"]:
+        for m in ("precision", "recall", "f1"):
+            assert set(row[m]) == {"true", "simple", "joint"}
+            assert row[m]["joint"]["coverage"] >= 0.75
+    assert json.loads(json.dumps(out)) == out
+
+
+# ------------------------------------------------------------------ sessions
+def _files(tmp_path, seed=3):
+    s = sim.synthetic_setting(3, n_candidates=6_000, n_correct=300, seed=seed)
+    ids = np.array([f"x{i}" for i in range(len(s.truth))])
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"sys{i + 1}.csv"
+        pd.DataFrame({"item": ids[s.G[:, i]]}).to_csv(p, index=False)
+        paths.append(str(p))
+    truth = dict(zip(ids, s.truth.astype(int)))
+    found = tmp_path / "found.csv"
+    pick = np.random.default_rng(0).choice(ids[s.truth], 80, replace=False)
+    pd.DataFrame({"item": pick, "unit": [f"doc{k // 2}" for k in range(80)]}).to_csv(found, index=False)
+    return s, paths, truth, str(found)
+
+
+def _label_round(ev, tmp_path, truth, k=[0]):
+    k[0] += 1
+    out = tmp_path / f"tasks{k[0]}.csv"
+    r = ev.next(str(out))
+    if not r["tasks"]:
+        return 0
+    d = pd.read_csv(out)
+    d["label"] = [truth[i] for i in d["item"]]
+    lab = tmp_path / f"labels{k[0]}.csv"
+    d.to_csv(lab, index=False)
+    ev.ingest(str(lab))
+    return r["tasks"]
+
+
+def test_session_three_systems_end_to_end(tmp_path):
+    s, paths, truth, found = _files(tmp_path)
+    db = str(tmp_path / "ev.db")
+    with OnDemand.create(db, epsilon=0.08, rounds=2) as ev:
+        for i, p in enumerate(paths):
+            r = ev.submit_file(f"sys{i + 1}", p)
+            assert r["draws"] > 0 and "why" in r
+            while _label_round(ev, tmp_path, truth):
+                pass
+        ev.add_exhaustive(found)
+        st = ev.status()
+    assert [r["name"] for r in st["systems"]] == ["sys1", "sys2", "sys3"]
+    true = sim.truth_of(s)
+    for i, row in enumerate(st["systems"]):
+        assert row["covered"]
+        for k, m in enumerate(("precision", "recall", "f1")):
+            iv = row[m]["joint"]
+            assert abs(iv["estimate"] - true[k * 3 + i]) < 2.5 * iv["half_width"] + 0.02
+    assert len(st["pairs"]) == 3
+    # reopening gives the same numbers (everything is in the file)
+    with OnDemand.open(db) as ev:
+        assert ev.status() == st
+
+
+def test_session_bad_input_changes_nothing(tmp_path):
+    s, paths, truth, found = _files(tmp_path)
+    db = str(tmp_path / "ev.db")
+    ev = OnDemand.create(db, epsilon=0.1)
+    ev.submit_file("A", paths[0])
+    out = tmp_path / "t.csv"
+    ev.next(str(out))
+    d = pd.read_csv(out)
+    items = list(d["item"])
+    before = ev.store.dump()
+
+    def bad(rows, err, match):
+        p = tmp_path / "bad.csv"
+        p.write_text(rows)
+        with pytest.raises(err, match=match):
+            ev.ingest(str(p))
+        assert ev.store.dump() == before
+
+    bad(f"item,label\n{items[0]},1\n{items[1]},7\n", SessionError, "line 3")
+    bad(f"item,label\n{items[0]},1\nnope,1\n", UnknownItemError, "nope")
+    undrawn = next(i for i in pd.read_csv(paths[0])["item"] if i not in set(items))
+    bad(f"item,label\n{undrawn},1\n", NotDrawnError, undrawn)
+    bad(f"item,label\n{items[0]},1\n{items[0]},0\n", LabelConflictError, items[0])
+    bad("item,label\n", EmptyInputError, "no rows")
+    bad("itm,label\nx,1\n", MalformedInputError, "'item'")
+    with pytest.raises(SessionError, match="already submitted"):
+        ev.submit("A", ["a", "b"])
+    with pytest.raises(MalformedInputError, match="twice"):
+        ev.submit("B", ["a", "b", "a"])
+    with pytest.raises(MalformedInputError, match="weight"):
+        ev.submit("B", ["a", "b"], weights=[1, -1])
+    assert ev.store.dump() == before
+    # idempotent: the same submission and the same labels file again change nothing
+    assert ev.submit_file("A", paths[0])["already"]
+    d["label"] = [truth[i] for i in d["item"]]
+    lab = tmp_path / "l.csv"
+    d.to_csv(lab, index=False)
+    assert ev.ingest(str(lab))["new"] == len(d)
+    after = ev.store.dump()
+    assert ev.ingest(str(lab))["already"]
+    assert ev.store.dump() == after
+    # a label conflicting with a stored one is refused
+    flip = d.copy()
+    flip.loc[0, "label"] = 1 - flip.loc[0, "label"]
+    flip.to_csv(tmp_path / "flip.csv", index=False)
+    with pytest.raises(LabelConflictError, match="stored earlier"):
+        ev.ingest(str(tmp_path / "flip.csv"))
+    assert ev.store.dump() == after
+    ev.close()
+
+
+_KILL = """
+import sys, os, signal
+from bayes_eval.ondemand_session import OnDemand
+ev = OnDemand.open(sys.argv[1])
+print(ev.ingest(sys.argv[2])["new"], flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_label_survives_a_killed_process(tmp_path):
+    s, paths, truth, _ = _files(tmp_path)
+    db = str(tmp_path / "ev.db")
+    with OnDemand.create(db, epsilon=0.1) as ev:
+        ev.submit_file("A", paths[0])
+        ev.next(str(tmp_path / "t.csv"))
+    d = pd.read_csv(tmp_path / "t.csv")
+    d["label"] = [truth[i] for i in d["item"]]
+    d.to_csv(tmp_path / "l.csv", index=False)
+    r = subprocess.run([sys.executable, "-c", _KILL, db, str(tmp_path / "l.csv")], capture_output=True, text=True)
+    assert r.returncode == -9 and int(r.stdout.strip()) == len(d)
+    with OnDemand.open(db) as ev:
+        assert len(ev.store.rows("SELECT * FROM labels")) == len(d)
+        assert ev.store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_cli_verbs(tmp_path):
+    s, paths, truth, found = _files(tmp_path)
+    db = str(tmp_path / "ev.db")
+    exe = [sys.executable, "-m", "bayes_eval.cli"] if False else [os.path.join(os.path.dirname(sys.executable),
+                                                                                "bayes-eval")]
+
+    def run(*a):
+        return subprocess.run(exe + ["ondemand", *a], capture_output=True, text=True)
+
+    assert run("new", db, "--epsilon", "0.1").returncode == 0
+    r = run("submit", db, "A", paths[0])
+    assert r.returncode == 0 and "new verifications" in r.stdout
+    assert run("next", db, "--out", str(tmp_path / "t.json")).returncode == 0
+    tasks = json.loads((tmp_path / "t.json").read_text())
+    assert tasks and "item" in tasks[0]["data"]
+    r = run("ingest", db, str(tmp_path / "nope.csv"))
+    assert r.returncode == 2 and "not found" in r.stderr
+    r = run("new", db)
+    assert r.returncode == 2 and "already exists" in r.stderr
+    r = run("status", db, "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["systems"][0]["name"] == "A"
+    r = run("simulate", "synthetic", "--systems", "0")
+    assert r.returncode == 2 and "--systems" in r.stderr
