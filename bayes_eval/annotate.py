@@ -2,20 +2,25 @@
 
 Formats (chosen by the file's extension, or ``fmt``):
 
-``.csv``
+``.csv`` / ``.tsv``
     One row per item: ``item`` (the stable item id), the pool's own columns, and an empty
-    ``label`` column for the annotator to fill.  Read back: columns ``item`` and ``label``
-    (any others are ignored; rows whose label is still empty are skipped and counted).
-``.jsonl``
-    One Label Studio task per line, ``{"data": {"item": ..., <pool columns>...}}``.  Read
-    back: lines ``{"item": ..., "label": ...}`` or Label Studio tasks with annotations.
+    ``label`` column for the annotator to fill (Label Studio imports it as tasks).  Read
+    back: columns ``item`` and ``label`` — or the column named by ``from_name``, as in
+    Label Studio's CSV / TSV export, where the label's column is the Choices control's
+    name (any other columns are ignored, except Label Studio's ``id``, ``annotation_id``,
+    ``annotator``, ``created_at``, which name the task and annotation; rows whose label is
+    still empty are skipped and counted).
 ``.json``
-    A JSON list of the same tasks — Label Studio's documented task import format — and,
-    read back, Label Studio's JSON export: a list of tasks, each with ``"data"`` and
-    ``"annotations": [{"result": [{"type": "choices", "value": {"choices": ["1"]}, ...}],
-    "was_cancelled": false, ...}]``.  Cancelled annotations and tasks not yet annotated
-    are skipped; a task with several annotations gives several labels (a deterministic
-    oracle then requires them to agree).
+    A JSON list of tasks ``{"data": {"item": ..., <fields>...}}`` — Label Studio's task
+    import format — and, read back, Label Studio's JSON export: a list of tasks, each with
+    ``"data"`` and ``"annotations": [{"result": [{"type": "choices", "value": {"choices":
+    ["1"]}, ...}], "was_cancelled": false, ...}]``, or its JSON_MIN export (a list of flat
+    objects, the label under the Choices control's name: ``from_name``).  Cancelled (and
+    skipped) annotations and tasks not yet annotated are not labels; a task with several
+    annotations gives several labels, reconciled by :func:`resolve` (``rule``).
+``.jsonl``
+    The same tasks, one per line — for other tools and scripts (Label Studio does not
+    import ``.jsonl``).  Read back: lines ``{"item": ..., "label": ...}`` or tasks.
 
 Choice strings map to labels through a mapping: by default the label's string form
 (``"0"``, ``"1"``, ...), extended or overridden by a user mapping such as
@@ -38,7 +43,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
-from .store import EmptyInputError, InvalidLabelError, MalformedInputError, SessionError
+from .store import EmptyInputError, InvalidLabelError, LabelConflictError, MalformedInputError, SessionError
 
 __all__ = [
     "LabelRecords",
@@ -53,9 +58,14 @@ __all__ = [
     "parse_labels",
     "parse_label_map",
     "label_studio_config",
+    "records_of_tasks",
+    "resolve",
+    "annotator_of",
+    "RULES",
 ]
 
-FORMATS = ("csv", "jsonl", "json")
+FORMATS = ("csv", "tsv", "jsonl", "json")
+RULES = ("error", "majority", "ground-truth", "first")
 _INT_RE = re.compile(r"^[+-]?\d+(\.0*)?$")
 
 
@@ -65,7 +75,9 @@ class LabelRecords(NamedTuple):
     ``items`` raw ids as written in the file; ``labels`` raw label values (strings,
     numbers); ``draws`` draw ids or None per record (stochastic-oracle files);
     ``where`` a human-readable position per record ("line 4", "task 2 (id 17)");
-    ``skipped`` rows/tasks without a label; ``source`` the file name.
+    ``skipped`` rows/tasks without a label; ``source`` the file name; ``meta`` per record
+    (Label Studio exports) ``{"task", "annotation", "annotator", "ground_truth",
+    "created"}`` or None; ``cancelled`` cancelled or skipped annotations (not labels).
     """
 
     items: list
@@ -74,6 +86,8 @@ class LabelRecords(NamedTuple):
     where: list
     skipped: int
     source: str
+    meta: list | None = None
+    cancelled: int = 0
 
 
 def format_of(path: str, fmt: str | None = None) -> str:
@@ -86,9 +100,9 @@ def format_of(path: str, fmt: str | None = None) -> str:
     if ext in FORMATS:
         return ext
     raise SessionError(f"{path}: cannot tell the format from the extension {ext!r}; "
-                       f"use .csv, .jsonl or .json (or pass fmt=)",
+                       f"use .csv, .jsonl or .json (or .tsv, or pass fmt=)",
                        cli=f"{path}: cannot tell the format from the extension {ext!r}; "
-                           f"name the file .csv, .jsonl or .json")
+                           f"name the file .csv, .jsonl or .json (or .tsv)")
 
 
 def os_problem(exc: OSError) -> str:
@@ -143,10 +157,10 @@ def write_batch_tmp(frame: pd.DataFrame, path: str, fmt: str | None = None) -> s
     path = os.fspath(path)
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
-        if fmt == "csv":
+        if fmt in ("csv", "tsv"):
             out = frame.copy()
             out["label"] = ""
-            out.to_csv(tmp, index=False)
+            out.to_csv(tmp, index=False, sep="," if fmt == "csv" else "\t")
         else:
             cols = list(frame.columns)
             tasks = [{"data": {c: _jsonable(v) for c, v in zip(cols, row)}}
@@ -301,8 +315,25 @@ def _read_text(path: str) -> str:
         raise MalformedInputError(f"{path}: not a UTF-8 text file ({exc})") from None
 
 
-def _read_csv(path: str, text: str):
-    reader = csv.reader(io.StringIO(text))
+_LS_META = {"id": "task", "annotation_id": "annotation", "annotator": "annotator", "created_at": "created"}
+
+
+def _label_column(path, keys, from_name, where="columns"):
+    """The key holding the label: ``from_name`` if given, else ``label``; an error naming
+    the keys (and ``from_name``) otherwise."""
+    want = from_name or "label"
+    if want in keys:
+        return want
+    extra = [k for k in keys if k not in ("item", "draw", "stage", "id", "annotation_id", "annotator", "created_at",
+                                          "updated_at", "lead_time")]
+    hint = (f"; is the label under another name (Label Studio names it after the Choices control)? say which: "
+            f"{{}} (one of {extra})" if extra and from_name is None else "")
+    msg = f"{path}: no {want!r} {'column' if where == 'columns' else 'field'} ({where}: {sorted(keys)})"
+    raise MalformedInputError(msg + hint.format("from_name=NAME"), cli=msg + hint.format("--from-name NAME"))
+
+
+def _read_csv(path: str, text: str, from_name=None, sep=","):
+    reader = csv.reader(io.StringIO(text), delimiter=sep)
     try:
         header = next(reader)
     except StopIteration:
@@ -310,13 +341,13 @@ def _read_csv(path: str, text: str):
     except csv.Error as exc:
         raise MalformedInputError(f"{path}: line 1: {exc}") from None
     header = [h.strip() for h in header]
-    for col in ("item", "label"):
-        if col not in header:
-            raise MalformedInputError(f"{path}: no {col!r} column (columns are {header}); "
-                                      f"a labels file needs columns 'item' and 'label'")
-    i_item, i_label = header.index("item"), header.index("label")
+    if "item" not in header:
+        raise MalformedInputError(f"{path}: no 'item' column (columns are {header}); "
+                                  f"a labels file needs columns 'item' and 'label'")
+    i_item, i_label = header.index("item"), header.index(_label_column(path, header, from_name))
     i_draw = header.index("draw") if "draw" in header else None
-    items, labels, draws, where = [], [], [], []
+    i_meta = {v: header.index(k) for k, v in _LS_META.items() if k in header}
+    items, labels, draws, where, meta = [], [], [], [], []
     skipped = n_rows = 0
     while True:
         try:
@@ -340,10 +371,21 @@ def _read_csv(path: str, text: str):
         items.append(item)
         labels.append(label)
         draws.append((row[i_draw].strip() or None) if i_draw is not None else None)
-        where.append(f"{path}: line {line} (item {item})")
+        m = {k: (row[j].strip() or None) for k, j in i_meta.items()}
+        m.setdefault("task", None)
+        meta.append(m)
+        w = f"{path}: line {line}"
+        if m.get("task") is not None:
+            w += f" (task {m['task']})"
+        w += f" (item {item})"
+        if m.get("annotation") is not None:
+            w += f", annotation {m['annotation']}"
+        if m.get("annotator") is not None:
+            w += f" by {m['annotator']}"
+        where.append(w)
     if n_rows == 0:
         raise EmptyInputError(f"{path}: no rows (only a header)")
-    return items, labels, draws, where, skipped
+    return items, labels, draws, where, skipped, meta
 
 
 def _choices_of(annotation, from_name, where):
@@ -376,22 +418,32 @@ def _choices_of(annotation, from_name, where):
     return choices[0]
 
 
+def annotator_of(ann) -> str | None:
+    """Who made a Label Studio annotation (``completed_by``: a user id, or an object with an
+    email), as a string (an email, a username, or ``user 7``)."""
+    who = ann.get("completed_by")
+    if isinstance(who, dict):
+        who = who.get("email") or who.get("username") or (f"user {who['id']}" if who.get("id") is not None else None)
+    elif isinstance(who, int) and not isinstance(who, bool):
+        who = f"user {who}"
+    return None if who is None or isinstance(who, (dict, list)) else str(who)
+
+
 def _annotation_where(task_where, k, ann):
     """``task_where`` with the annotation named: its place in the task, its id and who
-    made it (Label Studio's ``completed_by``: a user id, or an object with an email)."""
+    made it."""
     out = f"{task_where}, annotation {k}"
     if ann.get("id") is not None:
         out += f" (id {ann['id']})"
-    who = ann.get("completed_by")
-    if isinstance(who, dict):
-        who = who.get("email") or who.get("username") or who.get("id")
-    if who is not None and not isinstance(who, (dict, list)):
-        out += f" by {'user ' if isinstance(who, int) else ''}{who}"
+    who = annotator_of(ann)
+    if who is not None:
+        out += f" by {who}"
     return out
 
 
 def _records_of_object(obj, where, from_name):
-    """(item, label, draw, where) records of one JSON object; [] when not yet labeled."""
+    """(item, label, draw, where, meta) records of one JSON object and its cancelled
+    annotations: ([], 0) when not yet labeled."""
     if not isinstance(obj, dict):
         raise MalformedInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     data = obj.get("data")
@@ -405,33 +457,65 @@ def _records_of_object(obj, where, from_name):
         anns = obj.get("annotations")
         if anns is None:
             label = obj.get("label", data.get("label"))
-            return [] if _blank(label) else [(item, label, draw, w)]
+            return ([] if _blank(label) else [(item, label, draw, w, {"task": tid})]), 0
         if not isinstance(anns, list):
             raise MalformedInputError(f"{w}: 'annotations' is not a list")
-        out = []
+        out, cancelled = [], 0
         for k, ann in enumerate(anns, 1):
             if not isinstance(ann, dict):
                 raise MalformedInputError(f"{w}: annotation {k} is not an object")
             if ann.get("was_cancelled"):
+                cancelled += 1
                 continue
             wa = _annotation_where(w, k, ann) if len(anns) > 1 else w
             choice = _choices_of(ann, from_name, wa)
             if choice is not None:
-                out.append((item, choice, draw, wa))
-        return out
+                out.append((item, choice, draw, wa, {
+                    "task": tid, "annotation": ann.get("id"), "annotator": annotator_of(ann),
+                    "ground_truth": bool(ann.get("ground_truth")), "created": ann.get("created_at")}))
+        return out, cancelled
     if "item" not in obj:
         raise MalformedInputError(f"{where}: no 'item' field (keys: {sorted(obj)})")
     item = obj["item"]
     if _blank(item):
         raise MalformedInputError(f"{where}: empty item id")
-    label = obj.get("label")
+    key = from_name or "label"
+    if key not in obj and from_name is None and any(k in obj for k in ("annotation_id", "annotator")):
+        _label_column(where, list(obj), from_name, where="keys")  # a JSON_MIN export: say which key
+    label = obj.get(key)
+    if isinstance(label, dict) and "choices" in label:  # JSON_MIN of a multi-choice control
+        label = label["choices"][0] if len(label["choices"]) == 1 else label["choices"]
     if _blank(label):
-        return []
-    return [(item, label, obj.get("draw"), f"{where} (item {item!r})")]
+        return [], 0
+    m = {v: obj.get(k) for k, v in _LS_META.items()}
+    w = where + (f" (task id {m['task']})" if m.get("task") is not None else "") + f" (item {item!r})"
+    if m.get("annotation") is not None:
+        w += f", annotation {m['annotation']}"
+    if m.get("annotator") is not None:
+        w += f" by {m['annotator']}"
+    return [(item, label, obj.get("draw"), w, m)], 0
+
+
+def records_of_tasks(objs, from_name=None, source="Label Studio") -> LabelRecords:
+    """:class:`LabelRecords` of Label Studio tasks or flat records (``objs``: a list of
+    ``(object, where)``); an :class:`EmptyInputError` when none has a label."""
+    recs, skipped, cancelled = [], 0, 0
+    for obj, w in objs:
+        r, c = _records_of_object(obj, w, from_name)
+        cancelled += c
+        if not r:
+            skipped += 1
+        recs.extend(r)
+    if not recs:
+        raise EmptyInputError(f"{source}: no labels (all {skipped} rows/tasks are without a label"
+                              + (f"; {cancelled} annotation(s) cancelled or skipped" if cancelled else "") + ")")
+    return LabelRecords([r[0] for r in recs], [r[1] for r in recs], [r[2] for r in recs], [r[3] for r in recs],
+                        skipped, source, [r[4] for r in recs], cancelled)
 
 
 def read_labels(path: str, fmt: str | None = None, from_name: str | None = None) -> LabelRecords:
-    """Read a labeled file (CSV, JSONL, or JSON incl. Label Studio's export).
+    """Read a labeled file (CSV / TSV incl. Label Studio's export, JSONL, JSON incl. Label
+    Studio's JSON and JSON_MIN exports).
 
     Raises :class:`EmptyInputError` for a file without labels and
     :class:`MalformedInputError` for unreadable rows, naming the line or task.
@@ -441,41 +525,130 @@ def read_labels(path: str, fmt: str | None = None, from_name: str | None = None)
     text = _read_text(path)
     if not text.strip():
         raise EmptyInputError(f"{path}: the file is empty")
-    if fmt == "csv":
-        items, labels, draws, where, skipped = _read_csv(path, text)
-    else:
-        recs = []
-        skipped = 0
-        if fmt == "jsonl":
-            objs = []
-            for n, line in enumerate(text.splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    objs.append((json.loads(line), f"{path}: line {n}"))
-                except json.JSONDecodeError as exc:
-                    raise MalformedInputError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
-        else:
+    if fmt in ("csv", "tsv"):
+        items, labels, draws, where, skipped, meta = _read_csv(path, text, from_name, "," if fmt == "csv" else "\t")
+        if not items:
+            raise EmptyInputError(f"{path}: no labels (all {skipped} rows/tasks are without a label)")
+        return LabelRecords(items, labels, draws, where, skipped, path, meta)
+    if fmt == "jsonl":
+        objs = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
             try:
-                doc = json.loads(text)
+                objs.append((json.loads(line), f"{path}: line {n}"))
             except json.JSONDecodeError as exc:
-                raise MalformedInputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-            if isinstance(doc, dict):
-                doc = [doc]
-            if not isinstance(doc, list):
-                raise MalformedInputError(f"{path}: expected a list of tasks, got {type(doc).__name__}")
-            objs = [(o, f"{path}: task {n}") for n, o in enumerate(doc, 1)]
-        if not objs:
-            raise EmptyInputError(f"{path}: no tasks or rows")
-        for obj, w in objs:
-            r = _records_of_object(obj, w, from_name)
-            if not r:
-                skipped += 1
-            recs.extend(r)
-        items = [r[0] for r in recs]
-        labels = [r[1] for r in recs]
-        draws = [r[2] for r in recs]
-        where = [r[3] for r in recs]
-    if not items:
-        raise EmptyInputError(f"{path}: no labels (all {skipped} rows/tasks are without a label)")
-    return LabelRecords(items, labels, draws, where, skipped, path)
+                raise MalformedInputError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
+    else:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise MalformedInputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        if isinstance(doc, dict):
+            doc = [doc]
+        if not isinstance(doc, list):
+            raise MalformedInputError(f"{path}: expected a list of tasks, got {type(doc).__name__}")
+        objs = [(o, f"{path}: task {n}") for n, o in enumerate(doc, 1)]
+    if not objs:
+        raise EmptyInputError(f"{path}: no tasks or rows")
+    return records_of_tasks(objs, from_name, path)
+
+
+# ------------------------------------------------------------------------------ disagreements
+def _who(m):
+    return (m or {}).get("annotator")
+
+
+def _describe(recs, idx, classes):
+    parts = []
+    for i in idx:
+        m = (recs.meta or [None] * len(recs.items))[i] or {}
+        a = recs.where[i] + (" (ground truth)" if m.get("ground_truth") else "")
+        same = str(recs.labels[i]) == str(classes[i])
+        parts.append(f"{a} says {recs.labels[i]!r}" + ("" if same else f" (label {classes[i]})"))
+    return "; ".join(parts)
+
+
+def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | None = None,
+            stochastic: bool = False) -> tuple[LabelRecords, int]:
+    """Reconcile several annotations of one item (Label Studio's overlap).
+
+    Deterministic oracle: the annotations of one item that disagree are reduced to one
+    label by ``rule``: ``"error"`` (refuse, naming the task, the annotation ids and the
+    annotators), ``"majority"`` (the most frequent label; a tie is refused),
+    ``"ground-truth"`` (the annotation marked ground truth in Label Studio),
+    ``"first"`` (the earliest annotation: ``created_at``, else the annotation id, else the
+    file's order) or an annotator's email / username / ``user ID`` (that annotator's
+    label; items they did not annotate fall back to ``"error"``).  Agreeing annotations
+    are one label.  Stochastic oracle: every annotation is a label (nothing is reduced);
+    the first annotation of a task answers its draw, the others the item's other draws
+    awaiting a label.  Returns the records and the number of disagreements resolved;
+    raises :class:`LabelConflictError` (nothing is ingested).
+    """
+    if stochastic:
+        seen, draws = set(), list(recs.draws)
+        for i, m in enumerate(recs.meta or []):
+            key = ((m or {}).get("task"), draws[i])
+            if m and m.get("task") is not None and key in seen:
+                draws[i] = None  # another annotation of the same draw: a label for another draw of the item
+            seen.add(key)
+        return recs._replace(draws=draws), 0
+    classes = parse_labels(recs.labels, n_classes, label_map, recs.where)
+    groups: dict = {}
+    for i, item in enumerate(recs.items):
+        groups.setdefault(str(item), []).append(i)
+    keep, n_resolved = [], 0
+    meta = recs.meta or [None] * len(recs.items)
+    for item, idx in groups.items():
+        labs = {int(classes[i]) for i in idx}
+        if len(labs) == 1:
+            keep.append(idx[0])
+            continue
+        pick, why = None, None
+        if rule == "majority":
+            counts = {c: sum(1 for i in idx if classes[i] == c) for c in labs}
+            top = max(counts.values())
+            best = [c for c, k in counts.items() if k == top]
+            if len(best) == 1:
+                pick = next(i for i in idx if classes[i] == best[0])
+            else:
+                why = f"no majority ({' vs '.join(f'{k}×{c}' for c, k in counts.items())})"
+        elif rule == "ground-truth":
+            gt = [i for i in idx if (meta[i] or {}).get("ground_truth")]
+            if gt and len({int(classes[i]) for i in gt}) == 1:
+                pick = gt[0]
+            else:
+                why = "no annotation is marked ground truth" if not gt else "the ground-truth annotations disagree"
+        elif rule == "first":
+            def when(i):
+                m = meta[i] or {}
+                ann = m.get("annotation")
+                return (str(m.get("created") or ""), int(ann) if str(ann).isdigit() else 0, i)
+            pick = min(idx, key=when)
+        elif rule != "error":
+            mine = [i for i in idx if _who(meta[i]) is not None and (
+                _who(meta[i]) == rule or _who(meta[i]).split("@")[0] == rule or _who(meta[i]) == f"user {rule}")]
+            if mine and len({int(classes[i]) for i in mine}) == 1:
+                pick = mine[0]
+            else:
+                why = (f"annotator {rule!r} did not annotate it" if not mine
+                       else f"annotator {rule!r} gave it different labels")
+        if pick is None:
+            msg = (f"two different labels for item {recs.items[idx[0]]!r}: {_describe(recs, idx, classes)}"
+                   + (f"; rule {rule!r} cannot decide: {why}" if why else "")
+                   + " — a deterministic oracle gives one label per item; nothing was ingested (reconcile them in "
+                     "Label Studio, ")
+            raise LabelConflictError(
+                msg + "pick a rule: resolve='majority', 'ground-truth', 'first' or an annotator's email, or label "
+                      "with oracle='stochastic' in a new session)",
+                cli=msg + "pick a rule: --resolve majority, ground-truth, first or an annotator's email, or label "
+                          "with --oracle stochastic in a new session)")
+        keep.append(pick)
+        n_resolved += 1
+    keep.sort()
+
+    def sel(v):
+        return None if v is None else [v[i] for i in keep]
+
+    return LabelRecords(sel(recs.items), sel(recs.labels), sel(recs.draws), sel(recs.where), recs.skipped, recs.source,
+                        sel(recs.meta), recs.cancelled), n_resolved

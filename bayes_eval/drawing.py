@@ -57,7 +57,7 @@ class DrawResult(NamedTuple):
 
 def draw_stage(rng: np.random.Generator, unl_q, lab_q, size, order, cell_start, n: int, stochastic: bool,
                lab_cells=None, lab_classes=None, lab_rows=None, lab_gpos=None,
-               max_draws: int = MAX_DRAWS) -> DrawResult:
+               max_draws: int = MAX_DRAWS, skipped=None) -> DrawResult:
     """Draw one stage at item level, as ``simulate._draw_stage`` does on cells.
 
     I.i.d. draws from the fixed per-item proposal until ``n`` new items (deterministic
@@ -77,6 +77,10 @@ def draw_stage(rng: np.random.Generator, unl_q, lab_q, size, order, cell_start, 
     cell_start : (X+1,) offsets of each cell in ``order``.
     lab_cells, lab_classes, lab_rows, lab_gpos : (L,) the labeled items (deterministic
         oracle): cell, class, row, and position in ``order``.
+    skipped : dict row -> cell, optional
+        Items nobody can label (``Session.skip``): drawn like any unlabeled item (their
+        draws enter the estimator as draws outside the measure's population) but never
+        new, and their mass is not counted as unlabeled mass left.
     """
     unl_q = np.asarray(unl_q, dtype=np.float64)
     lab_q = np.asarray(lab_q, dtype=np.float64)
@@ -105,10 +109,13 @@ def draw_stage(rng: np.random.Generator, unl_q, lab_q, size, order, cell_start, 
         s_adj = s - np.arange(s.size)
         before = cell_start[:-1] - np.searchsorted(s, cell_start[:-1])  # unlabeled items before each cell
     rows, cells, new, qs, gpos = [], [], [], [], []
-    seen = set()
+    skipped = skipped or {}
+    seen = set(skipped)
     got = 0
     drawn = 0
     rem = float(np.sum(cnt_b * unl_q))
+    if not stochastic:
+        rem -= float(sum(unl_q[cl] for cl in skipped.values()))
     while got < n and drawn < max_draws and (stochastic or rem > 1e-12 * total):
         u = rng.random(_CHUNK) * total
         v = rng.random(_CHUNK)
@@ -131,7 +138,7 @@ def draw_stage(rng: np.random.Generator, unl_q, lab_q, size, order, cell_start, 
             if got >= n or drawn >= max_draws:
                 break
             r = int(row[i])
-            is_new = bool(is_b[i]) and (stochastic or r not in seen)
+            is_new = bool(is_b[i]) and r not in seen
             if is_new:
                 got += 1
                 if not stochastic:

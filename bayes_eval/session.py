@@ -44,6 +44,7 @@ from . import annotate
 from .drawing import draw_stage, order_positions, poisson_pick  # noqa: F401  (re-exported)
 from .session_core import SessionCore, clear_cache, core_for, item_rows, pool_fingerprint  # noqa: F401  (re-exported)
 from .session_reports import SessionReports
+from .session_skip import SessionSkips
 from .session_setup import (  # noqa: F401  (re-exported)
     ORACLES,
     POISSON_DESIGNS,
@@ -54,7 +55,8 @@ from .session_setup import (  # noqa: F401  (re-exported)
     session_config,
     session_measures,
 )
-from .stages import DrawLog, LabeledItems, StageKind, StageSnapshot, match_deterministic, match_stochastic, stages_for
+from .stages import (DrawLog, LabeledItems, StageKind, StageSnapshot, effective_draws, match_deterministic,
+                     match_stochastic, stages_for)
 from .store import (
     EmptyInputError,
     InvalidLabelError,
@@ -119,7 +121,10 @@ class IngestResult(NamedTuple):
     known (harmless repeats); ``n_skipped`` rows without a label (files only);
     ``stage_closed`` whether this completed the open batch (and so updated the design);
     ``pending`` labels the open batch still needs; ``labels`` labels in the session;
-    ``already_ingested`` the same content was ingested before (nothing done).
+    ``already_ingested`` the same content was ingested before (nothing done);
+    ``n_resolved`` disagreements reconciled (:func:`~bayes_eval.annotate.resolve`),
+    ``n_cancelled`` cancelled or skipped annotations, ``n_unused`` labels beyond the item's
+    draws awaiting one (stochastic oracle, several annotations of a task): not ingested.
     """
 
     n_rows: int
@@ -131,6 +136,9 @@ class IngestResult(NamedTuple):
     pending: int
     labels: int
     already_ingested: bool = False
+    n_resolved: int = 0
+    n_cancelled: int = 0
+    n_unused: int = 0
 
 
 def _noop_progress(msg, done, total):
@@ -139,7 +147,7 @@ def _noop_progress(msg, done, total):
 
 # ------------------------------------------------------------------------------ the session
 
-class Session(SessionReports):
+class Session(SessionReports, SessionSkips):
     """A labeling session on one SQLite file.
 
     Create with :meth:`create`, reopen with :meth:`open`.  The loop is
@@ -186,6 +194,8 @@ class Session(SessionReports):
         self._label_of: dict[int, int] = {}  # deterministic: row -> label
         self._label_stage: dict[int, int] = {}
         self._draw_label: dict[int, int] = {}  # stochastic: draw -> label
+        self._skipped: dict[int, int] = {}  # items nobody can label: row -> cell (session_skip)
+        self._skip_w = 0.0
         self._lab = LabeledItems.empty()  # labeled items of closed stages (deterministic)
         self._stages: list[dict] = []
         self._open: dict | None = None
@@ -435,6 +445,8 @@ class Session(SessionReports):
             else:
                 self._label_of[int(row)] = int(label)
                 self._label_stage[int(row)] = int(stage)
+        for _, row, _, _, _, _ in store.skips():
+            self._skipped[int(row)] = int(self._core.item_cell[int(row)])
         by_stage: dict[int, list] = {}
         for d in draws:
             by_stage.setdefault(int(d[1]), []).append(d)
@@ -478,6 +490,8 @@ class Session(SessionReports):
         pending: "OrderedDict[int, int]" = OrderedDict()
         for k in np.flatnonzero(new).tolist():
             did, r = first + k, int(rows[k])
+            if r in self._skipped:
+                continue
             if self._stochastic:
                 if did not in self._draw_label:
                     pending[did] = r
@@ -485,7 +499,7 @@ class Session(SessionReports):
                 pending[r] = did
         return pending
 
-    def _close_state(self, extra_labels: dict | None = None, time_closed=None):
+    def _close_state(self, extra_labels: dict | None = None, time_closed=None, skipped: dict | None = None):
         """The state after closing the open stage (pure: nothing is mutated).
 
         ``extra_labels``: labels being ingested now (row -> label, or draw -> label).
@@ -496,33 +510,38 @@ class Session(SessionReports):
         rows, cells, new, q, w = self._draws.arrays(op["first"], op["end"])
         c = self._n_classes
         x = self._core.cells.n_cells
+        skipped = self._skipped if skipped is None else skipped  # draws of skipped items: outside the population
+        keep = np.asarray([int(r) not in skipped for r in rows], bool) if skipped else np.ones(rows.size, bool)
         if self._stochastic:
             lab_of_draw = {**self._draw_label, **(extra_labels or {})}
-            y = np.asarray([lab_of_draw[op["first"] + k] for k in range(rows.size)], np.int64)
-            obs_mask = np.ones(rows.size, bool)
+            y = np.asarray([lab_of_draw.get(op["first"] + k, 0) for k in range(rows.size)], np.int64)
+            obs_mask = keep
         else:
             lab_of = self._label_of if not extra_labels else {**self._label_of, **extra_labels}
-            y = np.asarray([lab_of[int(r)] for r in rows], np.int64)
-            obs_mask = new
-        idx = cells * c + y
-        hits = np.bincount(idx[obs_mask], minlength=x * c).reshape(x, c)
+            y = np.asarray([lab_of.get(int(r), 0) for r in rows], np.int64)
+            obs_mask = new & keep
+        idx = (cells * c + y)[keep]
+        wk = w[keep]
+        hits = np.bincount((cells * c + y)[obs_mask], minlength=x * c).reshape(x, c)
         labeled = self._labeled + hits
         draw_counts = self._draw_counts + np.bincount(idx, minlength=x * c).reshape(x, c)
-        wsum = self._wsum + np.bincount(idx, weights=w, minlength=x * c).reshape(x, c)
-        w2sum = self._w2sum + np.bincount(idx, weights=w * w, minlength=x * c).reshape(x, c)
+        wsum = self._wsum + np.bincount(idx, weights=wk, minlength=x * c).reshape(x, c)
+        w2sum = self._w2sum + np.bincount(idx, weights=wk * wk, minlength=x * c).reshape(x, c)
         n_draws = self._n_draws + int(rows.size)
-        closing = self._kind.close(self._labeled, hits, labeled, draw_counts, wsum, n_draws, op["round"])
+        skip_w = self._skip_w + float(w[~keep].sum())
+        n_eff = effective_draws(n_draws, self._sum_w + float(w.sum()), skip_w)
+        closing = self._kind.close(self._labeled, hits, labeled, draw_counts, wsum, n_eff, op["round"])
         n_new = int(obs_mask.sum())
         snap = StageSnapshot(
             stage=op["stage"], n_new=n_new, labels=self._n_labels + n_new, draws=n_draws, labeled=labeled,
             draw_counts=draw_counts, wsum=wsum, w2sum=w2sum, prop_used=closing.prop_used, prop=closing.prop,
             sum_w=self._sum_w + float(w.sum()), sum_w2=self._sum_w2 + float((w * w).sum()),
             max_weight=max(self._max_w, float(w.max()) if w.size else 0.0), opened_at=op["opened_at"],
-            closed_at=time_closed)
+            closed_at=time_closed, skip_w=skip_w)
         new_lab = None
         if not self._stochastic:
-            nr, nc = rows[new], cells[new]
-            new_lab = (nr, nc, y[new], order_positions(self._core.order, self._core.cell_start, nr, nc))
+            nr, nc = rows[obs_mask], cells[obs_mask]
+            new_lab = (nr, nc, y[obs_mask], order_positions(self._core.order, self._core.cell_start, nr, nc))
         return snap, closing, new_lab
 
     def _commit_close(self, closed):
@@ -536,6 +555,7 @@ class Session(SessionReports):
         self._n_draws = snap.draws
         self._n_labels = snap.labels
         self._sum_w, self._sum_w2, self._max_w = snap.sum_w, snap.sum_w2, snap.max_weight
+        self._skip_w = snap.skip_w
         if new_lab is not None:
             self._lab = self._lab.extend(*new_lab)
         self._stages[-1]["closed_at"] = snap.closed_at
@@ -618,7 +638,7 @@ class Session(SessionReports):
         empty_rounds = 0
         while True:
             stage = len(self._stages)
-            d = self._kind.draw(stage, n, self._labeled, self._lab)
+            d = self._kind.draw(stage, n, self._labeled, self._lab, self._skipped)
             if d.status == "stalled":
                 return done(self._empty_frame(stage, True, empty_rounds))
             now = time.time()
@@ -663,7 +683,7 @@ class Session(SessionReports):
 
     # ------------------------------------------------------------------ labels
     def add_labels(self, items, labels, *, draws=None, label_map: dict | None = None, where=None,
-                   source: str = "add_labels", n_skipped: int = 0) -> IngestResult:
+                   source: str = "add_labels", n_skipped: int = 0, surplus: bool = False) -> IngestResult:
         """Accept labels for drawn items, in one transaction.
 
         Parameters
@@ -706,18 +726,21 @@ class Session(SessionReports):
         op = self._open
         pending = op["pending"] if op is not None else {}
         sha = self._content_hash(rows, y, draws if self._stochastic else None)
+        unused = None
         if self._stochastic and self._store.has_ingest(sha):
             new, n_dup, already = {}, len(items), True
         elif self._stochastic:
-            new, n_dup = match_stochastic(pending, self._draws, self._draw_label, items, rows, y, draws, where)
+            unused = [] if surplus else None
+            new, n_dup = match_stochastic(pending, self._draws, self._draw_label, items, rows, y, draws, where, unused)
             already = False
         else:
             new, n_dup = match_deterministic(pending, self._label_of, self._label_stage, items, rows, y, where,
                                              labels)
             already = False
+        n_unused = len(unused or ())
         if not new:
             return IngestResult(len(items), 0, n_dup, n_skipped, False, self._open and self._open["stage"],
-                                self.n_pending, self.n_labels, already)
+                                self.n_pending, self.n_labels, already, n_unused=n_unused)
         extra = {k: v[0] for k, v in new.items()}
         closes = len(op["pending"]) == len(new)
         now = time.time()
@@ -744,7 +767,7 @@ class Session(SessionReports):
         if closes:
             self._commit_close(closed)
         return IngestResult(len(items), len(new), n_dup, n_skipped, closes, stage, self.n_pending, self.n_labels,
-                            False)
+                            False, n_unused=n_unused)
 
     def _content_hash(self, rows, y, draws):
         h = hashlib.sha256()
@@ -753,13 +776,22 @@ class Session(SessionReports):
         return h.hexdigest()
 
     def ingest_file(self, path: str, *, fmt: str | None = None, label_map: dict | None = None,
-                    from_name: str | None = None) -> IngestResult:
+                    from_name: str | None = None, resolve: str = "error") -> IngestResult:
         """Read a labeled file (CSV, JSONL, Label Studio JSON export) and ingest it as one
         transaction (see :mod:`bayes_eval.annotate` for the formats)."""
-        recs = annotate.read_labels(path, fmt=fmt, from_name=from_name)
+        return self.ingest_records(annotate.read_labels(path, fmt=fmt, from_name=from_name), label_map=label_map,
+                                   resolve=resolve, source=os.path.abspath(path))
+
+    def ingest_records(self, recs: annotate.LabelRecords, *, label_map: dict | None = None, resolve: str = "error",
+                       source: str | None = None) -> IngestResult:
+        """Ingest labels read from a file or from Label Studio (one transaction); several
+        annotations of an item are reconciled by ``resolve`` (:func:`bayes_eval.annotate.resolve`)."""
+        lmap = {**(self.config.get("label_map") or {}), **(annotate.parse_label_map(label_map) or {})}
+        recs, n_res = annotate.resolve(recs, resolve, self._n_classes, lmap, self._stochastic)
         draws = recs.draws if any(d is not None for d in recs.draws) else None
-        return self.add_labels(recs.items, recs.labels, draws=draws, label_map=label_map, where=recs.where,
-                               source=os.path.abspath(path), n_skipped=recs.skipped)
+        r = self.add_labels(recs.items, recs.labels, draws=draws, label_map=label_map, where=recs.where,
+                            source=source or recs.source, n_skipped=recs.skipped, surplus=recs.meta is not None)
+        return r._replace(n_resolved=n_res, n_cancelled=recs.cancelled)
 
     def export_batch(self, path: str, n: int = 50, fmt: str | None = None) -> pd.DataFrame:
         """Draw the next batch (or re-issue the open one) and write it for annotators:

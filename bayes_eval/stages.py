@@ -53,7 +53,7 @@ from . import _config  # noqa: F401  (float64)
 from .drawing import draw_stage, poisson_pick, stage_rng
 from .errors import LabelConflictError, MalformedInputError, NotDrawnError, SessionError
 
-__all__ = ["StageSnapshot", "StageDraw", "Closing", "LabeledItems", "DrawLog", "StageKind", "ReplacementStages",
+__all__ = ["effective_draws", "StageSnapshot", "StageDraw", "Closing", "LabeledItems", "DrawLog", "StageKind", "ReplacementStages",
            "PoissonRounds", "stages_for", "match_deterministic", "match_stochastic"]
 
 
@@ -76,11 +76,26 @@ class StageSnapshot(NamedTuple):
     max_weight: float
     opened_at: float
     closed_at: float | None
+    skip_w: float = 0.0  # Σ w of the draws of skipped items (outside the measure's population)
+
+    @property
+    def n_eff(self) -> float:
+        """The estimator's number of draws: all draws, scaled by the estimated share of the
+        pool's mass that can be labeled, (Σw − Σw_skipped)/Σw (1 without skips, exactly), so
+        that R̂ estimates the mean loss over the items that can be labeled (``Session.skip``)."""
+        return effective_draws(self.draws, self.sum_w, self.skip_w)
 
     @property
     def ess(self) -> float:
         """Effective sample size (Σw)²/Σw² of all draws so far."""
         return self.sum_w**2 / self.sum_w2 if self.sum_w2 > 0 else 0.0
+
+
+def effective_draws(draws: int, sum_w: float, skip_w: float) -> float:
+    """``draws`` × (Σw − Σw_skipped) / Σw: see :attr:`StageSnapshot.n_eff`."""
+    if not skip_w:
+        return float(draws)
+    return float(draws) * max(sum_w - skip_w, 0.0) / sum_w
 
 
 class LabeledItems(NamedTuple):
@@ -165,7 +180,7 @@ class StageKind(Protocol):
     prop: Any  # the proposal of the next stage (Poisson: of the last closed round; None before any)
     rounds: list  # Poisson: the closed rounds' records
 
-    def draw(self, stage: int, n: int, labeled, lab: LabeledItems) -> StageDraw: ...
+    def draw(self, stage: int, n: int, labeled, lab: LabeledItems, skipped=None) -> StageDraw: ...
 
     def frame_attrs(self, draw: StageDraw | None, empty_rounds: int) -> dict: ...
 
@@ -218,14 +233,15 @@ class ReplacementStages:
     def require_draws(self, design_name: str) -> None:
         """Raise unless the estimate rests on importance-weighted draws."""
 
-    def draw(self, stage: int, n: int, labeled, lab: LabeledItems) -> StageDraw:
+    def draw(self, stage: int, n: int, labeled, lab: LabeledItems, skipped=None) -> StageDraw:
         """I.i.d. draws from the current proposal until ``n`` new items (see
-        :func:`~bayes_eval.drawing.draw_stage`)."""
+        :func:`~bayes_eval.drawing.draw_stage`; ``skipped`` row -> cell: items nobody can
+        label, drawn but never asked for)."""
         core = self.core
         rng = stage_rng(self.seed, stage)
         prop = self.prop
         res = draw_stage(rng, np.asarray(prop.unl), np.asarray(prop.lab), core.size, core.order, core.cell_start,
-                         int(n), self.stochastic, lab.cells, lab.classes, lab.rows, lab.gpos)
+                         int(n), self.stochastic, lab.cells, lab.classes, lab.rows, lab.gpos, skipped=skipped)
         if not res.new.any():
             return _nothing()
         w = core.p_cell[res.cells] / res.q
@@ -252,7 +268,7 @@ class ReplacementStages:
     def estimate(self, snapshots, i: int, j: int):
         s = snapshots[i]
         return self.core.estimate_fns[j](jnp.asarray(s.labeled), jnp.asarray(s.draw_counts), jnp.asarray(s.wsum),
-                                         jnp.asarray(s.w2sum), jnp.asarray(float(s.draws)), s.prop)
+                                         jnp.asarray(s.w2sum), jnp.asarray(s.n_eff), s.prop)
 
 
 class PoissonRounds:
@@ -332,8 +348,9 @@ class PoissonRounds:
         return {"budget": float(n), "cum": cum, "complete": complete, "prop": prop, "b": b, "draw_b": draw_b,
                 "pi": pi, "u_sup": u_sup}
 
-    def draw(self, stage: int, n: int, labeled, lab: LabeledItems) -> StageDraw:
-        """Round ``stage`` of budget ``n`` (see :func:`~bayes_eval.drawing.poisson_pick`)."""
+    def draw(self, stage: int, n: int, labeled, lab: LabeledItems, skipped=None) -> StageDraw:
+        """Round ``stage`` of budget ``n`` (see :func:`~bayes_eval.drawing.poisson_pick`;
+        ``skipped`` is unused: rounds refuse skips)."""
         core = self.core
         adaptive = self.pc.design.adaptive
         rd = self.propose_round(n, labeled)
@@ -481,11 +498,13 @@ def match_deterministic(pending, label_of, label_stage, items, rows, y, where, l
     return new, n_dup
 
 
-def match_stochastic(pending, log: DrawLog, draw_label, items, rows, y, draws, where):
+def match_stochastic(pending, log: DrawLog, draw_label, items, rows, y, draws, where, surplus=None):
     """Stochastic oracle: which draws of the open stage (``pending``: draw -> row) the
     labels answer -- the draw given (``draws[i]``), else the item's first draw still
     waiting.  Returns ``(new, n_dup)``: draw -> (label, where); raises for a draw that
-    does not exist or already has another label.  Nothing is changed."""
+    does not exist or already has another label.  ``surplus`` (a list): labels without a
+    draw of their item awaiting one are appended there (``where``) instead of refused.
+    Nothing is changed."""
     new: dict[int, tuple] = {}
     n_dup = 0
     free: dict[int, list] = {}
@@ -515,6 +534,9 @@ def match_stochastic(pending, log: DrawLog, draw_label, items, rows, y, draws, w
             free[r].remove(did)
     for i in implicit:
         r, lab = int(rows[i]), int(y[i])
+        if not free.get(r) and surplus is not None:
+            surplus.append(where[i])
+            continue
         if not free.get(r):
             drawn = sum(1 for k in range(n_total) if log.row[k] == r)
             raise NotDrawnError(

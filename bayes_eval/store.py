@@ -31,6 +31,10 @@ Tables
 ``labels(id, row, item, label, draw, stage, ingest, arrived_at)``
     Every accepted label.  Deterministic oracle: at most one per item (unique index on
     ``row``); stochastic oracle: one per draw (unique index on ``draw``).
+``skips(id, row, item, stage, reason, at)``
+    Items nobody can label (``Session.skip``), one row per item, with the stage they were
+    skipped in.  Created by the first skip, so files from before (and sessions that never
+    skip) have no such table and read as having none.
 """
 from __future__ import annotations
 
@@ -112,6 +116,15 @@ CREATE TABLE labels (
     arrived_at REAL NOT NULL
 );
 """
+
+_SKIPS = """CREATE TABLE IF NOT EXISTS skips (
+    id INTEGER PRIMARY KEY,
+    row INTEGER NOT NULL UNIQUE,
+    item NOT NULL,
+    stage INTEGER NOT NULL REFERENCES stages(stage),
+    reason TEXT,
+    at REAL NOT NULL
+)"""
 
 
 def _py(v):
@@ -328,6 +341,13 @@ class Store:
         return self._conn.execute(
             "SELECT ingest, sha256, source, n_rows, n_new, at FROM ingests ORDER BY ingest").fetchall()
 
+    def skips(self) -> list[tuple]:
+        """(id, row, item, stage, reason, at) of the skipped items, in the order skipped
+        (none in a file that never skipped)."""
+        if self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='skips'").fetchone() is None:
+            return []
+        return self._conn.execute("SELECT id, row, item, stage, reason, at FROM skips ORDER BY id").fetchall()
+
     def has_ingest(self, sha256: str) -> bool:
         return self._conn.execute("SELECT 1 FROM ingests WHERE sha256=? LIMIT 1", (sha256,)).fetchone() is not None
 
@@ -407,9 +427,21 @@ class Store:
                 conn.execute("UPDATE stages SET closed_at=? WHERE stage=?", (closed_at, int(close_stage)))
         return ingest_id
 
+    def add_skips(self, skips: Iterable[Sequence], close_stage: int | None = None,
+                  closed_at: float | None = None) -> None:
+        """Write skipped items ``(row, item, stage, reason, at)`` in one transaction and,
+        when they complete the open stage, the stage's closing time."""
+        with self._transaction() as conn:
+            conn.execute(_SKIPS)
+            conn.executemany("INSERT INTO skips(row, item, stage, reason, at) VALUES (?, ?, ?, ?, ?)",
+                             [tuple(_py(v) for v in sk) for sk in skips])
+            if close_stage is not None:
+                conn.execute("UPDATE stages SET closed_at=? WHERE stage=?", (closed_at, int(close_stage)))
+
     def dump(self) -> dict:
         """Every table's rows (for tests that check that nothing changed)."""
         out = {}
         for t in ("meta", "stages", "draws", "ingests", "labels"):
             out[t] = self._conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+        out["skips"] = self.skips()
         return out
