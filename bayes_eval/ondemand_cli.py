@@ -79,7 +79,7 @@ def _check(args):
             raise UsageError(f"--{flag} must be at least 1, got {v}")
 
 
-def _print_status(st, out=sys.stdout):
+def print_status(st, out=sys.stdout):
     cfg = st["config"]
     print(f"epsilon {cfg['epsilon']}; labels: {st['labels']['verifications']} verifications, "
           f"{st['labels']['exhaustive']} exhaustive instances in {st['n_units']} units; "
@@ -147,7 +147,7 @@ def cmd_ondemand(args) -> int:
                 json.dump(st, sys.stdout, indent=1)
                 print()
             else:
-                _print_status(st)
+                print_status(st)
         elif verb == "report":
             from .ondemand_report import write_report
 

@@ -250,8 +250,8 @@ class OnDemand:
         n = len(draws)
         eps = self.config["epsilon"]
         why = (f"{name}: {int(mine.sum())} instances, {shared:.0%} of its mass shared with earlier systems, "
-               f"{float(P[mine & known, m].sum()):.0%} already labeled; the variance bound reaches half-width "
-               f"{eps} with {n} draws from {name} so far ({n - new} reuse a label already bought or pending, "
+               f"{float(P[mine & known, m].sum()):.0%} already labeled (target half-width {eps}); {n} draws from "
+               f"{name} so far ({n - new} reuse a label already bought or pending, "
                f"{new} new verifications, ${new * self.config['cost_verify']:.2f})")
         return {"name": name, "draws": n, "new_verifications": int(new),
                 "cost": new * self.config["cost_verify"], "shared_mass": shared, "why": why}
