@@ -57,6 +57,7 @@ __all__ = [
     "check_binary",
     "inclusion_probabilities",
     "kish_n",
+    "as_json",
     "ht_core",
     "ht_rows",
     "measure",
@@ -112,17 +113,18 @@ class SubsampledEstimate(NamedTuple):
         for k, v in self.extra.items():
             if k == "curve":
                 continue
-            d[k] = _jsonable(v)
+            d[k] = as_json(v)
         return d
 
 
-def _jsonable(v):
+def as_json(v):
+    """``v`` with arrays as lists and NaN / inf as ``None`` (JSON)."""
     if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
+        return {k: as_json(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [as_json(x) for x in v]
     if isinstance(v, (np.ndarray, jnp.ndarray)):
-        return _jsonable(np.asarray(v).tolist())
+        return as_json(np.asarray(v).tolist())
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
     if isinstance(v, (int, np.integer)):
@@ -142,7 +144,7 @@ def check_finite(x, column: str) -> np.ndarray:
     bad = ~np.isfinite(a)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise PoolError(f"column {column!r}, row {i}: {a[i]!r} is not a finite number")
+        raise PoolError(f"column {column!r}, row {i}: {float(a[i])!r} is not a finite number")
     return a
 
 
@@ -152,7 +154,7 @@ def check_binary(y, column: str = "label") -> np.ndarray:
     bad = (a != 0) & (a != 1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise PoolError(f"column {column!r}, row {i}: {a[i]!r} is not a label in {{0, 1}}")
+        raise PoolError(f"column {column!r}, row {i}: {float(a[i])!r} is not a label in {{0, 1}}")
     return a.astype(np.int64)
 
 
@@ -161,7 +163,7 @@ def _check_prob(b, column: str) -> np.ndarray:
     bad = (b <= 0) | (b > 1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise PoolError(f"column {column!r}, row {i}: keep probability {b[i]!r} is outside (0, 1]")
+        raise PoolError(f"column {column!r}, row {i}: keep probability {float(b[i])!r} is outside (0, 1]")
     return b
 
 
@@ -193,7 +195,7 @@ def inclusion_probabilities(positive, keep_rate=None, keep_prob=None, *,
     bad = pos & (lr < 1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise PoolError(f"column {rate_column!r}, row {i}: a positive row has keep rate {lr[i]!r} < 1, but a "
+        raise PoolError(f"column {rate_column!r}, row {i}: a positive row has keep rate {float(lr[i])!r} < 1, but a "
                         f"keep rate thins only the negatives (zero-reward rows); for rows kept with their own "
                         f"probability use keep_prob (--keep-prob COLUMN)")
     return np.where(pos, 1.0, lr)

@@ -1,11 +1,208 @@
-"""``bayes-eval subsampled``: measures from subsampled data (seed 004) — being built (issue 18)."""
+"""``bayes-eval subsampled``: measures from data whose negatives / zero-reward rows were
+kept at a known rate (seed 004; ``docs/subsampled.md``).
+
+    bayes-eval subsampled FILE --measure auc|f1|precision|recall|accuracy|pr_curve|roc_curve|calibration|policy-value
+                          [--keep-rate L|COLUMN | --keep-prob COLUMN] [--format json|text]
+                          [--target data|population] [--interval delong|hanley-mcneil|agarwal]
+                          [--n-total N] [--bins J] [--thresholds K] [--plan-budget N] [--plot PNG]
+
+Reads CSV or Parquet (columns ``score``, ``pred``, ``label``; for the policy value
+``action``, ``propensity``, ``reward``, ``target_action``).  Importing this module is cheap
+(no JAX): the estimators load inside :func:`cmd_subsampled`.
+"""
 from __future__ import annotations
+
+import json
+import os
+
+from .errors import PoolError, UsageError
+
+MEASURE_CHOICES = ("auc", "f1", "precision", "recall", "accuracy", "pr_curve", "roc_curve", "calibration",
+                   "policy-value")
 
 
 def add_subsampled_parser(subparsers):
     """Register ``subsampled`` on the ``bayes-eval`` parser."""
-    subparsers.add_parser("subsampled", help="measures from data whose negatives were subsampled (seed 004; being built)")
+    p = subparsers.add_parser(
+        "subsampled", help="measures from data whose negatives were kept at a known rate (seed 004)",
+        description="Estimate a measure from rows whose negatives (zero-reward rows) were kept with a known "
+                    "probability, by Horvitz-Thompson reweighting, with intervals (seed 004).")
+    p.add_argument("file", metavar="FILE", help="CSV or Parquet rows (score, pred, label; or action, propensity, "
+                                                "reward, target_action for --measure policy-value)")
+    p.add_argument("--measure", required=True, choices=MEASURE_CHOICES)
+    k = p.add_mutually_exclusive_group()
+    k.add_argument("--keep-rate", metavar="L", help="negatives (zero-reward rows) were kept with probability L, "
+                   "positives always; a number in (0, 1] or a column of per-row L")
+    k.add_argument("--keep-prob", metavar="COLUMN", help="column of each row's own inclusion probability in (0, 1] "
+                   "(e.g. q of an exported session sample)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--target", choices=("data", "population"), default="data",
+                   help="truth = the full data before subsampling (default) or the population it was drawn from")
+    p.add_argument("--interval", choices=("delong", "hanley-mcneil", "agarwal"), default="delong",
+                   help="AUC: DeLong CLT interval (default), Hanley-McNeil CLT interval, or Agarwal et al.'s "
+                        "distribution-free bound")
+    p.add_argument("--level", type=float, default=0.95)
+    p.add_argument("--n-total", type=float, default=None, metavar="N",
+                   help="rows before subsampling, when known: the unbiased HT form instead of the ratio form")
+    p.add_argument("--bins", type=int, default=10, metavar="J", help="calibration: equal-count bins (default 10)")
+    p.add_argument("--thresholds", type=int, default=50, metavar="K", help="curves: thresholds (default 50)")
+    p.add_argument("--plan-budget", type=int, default=None, metavar="N",
+                   help="AUC: the planning table for a budget of N rows (positive share, negatives to keep, widths)")
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="calibration: write the reliability diagram; auc with --plan-budget: the planning curve")
+    return p
+
+
+def _read(path):
+    import pandas as pd
+
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: no such file")
+    ext = os.path.splitext(path)[1].lower()
+    try:
+        if ext in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+        return pd.read_csv(path, sep="\t" if ext in (".tsv", ".tab") else ",")
+    except (OSError, ValueError) as e:
+        raise PoolError(f"{path}: cannot be read as {'Parquet' if ext in ('.parquet', '.pq') else 'CSV'}: {e}") from None
+
+
+def _check(args):
+    if not 0 < args.level < 1:
+        raise UsageError(f"--level must be in (0, 1), got {args.level!r}")
+    if args.bins < 1:
+        raise UsageError(f"--bins must be at least 1, got {args.bins}")
+    if args.thresholds < 1:
+        raise UsageError(f"--thresholds must be at least 1, got {args.thresholds}")
+    if args.plan_budget is not None and args.measure != "auc":
+        raise UsageError("--plan-budget is for --measure auc")
+    if args.measure != "policy-value" and args.keep_rate is None and args.keep_prob is None:
+        raise UsageError("say how the rows were thinned: --keep-rate L (negatives kept with probability L) or "
+                         "--keep-prob COLUMN (per-row inclusion probabilities); --keep-rate 1 if nothing was")
 
 
 def cmd_subsampled(args) -> int:
-    raise NotImplementedError("bayes-eval subsampled is being built (issue 18)")
+    """Run ``bayes-eval subsampled``; returns the exit status."""
+    _check(args)
+    frame = _read(args.file)
+    from . import subsampled_frame as F
+    from .subsampled import as_json
+    from .subsampled_auc import plan
+
+    est = F.estimate(frame, args.measure, keep_rate=args.keep_rate, keep_prob=args.keep_prob, target=args.target,
+                     interval=args.interval, n_total=args.n_total, bins=args.bins, n_thresholds=args.thresholds,
+                     level=args.level)
+    out = est.as_dict()
+    pl = None
+    if args.plan_budget is not None:
+        ex = est.extra
+        pl = plan(args.plan_budget, n_pos_available=ex["n_pos"], n_neg_available=int(round(est.effective_n - ex["n_pos"])),
+                  auc_guess=float(est.estimate[0]), level=args.level)
+        out["plan"] = as_json(pl)
+    if args.plot:
+        if args.measure == "calibration":
+            plot_reliability(est, args.plot)
+        elif pl is not None:
+            plot_plan([pl], args.plot)
+        else:
+            raise UsageError("--plot draws the reliability diagram (--measure calibration) or the AUC planning "
+                             "curve (--measure auc --plan-budget N)")
+    if args.format == "json":
+        print(json.dumps(out, indent=2))
+    else:
+        print(_text(out, pl))
+    return 0
+
+
+def _fmt(v):
+    return "nan" if v is None else f"{v:.6g}"
+
+
+def _text(d, pl) -> str:
+    lines = [f"{d['measure']}  ({d['n_rows']:,} rows, effective size η = {d['effective_n']:,.1f})"]
+    est, (lo, hi) = d["estimate"], d["interval"]
+    if isinstance(est, list):
+        lines.append(f"{'component':>24} {'estimate':>10}  interval ({d['interval_kind']})")
+        for n, e, a, b in zip(d["names"], est, lo, hi):
+            lines.append(f"{n:>24} {_fmt(e):>10}  [{_fmt(a)}, {_fmt(b)}]")
+    else:
+        lines.append(f"estimate {_fmt(est)}   interval [{_fmt(lo)}, {_fmt(hi)}]   ({d['interval_kind']})")
+    if d["measure"] == "calibration":
+        lines.append(f"{'bin':>4} {'mean score':>11} {'mean label':>11}  interval of the mean label   share")
+        for j, (p, r, a, b, m) in enumerate(zip(d["phi"], d["r"], d["r_lo"], d["r_hi"], d["mass"])):
+            lines.append(f"{j:>4} {_fmt(p):>11} {_fmt(r):>11}  [{_fmt(a)}, {_fmt(b)}]   {_fmt(m)}")
+    if d["measure"] == "policy-value" and "estimate_ht" in d:
+        lines.append(f"η form {_fmt(d['estimate_eta'])} (variance {_fmt(d['var_eta'])}); HT form is the estimate")
+    if pl is not None:
+        t = pl["table"]
+        lines.append(f"\nAUC planning for a budget of {pl['budget']:,} rows (δ = {pl['delta']:g})")
+        lines.append(f"{'rho':>5} {'positives':>9} {'negatives':>9} {'neg keep rate':>13} {'bound width':>11} "
+                     f"{'CLT width':>9}")
+        for i in range(len(t["rho"])):
+            if not t["feasible"][i]:
+                continue
+            lines.append(f"{t['rho'][i]:>5.2f} {t['n_pos'][i]:>9} {t['n_neg_keep'][i]:>9} "
+                         f"{t['neg_keep_rate'][i]:>13.4g} {t['bound_width'][i]:>11.4f} {t['clt_width'][i]:>9.4f}")
+        b = pl["best"]
+        lines.append(f"best: rho = {b['rho']:.3f} ({b['n_pos']} positives, keep {b['n_neg_keep']} negatives, "
+                     f"keep rate {b['neg_keep_rate']:.4g}): bound width {b['bound_width']:.4f}, "
+                     f"CLT width {b['clt_width']:.4f}")
+    return "\n".join(lines)
+
+
+def plot_reliability(est, path: str) -> str:
+    """The reliability diagram of a :func:`bayes_eval.subsampled_calibration.calibration`
+    record: control points with their intervals, the spline ψ, the diagonal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    ex = est.extra
+    fig, ax = plt.subplots(figsize=(5, 5))
+    lo = min(ex["knots_x"].min(), ex["knots_y"].min())
+    hi = max(ex["knots_x"].max(), ex["knots_y"].max())
+    ax.plot([lo, hi], [lo, hi], color="0.7", lw=1, label="perfect calibration")
+    ax.plot(ex["knots_x"], ex["knots_y"], color="C0", lw=1, label="spline ψ (004 §Regression)")
+    yerr = np.vstack([ex["r"] - ex["r_lo"], ex["r_hi"] - ex["r"]])
+    ax.errorbar(ex["phi"], ex["r"], yerr=np.clip(yerr, 0, None), fmt="o", color="C1", capsize=3,
+                label="control points, 95% CLT")
+    ax.set_xlabel("mean score in bin (weighted)")
+    ax.set_ylabel("mean label in bin (weighted)")
+    lo_e, hi_e = est.interval[0][0], est.interval[1][0]
+    ax.set_title(f"reliability, ECE {est.estimate[0]:.4f} [{lo_e:.4f}, {hi_e:.4f}]", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_plan(plans, path: str, labels=None) -> str:
+    """The AUC planning curve(s): the bound's width 2ε and the Hanley–McNeil CLT width
+    against the positive share ρ for each budget, the best feasible ρ marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, pl in enumerate(plans):
+        t = pl["table"]
+        f = np.asarray(t["feasible"], bool)
+        lab = labels[i] if labels else f"N = {pl['budget']:,}"
+        ax.plot(t["rho"][f], t["bound_width"][f], color=f"C{i}", label=f"{lab}: Agarwal bound 2ε (δ={pl['delta']:g})")
+        if "clt_width" in t:
+            ax.plot(t["rho"][f], t["clt_width"][f], color=f"C{i}", ls="--", label=f"{lab}: Hanley–McNeil 95% width")
+        ax.axvline(pl["best"]["rho"], color=f"C{i}", ls=":", lw=1)
+    ax.set_yscale("log")
+    ax.set_xlabel("positive share ρ of the N kept rows")
+    ax.set_ylabel("interval width")
+    ax.set_title("AUC planning (004 §AUC): width against positive share", fontsize=10)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

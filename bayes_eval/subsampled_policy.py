@@ -52,7 +52,7 @@ def policy_terms(action, propensity, reward, target_action) -> np.ndarray:
     bad = (p <= 0) | (p > 1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise PoolError(f"column 'propensity', row {i}: {p[i]!r} is not a probability in (0, 1]")
+        raise PoolError(f"column 'propensity', row {i}: {float(p[i])!r} is not a probability in (0, 1]")
     a = np.asarray(action)
     t = np.asarray(target_action)
     if not (len(a) == len(t) == len(r) == len(p)):
