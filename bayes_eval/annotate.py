@@ -59,6 +59,7 @@ __all__ = [
     "parse_label_map",
     "label_studio_config",
     "records_of_tasks",
+    "jsonable_value",
     "resolve",
     "annotator_of",
     "RULES",
@@ -131,7 +132,9 @@ def prepare_output(path: str, fmt: str | None = None) -> str:
 
 
 # ------------------------------------------------------------------------------ export
-def _jsonable(v):
+def jsonable_value(v):
+    """A pool value as JSON: NumPy scalars as Python numbers, missing and non-finite values
+    as None, timestamps as ISO strings."""
     if isinstance(v, np.generic):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):
@@ -163,7 +166,7 @@ def write_batch_tmp(frame: pd.DataFrame, path: str, fmt: str | None = None) -> s
             out.to_csv(tmp, index=False, sep="," if fmt == "csv" else "\t")
         else:
             cols = list(frame.columns)
-            tasks = [{"data": {c: _jsonable(v) for c, v in zip(cols, row)}}
+            tasks = [{"data": {c: jsonable_value(v) for c, v in zip(cols, row)}}
                      for row in frame.itertuples(index=False, name=None)]
             with open(tmp, "w", encoding="utf-8") as fh:
                 if fmt == "jsonl":
@@ -198,17 +201,27 @@ def write_batch(frame: pd.DataFrame, path: str, fmt: str | None = None) -> str:
 
 
 def label_studio_config(n_classes: int = 2, label_map: dict | None = None,
-                        fields: Sequence[str] = ("item",)) -> str:
+                        fields: Sequence[str] = ("item",), from_name: str = "label", header: str | None = None) -> str:
     """A Label Studio labeling configuration for exported batches: the ``fields`` shown
-    as text and one single-choice control named ``label`` whose choice values map back
-    to the labels (``label_map`` inverse, default ``"0"``, ``"1"``, ...)."""
+    as text (each task's data must hold them: ``$field``), ``header`` (a data key, e.g.
+    ``item``) shown above them, and one single-choice control named ``from_name`` whose
+    choice values map back to the labels (``label_map`` inverse, default ``"0"``,
+    ``"1"``, ...)."""
+    from xml.sax.saxutils import quoteattr
+
     inv = {}
     for k, v in (label_map or {}).items():
         inv.setdefault(int(v), k)
-    choices = "\n".join(f'    <Choice value="{inv.get(c, str(c))}"/>' for c in range(n_classes))
-    texts = "\n".join(f'  <Text name="{f}" value="${f}"/>' for f in fields)
-    return (f'<View>\n{texts}\n  <Choices name="label" toName="{fields[0]}" choice="single" required="true">\n'
-            f"{choices}\n  </Choices>\n</View>\n")
+    choices = "\n".join(f'    <Choice value={quoteattr(str(inv.get(c, str(c))))}/>' for c in range(n_classes))
+    texts = "\n".join(f'  <Text name={quoteattr(_tag_name(f))} value={quoteattr("$" + str(f))}/>' for f in fields)
+    head = f'  <Header value={quoteattr(f"{header}: ${header}")}/>\n' if header else ""
+    return (f'<View>\n{head}{texts}\n  <Choices name={quoteattr(from_name)} toName={quoteattr(_tag_name(fields[0]))} '
+            f'choice="single" required="true">\n{choices}\n  </Choices>\n</View>\n')
+
+
+def _tag_name(field) -> str:
+    """A control name for a data key (letters, digits, ``_`` and ``-``)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", str(field))
 
 
 # ------------------------------------------------------------------------------ labels

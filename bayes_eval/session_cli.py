@@ -26,6 +26,8 @@ import sqlite3
 import sys
 import time
 
+from .session_team_cli import RESOLVE_HELP, TEAM_COMMANDS, add_team_parsers
+
 __all__ = ["add_session_parser", "cmd_session", "add_pool_reading_args", "read_pool", "jsonable"]
 
 
@@ -34,7 +36,8 @@ def add_session_parser(subparsers):
     """Register ``session`` and its sub-commands on the ``bayes-eval`` parser."""
     sp = subparsers.add_parser("session", help="labeling sessions: next batch, ingest labels, status, report",
                                description="Labeling sessions stored in one SQLite file (never loses a label).")
-    ss = sp.add_subparsers(dest="session_command", required=True, metavar="{new,next,ingest,status,report}")
+    ss = sp.add_subparsers(dest="session_command", required=True,
+                           metavar="{new,next,ingest,status,report,push,pull,skip,label-config}")
 
     def common(p, pool=True):
         p.add_argument("db", help="the session file (SQLite)")
@@ -91,7 +94,9 @@ def add_session_parser(subparsers):
     common(i)
     i.add_argument("files", nargs="+", help="labeled files; each is one transaction")
     i.add_argument("--label-map", default=None, help="choice strings -> labels, e.g. negative=0,positive=1")
-    i.add_argument("--from-name", default=None, help="Label Studio: the Choices control holding the label")
+    i.add_argument("--from-name", default=None,
+                   help="Label Studio: the Choices control holding the label (JSON, JSON_MIN, CSV, TSV exports)")
+    i.add_argument("--resolve", default="error", metavar="RULE", help=RESOLVE_HELP)
 
     s = ss.add_parser("status", help="estimate, intervals, labels spent, weights, stopping rule")
     common(s)
@@ -110,6 +115,7 @@ def add_session_parser(subparsers):
     r.add_argument("--target-width", type=float, default=None)
     r.add_argument("--no-bayesian", action="store_true",
                    help="skip the Bayesian posterior (its first computation compiles for a while)")
+    add_team_parsers(ss, common)  # push, pull, skip, label-config (session_team_cli)
     return sp
 
 
@@ -361,7 +367,7 @@ def _cmd_ingest(args, bar):
     results = []
     try:
         for f in args.files:
-            r = s.ingest_file(f, label_map=args.label_map, from_name=args.from_name)
+            r = s.ingest_file(f, label_map=args.label_map, from_name=args.from_name, resolve=args.resolve)
             results.append((f, r))
             if args.format != "json":
                 if r.already_ingested:
@@ -395,6 +401,8 @@ def _status_text(st):
              + f" in {st['stages']} stage(s); draws {st['draws']}"
              + (f"; open batch: {st['pending']} item(s) awaiting a label" if st["pending"] else ""),
              f"effective sample size (Σw)²/Σw²: {_fmt(st['ess'], 1)}; largest weight: {_fmt(st['max_weight'], 2)}"]
+    if st.get("skipped"):
+        lines.append(f"skipped: {st['skipped']} item(s) nobody can label — {st['skipped_note'].split(': ', 1)[1]}")
     if st.get("poisson"):
         p = st["poisson"]
         lines.append(f"Poisson rounds: {p['rounds']} ({'random size' if p['round_size'] == 'random' else 'exact size'})"
@@ -611,7 +619,8 @@ def _cmd_report(args, bar):
     return 0
 
 
-_COMMANDS = {"new": _cmd_new, "next": _cmd_next, "ingest": _cmd_ingest, "status": _cmd_status, "report": _cmd_report}
+_COMMANDS = {"new": _cmd_new, "next": _cmd_next, "ingest": _cmd_ingest, "status": _cmd_status, "report": _cmd_report,
+             **TEAM_COMMANDS}
 
 
 def cmd_session(args) -> int:

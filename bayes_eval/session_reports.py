@@ -330,6 +330,10 @@ class SessionReports:
             "level": level,
             "estimates": comps,
         }
+        out["skipped"] = len(self._skipped)  # items nobody can label (session_skip)
+        if self._skipped:
+            out["skipped_note"] = (f"{len(self._skipped)} item(s) skipped as impossible to label: the estimates are of "
+                                   f"the measure on the items that can be labeled (the skipped ones are left out)")
         out.update(self._kind.status_info(self.config["design"], self._labeled))
         exact = self.exact_values()
         out["fully_labeled"] = exact is not None

@@ -1,0 +1,229 @@
+"""Label Studio, live: push a session's open batch into a project as tasks, pull the finished
+annotations back into the session (``bayes-eval session push / pull / label-config``).
+
+Needs ``label-studio-sdk``, the optional extra ``pip install "bayes_eval[labelstudio]"``
+(tested against Label Studio 1.23.2 and label-studio-sdk 2.1.2).  The token comes from
+``token=`` or the environment's ``LABEL_STUDIO_API_KEY`` (a legacy token or a personal
+access token).
+
+* :func:`push` creates one task per item of the open batch (stochastic oracle: per draw)
+  that the project does not hold yet — the project's tasks are read first, so pushing
+  again creates nothing (Label Studio itself does not de-duplicate imports).  When no
+  batch is open, the next one is drawn first (as ``session next``).  The task data is
+  :func:`task_data`: ``item``, ``stage`` (``draw``), and the pool's own columns chosen by
+  ``fields`` — model scores and probabilities only with ``show_score``; ``preannotate``
+  adds the classifier's prediction as a Label Studio prediction.
+* :func:`pull` reads every task of the project with its annotations and ingests them
+  (:meth:`~bayes_eval.session.Session.ingest_records`, one transaction; several
+  annotations of an item reconciled by ``resolve``).  Cancelled and skipped annotations
+  are counted, not ingested; ``skip_cancelled`` records the open batch's items that every
+  annotator skipped as impossible to label (:meth:`~bayes_eval.session_skip.SessionSkips.skip`).
+  Pulling again is harmless (labels already known are duplicates).
+* :func:`label_config` is the matching labeling configuration: a ``Text`` per field and
+  one ``Choices`` control (``label`` by default) whose values map back to the classes.
+
+One project per session: the items' ids are the key.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pandas as pd
+
+from . import annotate
+from .errors import EmptyInputError, SessionError, UsageError
+
+__all__ = ["EXTRA", "client", "task_fields", "task_data", "label_config", "push", "pull", "tasks_of_project"]
+
+EXTRA = 'pip install "bayes_eval[labelstudio]"'
+#: pool columns that carry the model's opinion (left out of the task data unless show_score)
+_SCORE_RE = re.compile(r"(score|prob|logit|margin|confidence|pred)", re.IGNORECASE)
+_BATCH_COLS = ("item", "draw", "stage", "q", "weight")
+
+
+def client(url: str, token: str | None = None):
+    """A ``label_studio_sdk.LabelStudio`` client for ``url``; a :class:`SessionError`
+    naming the extra when the SDK is missing, and naming ``LABEL_STUDIO_API_KEY`` when no
+    token is given."""
+    try:
+        from label_studio_sdk import LabelStudio
+    except ImportError:
+        raise SessionError(f"talking to Label Studio needs label-studio-sdk, the optional extra of bayes_eval: "
+                           f"{EXTRA}") from None
+    token = token or os.environ.get("LABEL_STUDIO_API_KEY")
+    if not token:
+        raise SessionError("no Label Studio token: pass token= or set LABEL_STUDIO_API_KEY (Label Studio: Account & "
+                           "Settings, Access Token)",
+                           cli="no Label Studio token: set LABEL_STUDIO_API_KEY or pass --token (Label Studio: "
+                               "Account & Settings, Access Token)")
+    if not re.match(r"^https?://", str(url)):
+        raise UsageError(f"--label-studio {url!r}: expected a URL such as http://localhost:8080")
+    return LabelStudio(base_url=str(url).rstrip("/"), api_key=token)
+
+
+def _call(what, url, fn, *args, **kw):
+    """Run one SDK call; connection and API failures as a :class:`SessionError` naming the
+    server and what was being done."""
+    try:
+        return fn(*args, **kw)
+    except Exception as exc:  # httpx errors, label_studio_sdk ApiError
+        status = getattr(exc, "status_code", None)
+        body = getattr(exc, "body", None)
+        detail = f"HTTP {status}: {body}" if status is not None else f"{type(exc).__name__}: {exc}"
+        hint = (" (is the token right? LABEL_STUDIO_API_KEY / --token)" if status in (401, 403)
+                else " (does the project exist? --project ID)" if status == 404 else
+                " (is the server running at that address?)" if status is None else "")
+        raise SessionError(f"Label Studio at {url}: {what} failed: {detail}{hint}") from None
+
+
+def task_fields(session, fields=None, show_score: bool = False) -> list[str]:
+    """The pool columns that go into the task data: ``fields`` (names, or ``"a,b"``) or,
+    by default, the pool's own columns except the model's scores and probabilities
+    (``show_score`` keeps them and adds ``score``)."""
+    cols = [] if session.pool.columns is None else [str(c) for c in session.pool.columns.columns]
+    if isinstance(fields, str):
+        fields = [f.strip() for f in fields.split(",") if f.strip()]
+    if fields:
+        unknown = [f for f in fields if f not in cols and not (f == "score" and show_score)]
+        if unknown:
+            raise UsageError(f"fields {unknown} are not columns of the pool (its columns: {cols})",
+                             cli=f"--fields: {unknown} are not columns of the pool (its columns: {cols})")
+        out = list(fields)
+    else:
+        out = [c for c in cols if show_score or not _SCORE_RE.search(c)]
+    if show_score and "score" not in out:
+        out.append("score")
+    return [c for c in out if c not in _BATCH_COLS]
+
+
+def task_data(session, batch: pd.DataFrame, fields=None, show_score: bool = False) -> list[dict]:
+    """One Label Studio task ``{"data": {...}}`` per row of a batch (``next_batch``)."""
+    cols = task_fields(session, fields, show_score)
+    rows = session.pool.index_of(batch["item"].to_numpy())
+    own = session.pool.columns
+    system = int(session.config.get("system", 0))
+    out = []
+    for k in range(len(batch)):
+        d = {"item": annotate.jsonable_value(batch["item"].iloc[k]), "stage": int(batch["stage"].iloc[k])}
+        if "draw" in batch.columns:
+            d["draw"] = int(batch["draw"].iloc[k])
+        for c in cols:
+            if c == "score" and (own is None or "score" not in own.columns):
+                d[c] = float(session.pool.scores[rows[k], system])
+            else:
+                d[c] = annotate.jsonable_value(own[c].iloc[rows[k]])
+        out.append({"data": d})
+    return out
+
+
+def _choice_values(session) -> list[str]:
+    inv = {}
+    for k, v in (session.config.get("label_map") or {}).items():
+        inv.setdefault(int(v), str(k))
+    return [inv.get(c, str(c)) for c in range(session.pool.n_classes)]
+
+
+def label_config(session, fields=None, show_score: bool = False, from_name: str = "label") -> str:
+    """The labeling configuration matching the pushed tasks: the item id as a header, a
+    ``Text`` per field, one single-choice ``Choices`` named ``from_name``."""
+    cols = task_fields(session, fields, show_score)
+    shown = cols or ["item"]
+    return annotate.label_studio_config(session.pool.n_classes, session.config.get("label_map"), fields=shown,
+                                        from_name=from_name, header="item" if cols else None)
+
+
+def tasks_of_project(ls, url, project: int) -> list[dict]:
+    """Every task of the project as a dict: ``id``, ``data``, ``annotations`` (annotators'
+    ``completed_by`` as the user's email where the server says it)."""
+    pager = _call(f"reading the tasks of project {project}", url, ls.tasks.list, project=int(project), fields="all",
+                  page_size=1000)
+    tasks = _call(f"reading the tasks of project {project}", url, list, pager)
+    out = []
+    for t in tasks:
+        anns = [dict(a) if not isinstance(a, dict) else a for a in (getattr(t, "annotations", None) or [])]
+        out.append({"id": t.id, "data": dict(t.data or {}), "annotations": anns})
+    return out
+
+
+def _emails(ls, url) -> dict:
+    try:
+        return {u.id: u.email or u.username for u in ls.users.list()}
+    except Exception:  # a user without the right to list users: ids stay ids
+        return {}
+
+
+def push(session, url: str, project: int, token: str | None = None, n: int = 50, fields=None,
+         show_score: bool = False, preannotate: bool = False, from_name: str = "label") -> dict:
+    """Create the open batch's tasks in the project (drawing the next batch when none is
+    open), each once however often this is called.  Returns ``created``, ``existing``,
+    ``stage``, ``items`` (the batch's size), ``reissued`` (the batch was already open)."""
+    cols = task_fields(session, fields, show_score)  # refused before anything is drawn
+    ls = client(url, token)
+    existing = tasks_of_project(ls, url, project)  # before the batch is drawn: a dead server draws nothing
+    batch = session.next_batch(n)
+    keys = set()
+    for t in existing:
+        d = t["data"]
+        if "item" in d:
+            keys.add((str(d["item"]), None if d.get("draw") is None else int(d["draw"])))
+    tasks = task_data(session, batch, cols, show_score)
+    stochastic = session.oracle == "stochastic"
+    todo = [t for t in tasks if (str(t["data"]["item"]), t["data"].get("draw") if stochastic else None) not in
+            {(k[0], k[1] if stochastic else None) for k in keys}]
+    if preannotate and todo:
+        values = _choice_values(session)
+        system = int(session.config.get("system", 0))
+        rows = session.pool.index_of(np.asarray([t["data"]["item"] for t in todo]))
+        to_name = cols[0] if cols else "item"
+        for t, r in zip(todo, rows):
+            pred = int(session.pool.preds[r, system])
+            t["predictions"] = [{"model_version": "bayes_eval-pred", "result": [
+                {"from_name": from_name, "to_name": to_name, "type": "choices", "value": {"choices": [values[pred]]}}]}]
+    if todo:
+        _call(f"importing {len(todo)} task(s) into project {project}", url, ls.projects.import_tasks, id=int(project),
+              request=todo, return_task_ids=True)
+    return {"created": len(todo), "existing": len(tasks) - len(todo), "items": len(batch),
+            "stage": int(batch["stage"].iloc[0]) if len(batch) else None,
+            "reissued": bool(batch.attrs.get("reissued")), "stalled": bool(batch.attrs.get("stalled")),
+            "fields": cols}
+
+
+def pull(session, url: str, project: int, token: str | None = None, resolve: str = "error",
+         from_name: str | None = None, label_map=None, skip_cancelled: bool = False) -> dict:
+    """Fetch the project's annotations and ingest them (one transaction).  Returns
+    ``result`` (the :class:`~bayes_eval.session.IngestResult`, None when nothing is
+    annotated yet), ``tasks``, ``unannotated`` tasks, ``cancelled`` annotations,
+    ``cancelled_items`` (open-batch items whose every annotation was cancelled or skipped)
+    and ``skip`` (the :class:`~bayes_eval.session_skip.SkipResult` with ``skip_cancelled``)."""
+    ls = client(url, token)
+    tasks = tasks_of_project(ls, url, project)
+    mine = [t for t in tasks if "item" in t["data"]]
+    emails = _emails(ls, url) if any(len(t["annotations"]) > 1 for t in mine) else {}
+    for t in mine:
+        for a in t["annotations"]:
+            if isinstance(a.get("completed_by"), int) and a["completed_by"] in emails:
+                a["completed_by"] = {"id": a["completed_by"], "email": emails[a["completed_by"]]}
+    source = f"Label Studio {url} project {project}"
+    objs = [(t, f"{source}: task {k}") for k, t in enumerate(mine, 1)]
+    pending = {str(v) for v in session.pending()["item"]}
+    cancelled_items = sorted({str(t["data"]["item"]) for t in mine
+                              if t["annotations"] and all(a.get("was_cancelled") for a in t["annotations"])
+                              and str(t["data"]["item"]) in pending})
+    info = {"tasks": len(mine), "other_tasks": len(tasks) - len(mine), "result": None, "skip": None,
+            "cancelled_items": cancelled_items}
+    try:
+        recs = annotate.records_of_tasks(objs, from_name, source) if objs else None
+    except EmptyInputError:
+        recs = None
+    info["unannotated"] = sum(1 for t in mine if not t["annotations"])
+    info["cancelled"] = sum(1 for t in mine for a in t["annotations"] if a.get("was_cancelled"))
+    if recs is not None:
+        info["result"] = session.ingest_records(recs, label_map=label_map, resolve=resolve, source=source)
+    if skip_cancelled and cancelled_items:
+        still = {str(v): v.item() if isinstance(v, np.generic) else v for v in session.pending()["item"]}
+        todo = [still[i] for i in cancelled_items if i in still]
+        if todo:
+            info["skip"] = session.skip(todo, reason="skipped by every annotator in Label Studio")
+    return info

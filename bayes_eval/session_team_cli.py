@@ -1,0 +1,224 @@
+"""``bayes-eval session push / pull / skip / label-config``: working with an annotation team.
+
+    bayes-eval session label-config DB [--fields title_a,title_b]        # paste into the project's Labeling Interface
+    bayes-eval session push DB --label-studio URL --project ID [--n 50] [--fields ...] [--show-score] [--preannotate]
+    bayes-eval session pull DB --label-studio URL --project ID [--resolve error|majority|ground-truth|first|EMAIL]
+    bayes-eval session skip DB ITEM... [--reason TEXT]
+
+The Label Studio token comes from ``LABEL_STUDIO_API_KEY`` or ``--token``; the commands need
+the optional extra ``pip install "bayes_eval[labelstudio]"`` (:mod:`bayes_eval.labelstudio`).
+``skip`` records items nobody can label; the estimate is then of the measure on the items
+that can be labeled (:mod:`bayes_eval.session_skip`).  Registered by
+:mod:`bayes_eval.session_cli`; importing this module is cheap (no JAX, no SDK).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+__all__ = ["add_team_parsers", "TEAM_COMMANDS", "RESOLVE_HELP"]
+
+RESOLVE_HELP = ("several annotations of an item that disagree (Label Studio exports): error (refuse, naming the task, "
+                "annotation ids and annotators; default), majority, ground-truth (the annotation marked ground truth), "
+                "first (the earliest), or an annotator's email / username (their label). Stochastic-oracle sessions "
+                "take every annotation as a label")
+
+
+def add_team_parsers(ss, common):
+    """Register ``push``, ``pull``, ``skip`` and ``label-config`` on the ``session``
+    sub-parsers ``ss`` (``common(p)`` adds DB, --pool, --format, --no-progress)."""
+    def server(p):
+        p.add_argument("--label-studio", required=True, metavar="URL", help="the Label Studio server, e.g. "
+                       "http://localhost:8080")
+        p.add_argument("--project", required=True, type=int, metavar="ID", help="the project's id (in its URL)")
+        p.add_argument("--token", default=None, help="API token (default: $LABEL_STUDIO_API_KEY)")
+
+    def content(p):
+        p.add_argument("--fields", default=None, metavar="COL,...",
+                       help="pool columns shown to annotators (default: the pool's own columns except model scores "
+                            "and probabilities)")
+        p.add_argument("--show-score", action="store_true",
+                       help="also the model's score and probability columns (they can anchor annotators)")
+
+    p = ss.add_parser("push", help="create the open batch's tasks in a Label Studio project (once)")
+    common(p)
+    server(p)
+    content(p)
+    p.add_argument("--n", type=int, default=50, help="batch size when a new batch is drawn (default 50)")
+    p.add_argument("--preannotate", action="store_true",
+                   help="add the classifier's prediction (pred) as a Label Studio prediction")
+    p.add_argument("--from-name", default="label", help="the Choices control's name (default label)")
+
+    p = ss.add_parser("pull", help="ingest the finished annotations of a Label Studio project")
+    common(p)
+    server(p)
+    p.add_argument("--resolve", default="error", metavar="RULE", help=RESOLVE_HELP)
+    p.add_argument("--from-name", default=None, help="the Choices control holding the label")
+    p.add_argument("--label-map", default=None, help="choice strings -> labels, e.g. negative=0,positive=1")
+    p.add_argument("--skip-cancelled", action="store_true",
+                   help="record the open batch's items that every annotator skipped as impossible to label")
+
+    p = ss.add_parser("skip", help="record items of the open batch that nobody can label")
+    common(p)
+    p.add_argument("items", nargs="+", help="item ids (the batch's item column)")
+    p.add_argument("--reason", default=None, help="why (kept in the session file)")
+
+    p = ss.add_parser("label-config", help="print the Label Studio labeling configuration matching pushed tasks")
+    common(p)
+    content(p)
+    p.add_argument("--from-name", default="label", help="the Choices control's name (default label)")
+
+
+def _plain(o):
+    import numpy as np
+
+    if hasattr(o, "_asdict"):
+        return _plain(o._asdict())
+    if isinstance(o, dict):
+        return {k: _plain(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_plain(v) for v in o]
+    if isinstance(o, np.generic):
+        o = o.item()
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return o
+
+
+def _print_json(obj):
+    print(json.dumps(_plain(obj), indent=2))
+
+
+def _open(args, bar):
+    from .session import Session
+
+    s = Session.open(args.db, pool=args.pool, progress=bar)
+    bar.done()
+    return s
+
+
+def _cmd_label_config(args, bar):
+    from . import labelstudio
+
+    s = _open(args, bar)
+    try:
+        cfg = labelstudio.label_config(s, args.fields, args.show_score, args.from_name)
+    finally:
+        s.close()
+    if args.format == "json":
+        _print_json({"label_config": cfg})
+    else:
+        sys.stdout.write(cfg)
+    return 0
+
+
+def _cmd_push(args, bar):
+    from . import labelstudio
+    from .errors import UsageError
+
+    if args.n < 1:
+        raise UsageError(f"--n must be a positive integer, got {args.n}")
+    labelstudio.client(args.label_studio, args.token)  # the extra and the token, before the replay
+    s = _open(args, bar)
+    try:
+        out = labelstudio.push(s, args.label_studio, args.project, args.token, args.n, args.fields, args.show_score,
+                               args.preannotate, args.from_name)
+    finally:
+        s.close()
+    if args.format == "json":
+        _print_json(out)
+        return 0
+    where = f"project {args.project} at {args.label_studio}"
+    if not out["items"]:
+        print(f"no item left to label (nothing pushed to {where})")
+    elif out["created"]:
+        print(f"pushed {out['created']} task(s) of stage {out['stage']} to {where}"
+              + (f" ({out['existing']} already there)" if out["existing"] else "")
+              + (f"; task data: item, stage, {', '.join(out['fields'])}" if out["fields"] else ""))
+    else:
+        print(f"the {out['items']} task(s) of stage {out['stage']} are already in {where}; nothing pushed "
+              f"(pull when they are annotated: bayes-eval session pull {args.db} --label-studio "
+              f"{args.label_studio} --project {args.project})")
+    return 0
+
+
+def _cmd_pull(args, bar):
+    from . import labelstudio
+
+    if not args.resolve.strip():
+        from .errors import UsageError
+
+        raise UsageError("--resolve needs a rule: error, majority, ground-truth, first or an annotator's email")
+    labelstudio.client(args.label_studio, args.token)
+    s = _open(args, bar)
+    try:
+        info = labelstudio.pull(s, args.label_studio, args.project, args.token, args.resolve.strip(),
+                                args.from_name, args.label_map, args.skip_cancelled)
+        pending = s.n_pending
+    finally:
+        s.close()
+    if args.format == "json":
+        _print_json({**info, "pending": pending})
+        return 0
+    r = info["result"]
+    parts = []
+    if r is None:
+        parts.append("no finished annotations yet")
+    elif r.already_ingested:
+        parts.append("these annotations were ingested before — nothing changed")
+    else:
+        parts.append(f"{r.n_new} new label(s)")
+        if r.n_duplicate:
+            parts.append(f"{r.n_duplicate} already known")
+        if r.n_resolved:
+            parts.append(f"{r.n_resolved} disagreement(s) resolved by rule {args.resolve!r}")
+        if r.n_unused:
+            parts.append(f"{r.n_unused} annotation(s) beyond the item's draws not used")
+    if info["unannotated"]:
+        parts.append(f"{info['unannotated']} task(s) not annotated yet")
+    if info["cancelled"]:
+        parts.append(f"{info['cancelled']} skipped/cancelled annotation(s) not ingested")
+    state = ""
+    if r is not None and r.stage_closed:
+        state = f"; stage {r.stage} complete, estimate updated"
+    if info["skip"] is not None and info["skip"].stage_closed:
+        state = f"; stage {info['skip'].stage} complete, estimate updated"
+    print(f"pulled {info['tasks']} task(s) from project {args.project}: {', '.join(parts)}{state}"
+          + (f"; {pending} label(s) still missing in the open batch" if pending else ""))
+    left = [i for i in info["cancelled_items"] if info["skip"] is None]
+    if left:
+        print(f"every annotator skipped item(s) {', '.join(left[:10])}{' ...' if len(left) > 10 else ''}: if nobody "
+              f"can label them, record it: bayes-eval session skip {args.db} {' '.join(left[:10])} (or pull with "
+              f"--skip-cancelled)")
+    elif info["skip"] is not None:
+        print(f"recorded {info['skip'].n_new} item(s) every annotator skipped as impossible to label "
+              f"({info['skip'].skipped} in the session)")
+    return 0
+
+
+def _cmd_skip(args, bar):
+    s = _open(args, bar)
+    try:
+        ids = s.pool.ids
+        items = list(args.items)
+        if getattr(ids, "dtype", None) is not None and ids.dtype.kind in "iu":
+            items = [int(v) if v.lstrip("+-").isdigit() else v for v in items]
+        r = s.skip(items, reason=args.reason)
+    finally:
+        s.close()
+    if args.format == "json":
+        _print_json(r)
+        return 0
+    parts = [f"skipped {r.n_new} item(s)"] + ([f"{r.n_already} skipped before"] if r.n_already else [])
+    state = (f"stage {r.stage} complete, estimate updated" if r.stage_closed
+             else f"{r.pending} label(s) still missing in the open batch" if r.pending else "")
+    print(f"{', '.join(parts)}; {r.skipped} item(s) skipped in the session"
+          + (f"; {state}" if state else "")
+          + f"; the estimate is of the measure on the items that can be labeled (see {os.path.basename(args.db)} "
+            f"status)")
+    return 0
+
+
+TEAM_COMMANDS = {"push": _cmd_push, "pull": _cmd_pull, "skip": _cmd_skip, "label-config": _cmd_label_config}
