@@ -317,35 +317,54 @@ def cmd_demo(args):
     blo = bhi = None
     if res.bayes_lower is not None:
         blo, bhi = float(res.bayes_lower[0, -1, 0]), float(res.bayes_upper[0, -1, 0])
+    from .results import MIN_CLASS_LABELS, cs_bounds
+
     h = res.history
     truth = res.true_value[0]
+    cs_lo, cs_hi = cs_bounds(h.value[0, :, 0], h.lower[0, :, 0], h.upper[0, :, 0], h.n_draws[0])
+    enough = np.all(h.n_class[0] >= MIN_CLASS_LABELS, axis=-1)
     rows = []
     for t in range(h.n_labels.shape[1]):
         rows.append(dict(labels=int(h.n_labels[0, t]), draws=int(h.n_draws[0, t]), estimate=float(h.value[0, t, 0]),
-                         lower=float(h.lower[0, t, 0]), upper=float(h.upper[0, t, 0])))
+                         lower=float(h.lower[0, t, 0]), upper=float(h.upper[0, t, 0]),
+                         cs_lower=float(cs_lo[t]) if enough[t] else None,
+                         cs_upper=float(cs_hi[t]) if enough[t] else None))
     if args.format == "json":
         print(json.dumps(jsonable({"pool": "demo", "n_items": pool.n_items, "measure": args.measure,
                                     "design": args.design, "true_value": truth, "stages": rows,
-                                    "bayes_interval": [blo, bhi] if blo is not None else None}), indent=2))
+                                    "bayes_interval": [blo, bhi] if blo is not None else None,
+                                    "cs_interval": [rows[-1]["cs_lower"], rows[-1]["cs_upper"]]}), indent=2))
         return 0
     print(f"bayes-eval demo: estimating {args.measure} of a classifier on a synthetic pool of "
           f"{pool.n_items:,} items ({int(pool.labels.sum())} positives), labeling {args.budget} of them "
           f"with design '{args.design}'")
     print(f"(the pool's labels play the oracle; true {args.measure} = {truth:.4f})\n")
-    print(f"{'labels':>7} {'estimate':>9}   95% CLT interval")
+    print(f"{'labels':>7} {'estimate':>9}   {'95% confidence sequence':<24} 95% CLT interval (fixed budget)")
     step = max(1, len(rows) // 10)
     for i, r in enumerate(rows):
         if (i + 1) % step == 0 or i == len(rows) - 1:
             est = "undefined" if not np.isfinite(r["estimate"]) else f"{r['estimate']:.4f}"
             ci = "" if not np.isfinite(r["lower"]) else f"[{r['lower']:.4f}, {r['upper']:.4f}]"
-            print(f"{r['labels']:>7} {est:>9}   {ci}")
+            cs = "undefined" if r["cs_lower"] is None else f"[{r['cs_lower']:.4f}, {r['cs_upper']:.4f}]"
+            print(f"{r['labels']:>7} {est:>9}   {cs:<24} {ci}")
     last = rows[-1]
-    print(f"\nlabels spent: {last['labels']} of {pool.n_items:,} items")
-    print(f"estimate {last['estimate']:.4f}   95% CLT interval [{last['lower']:.4f}, {last['upper']:.4f}]")
+
+    def holds(lo, hi):
+        return "holds the truth" if lo is not None and lo <= truth <= hi else "misses the truth"
+
+    print(f"\nlabels spent: {last['labels']} of {pool.n_items:,} items; estimate {last['estimate']:.4f}")
     if blo is not None:
-        print(f"                  95% Bayesian interval [{blo:.4f}, {bhi:.4f}] (finite-pool posterior, "
-              f"calibrated model)")
+        print(f"  95% Bayesian interval     [{blo:.4f}, {bhi:.4f}]  finite-pool posterior (calibrated model): "
+              f"{holds(blo, bhi)}")
+    if last["cs_lower"] is not None:
+        print(f"  95% confidence sequence   [{last['cs_lower']:.4f}, {last['cs_upper']:.4f}]  for stopping (where a CLT holds): "
+              f"{holds(last['cs_lower'], last['cs_upper'])}")
+    print(f"  95% CLT interval          [{last['lower']:.4f}, {last['upper']:.4f}]  fixed budget, for comparison: "
+          f"{holds(last['lower'], last['upper'])}")
     print(f"truth    {truth:.4f}  (known here because the demo pool is synthetic)")
+    print("On this pool a tenth of the positives hide at low scores, where few items are drawn: the CLT-based "
+          "intervals rest on the positives found and cover 60-75% of runs (benchmarks/results/stopping.md); the "
+          "Bayesian interval accounts for the unlabeled items and is the one to read here.")
     return 0
 
 

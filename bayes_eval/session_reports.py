@@ -101,21 +101,48 @@ class SessionReports:
             return np.asarray([self._draw_label[d] for d in range(k)], np.int64)
         return np.asarray([self._label_of[r] for r in self._draws.row[:k]], np.int64)
 
-    def intervals(self, level: float = 0.95, bayesian: bool = True) -> pd.DataFrame:
-        """Intervals per component: the CLT interval Ĝ ± z sd (delta method, 001 §3.3.2)
-        and, where the design carries an oracle model, the Bayesian interval
-        (:meth:`bayesian_interval`; its first computation in a process compiles the
-        posterior sampler, which takes a while — ``bayesian=False`` skips it).
+    def intervals(self, level: float = 0.95, bayesian: bool = True, sequence: bool = False) -> pd.DataFrame:
+        """Intervals per component: the CLT interval Ĝ ± z sd (delta method, 001 §3.3.2),
+        with ``sequence=True`` the confidence sequence (kind ``clt-cs``, first: the interval
+        to stop on when looking after every stage, :meth:`confidence_sequence`) and, where
+        the design carries an oracle model, the Bayesian interval (:meth:`bayesian_interval`;
+        its first computation in a process compiles the posterior sampler, which takes a
+        while — ``bayesian=False`` skips it).
         Columns: component, kind, level, estimate, lower, upper."""
         v, sd = self._values()
         z = _z(level)
         df = pd.DataFrame({"component": self._names, "kind": "clt", "level": level, "estimate": v,
                            "lower": v - z * sd, "upper": v + z * sd})
+        if sequence:
+            df = pd.concat([self.confidence_sequence(level), df], ignore_index=True)
         if bayesian:
             b = self.bayesian_interval(level)
             if b is not None:
                 df = pd.concat([df, b], ignore_index=True)
         return df
+
+    def confidence_sequence(self, level: float = 0.95) -> pd.DataFrame:
+        """The asymptotic confidence sequence per component (kind ``clt-cs``):
+        Ĝ ± cs_factor(n) sd after n draws (labels for Poisson rounds),
+        :func:`bayes_eval.estimators.confidence_sequence` (Howard et al. 2021; Waudby-Smith
+        et al. 2024): widened for looking after every stage, where the fixed-n CLT interval
+        is for one budget.  Measured (``benchmarks/results/stopping.md``): at fixed budgets it
+        covers 0.91-0.99 with ais on abt-buy and dblp-acm (width 4-6 × RMSE), but a run that
+        stops when it is narrow covers only 0.67-0.98: positives not found yet make the
+        interval narrow and the estimate wrong together.
+        Undefined (NaN) until the labels hold at least ``MIN_CLASS_LABELS`` items of every
+        class: before that no CLT-based interval can be trusted."""
+        from .estimators import cs_factor
+        from .results import MIN_CLASS_LABELS
+
+        v, sd = self._values()
+        n = max(float(self._n_draws if self._snapshots else 0), 1.0)
+        half = float(cs_factor(n, level)) * sd
+        per_class = np.asarray(self._labeled).sum(0)
+        if per_class.min() < MIN_CLASS_LABELS:
+            half = np.full_like(half, np.nan)
+        return pd.DataFrame({"component": self._names, "kind": "clt-cs", "level": level, "estimate": v,
+                             "lower": v - half, "upper": v + half})
 
     def posterior_model(self):
         """The oracle model behind the Bayesian interval, chosen as
@@ -225,9 +252,10 @@ class SessionReports:
         """Whether the ``level`` interval is narrower than ``target_width``, and how many
         more labels that is expected to take.
 
-        The interval is the CLT interval of the first measure's widest component — with
-        ``bayesian=True`` and a design that carries a model, the wider of the CLT and the
-        Bayesian interval (the CLT interval is optimistic after few labels).  Its width
+        The interval is the confidence sequence (:meth:`confidence_sequence`, widened for
+        looking after every stage) of the first measure's widest component — with
+        ``bayesian=True`` and a design that carries a model, the wider of it and the
+        Bayesian interval.  Its width
         is extrapolated as width ∝ 1/sqrt(labels) from the current value: an
         *extrapolation*, not a promise (AIS typically does better, the first stages
         worse).
@@ -240,7 +268,8 @@ class SessionReports:
             return {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels,
                     "width": 0.0, "component": self._names[0], "kind": "exact", "reached": True, "more_labels": 0,
                     "exact": True, "note": exact}
-        iv = self.intervals(level, bayesian=bayesian)
+        iv = self.intervals(level, bayesian=bayesian, sequence=True)
+        iv = iv[iv["kind"] != "clt"]
         m0 = len(self.measures[0].names)
         first = set(self._names[:m0])
         iv = iv[iv["component"].isin(first)]
@@ -248,7 +277,8 @@ class SessionReports:
         out = {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels}
         if not self._snapshots or not np.isfinite(width).any():
             out.update(width=None, component=None, kind=None, reached=False, more_labels=None,
-                       note="the interval is not defined yet; label more items")
+                       note="the interval is not defined yet (it needs at least 10 labeled items of each class); "
+                            "label more items")
             return out
         i = int(np.nanargmax(width))
         wmax = float(width[i])
@@ -301,16 +331,16 @@ class SessionReports:
         partial labels included); ``labels_in_estimate`` those of the closed stages,
         which the estimate and intervals rest on.
         """
-        iv = self.intervals(level, bayesian=bayesian)
+        iv = self.intervals(level, bayesian=bayesian, sequence=True)
         v, sd = self._values()
         comps = []
         for k, name in enumerate(self._names):
             row = {"component": name, "estimate": _f(v[k]), "std_error": _f(sd[k])}
-            for kind in ("clt", "bayes"):
+            for kind, key in (("clt-cs", "cs"), ("clt", "clt"), ("bayes", "bayes")):
                 sel = iv[(iv["component"] == name) & (iv["kind"] == kind)]
                 if len(sel):
-                    row[f"{kind}_lower"] = _f(sel["lower"].iloc[0])
-                    row[f"{kind}_upper"] = _f(sel["upper"].iloc[0])
+                    row[f"{key}_lower"] = _f(sel["lower"].iloc[0])
+                    row[f"{key}_upper"] = _f(sel["upper"].iloc[0])
             comps.append(row)
         ws = self.weight_stats()
         out = {

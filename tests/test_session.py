@@ -237,12 +237,31 @@ def test_stopping_rule_extrapolates(tmp_path, pool):
     s = Session.create(str(tmp_path / "s.db"), pool, "f1", "is", seed=9)
     assert s.stopping(0.1)["reached"] is False
     s.run(truth_oracle(pool), budget=100, batch=50)
-    iv = s.intervals().iloc[0]
+    # the rule looks at the confidence sequence (valid when looked at after every stage)
+    iv = s.intervals(sequence=True).set_index("kind").loc["clt-cs"]
     width = iv["upper"] - iv["lower"]
+    clt = s.intervals().iloc[0]
+    assert width > 1.5 * (clt["upper"] - clt["lower"])  # wider than the fixed-budget interval
     st_ = s.stopping(width / 2)
+    assert st_["kind"] == "clt-cs"
     assert not st_["reached"] and st_["more_labels"] == int(np.ceil(100 * 4 - 100))
     assert "extrapolation" in st_["note"]
     assert s.stopping(width * 1.01)["reached"] and s.stopping(width * 1.01)["more_labels"] == 0
+
+
+def test_confidence_sequence_waits_for_both_classes(tmp_path, pool):
+    """No CLT-based interval before 10 labels of each class: the confidence sequence is
+    undefined and the stopping rule says so, whatever the CLT width."""
+    s = Session.create(str(tmp_path / "s.db"), pool, "f1", "is", seed=2)
+    b = s.next_batch(12)
+    y = pool.labels[pool.index_of(b["item"].to_numpy())]
+    s.add_labels(b["item"], y)
+    assert min(int((y == 1).sum()), int((y == 0).sum())) < 10
+    assert np.isfinite(s.intervals(bayesian=False)["lower"]).all()  # the CLT interval is there
+    cs = s.confidence_sequence()
+    assert cs["lower"].isna().all() and cs["upper"].isna().all()
+    st_ = s.stopping(10.0)
+    assert st_["reached"] is False and "10 labeled items of each class" in st_["note"]
 
 
 # ---------------------------------------------------------------------------- bad input changes nothing

@@ -1,0 +1,89 @@
+"""Stopping honestly (issue 15 item 3): a scripted loop looks at the interval after every
+stage and stops once it is at most W wide.  For each pool and design, one simulation
+(every stage's estimate and CLT interval recorded), then the stopping rule of
+``bayes_eval.results.stopping`` for the fixed-n CLT interval and for the confidence
+sequence (``estimators.confidence_sequence``), at W = 0.05 and 0.02; and the fixed-budget
+coverage of both at the checkpoints.
+
+    python benchmarks/stopping.py [--repeats 200] [--pools abt-buy,dblp-acm,demo]
+        [--designs ais,poisson-adaptive] [--out benchmarks/results/stopping]
+
+Writes OUT.csv and OUT.md.  Pin it to one core (``taskset -c 1``) and run it alone for
+timings; coverage does not depend on the load.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import pandas as pd
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.path.join(HERE, "..", "..", "shared", "data")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=200)
+    ap.add_argument("--pools", default="abt-buy,dblp-acm,demo")
+    ap.add_argument("--designs", default="ais,poisson-adaptive")
+    ap.add_argument("--widths", default="0.05,0.02")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "stopping"))
+    args = ap.parse_args(argv)
+    import bayes_eval as be
+    from bayes_eval.registry import load_pool, measure_from_args
+    from bayes_eval.results import stopping, summarize
+    from bayes_eval.simulate import run_simulation
+
+    rows, fixed = [], []
+    for name in args.pools.split(","):
+        path = os.path.join(SHARED, f"{name}.parquet")
+        if name != "demo" and not os.path.exists(path):
+            print(f"skip {name}: {path} not found")
+            continue
+        pool = be.demo_pool() if name == "demo" else load_pool(path)
+        for design in args.designs.split(","):
+            t0 = time.perf_counter()
+            res, _ = run_simulation(pool, measure_from_args("f1", pool), design, budget=2000, batch=50,
+                                    repeats=args.repeats, seed=0, bayes=False)
+            secs = time.perf_counter() - t0
+            for c in summarize(res):
+                fixed.append(dict(pool=name, design=design, labels=c["labels"], rmse=c["mse"] ** 0.5,
+                                  coverage_clt=c["coverage"], width_clt=c["mean_width"],
+                                  coverage_cs=c.get("coverage_cs"), width_cs=c.get("mean_width_cs")))
+            for w in (float(v) for v in args.widths.split(",")):
+                for kind in ("clt", "clt-cs"):
+                    st = stopping(res, w, kind)
+                    rows.append(dict(pool=name, design=design, repeats=args.repeats, **st))
+                    print(name, design, w, kind, {k: st[k] for k in ("stopped", "coverage", "mean_labels")},
+                          f"{secs:.0f} s", flush=True)
+    stop = pd.DataFrame(rows)
+    fx = pd.DataFrame(fixed)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    stop.to_csv(args.out + ".csv", index=False)
+    fx.to_csv(args.out + "_fixed.csv", index=False)
+    with open(args.out + ".md", "w") as f:
+        f.write(f"# Stopping on the interval (F1, budget 2000, batches of 50, {args.repeats} repeats)\n\n")
+        f.write("`python benchmarks/stopping.py --repeats %d`\n\n" % args.repeats)
+        f.write("A run stops at the first stage end where the interval is at most W wide (and it holds at "
+                "least 10 labels of each class); coverage = share of the stopped runs whose interval at the "
+                "stop holds the true F1 (± its binomial SE).\n\n")
+        f.write("| pool | design | W | interval | stopped | coverage at the stop | labels at the stop |\n")
+        f.write("|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            cov = "—" if r["coverage"] is None else f"{r['coverage']:.3f} ± {r['coverage_se']:.3f}"
+            lab = "—" if r["mean_labels"] is None else f"{r['mean_labels']:.0f}"
+            f.write(f"| {r['pool']} | {r['design']} | {r['width']:g} | {r['interval']} | {r['stopped']:.2f} | "
+                    f"{cov} | {lab} |\n")
+        f.write("\n## At fixed budgets: the CLT interval and the confidence sequence\n\n")
+        f.write("| pool | design | labels | RMSE | CLT coverage | CLT width | CS coverage | CS width |\n")
+        f.write("|---|---|---|---|---|---|---|---|\n")
+        for r in fixed:
+            f.write(f"| {r['pool']} | {r['design']} | {r['labels']} | {r['rmse']:.4f} | {r['coverage_clt']:.3f} | "
+                    f"{r['width_clt']:.4f} | {r['coverage_cs']:.3f} | {r['width_cs']:.4f} |\n")
+    print("wrote", args.out + ".md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Intervals over repeats (issue 15): the confidence sequence's coverage at a fixed budget
+and at a width-based stop, on a pool with hundreds of positives (where a CLT can hold),
+with bands from the binomial SE and a negative control that must fail."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bayes_eval as be
+from bayes_eval.estimators import confidence_sequence, cs_factor
+from bayes_eval.registry import measure_from_args
+from bayes_eval.results import covers, cs_bounds, stopping, summarize
+from bayes_eval.simulate import run_simulation
+
+REPEATS = 200
+SE = np.sqrt(0.95 * 0.05 / REPEATS)  # binomial SE of a 95% coverage over the repeats
+
+
+@pytest.fixture(scope="module")
+def sim():
+    pool = be.demo_pool(n_items=4000, positive_rate=0.3, seed=1)
+    res, _ = run_simulation(pool, measure_from_args("f1", pool), "ais", budget=400, batch=50, repeats=REPEATS,
+                            seed=0, checkpoints=(200, 400), bayes=False, track_kl=False)
+    return res
+
+
+def test_cs_factor_is_the_normal_mixture_boundary():
+    # at the horizon the boundary is 1.55 x z_0.975, and it grows slowly away from it
+    assert float(cs_factor(1000.0)) == pytest.approx(3.035, abs=2e-3)
+    f = np.asarray(cs_factor(np.array([100.0, 1000.0, 1e4, 1e5])))
+    assert f[1] < f[0] and f[1] < f[2] < f[3] < 3.6
+    lo, hi = confidence_sequence(0.5, 0.01**2, 1000.0)
+    assert float(hi - lo) == pytest.approx(2 * 3.035 * 0.01, rel=1e-3)
+
+
+def test_confidence_sequence_covers_at_fixed_budgets(sim):
+    for c in summarize(sim):
+        assert c["coverage_cs"] >= 0.95 - 3 * SE, c
+        assert c["coverage_cs"] >= c["coverage"]
+    # negative control: the same interval at a quarter of its width must miss (≈ 0.6)
+    v, lo, hi = sim.checkpoint_value[:, -1], sim.checkpoint_lower[:, -1], sim.checkpoint_upper[:, -1]
+    clo, chi = cs_bounds(v, lo, hi, sim.checkpoint_draws[:, -1][:, None])
+    q = (chi - clo) / 8
+    assert covers(v - q, v + q, sim.true_value).mean() < 0.95 - 3 * SE
+
+
+def test_stopping_on_the_confidence_sequence(sim):
+    w = float(np.median(np.asarray(summarize(sim)[0]["mean_width_cs"])))
+    st = stopping(sim, w, "clt-cs")
+    assert st["stopped"] > 0.3 and st["stopped_runs"] == round(st["stopped"] * REPEATS)
+    assert st["coverage"] >= 0.95 - 3 * np.sqrt(0.05 * 0.95 / st["stopped_runs"])
+    assert 50 <= st["mean_labels"] <= 400
+    with pytest.raises(ValueError, match="stop interval"):
+        stopping(sim, w, "bayes-at-every-stage")
+    with pytest.raises(ValueError, match="positive"):
+        stopping(sim, 0.0)
