@@ -59,6 +59,8 @@ __all__ = [
     "parse_label_map",
     "label_studio_config",
     "records_of_tasks",
+    "task_columns",
+    "SCORE_COLUMNS",
     "jsonable_value",
     "resolve",
     "annotator_of",
@@ -149,6 +151,31 @@ def jsonable_value(v):
     except (TypeError, ValueError):
         pass
     return v
+
+
+#: pool columns that carry the model's opinion: left out of tasks unless ``show_score``
+SCORE_COLUMNS = re.compile(r"(score|prob|logit|margin|confidence|pred)", re.IGNORECASE)
+
+
+def task_columns(columns: Sequence[str], fields=None, show_score: bool = False) -> list[str]:
+    """The pool's own ``columns`` that go into the annotators' tasks: ``fields`` (a list,
+    or ``"a,b"``), else every column except the model's scores and probabilities (names
+    with score, prob, logit, margin, confidence, pred) — they can anchor annotators;
+    ``show_score`` keeps them (and adds ``score``: the classifier's score)."""
+    cols = [str(c) for c in columns]
+    if isinstance(fields, str):
+        fields = [f.strip() for f in fields.split(",") if f.strip()]
+    if fields:
+        unknown = [f for f in fields if f not in cols and not (f == "score" and show_score)]
+        if unknown:
+            raise SessionError(f"fields {unknown} are not columns of the pool (its columns: {cols})",
+                               cli=f"--fields: {unknown} are not columns of the pool (its columns: {cols})")
+        out = list(fields)
+    else:
+        out = [c for c in cols if show_score or not SCORE_COLUMNS.search(c)]
+    if show_score and "score" not in out:
+        out.append("score")
+    return [c for c in out if c not in ("item", "draw", "stage", "q", "weight")]
 
 
 def write_batch_tmp(frame: pd.DataFrame, path: str, fmt: str | None = None) -> str:
@@ -386,10 +413,12 @@ def _read_csv(path: str, text: str, from_name=None, sep=","):
         draws.append((row[i_draw].strip() or None) if i_draw is not None else None)
         m = {k: (row[j].strip() or None) for k, j in i_meta.items()}
         m.setdefault("task", None)
+        if m.get("annotator") is not None and m["annotator"].isdigit():
+            m["annotator"] = f"user {m['annotator']}"
         meta.append(m)
         w = f"{path}: line {line}"
         if m.get("task") is not None:
-            w += f" (task {m['task']})"
+            w += f" (task id {m['task']})"
         w += f" (item {item})"
         if m.get("annotation") is not None:
             w += f", annotation {m['annotation']}"
@@ -501,6 +530,8 @@ def _records_of_object(obj, where, from_name):
     if _blank(label):
         return [], 0
     m = {v: obj.get(k) for k, v in _LS_META.items()}
+    if isinstance(m.get("annotator"), int) or str(m.get("annotator") or "").isdigit():
+        m["annotator"] = f"user {m['annotator']}"
     w = where + (f" (task id {m['task']})" if m.get("task") is not None else "") + f" (item {item!r})"
     if m.get("annotation") is not None:
         w += f", annotation {m['annotation']}"

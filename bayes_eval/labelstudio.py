@@ -33,14 +33,11 @@ import numpy as np
 import pandas as pd
 
 from . import annotate
-from .errors import EmptyInputError, SessionError, UsageError
+from .errors import EmptyInputError, SessionError, UsageError  # noqa: F401
 
 __all__ = ["EXTRA", "client", "task_fields", "task_data", "label_config", "push", "pull", "tasks_of_project"]
 
 EXTRA = 'pip install "bayes_eval[labelstudio]"'
-#: pool columns that carry the model's opinion (left out of the task data unless show_score)
-_SCORE_RE = re.compile(r"(score|prob|logit|margin|confidence|pred)", re.IGNORECASE)
-_BATCH_COLS = ("item", "draw", "stage", "q", "weight")
 
 
 def client(url: str, token: str | None = None):
@@ -79,23 +76,9 @@ def _call(what, url, fn, *args, **kw):
 
 
 def task_fields(session, fields=None, show_score: bool = False) -> list[str]:
-    """The pool columns that go into the task data: ``fields`` (names, or ``"a,b"``) or,
-    by default, the pool's own columns except the model's scores and probabilities
-    (``show_score`` keeps them and adds ``score``)."""
-    cols = [] if session.pool.columns is None else [str(c) for c in session.pool.columns.columns]
-    if isinstance(fields, str):
-        fields = [f.strip() for f in fields.split(",") if f.strip()]
-    if fields:
-        unknown = [f for f in fields if f not in cols and not (f == "score" and show_score)]
-        if unknown:
-            raise UsageError(f"fields {unknown} are not columns of the pool (its columns: {cols})",
-                             cli=f"--fields: {unknown} are not columns of the pool (its columns: {cols})")
-        out = list(fields)
-    else:
-        out = [c for c in cols if show_score or not _SCORE_RE.search(c)]
-    if show_score and "score" not in out:
-        out.append("score")
-    return [c for c in out if c not in _BATCH_COLS]
+    """The pool columns that go into the task data (:func:`bayes_eval.annotate.task_columns`)."""
+    return annotate.task_columns([] if session.pool.columns is None else session.pool.columns.columns, fields,
+                                 show_score)
 
 
 def task_data(session, batch: pd.DataFrame, fields=None, show_score: bool = False) -> list[dict]:

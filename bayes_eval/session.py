@@ -121,10 +121,8 @@ class IngestResult(NamedTuple):
     known (harmless repeats); ``n_skipped`` rows without a label (files only);
     ``stage_closed`` whether this completed the open batch (and so updated the design);
     ``pending`` labels the open batch still needs; ``labels`` labels in the session;
-    ``already_ingested`` the same content was ingested before (nothing done);
-    ``n_resolved`` disagreements reconciled (:func:`~bayes_eval.annotate.resolve`),
-    ``n_cancelled`` cancelled or skipped annotations, ``n_unused`` labels beyond the item's
-    draws awaiting one (stochastic oracle, several annotations of a task): not ingested.
+    ``already_ingested`` the same content was ingested before (nothing done); ``n_resolved``,
+    ``n_cancelled``, ``n_unused``: :meth:`Session.ingest_records`.
     """
 
     n_rows: int
@@ -520,8 +518,7 @@ class Session(SessionReports, SessionSkips):
             lab_of = self._label_of if not extra_labels else {**self._label_of, **extra_labels}
             y = np.asarray([lab_of.get(int(r), 0) for r in rows], np.int64)
             obs_mask = new & keep
-        idx = (cells * c + y)[keep]
-        wk = w[keep]
+        idx, wk = (cells * c + y)[keep], w[keep]
         hits = np.bincount((cells * c + y)[obs_mask], minlength=x * c).reshape(x, c)
         labeled = self._labeled + hits
         draw_counts = self._draw_counts + np.bincount(idx, minlength=x * c).reshape(x, c)
@@ -737,10 +734,9 @@ class Session(SessionReports, SessionSkips):
             new, n_dup = match_deterministic(pending, self._label_of, self._label_stage, items, rows, y, where,
                                              labels)
             already = False
-        n_unused = len(unused or ())
         if not new:
             return IngestResult(len(items), 0, n_dup, n_skipped, False, self._open and self._open["stage"],
-                                self.n_pending, self.n_labels, already, n_unused=n_unused)
+                                self.n_pending, self.n_labels, already, n_unused=len(unused or ()))
         extra = {k: v[0] for k, v in new.items()}
         closes = len(op["pending"]) == len(new)
         now = time.time()
@@ -767,7 +763,7 @@ class Session(SessionReports, SessionSkips):
         if closes:
             self._commit_close(closed)
         return IngestResult(len(items), len(new), n_dup, n_skipped, closes, stage, self.n_pending, self.n_labels,
-                            False, n_unused=n_unused)
+                            False, n_unused=len(unused or ()))
 
     def _content_hash(self, rows, y, draws):
         h = hashlib.sha256()
@@ -785,7 +781,9 @@ class Session(SessionReports, SessionSkips):
     def ingest_records(self, recs: annotate.LabelRecords, *, label_map: dict | None = None, resolve: str = "error",
                        source: str | None = None) -> IngestResult:
         """Ingest labels read from a file or from Label Studio (one transaction); several
-        annotations of an item are reconciled by ``resolve`` (:func:`bayes_eval.annotate.resolve`)."""
+        annotations of an item are reconciled by ``resolve`` (:func:`bayes_eval.annotate.resolve`;
+        ``n_resolved`` counts them), cancelled annotations are counted (``n_cancelled``), and
+        labels beyond an item's draws awaiting one (stochastic oracle) are not used (``n_unused``)."""
         lmap = {**(self.config.get("label_map") or {}), **(annotate.parse_label_map(label_map) or {})}
         recs, n_res = annotate.resolve(recs, resolve, self._n_classes, lmap, self._stochastic)
         draws = recs.draws if any(d is not None for d in recs.draws) else None
@@ -793,13 +791,19 @@ class Session(SessionReports, SessionSkips):
                             source=source or recs.source, n_skipped=recs.skipped, surplus=recs.meta is not None)
         return r._replace(n_resolved=n_res, n_cancelled=recs.cancelled)
 
-    def export_batch(self, path: str, n: int = 50, fmt: str | None = None) -> pd.DataFrame:
+    def export_batch(self, path: str, n: int = 50, fmt: str | None = None, fields=None,
+                     show_score: bool = False) -> pd.DataFrame:
         """Draw the next batch (or re-issue the open one) and write it for annotators:
-        ``item``, the pool's own columns (and ``draw`` for a stochastic oracle)."""
+        ``item`` (``draw`` for a stochastic oracle) and the pool's own columns chosen by
+        ``fields`` — model scores and probabilities only with ``show_score``
+        (:func:`bayes_eval.annotate.task_columns`)."""
         fmt = annotate.prepare_output(path, fmt)  # before anything is drawn
+        own = annotate.task_columns([] if self.pool.columns is None else self.pool.columns.columns, fields, show_score)
 
         def write(df):  # to a temporary file, renamed into place once the stage is stored
-            tmp = annotate.write_batch_tmp(df[[c for c in df.columns if c not in ("q", "weight", "stage")]], path, fmt)
+            if show_score and "score" not in df.columns:
+                df = df.assign(score=self.pool.scores[self.pool.index_of(df["item"].to_numpy()), self.config["system"]])
+            tmp = annotate.write_batch_tmp(df[[c for c in df.columns if c in ("item", "draw") or c in own]], path, fmt)
 
             def finish(ok):
                 if not ok:

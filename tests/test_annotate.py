@@ -213,3 +213,138 @@ def test_read_labels_errors(tmp_path):
 def _write(path, text):
     path.write_text(text)
     return str(path)
+
+
+# ---------------------------------------------------------------------------- issue 16: teams and formats
+def _ann(aid, who, choice, gt=False, created="2026-01-01T00:00:00Z", cancelled=False):
+    return {"id": aid, "completed_by": who, "was_cancelled": cancelled, "ground_truth": gt, "created_at": created,
+            "result": [] if cancelled else [{"from_name": "label", "to_name": "item", "type": "choices",
+                                             "value": {"choices": [choice]}}]}
+
+
+def _export(tmp_path, items, anns_of):
+    """A Label Studio JSON export: one task per item, annotations from ``anns_of(k, item)``."""
+    tasks = [{"id": 100 + k, "data": {"item": it}, "annotations": anns_of(k, it)} for k, it in enumerate(items)]
+    f = tmp_path / "export.json"
+    f.write_text(json.dumps(tasks))
+    return str(f)
+
+
+def test_disagreements_resolved_by_rule(tmp_path, pool):
+    """Three annotators; on task 101 they disagree.  Each rule picks its label; ``error``
+    refuses naming the task, the annotation ids and the annotators, with nothing changed."""
+    s = _session(tmp_path, pool, label_map={"negative": 0, "positive": 1})
+    b = s.next_batch(4)
+    items = list(b["item"])
+    y = truth(pool, items)
+    name = {0: "negative", 1: "positive"}
+
+    def anns(k, it):
+        t = name[int(y[k])]
+        if k != 1:
+            return [_ann(500 + k, {"email": "ann@x.org"}, t), _ann(600 + k, {"email": "bob@x.org"}, t)]
+        other = name[1 - int(y[k])]  # on task 101: ann and cid say the truth, bob the other label
+        return [_ann(501, {"email": "ann@x.org"}, t, created="2026-01-02T00:00:00Z"),
+                _ann(601, {"email": "bob@x.org"}, other, gt=True, created="2026-01-01T00:00:00Z"),
+                _ann(701, 9, t, created="2026-01-03T00:00:00Z")]
+    f = _export(tmp_path, items, anns)
+    before = s._store.dump()
+    with pytest.raises(LabelConflictError) as info:
+        s.ingest_file(f)
+    msg = info.value.cli
+    for part in ("task id 101", f"item {items[1]!r}", "(id 501) by ann@x.org", "(id 601) by bob@x.org (ground truth)",
+                 "(id 701) by user 9", "--resolve majority"):
+        assert part in msg, (part, msg)
+    assert s._store.dump() == before
+    with pytest.raises(LabelConflictError, match="annotator 'nobody@x.org' did not annotate it"):
+        s.ingest_file(f, resolve="nobody@x.org")
+    assert s._store.dump() == before
+    want = {"majority": int(y[1]), "ann@x.org": int(y[1]), "user 9": int(y[1]), "ground-truth": 1 - int(y[1]),
+            "first": 1 - int(y[1]), "bob": 1 - int(y[1])}
+    for rule, lab in want.items():
+        recs, n = annotate.resolve(annotate.read_labels(f), rule, 2, {"negative": 0, "positive": 1})
+        assert n == 1 and len(recs.items) == 4
+        assert annotate.parse_labels([recs.labels[1]], 2, {"negative": 0, "positive": 1})[0] == lab, rule
+    r = s.ingest_file(f, resolve="majority")
+    assert (r.n_new, r.n_resolved, r.stage_closed) == (4, 1, True)
+    stored = {row[2]: row[3] for row in s._store.labels()}
+    assert [stored[i] for i in items] == list(y)
+
+
+def test_stochastic_oracle_takes_every_annotation(tmp_path, pool):
+    s = Session.create(str(tmp_path / "st.db"), pool, "f1", "passive", seed=0, oracle="stochastic")
+    b = s.next_batch(3)
+    items, draws = list(b["item"]), list(b["draw"])
+    y = truth(pool, items)
+    tasks = [{"id": 1 + k, "data": {"item": it, "draw": int(d)},
+              "annotations": [_ann(10 + k, 1, str(int(y[k])))] + ([_ann(20, 2, str(1 - int(y[k])))] if k == 0 else [])}
+             for k, (it, d) in enumerate(zip(items, draws))]
+    f = tmp_path / "st.json"
+    f.write_text(json.dumps(tasks))
+    r = s.ingest_file(str(f))  # no disagreement error: the second annotation is a label too
+    assert r.n_new == 3 and r.n_unused == (0 if items.count(items[0]) > 1 else 1) and r.stage_closed
+
+
+def test_label_studio_exports_json_min_csv_tsv_with_from_name(tmp_path, pool):
+    """Label Studio's JSON_MIN, CSV and TSV exports (the label under the Choices control's
+    name, here ``verdict``), as the server writes them."""
+    s = _session(tmp_path, pool)
+    items = list(s.next_batch(3)["item"])
+    y = [str(int(v)) for v in truth(pool, items)]
+    rows = [{"item": it, "stage": 0, "id": 3 + k, "verdict": y[k], "annotator": 2, "annotation_id": 7 + k,
+             "created_at": "2026-11-24T19:47:48Z", "updated_at": "2026-11-24T19:47:48Z", "lead_time": None}
+            for k, it in enumerate(items)]
+    jm = tmp_path / "min.json"
+    jm.write_text(json.dumps(rows))
+    frame = pd.DataFrame(rows)
+    frame.to_csv(tmp_path / "e.csv", index=False)
+    frame.to_csv(tmp_path / "e.tsv", index=False, sep="\t")
+    for f in (jm, tmp_path / "e.csv", tmp_path / "e.tsv"):
+        with pytest.raises(MalformedInputError) as info:
+            annotate.read_labels(str(f))
+        assert "--from-name NAME" in info.value.cli and "verdict" in info.value.cli
+        recs = annotate.read_labels(str(f), from_name="verdict")
+        assert [str(v) for v in recs.items] == [str(v) for v in items] and list(map(str, recs.labels)) == y
+        assert "annotation 7 by user 2" in recs.where[0] and "task id 3" in recs.where[0]
+    r = s.ingest_file(str(tmp_path / "e.tsv"), from_name="verdict")
+    assert r.n_new == 3 and r.stage_closed
+
+
+def test_task_content_and_label_config(tmp_path):
+    base = demo_pool(n_items=500, positive_rate=0.1, seed=1)
+    cols = pd.DataFrame({"title_a": [f"a{i}" for i in range(500)], "title_b": [f"b{i}" for i in range(500)],
+                         "prob_calibrated": np.linspace(0, 1, 500)})
+    pool = Pool.from_arrays(scores=base.scores[:, 0], preds=base.preds[:, 0], labels=base.labels, columns=cols)
+    s = Session.create(str(tmp_path / "c.db"), pool, "f1", "passive", seed=0)
+    f = tmp_path / "b.json"
+    s.export_batch(str(f), n=3)
+    assert set(json.loads(f.read_text())[0]["data"]) == {"item", "title_a", "title_b"}  # no model output
+    s.export_batch(str(f), n=3, show_score=True)
+    assert {"prob_calibrated", "score"} <= set(json.loads(f.read_text())[0]["data"])
+    s.export_batch(str(f), n=3, fields="title_b")
+    assert set(json.loads(f.read_text())[0]["data"]) == {"item", "title_b"}
+    with pytest.raises(SessionError, match="not columns of the pool"):
+        s.export_batch(str(f), n=3, fields="nope")
+    from bayes_eval import labelstudio
+
+    cfg = labelstudio.label_config(s, "title_a,title_b")
+    assert 'value="$title_a"' in cfg and 'value="$title_b"' in cfg and 'toName="title_a"' in cfg
+    assert '<Choices name="label"' in cfg and '<Header value="item: $item"/>' in cfg
+    tasks = labelstudio.task_data(s, s.pending(), "title_a")
+    assert tasks[0]["data"].keys() == {"item", "stage", "title_a"}
+
+
+def test_missing_extra_is_named(tmp_path, pool, monkeypatch, capsys):
+    import sys
+
+    from bayes_eval import labelstudio
+    from bayes_eval.cli import main as cli_main
+
+    monkeypatch.setitem(sys.modules, "label_studio_sdk", None)  # as if not installed
+    with pytest.raises(SessionError, match=r'pip install "bayes_eval\[labelstudio\]"'):
+        labelstudio.client("http://localhost:8080", "t")
+    monkeypatch.setenv("BAYES_EVAL_CACHE_DIR", "")
+    _session(tmp_path, pool).close()
+    assert cli_main(["session", "push", str(tmp_path / "s.db"), "--label-studio", "http://localhost:1",
+                     "--project", "1", "--no-progress"]) == 2
+    assert 'bayes_eval[labelstudio]' in capsys.readouterr().err
