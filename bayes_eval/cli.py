@@ -362,7 +362,7 @@ def cmd_demo(args):
     print(f"  95% CLT interval          [{last['lower']:.4f}, {last['upper']:.4f}]  fixed budget, for comparison: "
           f"{holds(last['lower'], last['upper'])}")
     print(f"truth    {truth:.4f}  (known here because the demo pool is synthetic)")
-    print("On this pool a tenth of the positives hide at low scores, where few items are drawn: the CLT-based "
+    print("On this pool some positives score as low as the negatives, where few items are drawn: the CLT-based "
           "intervals rest on the positives found and cover 60-75% of runs (benchmarks/results/stopping.md); the "
           "Bayesian interval accounts for the unlabeled items and is the one to read here.")
     return 0
