@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -59,6 +60,9 @@ __all__ = [
     "kish_n",
     "as_json",
     "ht_core",
+    "informative_rows",
+    "padded",
+    "MIN_INFORMATIVE",
     "ht_rows",
     "measure",
     "f1",
@@ -249,20 +253,64 @@ def ht_core(g: Callable, rows, b, sampled=None, *, target: str = "data", n_total
     return est.value, est.var
 
 
+#: fewest kept thinned rows that carry the variance (:func:`informative_rows`) for ``clt_ok``
+MIN_INFORMATIVE = 10
+
+
+def informative_rows(g: Callable, rows, b) -> int:
+    """How many kept rows with ``b < 1`` have a nonzero linearized contribution
+    ``u = Dg'(R̂) [ℓ, 1]`` — the rows the design variance rests on.  Few of them (a rare
+    pattern such as the false positives of a precise classifier) and the CLT interval is
+    unreliable; none and it is a point, though the full data may hold up to ~3/l such rows
+    that happened not to be kept (the rule of three): ``clt_ok`` is False below
+    :data:`MIN_INFORMATIVE`.  (Where the measure does not depend on the thinned rows at all,
+    e.g. recall under a negative keep rate, the point is exact and ``clt_ok`` False is
+    merely cautious.)"""
+    L = np.atleast_2d(np.asarray(rows, float))
+    b = np.asarray(b, float)
+    w = 1.0 / b
+    La = np.concatenate([L, np.ones((L.shape[0], 1))], axis=1)
+    Ra = jnp.asarray(w @ La / w.sum())
+    J = np.asarray(jax.jacfwd(_hajek_g(g))(Ra))  # (m, d + 1)
+    u = La @ J.T
+    scale = float(np.nanmax(np.abs(J))) * float(np.abs(La).max()) if np.isfinite(J).any() else 0.0
+    nz = np.any(np.abs(u) > 1e-9 * max(scale, 1e-300), axis=1)
+    return int(np.sum(nz & (b < 1)))
+
+
+def padded(rows, b):
+    """Rows, b and the sampled mask padded to the next power of two with unsampled rows
+    (they enter no sum): JAX then compiles once per size class, not once per row count."""
+    L = np.atleast_2d(np.asarray(rows, float))
+    if L.shape[0] != len(b):
+        L = L.T
+    n = L.shape[0]
+    size = 1 << max(int(np.ceil(np.log2(max(n, 1)))), 4)
+    Lp = np.zeros((size, L.shape[1]))
+    Lp[:n] = L
+    bp = np.ones(size)
+    bp[:n] = b
+    s = np.zeros(size, bool)
+    s[:n] = True
+    return Lp, bp, s
+
+
 def ht_rows(name: str, g: Callable, rows, b, *, target: str = "data", n_total=None, level: float = 0.95,
             names=None, clip=(0.0, 1.0), extra=None, kind: str | None = None) -> SubsampledEstimate:
     """:func:`ht_core` on concrete rows, with its normal interval and the record."""
     b = np.asarray(b, float)
     if n_total is not None and (not np.isfinite(n_total) or n_total < len(b)):
         raise PoolError(f"n_total = {n_total!r} must be at least the number of rows given ({len(b)})")
-    value, var = ht_core(g, rows, b, target=target, n_total=n_total)
+    value, var = ht_core(g, *padded(rows, b), target=target, n_total=n_total)
     value = np.asarray(value, float)
     var = np.asarray(var, float)
     lo, hi = P.normal_interval(value, var, alpha=1.0 - level, clip=clip)
     w = 1.0 / b
     form = "hajek" if n_total is None else "ht"
     kind = kind or f"clt-{form}-delta-{target}"
-    ex = {"kish_n": kish_n(w), "target": target, "level": level}
+    n_inf = informative_rows(g, rows, b)
+    ex = {"kish_n": kish_n(w), "target": target, "level": level, "n_informative": n_inf,
+          "clt_ok": bool(n_inf >= MIN_INFORMATIVE)}
     ex.update(extra or {})
     if names is None or len(names) != len(value):
         names = (name,) if len(value) == 1 else tuple(f"{name}[{i}]" for i in range(len(value)))

@@ -39,7 +39,7 @@ import numpy as np
 from . import _config  # noqa: F401
 from . import estimators as E
 from .errors import PoolError
-from .subsampled import SubsampledEstimate, check_finite, inclusion_probabilities, kish_n
+from .subsampled import SubsampledEstimate, check_finite, inclusion_probabilities, kish_n, padded
 
 __all__ = ["policy_terms", "policy_value", "eta_relative_bias", "simulate_log", "bias_study"]
 
@@ -63,6 +63,10 @@ def policy_terms(action, propensity, reward, target_action) -> np.ndarray:
     return np.where(a == t, r / p, 0.0)
 
 
+def _identity(R):
+    return R
+
+
 def _ratio(R):
     return jnp.atleast_1d(R[0] / R[1])
 
@@ -79,8 +83,11 @@ def policy_value(action, propensity, reward, target_action, *, keep_rate=None, k
     r = np.asarray(reward, float)
     b = inclusion_probabilities(r != 0, keep_rate, keep_prob)
     w = 1.0 / b
-    rows = np.stack([f, np.ones_like(f)], axis=1)
-    eta_est = E.is_estimate_draws(_ratio, rows, w)
+    # padded to a power of two with zero-weight rows (one compilation per size class): the
+    # ratio and its variance do not depend on the row count n of is_estimate_draws
+    rows, _, kept = padded(np.stack([f, np.ones_like(f)], axis=1), b)
+    wp = np.where(kept, np.concatenate([w, np.zeros(len(kept) - len(w))]), 0.0)
+    eta_est = E.is_estimate_draws(_ratio, rows, wp)
     v_eta, var_eta = float(eta_est.value[0]), float(eta_est.var[0])
     eta = float(w.sum())
     z = float(norm.ppf(0.5 + level / 2.0))
@@ -91,8 +98,8 @@ def policy_value(action, propensity, reward, target_action, *, keep_rate=None, k
     else:
         if not np.isfinite(n_total) or n_total < len(f):
             raise PoolError(f"n_total = {n_total!r} must be at least the number of log rows given ({len(f)})")
-        ht = E.is_estimate(lambda R: R, jnp.asarray(f[:, None]), jnp.asarray(w), None,
-                           jnp.asarray(float(n_total)), w2sum=jnp.asarray(w * w))
+        ht = E.is_estimate(_identity, jnp.asarray(rows[:, :1]), jnp.asarray(wp), None,
+                           jnp.asarray(float(n_total)), w2sum=jnp.asarray(wp * wp))
         val, var, kind = float(ht.value[0]), float(ht.var[0]), "clt-ht"
         extra.update({"estimate_ht": val, "var_ht": var, "n_total": float(n_total)})
     half = z * np.sqrt(max(var, 0.0))
