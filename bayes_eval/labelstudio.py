@@ -26,6 +26,7 @@ One project per session: the items' ids are the key.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
@@ -35,17 +36,17 @@ import pandas as pd
 from . import annotate
 from .errors import EmptyInputError, SessionError, UsageError  # noqa: F401
 
-__all__ = ["EXTRA", "client", "task_fields", "task_data", "label_config", "push", "pull", "tasks_of_project"]
+__all__ = ["EXTRA", "require", "connect", "task_fields", "task_data", "label_config", "push", "pull", "tasks_of_project"]
 
 EXTRA = 'pip install "bayes_eval[labelstudio]"'
 
 
-def client(url: str, token: str | None = None):
-    """A ``label_studio_sdk.LabelStudio`` client for ``url``; a :class:`SessionError`
-    naming the extra when the SDK is missing, and naming ``LABEL_STUDIO_API_KEY`` when no
-    token is given."""
+def require(url: str, token: str | None = None) -> str:
+    """Check, before anything else, that Label Studio can be talked to: the SDK (a
+    :class:`SessionError` naming the extra when it is missing), a token (naming
+    ``LABEL_STUDIO_API_KEY``) and a URL.  Returns the token."""
     try:
-        from label_studio_sdk import LabelStudio
+        import label_studio_sdk  # noqa: F401
     except ImportError:
         raise SessionError(f"talking to Label Studio needs label-studio-sdk, the optional extra of bayes_eval: "
                            f"{EXTRA}") from None
@@ -57,7 +58,22 @@ def client(url: str, token: str | None = None):
                                "Account & Settings, Access Token)")
     if not re.match(r"^https?://", str(url)):
         raise UsageError(f"--label-studio {url!r}: expected a URL such as http://localhost:8080")
-    return LabelStudio(base_url=str(url).rstrip("/"), api_key=token)
+    return token
+
+
+@contextlib.contextmanager
+def connect(url: str, token: str | None = None):
+    """A ``label_studio_sdk.LabelStudio`` client for ``url`` (:func:`require` first), its
+    connections closed on exit."""
+    token = require(url, token)
+    import httpx
+    from label_studio_sdk import LabelStudio
+
+    http = httpx.Client(timeout=60)
+    try:
+        yield LabelStudio(base_url=str(url).rstrip("/"), api_key=token, httpx_client=http)
+    finally:
+        http.close()
 
 
 def _call(what, url, fn, *args, **kw):
@@ -143,7 +159,11 @@ def push(session, url: str, project: int, token: str | None = None, n: int = 50,
     open), each once however often this is called.  Returns ``created``, ``existing``,
     ``stage``, ``items`` (the batch's size), ``reissued`` (the batch was already open)."""
     cols = task_fields(session, fields, show_score)  # refused before anything is drawn
-    ls = client(url, token)
+    with connect(url, token) as ls:
+        return _push(ls, session, url, project, n, cols, show_score, preannotate, from_name)
+
+
+def _push(ls, session, url, project, n, cols, show_score, preannotate, from_name):
     existing = tasks_of_project(ls, url, project)  # before the batch is drawn: a dead server draws nothing
     batch = session.next_batch(n)
     keys = set()
@@ -180,10 +200,10 @@ def pull(session, url: str, project: int, token: str | None = None, resolve: str
     annotated yet), ``tasks``, ``unannotated`` tasks, ``cancelled`` annotations,
     ``cancelled_items`` (open-batch items whose every annotation was cancelled or skipped)
     and ``skip`` (the :class:`~bayes_eval.session_skip.SkipResult` with ``skip_cancelled``)."""
-    ls = client(url, token)
-    tasks = tasks_of_project(ls, url, project)
-    mine = [t for t in tasks if "item" in t["data"]]
-    emails = _emails(ls, url) if any(len(t["annotations"]) > 1 for t in mine) else {}
+    with connect(url, token) as ls:
+        tasks = tasks_of_project(ls, url, project)
+        mine = [t for t in tasks if "item" in t["data"]]
+        emails = _emails(ls, url) if any(len(t["annotations"]) > 1 for t in mine) else {}
     for t in mine:
         for a in t["annotations"]:
             if isinstance(a.get("completed_by"), int) and a["completed_by"] in emails:

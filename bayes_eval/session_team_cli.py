@@ -120,7 +120,7 @@ def _cmd_push(args, bar):
 
     if args.n < 1:
         raise UsageError(f"--n must be a positive integer, got {args.n}")
-    labelstudio.client(args.label_studio, args.token)  # the extra and the token, before the replay
+    labelstudio.require(args.label_studio, args.token)  # the extra and the token, before the replay
     s = _open(args, bar)
     try:
         out = labelstudio.push(s, args.label_studio, args.project, args.token, args.n, args.fields, args.show_score,
@@ -151,7 +151,7 @@ def _cmd_pull(args, bar):
         from .errors import UsageError
 
         raise UsageError("--resolve needs a rule: error, majority, ground-truth, first or an annotator's email")
-    labelstudio.client(args.label_studio, args.token)
+    labelstudio.require(args.label_studio, args.token)
     s = _open(args, bar)
     try:
         info = labelstudio.pull(s, args.label_studio, args.project, args.token, args.resolve.strip(),

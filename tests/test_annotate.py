@@ -342,7 +342,7 @@ def test_missing_extra_is_named(tmp_path, pool, monkeypatch, capsys):
 
     monkeypatch.setitem(sys.modules, "label_studio_sdk", None)  # as if not installed
     with pytest.raises(SessionError, match=r'pip install "bayes_eval\[labelstudio\]"'):
-        labelstudio.client("http://localhost:8080", "t")
+        labelstudio.require("http://localhost:8080", "t")
     monkeypatch.setenv("BAYES_EVAL_CACHE_DIR", "")
     _session(tmp_path, pool).close()
     assert cli_main(["session", "push", str(tmp_path / "s.db"), "--label-studio", "http://localhost:1",
