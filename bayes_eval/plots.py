@@ -364,6 +364,23 @@ def _save_png(fig, path):
     return path
 
 
+#: the range of the catalogue's bounded measures, by measure name (custom measures: unknown, not clipped)
+_RANGES = {"f1": (0.0, 1.0), "fbeta": (0.0, 1.0), "f_beta": (0.0, 1.0), "precision": (0.0, 1.0), "recall": (0.0, 1.0),
+           "accuracy": (0.0, 1.0), "balanced_accuracy": (0.0, 1.0), "fowlkes_mallows": (0.0, 1.0),
+           "pr_curve": (0.0, 1.0), "roc_curve": (0.0, 1.0), "auc": (0.0, 1.0), "mcc": (-1.0, 1.0)}
+
+
+def measure_range(session, component: str):
+    """(low, high) of a component of one of the catalogue's bounded measures, else None."""
+    for m in session.measures:
+        if component in m.names:
+            base = re.sub(r"(_s\d+|\[.*)$", "", m.name.split("@")[0])
+            if re.fullmatch(r"f\d+(\.\d+)?", base):  # F-beta: f1, f2, f0.5
+                return (0.0, 1.0)
+            return _RANGES.get(base)
+    return None
+
+
 def plot_progress(session, path: str | None = None, components=None, level: float = 0.95,
                   bayesian: bool = False):
     """Estimate and CLT interval against labels spent, for :meth:`Session.plot_progress
@@ -407,8 +424,15 @@ def plot_progress(session, path: str | None = None, components=None, level: floa
         if d.empty:
             continue
         line = ax.plot(d["labels"], d["estimate"], marker="o", ms=3, label=f"{c} (estimate)")[0]
-        ax.fill_between(d["labels"].to_numpy(float), d["lower"].to_numpy(float), d["upper"].to_numpy(float),
-                        color=line.get_color(), alpha=0.2, label=f"{int(level * 100)}% CLT interval")
+        lo, hi = d["lower"].to_numpy(float), d["upper"].to_numpy(float)
+        bounds = measure_range(session, c)
+        note = ""
+        if bounds is not None:  # a bounded measure: the normal interval's tails beyond the range are impossible
+            note = f", clipped to [{bounds[0]:g}, {bounds[1]:g}]" if np.any(lo < bounds[0]) or np.any(hi > bounds[1]) \
+                else ""
+            lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
+        ax.fill_between(d["labels"].to_numpy(float), lo, hi, color=line.get_color(), alpha=0.2,
+                        label=f"{int(level * 100)}% CLT interval{note}")
     if bayesian and session.n_stages and session.oracle != "stochastic":
         b = session.bayesian_interval(level)  # None for a design without an oracle model
         if b is not None:
@@ -418,7 +442,8 @@ def plot_progress(session, path: str | None = None, components=None, level: floa
                     ax.errorbar([n_labels * 1.01], [r["estimate"].iloc[0]],
                                 yerr=[[r["estimate"].iloc[0] - r["lower"].iloc[0]],
                                       [r["upper"].iloc[0] - r["estimate"].iloc[0]]],
-                                fmt="s", color="black", capsize=4, label=f"{int(level * 100)}% Bayesian (now)")
+                                fmt="s", color="black", capsize=4,
+                                label=f"posterior median (■) and {int(level * 100)}% Bayesian interval, now")
     ax.set_xlabel("labels spent")
     ax.set_ylabel("estimate")
     ax.set_title(f"{', '.join(m.name for m in session.measures)} — design {session.design_name}, "
