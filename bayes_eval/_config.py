@@ -6,3 +6,30 @@ the package runs JAX in 64-bit mode.  This module is imported first by ``bayes_e
 import jax
 
 jax.config.update("jax_enable_x64", True)
+
+
+def enable_compile_cache():
+    """Reuse compiled programs across processes (JAX's persistent compilation cache): every
+    ``bayes-eval`` command is a new process, and without it each one recompiles the design's
+    step and the many small programs of building a design (``benchmarks/results/latency.md``).
+    Every compilation is cached, however short (most are a few milliseconds, but a command
+    runs dozens).  ``BAYES_EVAL_CACHE_DIR`` chooses the folder (default
+    ``$XDG_CACHE_HOME/bayes_eval/jax`` or ``~/.cache/bayes_eval/jax``); set it empty to
+    disable.  A folder that cannot be made disables the cache silently (it is an
+    optimisation, never needed)."""
+    import os
+
+    d = os.environ.get("BAYES_EVAL_CACHE_DIR")
+    if d is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = os.path.join(base, "bayes_eval", "jax")
+    if not d:
+        return
+    try:
+        if jax.config.jax_compilation_cache_dir:  # already configured by the caller
+            return
+        os.makedirs(d, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", d)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    except (OSError, AttributeError, ValueError):
+        pass

@@ -375,6 +375,10 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         check_args(args)  # every option value, before anything is read or run
+        if args.command in ("demo", "session"):
+            from ._config import enable_compile_cache
+
+            enable_compile_cache()
         if args.command == "simulate":
             return cmd_simulate(args)
         if args.command == "demo":

@@ -1176,3 +1176,26 @@ def takes_n_classes(name: str) -> bool:
 
     factory = _REGISTRY.get(name)
     return factory is not None and "n_classes" in inspect.signature(factory).parameters
+
+
+#: the range of the catalogue's bounded measures, by measure name (custom measures: unknown)
+_RANGES = {"f1": (0.0, 1.0), "fbeta": (0.0, 1.0), "f_beta": (0.0, 1.0), "precision": (0.0, 1.0), "recall": (0.0, 1.0),
+           "accuracy": (0.0, 1.0), "balanced_accuracy": (0.0, 1.0), "fowlkes_mallows": (0.0, 1.0),
+           "pr_curve": (0.0, 1.0), "roc_curve": (0.0, 1.0), "auc": (0.0, 1.0), "mcc": (-1.0, 1.0)}
+
+
+def component_range(measures, component: str):
+    """(low, high) of a component of one of the catalogue's bounded measures, else None.
+
+    A normal interval's tails beyond the range are impossible values: intervals of bounded
+    measures are clipped to it (``Session.intervals``, the progress plot) — which changes
+    no coverage, the truth being inside the range."""
+    import re
+
+    for m in measures:
+        if component in m.names:
+            base = re.sub(r"(_s\d+|\[.*)$", "", m.name.split("@")[0])
+            if re.fullmatch(r"f\d+(\.\d+)?", base):  # F-beta: f1, f2, f0.5
+                return (0.0, 1.0)
+            return _RANGES.get(base)
+    return None

@@ -364,21 +364,12 @@ def _save_png(fig, path):
     return path
 
 
-#: the range of the catalogue's bounded measures, by measure name (custom measures: unknown, not clipped)
-_RANGES = {"f1": (0.0, 1.0), "fbeta": (0.0, 1.0), "f_beta": (0.0, 1.0), "precision": (0.0, 1.0), "recall": (0.0, 1.0),
-           "accuracy": (0.0, 1.0), "balanced_accuracy": (0.0, 1.0), "fowlkes_mallows": (0.0, 1.0),
-           "pr_curve": (0.0, 1.0), "roc_curve": (0.0, 1.0), "auc": (0.0, 1.0), "mcc": (-1.0, 1.0)}
-
-
 def measure_range(session, component: str):
-    """(low, high) of a component of one of the catalogue's bounded measures, else None."""
-    for m in session.measures:
-        if component in m.names:
-            base = re.sub(r"(_s\d+|\[.*)$", "", m.name.split("@")[0])
-            if re.fullmatch(r"f\d+(\.\d+)?", base):  # F-beta: f1, f2, f0.5
-                return (0.0, 1.0)
-            return _RANGES.get(base)
-    return None
+    """(low, high) of a component of one of the catalogue's bounded measures, else None
+    (:func:`bayes_eval.measures.component_range`)."""
+    from .measures import component_range
+
+    return component_range(session.measures, component)
 
 
 def plot_progress(session, path: str | None = None, components=None, level: float = 0.95,

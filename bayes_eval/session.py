@@ -43,6 +43,7 @@ from . import _config  # noqa: F401  (float64)
 from . import annotate
 from .drawing import draw_stage, order_positions, poisson_pick  # noqa: F401  (re-exported)
 from .session_core import SessionCore, clear_cache, core_for, item_rows, pool_fingerprint  # noqa: F401  (re-exported)
+from .session_replay import SessionReplay
 from .session_reports import SessionReports
 from .session_skip import SessionSkips
 from .session_setup import (  # noqa: F401  (re-exported)
@@ -145,7 +146,7 @@ def _noop_progress(msg, done, total):
 
 # ------------------------------------------------------------------------------ the session
 
-class Session(SessionReports, SessionSkips):
+class Session(SessionReports, SessionSkips, SessionReplay):
     """A labeling session on one SQLite file.
 
     Create with :meth:`create`, reopen with :meth:`open`.  The loop is
@@ -430,43 +431,6 @@ class Session(SessionReports, SessionSkips):
     def item_cell(self) -> np.ndarray:
         return self._core.item_cell
 
-    # ------------------------------------------------------------------ replay
-    def _replay(self):
-        store = self._store
-        stages = store.stages()
-        draws = store.draws()
-        labels = store.labels()
-        for r in labels:
-            _, row, _, label, draw, stage, _, _ = r
-            if self._stochastic:
-                self._draw_label[int(draw)] = int(label)
-            else:
-                self._label_of[int(row)] = int(label)
-                self._label_stage[int(row)] = int(stage)
-        for _, row, _, _, _, _ in store.skips():
-            self._skipped[int(row)] = int(self._core.item_cell[int(row)])
-        by_stage: dict[int, list] = {}
-        for d in draws:
-            by_stage.setdefault(int(d[1]), []).append(d)
-        n = len(stages)
-        for i, st in enumerate(stages):
-            self._progress("replaying stages", i, n)
-            s = int(st["stage"])
-            ds = by_stage.get(s, [])
-            if len(self._draws) != (ds[0][0] if ds else len(self._draws)):
-                raise SessionError(f"{self.path}: draws of stage {s} are not contiguous; the file is damaged")
-            rows = np.asarray([d[2] for d in ds], np.int64)
-            cells = self._core.item_cell[rows] if rows.size else np.zeros(0, np.int64)
-            new = np.asarray([bool(d[4]) for d in ds], bool)
-            q = np.asarray([d[5] for d in ds], np.float64)
-            w = np.asarray([d[6] for d in ds], np.float64)
-            self._begin_stage(st, rows, cells, new, q, w)
-            if not self._open["pending"]:
-                self._commit_close(self._close_state(time_closed=st["closed_at"]))
-            elif i != n - 1:
-                raise SessionError(f"{self.path}: stage {s} is incomplete but later stages exist; the file is damaged")
-        self._progress("replaying stages", n, n)
-
     # ------------------------------------------------------------------ stage bookkeeping
     def _begin_stage(self, st: dict, rows, cells, new, q, w, pround: dict | None = None):
         """Record a stage's draws in memory and open it.
@@ -497,12 +461,14 @@ class Session(SessionReports, SessionSkips):
                 pending[r] = did
         return pending
 
-    def _close_state(self, extra_labels: dict | None = None, time_closed=None, skipped: dict | None = None):
+    def _close_state(self, extra_labels: dict | None = None, time_closed=None, skipped: dict | None = None,
+                     closing=None):
         """The state after closing the open stage (pure: nothing is mutated).
 
         ``extra_labels``: labels being ingested now (row -> label, or draw -> label).
         The tallies per (cell, class) are common to both kinds of stage; the stage kind
-        computes the new design state and proposal (``stages``: ``close``).
+        computes the new design state and proposal (``stages``: ``close``), unless
+        ``closing`` gives them (restored from the file).
         """
         op = self._open
         rows, cells, new, q, w = self._draws.arrays(op["first"], op["end"])
@@ -527,7 +493,8 @@ class Session(SessionReports, SessionSkips):
         n_draws = self._n_draws + int(rows.size)
         skip_w = self._skip_w + float(w[~keep].sum())
         n_eff = effective_draws(n_draws, self._sum_w + float(w.sum()), skip_w)
-        closing = self._kind.close(self._labeled, hits, labeled, draw_counts, wsum, n_eff, op["round"])
+        if closing is None:  # (a stored state on replay: session_replay)
+            closing = self._kind.close(self._labeled, hits, labeled, draw_counts, wsum, n_eff, op["round"])
         n_new = int(obs_mask.sum())
         snap = StageSnapshot(
             stage=op["stage"], n_new=n_new, labels=self._n_labels + n_new, draws=n_draws, labeled=labeled,
@@ -646,7 +613,9 @@ class Session(SessionReports, SessionSkips):
                 # design: record it, closed, and go on to the next, as the simulation does
                 self._store.add_stage(st, [], closed_at=now)
                 self._begin_stage({**st, "closed_at": now}, d.rows, d.cells, d.new, d.q, d.w, pround=d.round)
-                self._commit_close(self._close_state(time_closed=now))
+                closed = self._close_state(time_closed=now)
+                self._commit_close(closed)
+                self._store.add_stage_state(stage, self._encoded_state(closed))
                 empty_rounds += 1
                 if d.exhausted or empty_rounds >= _MAX_EMPTY_ROUNDS:
                     return done(self._empty_frame(stage + 1, d.exhausted, empty_rounds))
@@ -750,7 +719,8 @@ class Session(SessionReports, SessionSkips):
                 did, row = op["pending"][k], k
             recs.append((row, _py(ids[row]), int(lab), did, op["stage"], now))
         self._store.add_labels({"sha256": sha, "source": str(source), "n_rows": len(items), "n_new": len(new),
-                                "at": now}, recs, close_stage=op["stage"] if closes else None, closed_at=now)
+                                "at": now}, recs, close_stage=op["stage"] if closes else None, closed_at=now,
+                               state=self._encoded_state(closed) if closes else None)
         # committed: now update the in-memory state
         for k, (lab, _) in new.items():
             if self._stochastic:

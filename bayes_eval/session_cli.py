@@ -169,27 +169,6 @@ class _Bar:
             self._last = ""
 
 
-def _enable_compile_cache():
-    """Reuse compiled designs across CLI invocations (JAX's persistent compilation
-    cache).  ``BAYES_EVAL_CACHE_DIR`` chooses the folder; set it empty to disable."""
-    d = os.environ.get("BAYES_EVAL_CACHE_DIR")
-    if d is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        d = os.path.join(base, "bayes_eval", "jax")
-    if not d:
-        return
-    try:
-        import jax
-
-        if jax.config.jax_compilation_cache_dir:  # already configured by the caller
-            return
-        os.makedirs(d, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", d)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
-    except (OSError, AttributeError, ValueError):
-        pass
-
-
 def _fmt(v, digits=4):
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "undefined"
@@ -636,7 +615,6 @@ def cmd_session(args) -> int:
     from .errors import PoolError, SessionError, cli_message
 
     bar = _Bar(not getattr(args, "no_progress", False))
-    _enable_compile_cache()
     try:
         return _COMMANDS[args.session_command](args, bar)
     except BrokenPipeError:  # e.g. `... | head`: the reader left, nothing to report

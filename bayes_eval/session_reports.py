@@ -111,8 +111,8 @@ class SessionReports:
         Columns: component, kind, level, estimate, lower, upper."""
         v, sd = self._values()
         z = _z(level)
-        df = pd.DataFrame({"component": self._names, "kind": "clt", "level": level, "estimate": v,
-                           "lower": v - z * sd, "upper": v + z * sd})
+        df = self._clipped(pd.DataFrame({"component": self._names, "kind": "clt", "level": level, "estimate": v,
+                                         "lower": v - z * sd, "upper": v + z * sd}))
         if sequence:
             df = pd.concat([self.confidence_sequence(level), df], ignore_index=True)
         if bayesian:
@@ -141,8 +141,20 @@ class SessionReports:
         per_class = np.asarray(self._labeled).sum(0)
         if per_class.min() < MIN_CLASS_LABELS:
             half = np.full_like(half, np.nan)
-        return pd.DataFrame({"component": self._names, "kind": "clt-cs", "level": level, "estimate": v,
-                             "lower": v - half, "upper": v + half})
+        return self._clipped(pd.DataFrame({"component": self._names, "kind": "clt-cs", "level": level, "estimate": v,
+                                           "lower": v - half, "upper": v + half}))
+
+    def _clipped(self, df: pd.DataFrame) -> pd.DataFrame:
+        """Normal-based bounds of the catalogue's bounded measures clipped to their range
+        (:func:`bayes_eval.measures.component_range`: F1 above 1 is impossible)."""
+        from .measures import component_range
+
+        for i, c in enumerate(df["component"]):
+            r = component_range(self.measures, c)
+            if r is not None:
+                df.loc[i, "lower"] = np.clip(df.loc[i, "lower"], *r)
+                df.loc[i, "upper"] = np.clip(df.loc[i, "upper"], *r)
+        return df
 
     def posterior_model(self):
         """The oracle model behind the Bayesian interval, chosen as

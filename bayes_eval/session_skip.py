@@ -120,7 +120,8 @@ class SessionSkips:
             item = ids[r]
             recs.append((r, item.item() if isinstance(item, np.generic) else item, op["stage"],
                          None if reason is None else str(reason), now))
-        self._store.add_skips(recs, close_stage=op["stage"] if closes else None, closed_at=now)
+        self._store.add_skips(recs, close_stage=op["stage"] if closes else None, closed_at=now,
+                              state=self._encoded_state(closed) if closes else None)
         # committed: now the memory
         self._skipped.update(new)
         for r in new:

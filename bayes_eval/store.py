@@ -127,6 +127,22 @@ _SKIPS = """CREATE TABLE IF NOT EXISTS skips (
 )"""
 
 
+# the design's state after each closed stage (bayes_eval.session_replay): restored on reopen
+# instead of recomputed; a file without the table (or a stage without a row) is replayed
+_STAGE_STATES = """CREATE TABLE IF NOT EXISTS stage_states (
+    stage INTEGER PRIMARY KEY REFERENCES stages(stage),
+    key TEXT NOT NULL,
+    state BLOB NOT NULL
+)"""
+
+
+def _put_state(conn, stage: int, state):
+    if state is not None:
+        conn.execute(_STAGE_STATES)
+        conn.execute("INSERT OR REPLACE INTO stage_states(stage, key, state) VALUES (?, ?, ?)",
+                     (int(stage), str(state[0]), sqlite3.Binary(state[1])))
+
+
 def _py(v):
     """numpy scalars -> Python scalars (sqlite3 adapts only the latter)."""
     return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
@@ -348,6 +364,13 @@ class Store:
             return []
         return self._conn.execute("SELECT id, row, item, stage, reason, at FROM skips ORDER BY id").fetchall()
 
+    def stage_states(self) -> list[tuple]:
+        """(stage, key, state) of the stored stage states (none in a file from before them)."""
+        if self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='stage_states'"
+                              ).fetchone() is None:
+            return []
+        return self._conn.execute("SELECT stage, key, state FROM stage_states ORDER BY stage").fetchall()
+
     def has_ingest(self, sha256: str) -> bool:
         return self._conn.execute("SELECT 1 FROM ingests WHERE sha256=? LIMIT 1", (sha256,)).fetchone() is not None
 
@@ -409,10 +432,17 @@ class Store:
                 "INSERT INTO draws(draw, stage, row, item, new, q, weight) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [tuple(_py(v) for v in d) for d in draws])
 
+    def add_stage_state(self, stage: int, state) -> None:
+        """Store the state ``(key, blob)`` a closed stage produced (None: nothing)."""
+        if state is not None:
+            with self._transaction() as conn:
+                _put_state(conn, stage, state)
+
     def add_labels(self, ingest: dict, labels: Iterable[Sequence], close_stage: int | None = None,
-                   closed_at: float | None = None) -> int:
+                   closed_at: float | None = None, state=None) -> int:
         """Write one ingest: its record, its labels ``(row, item, label, draw, stage,
-        arrived_at)`` and, when it completes the open stage, the stage's closing time.
+        arrived_at)`` and, when it completes the open stage, the stage's closing time and
+        the state it produced (``state``: ``(key, blob)``, see ``session_replay``).
         Returns the ingest id."""
         with self._transaction() as conn:
             cur = conn.execute(
@@ -425,10 +455,11 @@ class Store:
                 [tuple(_py(v) for v in lab[:5]) + (ingest_id, _py(lab[5])) for lab in labels])
             if close_stage is not None:
                 conn.execute("UPDATE stages SET closed_at=? WHERE stage=?", (closed_at, int(close_stage)))
+                _put_state(conn, close_stage, state)
         return ingest_id
 
     def add_skips(self, skips: Iterable[Sequence], close_stage: int | None = None,
-                  closed_at: float | None = None) -> None:
+                  closed_at: float | None = None, state=None) -> None:
         """Write skipped items ``(row, item, stage, reason, at)`` in one transaction and,
         when they complete the open stage, the stage's closing time."""
         with self._transaction() as conn:
@@ -437,6 +468,7 @@ class Store:
                              [tuple(_py(v) for v in sk) for sk in skips])
             if close_stage is not None:
                 conn.execute("UPDATE stages SET closed_at=? WHERE stage=?", (closed_at, int(close_stage)))
+                _put_state(conn, close_stage, state)
 
     def dump(self) -> dict:
         """Every table's rows (for tests that check that nothing changed)."""

@@ -2,6 +2,8 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# the CLI commands run in-process here: no persistent compilation cache written to the home folder
+os.environ.setdefault("BAYES_EVAL_CACHE_DIR", "")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
