@@ -19,16 +19,10 @@ probability ``--keep-rate``.  Printed:
 ``main(argv)`` returns the numbers it prints (the test reads them).
 """
 import argparse
-import os
-import sys
 
 import numpy as np
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from bayes_eval import subsampled_auc as SA  # noqa: E402
+from bayes_eval import subsampled_auc as SA
 
 
 def show(label, est, truth):

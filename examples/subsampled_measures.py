@@ -16,19 +16,14 @@ Runs in a few seconds; ``main(argv)`` returns the numbers it prints (the test re
 """
 import argparse
 import os
-import sys
 import tempfile
 
 import numpy as np
 import pandas as pd
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from bayes_eval import subsampled_frame as SF  # noqa: E402
-from bayes_eval.pool import Pool  # noqa: E402
-from bayes_eval.session import Session  # noqa: E402
+from bayes_eval import subsampled_frame as SF
+from bayes_eval.pool import Pool
+from bayes_eval.session import Session
 
 
 def show(label, est, truth=None):

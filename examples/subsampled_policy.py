@@ -17,16 +17,10 @@ all kept), as a logging pipeline would.  Printed:
 ``main(argv)`` returns the numbers it prints (the test reads them).
 """
 import argparse
-import os
-import sys
 
 import numpy as np
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from bayes_eval import subsampled_policy as SP  # noqa: E402
+from bayes_eval import subsampled_policy as SP
 
 
 def show(label, est, value):
