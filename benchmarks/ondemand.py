@@ -35,19 +35,21 @@ def markdown(a, summaries, df) -> list:
              "Cost to reach half-width ε on every system's precision (verifications, $0.18 each; mean over repeats), "
              "and the exhaustive sample each recall estimator needed ($1.60 per instance).", ""]
     lines += md_table(["setting", "systems", "cost simple", "cost joint", "joint/simple", "labels simple",
-                       "labels joint", "precision hw ≤ ε (simple / joint)", "recall cost simple", "recall cost joint",
-                       "seconds"],
+                       "labels joint", "precision hw ≤ ε (simple / joint)", "recall cost simple",
+                       "recall cost joint", "seconds"],
                       [[o["setting"], len(o["systems"]), f"{o['cost']['simple']:.2f}", f"{o['cost']['joint']:.2f}",
                         f"{o['cost_ratio']:.3f}", f"{o['labels']['verify']['simple']:.0f}",
                         f"{o['labels']['verify']['joint']:.0f}",
                         f"{o['reached']['simple']:.3f} / {o['reached']['joint']:.3f}",
-                        f"{o['cost_recall']['simple']:.2f}", f"{o['cost_recall']['joint']:.2f}", f"{o['seconds']:.0f}"]
+                        f"{o['cost_recall']['simple']:.2f}", f"{o['cost_recall']['joint']:.2f}",
+                        f"{o['seconds']:.0f}"]
                        for o in summaries])
     lines += ["", "Coverage of the 95% intervals over systems (min / mean / max), and bias: the number of systems "
               "whose mean error exceeds 3 Monte Carlo SE.", ""]
     lines += md_table(["setting", "measure", "estimator", "coverage min", "mean", "max", "|bias| > 3 SE"],
                       [[setting, m, k, f"{g['coverage'].min():.3f}", f"{g['coverage'].mean():.3f}",
-                        f"{g['coverage'].max():.3f}", f"{int(np.sum(np.abs(g['bias']) > 3 * g['bias_se']))} of {len(g)}"]
+                        f"{g['coverage'].max():.3f}",
+                        f"{int(np.sum(np.abs(g['bias']) > 3 * g['bias_se']))} of {len(g)}"]
                        for (setting, m, k), g in df.groupby(["setting", "measure", "estimator"], sort=False)])
     lines += ["", "Per system (synthetic):", ""]
     lines += md_table(["system", "size", "true π", "true ρ", "draws simple", "draws joint", "new labels simple",
