@@ -53,6 +53,9 @@ __all__ = [
     "os_problem",
     "write_batch",
     "write_batch_tmp",
+    "choice_values",
+    "task_frame",
+    "preannotation",
     "read_labels",
     "label_mapping",
     "parse_labels",
@@ -178,23 +181,72 @@ def task_columns(columns: Sequence[str], fields=None, show_score: bool = False) 
     return [c for c in out if c not in ("item", "draw", "stage", "q", "weight")]
 
 
-def write_batch_tmp(frame: pd.DataFrame, path: str, fmt: str | None = None) -> str:
+def choice_values(n_classes: int, label_map: dict | None = None) -> list[str]:
+    """The choice string of each class (the inverse of ``label_map``, default ``"0"``,
+    ``"1"``, ...), as the labeling configuration (:func:`label_studio_config`) shows them."""
+    inv = {}
+    for k, v in (label_map or {}).items():
+        inv.setdefault(int(v), str(k))
+    return [inv.get(c, str(c)) for c in range(n_classes)]
+
+
+def preannotation(choice: str, from_name: str = "label", fields: Sequence[str] = ()) -> list[dict]:
+    """A Label Studio task's ``predictions``: the classifier's ``choice`` for the ``Choices``
+    control ``from_name``, attached to the first shown field (``item`` when none), as in
+    :func:`label_studio_config`."""
+    to_name = _tag_name(fields[0] if len(fields) else "item")
+    return [{"model_version": "bayes_eval-pred", "result": [
+        {"from_name": from_name, "to_name": to_name, "type": "choices", "value": {"choices": [str(choice)]}}]}]
+
+
+def task_frame(pool, batch: pd.DataFrame, own: Sequence[str], show_score: bool = False, preannotate: bool = False,
+               config: dict | None = None) -> tuple:
+    """The annotators' view of a batch (``Session.next_batch``): ``item`` (``draw``) and the
+    pool columns ``own`` (:func:`task_columns`; ``score`` from the pool's scores when
+    ``show_score`` and the pool has no such column), and — with ``preannotate`` — the
+    classifier's prediction of each row as its choice string (:func:`choice_values` of the
+    session's ``label_map``), else None.  ``config``: the session's (``system``, ``label_map``)."""
+    config = config or {}
+    system = int(config.get("system", 0))
+    rows = pool.index_of(batch["item"].to_numpy())
+    if show_score and "score" not in batch.columns:
+        batch = batch.assign(score=pool.scores[rows, system])
+    preds = None
+    if preannotate:
+        values = choice_values(pool.n_classes, config.get("label_map"))
+        preds = [values[int(c)] for c in pool.preds[rows, system]]
+    return batch[[c for c in batch.columns if c in ("item", "draw") or c in own]], preds
+
+
+def write_batch_tmp(frame: pd.DataFrame, path: str, fmt: str | None = None, predictions: Sequence[str] | None = None,
+                    from_name: str = "label", fields: Sequence[str] = ()) -> str:
     """Write the annotator's view of a batch to a temporary file beside ``path`` and return
     its name (``os.replace`` it into place to finish; :func:`write_batch` does both).  A
     failure removes the temporary file and raises :class:`SessionError` saying what it
-    was (disk full, permission denied, ...)."""
+    was (disk full, permission denied, ...).
+
+    ``predictions`` (one choice string per row, the classifier's): pre-annotations — in
+    ``.json`` / ``.jsonl`` tasks Label Studio ``predictions`` for the control ``from_name``
+    on the first of ``fields`` (:func:`preannotation`), in ``.csv`` / ``.tsv`` a
+    ``prediction`` column."""
     fmt = format_of(path, fmt)
     path = os.fspath(path)
     tmp = f"{path}.tmp-{os.getpid()}"
+    if predictions is not None and len(predictions) != len(frame):
+        raise ValueError(f"{len(predictions)} predictions for a batch of {len(frame)} rows")
     try:
         if fmt in ("csv", "tsv"):
             out = frame.copy()
+            if predictions is not None:
+                out["prediction"] = [str(v) for v in predictions]
             out["label"] = ""
             out.to_csv(tmp, index=False, sep="," if fmt == "csv" else "\t")
         else:
             cols = list(frame.columns)
             tasks = [{"data": {c: jsonable_value(v) for c, v in zip(cols, row)}}
                      for row in frame.itertuples(index=False, name=None)]
+            for t, v in zip(tasks, predictions if predictions is not None else ()):
+                t["predictions"] = preannotation(v, from_name, fields)
             with open(tmp, "w", encoding="utf-8") as fh:
                 if fmt == "jsonl":
                     for t in tasks:
@@ -236,10 +288,7 @@ def label_studio_config(n_classes: int = 2, label_map: dict | None = None,
     ``"1"``, ...)."""
     from xml.sax.saxutils import quoteattr
 
-    inv = {}
-    for k, v in (label_map or {}).items():
-        inv.setdefault(int(v), k)
-    choices = "\n".join(f'    <Choice value={quoteattr(str(inv.get(c, str(c))))}/>' for c in range(n_classes))
+    choices = "\n".join(f'    <Choice value={quoteattr(v)}/>' for v in choice_values(n_classes, label_map))
     texts = "\n".join(f'  <Text name={quoteattr(_tag_name(f))} value={quoteattr("$" + str(f))}/>' for f in fields)
     head = f'  <Header value={quoteattr(f"{header}: ${header}")}/>\n' if header else ""
     return (f'<View>\n{head}{texts}\n  <Choices name={quoteattr(from_name)} toName={quoteattr(_tag_name(fields[0]))} '

@@ -117,13 +117,6 @@ def task_data(session, batch: pd.DataFrame, fields=None, show_score: bool = Fals
     return out
 
 
-def _choice_values(session) -> list[str]:
-    inv = {}
-    for k, v in (session.config.get("label_map") or {}).items():
-        inv.setdefault(int(v), str(k))
-    return [inv.get(c, str(c)) for c in range(session.pool.n_classes)]
-
-
 def label_config(session, fields=None, show_score: bool = False, from_name: str = "label") -> str:
     """The labeling configuration matching the pushed tasks: the item id as a header, a
     ``Text`` per field, one single-choice ``Choices`` named ``from_name``."""
@@ -176,14 +169,11 @@ def _push(ls, session, url, project, n, cols, show_score, preannotate, from_name
     todo = [t for t in tasks if (str(t["data"]["item"]), t["data"].get("draw") if stochastic else None) not in
             {(k[0], k[1] if stochastic else None) for k in keys}]
     if preannotate and todo:
-        values = _choice_values(session)
+        values = annotate.choice_values(session.pool.n_classes, session.config.get("label_map"))
         system = int(session.config.get("system", 0))
         rows = session.pool.index_of(np.asarray([t["data"]["item"] for t in todo]))
-        to_name = cols[0] if cols else "item"
         for t, r in zip(todo, rows):
-            pred = int(session.pool.preds[r, system])
-            t["predictions"] = [{"model_version": "bayes_eval-pred", "result": [
-                {"from_name": from_name, "to_name": to_name, "type": "choices", "value": {"choices": [values[pred]]}}]}]
+            t["predictions"] = annotate.preannotation(values[int(session.pool.preds[r, system])], from_name, cols)
     if todo:
         _call(f"importing {len(todo)} task(s) into project {project}", url, ls.projects.import_tasks, id=int(project),
               request=todo, return_task_ids=True)

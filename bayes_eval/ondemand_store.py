@@ -1,6 +1,7 @@
 """The SQLite file of an on-demand evaluation (seed ``003``; issue 17 item 3).
 
-The conventions of :mod:`bayes_eval.store` (``docs/architecture.md``, "Persistence"): WAL
+The conventions of :mod:`bayes_eval.store` (``docs/architecture.md``, "Persistence"; the shared
+code is :mod:`bayes_eval.sqlite_store`): WAL
 mode with ``synchronous=FULL``; every write — a submission with its draws, an ingest of
 labels or of an exhaustive sample, a round of draws — is *one* ``BEGIN IMMEDIATE``
 transaction guarded by a ``revision`` counter, so after ``kill -9`` a write is wholly
@@ -21,8 +22,9 @@ import json
 import os
 import sqlite3
 
+from . import sqlite_store
 from .errors import SessionError, StaleSessionError
-from .store import describe_sqlite_error
+from .sqlite_store import describe_sqlite_error
 
 __all__ = ["OnDemandStore", "SCHEMA_VERSION"]
 
@@ -54,14 +56,6 @@ class OnDemandStore:
         self.conn = conn
         self.revision = int(self.meta()["revision"])
 
-    @staticmethod
-    def _connect(path):
-        conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        return conn
-
     @classmethod
     def create(cls, path: str, config: dict) -> "OnDemandStore":
         path = os.fspath(path)
@@ -72,23 +66,12 @@ class OnDemandStore:
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise SessionError(f"cannot create {path}: folder {parent} does not exist")
-        conn = None
         try:
-            conn = cls._connect(path)
-            conn.execute("BEGIN IMMEDIATE")
-            for stmt in _SCHEMA.strip().split(";"):
-                if stmt.strip():
-                    conn.execute(stmt)
+            conn = sqlite_store.connect(path)
             rows = {"kind": _KIND, "schema_version": SCHEMA_VERSION, "revision": 0, "config": config}
-            conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
-                             [(k, json.dumps(v)) for k, v in rows.items()])
-            conn.execute("COMMIT")
+            sqlite_store.create_file(conn, path, _SCHEMA, rows)  # closes and removes the file on failure
         except sqlite3.Error as exc:
-            if conn is not None:
-                conn.close()
-            for f in (path, path + "-wal", path + "-shm"):
-                with contextlib.suppress(OSError):
-                    os.remove(f)
+            sqlite_store.remove_file(path)  # also when the connection itself failed
             raise SessionError(f"cannot create {path}: {describe_sqlite_error(exc, path)}") from None
         return cls(path, conn)
 
@@ -98,7 +81,7 @@ class OnDemandStore:
         if not os.path.isfile(path):
             raise SessionError(f"on-demand evaluation file not found: {path}")
         try:
-            conn = cls._connect(path)
+            conn = sqlite_store.connect(path)
             kind = conn.execute("SELECT value FROM meta WHERE key='kind'").fetchone()
         except sqlite3.Error as exc:
             raise SessionError(f"{path} is not an on-demand evaluation file "
@@ -132,28 +115,12 @@ class OnDemandStore:
     @contextlib.contextmanager
     def transaction(self):
         """One write: ``BEGIN IMMEDIATE``, the revision check, the body, revision + 1,
-        ``COMMIT``; any failure rolls back and says that nothing was written."""
-        conn = self.conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise SessionError(f"{self.path}: cannot write: {describe_sqlite_error(exc, self.path)}; "
-                               f"nothing was written") from None
-        try:
-            rev = int(json.loads(conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone()[0]))
-            if rev != self.revision:
-                raise StaleSessionError(f"{self.path} was changed by another process (revision {rev}, this "
-                                        f"one read {self.revision}); nothing was written — reopen and retry")
-            yield conn
-            conn.execute("UPDATE meta SET value=? WHERE key='revision'", (json.dumps(rev + 1),))
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise SessionError(f"{self.path}: cannot write: {describe_sqlite_error(exc, self.path)}; "
-                               f"nothing was written") from None
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
-        self.revision = rev + 1
+        ``COMMIT``; any failure rolls back and says that nothing was written
+        (:func:`bayes_eval.sqlite_store.revision_transaction`)."""
+        with sqlite_store.revision_transaction(self.conn, self.path, self.revision, self._stale) as w:
+            yield w.conn
+        self.revision = w.revision
+
+    def _stale(self, rev: int, seen: int) -> StaleSessionError:
+        return StaleSessionError(f"{self.path} was changed by another process (revision {rev}, this one read {seen}); "
+                                 f"nothing was written — reopen and retry")

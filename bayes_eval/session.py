@@ -762,18 +762,17 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         return r._replace(n_resolved=n_res, n_cancelled=recs.cancelled)
 
     def export_batch(self, path: str, n: int = 50, fmt: str | None = None, fields=None,
-                     show_score: bool = False) -> pd.DataFrame:
+                     show_score: bool = False, preannotate: bool = False, from_name: str = "label") -> pd.DataFrame:
         """Draw the next batch (or re-issue the open one) and write it for annotators:
         ``item`` (``draw`` for a stochastic oracle) and the pool's own columns chosen by
-        ``fields`` — model scores and probabilities only with ``show_score``
-        (:func:`bayes_eval.annotate.task_columns`)."""
+        ``fields`` — model scores and probabilities only with ``show_score`` — and with
+        ``preannotate`` the classifier's prediction (:func:`bayes_eval.annotate.task_frame`)."""
         fmt = annotate.prepare_output(path, fmt)  # before anything is drawn
         own = annotate.task_columns([] if self.pool.columns is None else self.pool.columns.columns, fields, show_score)
 
         def write(df):  # to a temporary file, renamed into place once the stage is stored
-            if show_score and "score" not in df.columns:
-                df = df.assign(score=self.pool.scores[self.pool.index_of(df["item"].to_numpy()), self.config["system"]])
-            tmp = annotate.write_batch_tmp(df[[c for c in df.columns if c in ("item", "draw") or c in own]], path, fmt)
+            df, preds = annotate.task_frame(self.pool, df, own, show_score, preannotate, self.config)
+            tmp = annotate.write_batch_tmp(df, path, fmt, preds, from_name, own)
 
             def finish(ok):
                 if not ok:

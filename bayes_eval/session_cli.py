@@ -4,6 +4,7 @@
     bayes-eval session new DB --pool POOL --design poisson-adaptive [--poisson-size exact|random]
     bayes-eval session new DB --pool POOL [--score-kind probability] [--threshold 0.5]   # how the pool is read
     bayes-eval session next DB --n 50 --out batch.csv          # or .jsonl / .json (Label Studio tasks)
+    bayes-eval session next DB --out batch.json --fields title_a,title_b [--show-score] [--preannotate]
     bayes-eval session ingest DB labeled.csv                   # or .jsonl / Label Studio .json export
     bayes-eval session status DB [--format json] [--target-width W]
     bayes-eval session report DB --out report/ [--pr-curve]
@@ -26,7 +27,7 @@ import sqlite3
 import sys
 import time
 
-from .session_team_cli import RESOLVE_HELP, TEAM_COMMANDS, add_team_parsers
+from .session_team_cli import TEAM_COMMANDS, add_label_reading_args, add_task_content_args, add_team_parsers
 
 __all__ = ["add_session_parser", "cmd_session", "add_pool_reading_args", "read_pool", "jsonable"]
 
@@ -89,14 +90,12 @@ def add_session_parser(subparsers):
     x.add_argument("--n", type=int, default=50, help="items that need a label (default 50)")
     x.add_argument("--out", default="-",
                    help="batch.csv, batch.jsonl or batch.json (Label Studio tasks); - = CSV on stdout")
+    add_task_content_args(x)  # --fields, --show-score, --preannotate, --from-name (as session push)
 
     i = ss.add_parser("ingest", help="ingest labeled files (CSV, JSONL, Label Studio JSON export)")
     common(i)
     i.add_argument("files", nargs="+", help="labeled files; each is one transaction")
-    i.add_argument("--label-map", default=None, help="choice strings -> labels, e.g. negative=0,positive=1")
-    i.add_argument("--from-name", default=None,
-                   help="Label Studio: the Choices control holding the label (JSON, JSON_MIN, CSV, TSV exports)")
-    i.add_argument("--resolve", default="error", metavar="RULE", help=RESOLVE_HELP)
+    add_label_reading_args(i)  # --label-map, --from-name, --resolve (as session pull)
 
     s = ss.add_parser("status", help="estimate, intervals, labels spent, weights, stopping rule")
     common(s)
@@ -288,9 +287,13 @@ def _cmd_new(args, bar):
 
 def _cmd_next(args, bar):
     from . import annotate
+    from .errors import UsageError
 
     if args.out != "-":
         annotate.prepare_output(args.out)  # before the session is replayed
+    elif args.fields or args.show_score or args.preannotate:
+        raise UsageError("--fields, --show-score and --preannotate shape a batch file for annotators: give --out "
+                         "batch.csv / batch.json")
     s = _open(args, bar)
     bar.done()
     try:
@@ -302,7 +305,8 @@ def _cmd_next(args, bar):
             if args.format != "json":
                 out.to_csv(sys.stdout, index=False)
         else:
-            df = s.export_batch(args.out, args.n)
+            df = s.export_batch(args.out, args.n, fields=args.fields, show_score=args.show_score,
+                                preannotate=args.preannotate, from_name=args.from_name)
         info = {"stage": int(df["stage"].iloc[0]) if len(df) else None, "items": len(df),
                 "fully_labeled": bool(s.fully_labeled),
                 "reissued": bool(df.attrs.get("reissued")), "stalled": bool(df.attrs.get("stalled")),
@@ -571,6 +575,16 @@ def _cmd_report(args, bar):
               f"size (Σw)²/Σw² {_fmt(st['ess'], 1)}; largest weight {_fmt(st['max_weight'], 2)}.\n",
               "## Estimates\n", _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n"]
+        skips = s.skip_summary()
+        if skips is not None:
+            p = os.path.join(args.out, "skipped.csv")
+            skips["items"].to_csv(p, index=False)
+            files.append(p)
+            md += ["\n## Skipped items\n", skips["note"] + "\n", *(c + "\n" for c in skips["caveats"])]
+            if "bayes_lower" in summ.columns:
+                md.append(skips["bayesian"] + "\n")
+            md.append("Skipped per stage: " + ", ".join(f"stage {k}: {v}" for k, v in skips["by_stage"].items())
+                      + " (every skipped item, with its reason, in skipped.csv).\n")
         if stop:
             md.append(f"\nStopping rule (width < {stop['target_width']:g}): "
                       + (f"width {stop['width']:.4f}, " if stop["width"] is not None else "")

@@ -386,6 +386,32 @@ class SessionReports:
         return out
 
 
+    def skip_summary(self) -> dict | None:
+        """What the skipped items (:mod:`bayes_eval.session_skip`) do to the report, or None
+        when nothing was skipped: ``n`` items, ``note`` (what the estimate then measures),
+        ``items`` (:meth:`skipped`: item, stage, reason, at), ``by_stage`` {stage: count},
+        ``caveats`` (the stratified design's missing-at-random reading) and ``bayesian``
+        (what the Bayesian interval measures instead)."""
+        if not self._skipped:
+            return None
+        items = self.skipped()
+        note = (f"{len(self._skipped)} item(s) were skipped as impossible to label. The estimates and CLT intervals "
+                f"are of the measure on the items that can be labeled: a skipped item's draws count as draws "
+                f"outside that population (they add nothing to the weighted sums, and the number of draws is scaled "
+                f"by the estimated share of the pool that can be labeled), so the skipped items — and the "
+                f"unlabelable items never drawn — are left out of the measure.")
+        caveats = []
+        if self.design_name == "stratified":
+            caveats.append("The stratified design's post-stratified estimator weights each stratum by its whole "
+                           "mass, so here a skipped item is treated as missing at random within its stratum.")
+        return {"n": len(self._skipped), "note": note, "items": items,
+                "by_stage": {int(k): int(v) for k, v in items["stage"].value_counts().sort_index().items()},
+                "caveats": caveats,
+                "bayesian": ("The Bayesian interval completes the whole pool, skipped items included (their labels "
+                             "drawn from the oracle model): it is of the measure on every item, not only the "
+                             "labelable ones.")}
+
+
 def _z(level: float) -> float:
     """z_{(1+level)/2}, the normal quantile of a two-sided ``level`` interval."""
     if not 0 < level < 1:

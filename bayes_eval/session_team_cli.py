@@ -2,6 +2,7 @@
 
     bayes-eval session label-config DB [--fields title_a,title_b]        # paste into the project's Labeling Interface
     bayes-eval session push DB --label-studio URL --project ID [--n 50] [--fields ...] [--show-score] [--preannotate]
+    bayes-eval session next DB --out batch.json [--fields ...] [--show-score] [--preannotate]   # the file route
     bayes-eval session pull DB --label-studio URL --project ID [--resolve error|majority|ground-truth|first|EMAIL]
     bayes-eval session skip DB ITEM... [--reason TEXT]
 
@@ -18,12 +19,38 @@ import math
 import os
 import sys
 
-__all__ = ["add_team_parsers", "TEAM_COMMANDS", "RESOLVE_HELP"]
+__all__ = ["add_team_parsers", "add_task_content_args", "add_label_reading_args", "TEAM_COMMANDS", "RESOLVE_HELP"]
 
 RESOLVE_HELP = ("several annotations of an item that disagree (Label Studio exports): error (refuse, naming the task, "
                 "annotation ids and annotators; default), majority, ground-truth (the annotation marked ground truth), "
                 "first (the earliest), or an annotator's email / username (their label). Stochastic-oracle sessions "
                 "take every annotation as a label")
+
+
+def add_task_content_args(p, preannotate: bool = True):
+    """``--fields``, ``--show-score`` (what annotators see), ``--preannotate`` (unless
+    ``preannotate=False``) and ``--from-name`` (the Choices control tasks are made for):
+    ``session push``, ``session next --out FILE`` and (without ``--preannotate``)
+    ``session label-config``."""
+    p.add_argument("--fields", default=None, metavar="COL,...",
+                   help="pool columns shown to annotators (default: the pool's own columns except model scores "
+                        "and probabilities)")
+    p.add_argument("--show-score", action="store_true",
+                   help="also the model's score and probability columns (they can anchor annotators)")
+    if preannotate:
+        p.add_argument("--preannotate", action="store_true",
+                       help="add the classifier's prediction (pred) as a Label Studio prediction (in a .csv / .tsv "
+                            "batch file: a prediction column)")
+    p.add_argument("--from-name", default="label", help="the Choices control's name (default label)")
+
+
+def add_label_reading_args(p):
+    """``--label-map``, ``--from-name`` and ``--resolve``: how annotations are read
+    (``session ingest`` and ``session pull``)."""
+    p.add_argument("--label-map", default=None, help="choice strings -> labels, e.g. negative=0,positive=1")
+    p.add_argument("--from-name", default=None,
+                   help="Label Studio: the Choices control holding the label (JSON, JSON_MIN, CSV, TSV exports)")
+    p.add_argument("--resolve", default="error", metavar="RULE", help=RESOLVE_HELP)
 
 
 def add_team_parsers(ss, common):
@@ -35,28 +62,16 @@ def add_team_parsers(ss, common):
         p.add_argument("--project", required=True, type=int, metavar="ID", help="the project's id (in its URL)")
         p.add_argument("--token", default=None, help="API token (default: $LABEL_STUDIO_API_KEY)")
 
-    def content(p):
-        p.add_argument("--fields", default=None, metavar="COL,...",
-                       help="pool columns shown to annotators (default: the pool's own columns except model scores "
-                            "and probabilities)")
-        p.add_argument("--show-score", action="store_true",
-                       help="also the model's score and probability columns (they can anchor annotators)")
-
     p = ss.add_parser("push", help="create the open batch's tasks in a Label Studio project (once)")
     common(p)
     server(p)
-    content(p)
+    add_task_content_args(p)
     p.add_argument("--n", type=int, default=50, help="batch size when a new batch is drawn (default 50)")
-    p.add_argument("--preannotate", action="store_true",
-                   help="add the classifier's prediction (pred) as a Label Studio prediction")
-    p.add_argument("--from-name", default="label", help="the Choices control's name (default label)")
 
     p = ss.add_parser("pull", help="ingest the finished annotations of a Label Studio project")
     common(p)
     server(p)
-    p.add_argument("--resolve", default="error", metavar="RULE", help=RESOLVE_HELP)
-    p.add_argument("--from-name", default=None, help="the Choices control holding the label")
-    p.add_argument("--label-map", default=None, help="choice strings -> labels, e.g. negative=0,positive=1")
+    add_label_reading_args(p)
     p.add_argument("--skip-cancelled", action="store_true",
                    help="record the open batch's items that every annotator skipped as impossible to label")
 
@@ -67,8 +82,7 @@ def add_team_parsers(ss, common):
 
     p = ss.add_parser("label-config", help="print the Label Studio labeling configuration matching pushed tasks")
     common(p)
-    content(p)
-    p.add_argument("--from-name", default="label", help="the Choices control's name (default label)")
+    add_task_content_args(p, preannotate=False)
 
 
 def _plain(o):

@@ -62,6 +62,8 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 
+from . import sqlite_store
+from .sqlite_store import describe_sqlite_error  # noqa: F401  (re-exported)
 from .errors import (  # noqa: F401  (re-exported: the session's errors live in bayes_eval.errors)
     EmptyInputError,
     InvalidLabelError,
@@ -148,34 +150,6 @@ def _py(v):
     return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
 
 
-def describe_sqlite_error(exc: sqlite3.Error, path: str) -> str:
-    """An SQLite failure on the session file ``path`` in words a user can act on (a full
-    disk, a read-only file or folder, a lock, ...), not "not a session file"."""
-    name = str(getattr(exc, "sqlite_errorname", "") or "")
-    msg = str(exc)
-    folder = os.path.dirname(os.path.abspath(path))
-    if name.startswith("SQLITE_FULL") or "disk is full" in msg:
-        return "disk full (no space left for the session file)"
-    if name.startswith("SQLITE_READONLY") or "readonly" in msg:
-        return (f"permission denied: the file or its folder {folder} is read-only (SQLite also writes "
-                f"{os.path.basename(path)}-wal and -shm beside it)")
-    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in msg:
-        if not os.access(folder, os.W_OK | os.X_OK):
-            return f"permission denied (folder {folder} is not writable)"
-        if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
-            return "permission denied"
-        return f"the file cannot be opened ({msg})"
-    if name.startswith(("SQLITE_PERM", "SQLITE_AUTH")):
-        return "permission denied"
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in msg:
-        return "the file is locked by another process (try again when it is done)"
-    if name.startswith("SQLITE_IOERR") or "I/O error" in msg:
-        return f"disk I/O error ({msg})"
-    if name.startswith("SQLITE_CORRUPT") or "malformed" in msg:
-        return f"the file is damaged ({msg})"
-    return msg
-
-
 def _open_error(exc: sqlite3.Error, path: str) -> SessionError:
     """The error for a session file that cannot be opened: a file that is not SQLite is
     not a session file; any other failure is an I/O problem, said as such."""
@@ -201,15 +175,7 @@ class Store:
     # ------------------------------------------------------------------ opening
     @staticmethod
     def _connect(path: str) -> sqlite3.Connection:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA foreign_keys=ON")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        return sqlite_store.connect(path)
 
     @staticmethod
     def _is_blank(path: str) -> bool:
@@ -262,26 +228,16 @@ class Store:
         conn = None
         try:
             conn = cls._connect(path)
-            conn.execute("BEGIN IMMEDIATE")
-            for stmt in _SCHEMA.strip().split(";"):
-                if stmt.strip():
-                    conn.execute(stmt)
-            conn.execute(f"CREATE UNIQUE INDEX labels_unique ON labels({unique_labels_by})")
             rows = dict(meta)
             rows["schema_version"] = SCHEMA_VERSION
             rows["revision"] = 0
-            conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
-                             [(k, json.dumps(v)) for k, v in rows.items()])
-            conn.execute("COMMIT")
+            sqlite_store.create_file(conn, path, _SCHEMA, rows, keep_file=existed,
+                                     extra=[f"CREATE UNIQUE INDEX labels_unique ON labels({unique_labels_by})"])
         except BaseException as exc:
             if conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
                 conn.close()
             if not existed:  # leave nothing behind
-                for f in (path, path + "-wal", path + "-shm", path + "-journal"):
-                    with contextlib.suppress(OSError):
-                        os.remove(f)
+                sqlite_store.remove_file(path)
             if isinstance(exc, sqlite3.Error):
                 raise SessionError(f"cannot create session file {path}: {describe_sqlite_error(exc, path)}") from None
             raise
@@ -386,33 +342,16 @@ class Store:
     # ------------------------------------------------------------------ writing
     @contextlib.contextmanager
     def _transaction(self):
-        conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise SessionError(f"{self.path}: cannot write the session file: {describe_sqlite_error(exc, self.path)}; "
-                               f"nothing was written") from None
-        try:
-            rev = int(json.loads(conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone()[0]))
-            if rev != self.revision:
-                raise StaleSessionError(
-                    f"{self.path} was changed by another process (revision {rev}, this session "
-                    f"has {self.revision}); reopen it",
-                    cli=f"{self.path} was changed by another process while this command ran (revision {rev}, "
-                        f"this command read {self.revision}); nothing was written — run the command again")
-            yield conn
-            conn.execute("UPDATE meta SET value=? WHERE key='revision'", (json.dumps(rev + 1),))
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise SessionError(f"{self.path}: cannot write the session file: {describe_sqlite_error(exc, self.path)}; "
-                               f"nothing was written") from None
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
-        self.revision = rev + 1
+        with sqlite_store.revision_transaction(self._conn, self.path, self.revision, self._stale,
+                                               "cannot write the session file") as w:
+            yield w.conn
+        self.revision = w.revision
+
+    def _stale(self, rev: int, seen: int) -> StaleSessionError:
+        return StaleSessionError(
+            f"{self.path} was changed by another process (revision {rev}, this session has {seen}); reopen it",
+            cli=f"{self.path} was changed by another process while this command ran (revision {rev}, "
+                f"this command read {seen}); nothing was written — run the command again")
 
     def set_meta(self, key: str, value):
         with self._transaction() as conn:

@@ -19,9 +19,47 @@ import pandas as pd
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bayes_eval import ondemand_sim as sim  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stats import md_table, write_lines  # noqa: E402  (benchmarks/stats.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "results")
 DATA = "/work/shared/data"
+
+
+def markdown(a, summaries, df) -> list:
+    """The lines of ``ondemand.md``: cost per setting, coverage and bias, per system."""
+    lines = [f"# On-demand evaluation (seed 003, issue 17): simple vs joint, ε = {a.epsilon}, "
+             f"{a.repeats} repeats", "",
+             f"`taskset -c 1 .venv/bin/python benchmarks/ondemand.py --repeats {a.repeats} --epsilon {a.epsilon}`", "",
+             "Cost to reach half-width ε on every system's precision (verifications, $0.18 each; mean over repeats), "
+             "and the exhaustive sample each recall estimator needed ($1.60 per instance).", ""]
+    lines += md_table(["setting", "systems", "cost simple", "cost joint", "joint/simple", "labels simple",
+                       "labels joint", "precision hw ≤ ε (simple / joint)", "recall cost simple",
+                       "recall cost joint", "seconds"],
+                      [[o["setting"], len(o["systems"]), f"{o['cost']['simple']:.2f}", f"{o['cost']['joint']:.2f}",
+                        f"{o['cost_ratio']:.3f}", f"{o['labels']['verify']['simple']:.0f}",
+                        f"{o['labels']['verify']['joint']:.0f}",
+                        f"{o['reached']['simple']:.3f} / {o['reached']['joint']:.3f}",
+                        f"{o['cost_recall']['simple']:.2f}", f"{o['cost_recall']['joint']:.2f}",
+                        f"{o['seconds']:.0f}"]
+                       for o in summaries])
+    lines += ["", "Coverage of the 95% intervals over systems (min / mean / max), and bias: the number of systems "
+              "whose mean error exceeds 3 Monte Carlo SE.", ""]
+    lines += md_table(["setting", "measure", "estimator", "coverage min", "mean", "max", "|bias| > 3 SE"],
+                      [[setting, m, k, f"{g['coverage'].min():.3f}", f"{g['coverage'].mean():.3f}",
+                        f"{g['coverage'].max():.3f}",
+                        f"{int(np.sum(np.abs(g['bias']) > 3 * g['bias_se']))} of {len(g)}"]
+                       for (setting, m, k), g in df.groupby(["setting", "measure", "estimator"], sort=False)])
+    lines += ["", "Per system (synthetic):", ""]
+    lines += md_table(["system", "size", "true π", "true ρ", "draws simple", "draws joint", "new labels simple",
+                       "new labels joint", "cov π joint", "cov ρ joint", "cov F1 joint"],
+                      [[r["name"], r["size"], f"{r['precision']['true']:.3f}", f"{r['recall']['true']:.3f}",
+                        f"{r['draws']['simple']:.0f}", f"{r['draws']['joint']:.0f}",
+                        f"{r['new_labels']['simple']:.0f}", f"{r['new_labels']['joint']:.0f}",
+                        f"{r['precision']['joint']['coverage']:.3f}", f"{r['recall']['joint']['coverage']:.3f}",
+                        f"{r['f1']['joint']['coverage']:.3f}"] for r in summaries[0]["systems"]])
+    return lines
 
 
 def main(argv=None):
@@ -59,37 +97,7 @@ def main(argv=None):
     df = pd.DataFrame(rows)
     os.makedirs(OUT, exist_ok=True)
     df.to_csv(os.path.join(OUT, "ondemand.csv"), index=False)
-    lines = [f"# On-demand evaluation (seed 003, issue 17): simple vs joint, ε = {a.epsilon}, "
-             f"{a.repeats} repeats", "",
-             f"`taskset -c 1 .venv/bin/python benchmarks/ondemand.py --repeats {a.repeats} --epsilon {a.epsilon}`", "",
-             "Cost to reach half-width ε on every system's precision (verifications, $0.18 each; mean over repeats), "
-             "and the exhaustive sample each recall estimator needed ($1.60 per instance).", "",
-             "| setting | systems | cost simple | cost joint | joint/simple | labels simple | labels joint | "
-             "precision hw ≤ ε (simple / joint) | recall cost simple | recall cost joint | seconds |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for o in summaries:
-        lines.append(f"| {o['setting']} | {len(o['systems'])} | {o['cost']['simple']:.2f} | {o['cost']['joint']:.2f} | "
-                     f"{o['cost_ratio']:.3f} | {o['labels']['verify']['simple']:.0f} | "
-                     f"{o['labels']['verify']['joint']:.0f} | {o['reached']['simple']:.3f} / "
-                     f"{o['reached']['joint']:.3f} | {o['cost_recall']['simple']:.2f} | "
-                     f"{o['cost_recall']['joint']:.2f} | {o['seconds']:.0f} |")
-    lines += ["", "Coverage of the 95% intervals over systems (min / mean / max), and bias: the number of systems "
-              "whose mean error exceeds 3 Monte Carlo SE.", "",
-              "| setting | measure | estimator | coverage min | mean | max | |bias| > 3 SE |", "|---|---|---|---|---|---|---|"]
-    for (setting, m, k), g in df.groupby(["setting", "measure", "estimator"], sort=False):
-        nb = int(np.sum(np.abs(g["bias"]) > 3 * g["bias_se"]))
-        lines.append(f"| {setting} | {m} | {k} | {g['coverage'].min():.3f} | {g['coverage'].mean():.3f} | "
-                     f"{g['coverage'].max():.3f} | {nb} of {len(g)} |")
-    lines += ["", "Per system (synthetic):", "", "| system | size | true π | true ρ | draws simple | draws joint | "
-              "new labels simple | new labels joint | cov π joint | cov ρ joint | cov F1 joint |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in summaries[0]["systems"]:
-        lines.append(f"| {r['name']} | {r['size']} | {r['precision']['true']:.3f} | {r['recall']['true']:.3f} | "
-                     f"{r['draws']['simple']:.0f} | {r['draws']['joint']:.0f} | {r['new_labels']['simple']:.0f} | "
-                     f"{r['new_labels']['joint']:.0f} | {r['precision']['joint']['coverage']:.3f} | "
-                     f"{r['recall']['joint']['coverage']:.3f} | {r['f1']['joint']['coverage']:.3f} |")
-    with open(os.path.join(OUT, "ondemand.md"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+    write_lines(os.path.join(OUT, "ondemand.md"), markdown(a, summaries, df))
     import matplotlib
 
     matplotlib.use("Agg")

@@ -37,7 +37,7 @@ sys.path.insert(0, ROOT)
 from bayes_eval import measures as M  # noqa: E402
 from bayes_eval.pool import Pool, demo_pool  # noqa: E402
 from bayes_eval.simulate import run_simulation, summarize  # noqa: E402
-from stats import bootstrap_ci  # noqa: E402  (benchmarks/stats.py)
+from stats import bootstrap_ci, md_table, write_lines  # noqa: E402  (benchmarks/stats.py)
 
 CHECKPOINTS = (500, 1000, 2000)
 DESIGNS = {
@@ -264,16 +264,13 @@ def write_speed_md(out, rows):
              "(reported apart); the reference's seconds per run from `peers.json` (10 s for the 150k pool, from "
              "the issue).", "",
              "`ais8-tree-only` is 001's design (the Dirichlet tree alone), the one the reference implements; "
-             "`ais8` adds the calibrated companion model (the default; `bayes_eval.designs.sweep_share`).", "",
-             "| design | pool | items | vmapped repeats | s/run | total s | compile s | reference s/run | speed-up |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r.get('design', 'ais8-tree-only')} | {r['pool']} | {r['n_items']} | {r['repeats']} | "
-                     f"{r['sec_per_run']:.4f} | "
-                     f"{r['sec_per_run'] * r['repeats']:.1f} | {r['compile_s']:.1f} | "
-                     f"{fmt(r['reference_sec_per_run'])} | {fmt(r['speedup'], '.0f')} |")
-    with open(os.path.join(out, "speed.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+             "`ais8` adds the calibrated companion model (the default; `bayes_eval.designs.sweep_share`).", ""]
+    lines += md_table(["design", "pool", "items", "vmapped repeats", "s/run", "total s", "compile s", "reference s/run",
+                       "speed-up"],
+                      [[r.get("design", "ais8-tree-only"), r["pool"], r["n_items"], r["repeats"],
+                        f"{r['sec_per_run']:.4f}", f"{r['sec_per_run'] * r['repeats']:.1f}", f"{r['compile_s']:.1f}",
+                        fmt(r["reference_sec_per_run"]), fmt(r["speedup"], ".0f")] for r in rows])
+    write_lines(os.path.join(out, "speed.md"), lines)
 
 
 def main(argv=None):

@@ -1,13 +1,27 @@
-"""Statistics shared by the benchmark scripts (``run.py``, ``f1_mse.py``, ``poisson_f1.py``).
+"""Statistics and tables shared by the benchmark scripts (``run.py``, ``f1_mse.py``,
+``poisson_f1.py``, ``ondemand.py``).
 
-Imported as ``from stats import bootstrap_ci``: a script run as ``python benchmarks/X.py``
-has this folder first on ``sys.path``.
+Imported as ``from stats import bootstrap_ci, md_table``: a script run as
+``python benchmarks/X.py`` has this folder first on ``sys.path``.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["bootstrap_ci"]
+__all__ = ["bootstrap_ci", "md_table", "write_lines"]
+
+
+def md_table(header, rows) -> list:
+    """A markdown table as lines: ``| h1 | h2 |``, the ``|---|---|`` separator, then
+    ``| c1 | c2 |`` per row of ``rows`` (cells already formatted; anything else is ``str``-ed)."""
+    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
+
+
+def write_lines(path: str, lines) -> None:
+    """Write ``lines`` to ``path``, one a line, ending with a newline."""
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def bootstrap_ci(x, n_boot: int = 2000, seed: int = 0):

@@ -348,3 +348,57 @@ def test_missing_extra_is_named(tmp_path, pool, monkeypatch, capsys):
     assert cli_main(["session", "push", str(tmp_path / "s.db"), "--label-studio", "http://localhost:1",
                      "--project", "1", "--no-progress"]) == 2
     assert 'bayes_eval[labelstudio]' in capsys.readouterr().err
+
+
+def test_cli_next_out_file_chooses_task_content(tmp_path, capsys, monkeypatch):
+    """``session next --out FILE`` takes --fields / --show-score / --preannotate as ``session
+    push`` does: the batch file holds the chosen columns, the model's output only when asked,
+    and pre-annotations that point at the control label-config prints; a CSV with its
+    prediction column ingests as before."""
+    from bayes_eval.cli import main as cli_main
+
+    monkeypatch.setenv("BAYES_EVAL_CACHE_DIR", "")
+    base = demo_pool(n_items=400, positive_rate=0.2, seed=5)
+    f = tmp_path / "pool.csv"
+    pd.DataFrame({"item": [f"p{i}" for i in range(400)], "score": base.scores[:, 0], "pred": base.preds[:, 0],
+                  "title a": [f"a{i}" for i in range(400)], "title_b": [f"b{i}" for i in range(400)],
+                  "prob_calibrated": np.linspace(0, 1, 400)}).to_csv(f, index=False)
+    db = str(tmp_path / "s.db")
+    assert cli_main(["session", "new", db, "--pool", str(f), "--design", "passive", "--label-map",
+                     "no=0,yes=1", "--no-progress"]) == 0
+    pred_of = dict(zip(pd.read_csv(f)["item"], pd.read_csv(f)["pred"]))
+    b = tmp_path / "b.json"
+    assert cli_main(["session", "next", db, "--n", "6", "--out", str(b), "--fields", "title a",
+                     "--preannotate", "--from-name", "verdict", "--no-progress"]) == 0
+    tasks = json.loads(b.read_text())
+    assert len(tasks) == 6 and all(set(t["data"]) == {"item", "title a"} for t in tasks)
+    capsys.readouterr()
+    assert cli_main(["session", "label-config", db, "--fields", "title a", "--from-name", "verdict",
+                     "--no-progress"]) == 0
+    cfg = capsys.readouterr().out
+    for t in tasks:
+        (r,) = t["predictions"][0]["result"]
+        assert r["value"]["choices"] == [["no", "yes"][pred_of[t["data"]["item"]]]]
+        # the prediction names the same control and text the labeling configuration has
+        assert f'<Choices name="{r["from_name"]}" toName="{r["to_name"]}"' in cfg
+    # the open batch again, as a CSV with the model's output and the prediction column
+    c = tmp_path / "b.csv"
+    assert cli_main(["session", "next", db, "--out", str(c), "--show-score", "--preannotate", "--no-progress"]) == 0
+    d = pd.read_csv(c)
+    assert {"score", "prob_calibrated", "title a", "title_b", "prediction", "label"} <= set(d.columns)
+    assert sorted(d["item"]) == sorted(t["data"]["item"] for t in tasks)  # the re-issued batch
+    assert list(d["prediction"]) == [["no", "yes"][pred_of[i]] for i in d["item"]]
+    d2 = pd.read_csv(c)
+    d2["label"] = [int(base.labels[int(i[1:])]) for i in d2["item"]]
+    d2.to_csv(c, index=False)
+    capsys.readouterr()
+    assert cli_main(["session", "ingest", db, str(c), "--format", "json", "--no-progress"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["files"][0]["n_new"] == 6 and r["files"][0]["stage_closed"]
+    # by default no model output reaches the annotators; on stdout the options are refused
+    assert cli_main(["session", "next", db, "--n", "3", "--out", str(b), "--no-progress"]) == 0
+    assert set(json.loads(b.read_text())[0]["data"]) == {"item", "title a", "title_b"}
+    assert "predictions" not in json.loads(b.read_text())[0]
+    capsys.readouterr()
+    assert cli_main(["session", "next", db, "--fields", "title_b", "--no-progress"]) == 2
+    assert "--out" in capsys.readouterr().err

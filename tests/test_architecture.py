@@ -21,7 +21,7 @@ SHELL = CLI | {"bayes_eval.session", "bayes_eval.session_setup", "bayes_eval.ses
                "bayes_eval.report", "bayes_eval.plots", "bayes_eval.session_skip", "bayes_eval.session_replay", "bayes_eval.session_team_cli",
                "bayes_eval.labelstudio", "bayes_eval.ondemand_session", "bayes_eval.ondemand_store",
                "bayes_eval.ondemand_cli", "bayes_eval.ondemand_report", "bayes_eval.ondemand_status",
-               "bayes_eval.subsampled_cli"}
+               "bayes_eval.subsampled_cli", "bayes_eval.sqlite_store"}
 #: what implements designs; oracle models never import these
 DESIGN_MODULES = {"bayes_eval.designs", "bayes_eval.ais", "bayes_eval.poisson_designs", "bayes_eval.registry",
                   "bayes_eval.simulate", "bayes_eval.kernel"}

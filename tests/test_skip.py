@@ -151,3 +151,54 @@ def test_cli_skip(tmp_path, capsys, pool):
     assert "skipped: 4 item(s)" in capsys.readouterr().out
     assert cli_main(["session", "skip", db, "nope", "--no-progress"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_report_says_what_skips_do(tmp_path, capsys, pool):
+    """``session report``: report.md has a section on the skipped items — how many, per stage,
+    and that the estimate is of the measure on the items that can be labeled — and
+    skipped.csv lists them with their reasons; without a skip there is neither."""
+    import pandas as pd
+
+    path = tmp_path / "pool.csv"
+    pd.DataFrame({"item": pool.ids, "score": pool.scores[:, 0], "pred": pool.preds[:, 0]}).to_csv(path, index=False)
+    db = str(tmp_path / "s.db")
+    assert cli_main(["session", "new", db, "--pool", str(path), "--design", "is", "--no-progress"]) == 0
+    out = tmp_path / "rep0"
+    assert cli_main(["session", "report", db, "--out", str(out), "--no-bayesian", "--no-progress"]) == 0
+    assert "Skipped" not in (out / "report.md").read_text() and not (out / "skipped.csv").exists()
+    skipped = []
+    for stage in range(2):
+        b = tmp_path / f"b{stage}.csv"
+        assert cli_main(["session", "next", db, "--n", "6", "--out", str(b), "--no-progress"]) == 0
+        items = pd.read_csv(b)["item"].tolist()
+        assert cli_main(["session", "skip", db, *map(str, items[:stage + 1]), "--reason", f"blank {stage}",
+                         "--no-progress"]) == 0
+        skipped += items[:stage + 1]
+        lab = pd.DataFrame({"item": items[stage + 1:], "label": pool.labels[pool.index_of(items[stage + 1:])]})
+        lab.to_csv(b, index=False)
+        assert cli_main(["session", "ingest", db, str(b), "--no-progress"]) == 0
+    out = tmp_path / "rep"
+    capsys.readouterr()
+    assert cli_main(["session", "report", db, "--out", str(out), "--no-bayesian", "--no-progress"]) == 0
+    assert "skipped.csv" in capsys.readouterr().out
+    md = (out / "report.md").read_text()
+    sec = md.split("## Skipped items", 1)[1].split("\n## ", 1)[0]
+    assert "3 item(s) were skipped" in sec and "items that can be labeled" in sec
+    assert "stage 0: 1, stage 1: 2" in sec
+    sk = pd.read_csv(out / "skipped.csv")
+    assert sorted(sk["item"]) == sorted(skipped) and set(sk["reason"]) == {"blank 0", "blank 1"}
+    s = Session.open(db, pool)
+    assert s.skip_summary()["n"] == 3 and s.skip_summary()["caveats"] == []  # is: no stratified caveat
+    s.close()
+
+
+def test_skip_summary_of_the_stratified_design_says_missing_at_random(tmp_path, pool):
+    s = Session.create(str(tmp_path / "st.db"), pool, "f1", "stratified", seed=2)
+    assert s.skip_summary() is None
+    b = s.next_batch(5)
+    s.skip(b["item"][:1], reason="unreadable")
+    summ = s.skip_summary()
+    assert summ["n"] == 1 and summ["by_stage"] == {0: 1}
+    assert any("missing at random" in c for c in summ["caveats"])
+    assert list(summ["items"]["reason"]) == ["unreadable"]
+    s.close()

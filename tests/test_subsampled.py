@@ -111,11 +111,12 @@ def test_rare_false_positives_are_flagged():
     assert est.extra["n_informative"] < S.MIN_INFORMATIVE and not est.extra["clt_ok"]
 
 
-def _coverage(g, rows, b, masks, truth, target="data"):
+def _coverage(g, rows, b, masks, truth, target="data", width=False):
     core = jax.jit(jax.vmap(lambda s: S.ht_core(g, rows, b, s, target=target)))
     v, var = core(jnp.asarray(masks))
     v, sd = np.asarray(v)[:, 0], np.sqrt(np.asarray(var)[:, 0])
-    return float(np.mean(np.abs(v - truth) <= 1.959964 * sd))
+    cov = float(np.mean(np.abs(v - truth) <= 1.959964 * sd))
+    return (cov, float(np.mean(2 * 1.959964 * sd))) if width else cov
 
 
 def test_f1_interval_covers_on_a_synthetic_pool():
@@ -133,7 +134,12 @@ def test_f1_interval_covers_on_a_synthetic_pool():
     cov = _coverage(m.g, rows, b, masks, truth)
     se = np.sqrt(0.95 * 0.05 / R)
     assert abs(cov - 0.95) <= 3 * se, cov
-    assert _coverage(m.g, rows, np.ones(len(y)), masks, truth) < 0.5  # negative control
+    # the unweighted rows with the design variance: zero width (nothing "thinned"), a weak control
+    assert _coverage(m.g, rows, np.ones(len(y)), masks, truth) < 0.5
+    # the naive i.i.d. control: the unweighted estimate with its plain i.i.d. CLT interval (unit
+    # weights, the delta method over i.i.d. rows), the thinning ignored -- a real interval, and it fails
+    naive, width = _coverage(m.g, rows, np.ones(len(y)), masks, truth, target="population", width=True)
+    assert width > 0.01 and naive < 0.5, (naive, width)
 
 
 def test_population_target_is_wider_than_the_data_target():
@@ -386,3 +392,61 @@ def test_cli_json_and_errors(tmp_path, capsys):
     pd.DataFrame({"score": [0.1, np.nan], "pred": [0, 1], "label": [0, 1]}).to_csv(bad, index=False)
     assert main(["subsampled", str(bad), "--measure", "auc", "--keep-rate", "0.5"]) == 2
     assert "column 'score', row 1" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------
+# the examples (examples/subsampled_*.py) run and say what they claim
+# ------------------------------------------------------------------------------------------
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+def _example(name, argv, capsys):
+    import runpy
+
+    out = runpy.run_path(os.path.join(EXAMPLES, name), run_name="not_main")["main"](argv)
+    return out, capsys.readouterr().out
+
+
+def _covers(est, truth):
+    return est.interval[0][0] <= truth <= est.interval[1][0]
+
+
+def test_example_subsampled_measures(capsys):
+    out, text = _example("subsampled_measures.py", [], capsys)
+    for m in ("f1", "precision"):
+        r = out["thinned"][m]
+        assert _covers(r["weighted"], r["truth"]), (m, r["weighted"].estimate, r["truth"])
+        # the naive i.i.d. interval is a real interval (not a point) and misses
+        assert r["unweighted"].interval[1][0] - r["unweighted"].interval[0][0] > 0.01
+        assert not _covers(r["unweighted"], r["truth"])
+        r = out["session"][m]
+        assert r["estimate"].interval_kind == "clt-hajek-delta-data" and _covers(r["estimate"], r["truth"])
+    assert "from_session_sample" in text and "OUTSIDE" in text
+
+
+def test_example_subsampled_policy(capsys):
+    out, text = _example("subsampled_policy.py", ["--bias-reps", "500"], capsys)
+    v = out["value"]
+    assert _covers(out["eta"], v) and _covers(out["ht"], v) and not _covers(out["naive"], v)
+    # zero-reward rows carry no f: the HT form from the thinned log is the full log's estimate
+    assert out["ht"].estimate[0] == pytest.approx(out["full"].estimate[0], rel=1e-12)
+    b = out["bias"]
+    i = b["keep_rate"].index(0.01)
+    # the η form's bias at l = 0.01 is positive and of the size its second-order formula says
+    assert b["rel_bias_eta"][i] > 0 and abs(b["rel_bias_eta"][i] - b["rel_bias_predicted"][i]) < 0.05
+    assert "HT form" in text and "η form" in text
+
+
+def test_example_subsampled_auc(capsys):
+    out, text = _example("subsampled_auc.py", [], capsys)
+    t = out["truth"]
+    widths = {}
+    for k in ("delong", "delong-pop", "hanley-mcneil", "agarwal"):
+        assert _covers(out[k], t), k
+        widths[k] = out[k].interval[1][0] - out[k].interval[0][0]
+    assert widths["agarwal"] > 3 * widths["delong-pop"] > 3 * widths["delong"]  # a bound, not a CLT interval
+    assert _covers(out["score_weighted"], t) and not _covers(out["score_unweighted"], t)
+    p = out["plan"]
+    assert p["best"]["rho"] == 0.5 and p["best"]["n_pos"] + p["best"]["n_neg_keep"] == 2000
+    assert p["best"]["bound_width"] == pytest.approx(min(p["table"]["bound_width"]))
+    assert "best: rho = 0.500" in text
