@@ -367,3 +367,21 @@ def test_cli_poisson_adaptive_session(tmp_path, capsys, pool):
     rc, out, err = _cli(capsys, "session", "new", str(tmp_path / "x.db"), "--pool", str(pool_file), "--design",
                         "poisson-adaptive", "--oracle", "stochastic")
     assert rc == 2 and "deterministic oracle" in err and not os.path.exists(tmp_path / "x.db")
+
+
+def test_stage_draws_are_independent_of_a_pool_generated_with_the_same_seed(tmp_path):
+    """A round's items are drawn independently of the labels: on ``demo_pool(seed=0)`` a
+    Poisson session of seed 0 draws as many positives as its inclusion probabilities say
+    (within 4 sd).  Before the stream constant of ``drawing.stage_rng`` its stage-0
+    generator was ``default_rng(0)``, the pool's own: 385 of 386 items drawn were positives."""
+    from bayes_eval.drawing import stage_rng
+
+    assert not np.array_equal(stage_rng(0, 0).random(4), np.random.default_rng(0).random(4))
+    pool = demo_pool(n_items=3000, positive_rate=0.1, seed=0)
+    with Session.create(str(tmp_path / "s.db"), pool, "f1", "poisson", seed=0) as s:
+        b = s.next_batch(200)
+        bi = np.asarray(s._open["round"]["draw_b"])[s._core.item_cell]
+    y = pool.labels.astype(float)
+    drawn = y[pool.index_of(b["item"].to_numpy())].sum()
+    mean, sd = float(np.sum(bi * y)), float(np.sqrt(np.sum(bi * (1 - bi) * y)))
+    assert abs(drawn - mean) <= 4 * sd + 1, (drawn, mean, sd)
