@@ -38,6 +38,8 @@ def stage_rng(seed: int, stage: int) -> np.random.Generator:
 def order_positions(order, cell_start, rows, cells) -> np.ndarray:
     """Positions of ``rows`` (in cells ``cells``) in ``order``, the rows sorted by (cell, row)
     with cell ``x`` at ``order[cell_start[x]:cell_start[x + 1]]``."""
+    if hasattr(order, "positions_of"):  # a partitioned pool's order, kept on the workers
+        return order.positions_of(rows, cells)
     out = np.empty(rows.size, np.int64)
     for cell in np.unique(cells):
         m = cells == cell
