@@ -178,7 +178,8 @@ def poisson_pick(rng: np.random.Generator, item_cell, labeled_mask, b_cell, n: i
     Returns the rows, the ``b = 1`` rows first (in row order), then by rank (Poisson:
     by ``u / b``).
     """
-    item_cell = np.asarray(item_cell)
+    if not getattr(item_cell, "lazy", False):  # a partitioned pool's cells: fetched chunk by chunk
+        item_cell = np.asarray(item_cell)
     b_cell = np.clip(np.asarray(b_cell, np.float64), 0.0, 1.0)
     n = int(n)
     total = item_cell.size
