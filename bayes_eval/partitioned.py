@@ -455,6 +455,7 @@ class PartitionedPool:
         del splits
         if dups:
             p, r, key = min(dups, key=lambda t: (t[0], t[1]))
+            key = key.item() if isinstance(key, np.generic) else key
             raise PoolError(f"partition {p} ({os.path.basename(self.files[p])}), column 'item': duplicate id "
                             f"{key!r} at row {r}")
         self._id_index = PartitionedIdIndex(self, buckets)
