@@ -163,11 +163,10 @@ def task_scan(file: str):
     return n, float(fin.min()), float(fin.max())
 
 
-def task_read(file: str, p: int, offset: int, score_kind, threshold, n_classes: int, name: str):
+def task_read(pool_cls, file: str, p: int, offset: int, score_kind, threshold, n_classes: int, name: str):
     """One partition as a validated :class:`~bayes_eval.pool.Pool` (kept on the worker), or
     ``("error", message, cli)`` naming the partition and the row inside it."""
     from .errors import cli_message
-    from .pool import Pool
 
     try:
         df = fix_index(pd.read_parquet(file), offset)
@@ -175,7 +174,7 @@ def task_read(file: str, p: int, offset: int, score_kind, threshold, n_classes: 
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return Pool.from_frame(df, n_classes=n_classes, name=f"{name}[{p}]", score_kind=score_kind,
+            return pool_cls.from_frame(df, n_classes=n_classes, name=f"{name}[{p}]", score_kind=score_kind,
                                    threshold=threshold)
     except PoolError as exc:
         where = f"partition {p} ({os.path.basename(file)}), "
@@ -378,11 +377,12 @@ class PartitionedPool:
 
     # ---------------------------------------------------------------- construction
     @classmethod
-    def open(cls, path, score_kind: str | None = None, threshold: float | None = None, n_classes: int = 2,
+    def open(cls, path, pool_cls, score_kind: str | None = None, threshold: float | None = None, n_classes: int = 2,
              name: str | None = None, client=None, scheduler: str | None = None, memory_limit: str = "4GiB",
              n_workers: int | None = None) -> "PartitionedPool":
-        """Read and validate the partitions of ``path`` (a directory or glob) on Dask:
-        ``client`` if given, else the scheduler at ``scheduler``, else a local cluster."""
+        """Read and validate the partitions of ``path`` (a directory or glob) on Dask, each
+        by ``pool_cls.from_frame`` (:class:`bayes_eval.pool.Pool`): ``client`` if given,
+        else the scheduler at ``scheduler``, else a local cluster."""
         require_dask()
         from .scores import SCORE_KINDS
 
@@ -413,7 +413,7 @@ class PartitionedPool:
                 score_kind = "probability" if min(lo) >= 0.0 and max(hi) <= 1.0 else "margin"
                 detected = True
             name = name or os.path.basename(os.path.normpath(path if os.path.isdir(path) else os.path.dirname(path)))
-            parts = [client.submit(task_read, f, p, int(offsets[p]), score_kind, threshold, n_classes, name,
+            parts = [client.submit(task_read, pool_cls, f, p, int(offsets[p]), score_kind, threshold, n_classes, name,
                                    pure=False) for p, f in enumerate(files)]
             summaries = client.gather([client.submit(task_summary, part, int(offsets[p]), pure=False)
                                        for p, part in enumerate(parts)])

@@ -501,13 +501,13 @@ class Pool:
         if engine not in (None, "memory", "dask"):
             raise PoolError(f"engine must be memory or dask, got {engine!r}", cli=f"--engine must be memory or dask, "
                                                                                    f"got {engine!r}")
-        why = "given"
+        why = "as asked"
         if engine is None:
             engine, why = choose_engine(files)
         if name is None:
             name = os.path.basename(os.path.normpath(path if os.path.isdir(path) else os.path.dirname(path)))
         if engine == "dask":
-            pool = PartitionedPool.open(path, score_kind=score_kind, threshold=threshold, n_classes=n_classes,
+            pool = PartitionedPool.open(path, cls, score_kind=score_kind, threshold=threshold, n_classes=n_classes,
                                         name=name, client=client, scheduler=scheduler)
             pool.notes = pool.notes + (f"engine dask ({why}; {len(files)} partitions)",)
             return pool

@@ -296,9 +296,8 @@ class Session(SessionReports, SessionSkips):
         """Reopen a session file and replay it to the exact state it was left in.
 
         ``pool`` defaults to the pool file recorded at creation (a Pool, or a path);
-        its fingerprint must match, else :class:`PoolMismatchError`.  ``engine`` and
-        ``scheduler`` read a partitioned pool path (a directory or glob) as
-        :meth:`~bayes_eval.pool.Pool.from_parquet_dataset` (issue 19).  Custom measures
+        its fingerprint must match, else :class:`PoolMismatchError` (``engine``, ``scheduler``:
+        :meth:`~bayes_eval.pool.Pool.from_parquet_dataset`).  Custom measures
         (not built-in) must be passed again as ``measures``.
         """
         from .errors import PoolError, cli_message
@@ -322,8 +321,7 @@ class Session(SessionReports, SessionSkips):
                 read = config["pool"].get("read")
                 try:
                     where = {"engine": engine, "scheduler": scheduler}  # a partitioned pool (issue 19)
-                    pool = load_pool(src, **read, **where) if read is not None else load_pool(src, legacy=True,
-                                                                                                 **where)
+                    pool = load_pool(src, **(read if read is not None else {"legacy": True}), **where)
                 except PoolError as exc:
                     if pool is not None:  # the pool given: its error is the whole story
                         raise SessionError(f"cannot load the pool {src}: {exc}",
