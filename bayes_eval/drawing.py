@@ -46,6 +46,8 @@ def stage_rng(seed: int, stage: int) -> np.random.Generator:
 def order_positions(order, cell_start, rows, cells) -> np.ndarray:
     """Positions of ``rows`` (in cells ``cells``) in ``order``, the rows sorted by (cell, row)
     with cell ``x`` at ``order[cell_start[x]:cell_start[x + 1]]``."""
+    if hasattr(order, "positions_of"):  # a partitioned pool's order, kept on the workers
+        return order.positions_of(rows, cells)
     out = np.empty(rows.size, np.int64)
     for cell in np.unique(cells):
         m = cells == cell
@@ -184,7 +186,8 @@ def poisson_pick(rng: np.random.Generator, item_cell, labeled_mask, b_cell, n: i
     Returns the rows, the ``b = 1`` rows first (in row order), then by rank (Poisson:
     by ``u / b``).
     """
-    item_cell = np.asarray(item_cell)
+    if not getattr(item_cell, "lazy", False):  # a partitioned pool's cells: fetched chunk by chunk
+        item_cell = np.asarray(item_cell)
     b_cell = np.clip(np.asarray(b_cell, np.float64), 0.0, 1.0)
     n = int(n)
     total = item_cell.size

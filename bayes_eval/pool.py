@@ -476,6 +476,54 @@ class Pool:
         kw.setdefault("name", os.path.splitext(os.path.basename(path))[0])
         return cls.from_frame(df, **kw)
 
+    @classmethod
+    def from_parquet_dataset(cls, path, score_kind: str | None = None, threshold: float | None = None,
+                             engine: str | None = None, scheduler: str | None = None, client=None,
+                             n_classes: int = 2, name: str | None = None):
+        """A partitioned pool: a directory or glob of Parquet files, one partition per file
+        in sorted order (issue 19; :mod:`bayes_eval.partitioned`).
+
+        ``engine="memory"`` reads every partition into one :class:`Pool`; ``"dask"``
+        returns a :class:`~bayes_eval.partitioned.PartitionedPool` whose columns stay on a
+        Dask cluster (``client``; else the scheduler at ``scheduler``; else a local
+        cluster); None chooses memory when the pool's arrays fit in a quarter of RAM.
+        Either way the fingerprint is over the partitions (a changed partition changes
+        it), the same under both engines, and the rows are those of the partitions
+        concatenated in order, so both engines give the same session.  ``score_kind``
+        and ``threshold`` as :meth:`from_arrays`.
+        """
+        from dataclasses import replace
+
+        from .partitioned import (PartitionedPool, choose_engine, combine_digests, partition_digest,
+                                  partition_files, read_frames)
+
+        files = partition_files(path)
+        if engine not in (None, "memory", "dask"):
+            raise PoolError(f"engine must be memory or dask, got {engine!r}", cli=f"--engine must be memory or dask, "
+                                                                                   f"got {engine!r}")
+        why = "as asked"
+        if engine is None:
+            engine, why = choose_engine(files)
+        if name is None:
+            name = os.path.basename(os.path.normpath(path if os.path.isdir(path) else os.path.dirname(path)))
+        if engine == "dask":
+            pool = PartitionedPool.open(path, cls, score_kind=score_kind, threshold=threshold, n_classes=n_classes,
+                                        name=name, client=client, scheduler=scheduler)
+            pool.notes = pool.notes + (f"engine dask ({why}; {len(files)} partitions)",)
+            return pool
+        import pyarrow.parquet as pq
+
+        sizes = [pq.ParquetFile(f).metadata.num_rows for f in files]
+        pool = cls.from_frame(read_frames(files), n_classes=n_classes, name=name, score_kind=score_kind,
+                              threshold=threshold)
+        pool = replace(pool, notes=pool.notes + (f"engine memory ({why}; {len(files)} partitions)",))
+        offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        digests = [partition_digest(pool.preds[a:b], pool.scores[a:b], pool.probs[a:b], np.asarray(pool.ids)[a:b])
+                   for a, b in zip(offs[:-1], offs[1:])]
+        fp = combine_digests(digests, n_classes)
+        pool.derived("fingerprint", None, lambda: fp, size=1)  # the partitions' fingerprint, as the dask engine's
+        return pool
+
     # ------------------------------------------------------------------ properties
     @property
     def n_items(self) -> int:

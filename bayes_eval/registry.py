@@ -247,8 +247,14 @@ def component_names(measures) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ pools
-def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False):
+def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False,
+              engine: str | None = None, scheduler: str | None = None, client=None):
     """A pool from a Parquet or CSV file, or the built-in demo pool for ``"demo"``.
+
+    A directory or glob of Parquet files is a partitioned pool
+    (:meth:`bayes_eval.pool.Pool.from_parquet_dataset`): ``engine`` ``"memory"`` reads it
+    whole, ``"dask"`` keeps it on a Dask cluster (``client``, else the scheduler at
+    ``scheduler``, else a local one); None picks memory when it fits in a quarter of RAM.
 
     ``score_kind`` (None/"auto" detects), ``threshold`` (predictions ``score >= T`` for a
     pool without a ``pred`` column) and ``legacy`` as
@@ -264,4 +270,12 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
             raise PoolError(f"the demo pool's scores are margins, not {score_kind!r}",
                             cli=f"the demo pool's scores are margins, not --score-kind {score_kind}")
         return demo_pool()
+    from .partitioned import is_partitioned_path
+
+    if is_partitioned_path(path):
+        return Pool.from_parquet_dataset(path, score_kind=score_kind, threshold=threshold, engine=engine,
+                                         scheduler=scheduler, client=client)
+    if engine == "dask":
+        raise PoolError(f"--engine dask reads a partitioned pool (a directory or glob of Parquet files), not the "
+                        f"single file {path}")
     return Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy)

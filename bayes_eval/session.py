@@ -42,7 +42,7 @@ import pandas as pd
 from . import _config  # noqa: F401  (float64)
 from . import annotate
 from .drawing import draw_stage, order_positions, poisson_pick  # noqa: F401  (re-exported)
-from .session_core import SessionCore, clear_cache, core_for, item_rows, pool_fingerprint  # noqa: F401  (re-exported)
+from .session_core import SessionCore, clear_cache, core_for, ids_at, item_rows, pool_fingerprint  # noqa: F401  (re-exported)
 from .session_replay import SessionReplay
 from .session_reports import SessionReports
 from .session_skip import SessionSkips
@@ -293,11 +293,12 @@ class Session(SessionReports, SessionSkips, SessionReplay):
             raise
 
     @classmethod
-    def open(cls, path: str, pool=None, *, measures=None, progress=None) -> "Session":
+    def open(cls, path: str, pool=None, *, measures=None, progress=None, engine=None, scheduler=None) -> "Session":
         """Reopen a session file and replay it to the exact state it was left in.
 
         ``pool`` defaults to the pool file recorded at creation (a Pool, or a path);
-        its fingerprint must match, else :class:`PoolMismatchError`.  Custom measures
+        its fingerprint must match, else :class:`PoolMismatchError` (``engine``, ``scheduler``:
+        :meth:`~bayes_eval.pool.Pool.from_parquet_dataset`).  Custom measures
         (not built-in) must be passed again as ``measures``.
         """
         from .errors import PoolError, cli_message
@@ -320,7 +321,8 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                 # read as at creation; files from before score kinds recorded nothing: legacy reading
                 read = config["pool"].get("read")
                 try:
-                    pool = load_pool(src, **read) if read is not None else load_pool(src, legacy=True)
+                    where = {"engine": engine, "scheduler": scheduler}  # a partitioned pool (issue 19)
+                    pool = load_pool(src, **(read if read is not None else {"legacy": True}), **where)
                 except PoolError as exc:
                     if pool is not None:  # the pool given: its error is the whole story
                         raise SessionError(f"cannot load the pool {src}: {exc}",
@@ -328,7 +330,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                     raise SessionError(f"cannot load the session's pool: {exc}; pass the pool: Session.open(path, "
                                        f"pool)", cli=f"cannot load the session's pool: {cli_message(exc)}; give the "
                                                      f"pool's file with --pool FILE") from None
-            if not isinstance(pool, Pool):
+            if not isinstance(pool, Pool) and not getattr(pool, "partitioned", False):
                 raise SessionError(f"expected a Pool, got {type(pool).__name__}")
             progress("checking the pool's fingerprint", 0, 1)
             fingerprint = pool_fingerprint(pool)
@@ -529,7 +531,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
     # ------------------------------------------------------------------ batches
     def _frame(self, rows, draw_ids, q, w, stage) -> pd.DataFrame:
         pool = self.pool
-        ids = np.asarray(pool.ids)[rows] if rows.size else np.asarray(pool.ids)[:0]
+        ids = ids_at(pool, rows)
         df = pd.DataFrame({"item": ids})
         if self._stochastic:
             df["draw"] = np.asarray(draw_ids, np.int64)
@@ -621,8 +623,8 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                     return done(self._empty_frame(stage + 1, d.exhausted, empty_rounds))
                 continue
             first = len(self._draws)
-            ids = np.asarray(self.pool.ids)
-            rows_db = [(first + k, stage, int(r), _py(ids[r]), int(d.new[k]), float(d.q[k]), float(d.w[k]))
+            ids = ids_at(self.pool, d.rows)
+            rows_db = [(first + k, stage, int(r), _py(ids[k]), int(d.new[k]), float(d.q[k]), float(d.w[k]))
                        for k, r in enumerate(d.rows)]
             # the batch as pending() will give it once the stage is open, built before anything is stored
             dids = list(self._pending_of(first, d.rows, d.new).items())
@@ -710,14 +712,12 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         closes = len(op["pending"]) == len(new)
         now = time.time()
         closed = self._close_state(extra, time_closed=now) if closes else None
-        ids = np.asarray(self.pool.ids)
+        pairs = [(k, op["pending"][k]) if self._stochastic else (op["pending"][k], k) for k in new]
+        ids = ids_at(self.pool, np.asarray([row for _, row in pairs], np.int64))
         recs = []
-        for k, (lab, _) in new.items():
-            if self._stochastic:
-                did, row = k, op["pending"][k]
-            else:
-                did, row = op["pending"][k], k
-            recs.append((row, _py(ids[row]), int(lab), did, op["stage"], now))
+        for i, (lab, _) in enumerate(new.values()):
+            did, row = pairs[i]
+            recs.append((row, _py(ids[i]), int(lab), did, op["stage"], now))
         self._store.add_labels({"sha256": sha, "source": str(source), "n_rows": len(items), "n_new": len(new),
                                 "at": now}, recs, close_stage=op["stage"] if closes else None, closed_at=now,
                                state=self._encoded_state(closed) if closes else None)

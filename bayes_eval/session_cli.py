@@ -45,6 +45,7 @@ def add_session_parser(subparsers):
         if pool:
             p.add_argument("--pool", default=None,
                            help="the pool file (default: the one recorded in the session; fingerprint-checked)")
+            add_engine_args(p)
         p.add_argument("--format", choices=["text", "json"], default="text")
         p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
@@ -53,6 +54,7 @@ def add_session_parser(subparsers):
     n.add_argument("--pool", required=True,
                    help="Parquet or CSV pool (columns item, score, pred and the annotators' own) or 'demo'")
     add_pool_reading_args(n)
+    add_engine_args(n)
     n.add_argument("--measure", action="append", default=None,
                    help="measure name; repeat or comma-separate for several (the labels serve all; the design "
                         "targets the first). Default f1")
@@ -129,12 +131,23 @@ def add_pool_reading_args(p):
                         "e.g. 0.5 for probabilities, 0 for margins)")
 
 
-def read_pool(path, score_kind="auto", threshold=None):
+def add_engine_args(p):
+    """``--engine`` and ``--scheduler``: where a partitioned pool (a directory or glob of
+    Parquet files) is read (:meth:`bayes_eval.pool.Pool.from_parquet_dataset`)."""
+    p.add_argument("--engine", default="auto", choices=["auto", "memory", "dask"],
+                   help="for a partitioned pool (DIR or GLOB of Parquet files): read it whole (memory) or keep it on "
+                        "a Dask cluster (dask); default auto: memory when it fits in a quarter of RAM")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="with --engine dask: the dask.distributed scheduler to use (default: a local cluster)")
+
+
+def read_pool(path, score_kind="auto", threshold=None, engine="auto", scheduler=None):
     """:func:`bayes_eval.registry.load_pool` for the command line (its errors carry a
     ``cli`` wording naming ``--threshold`` / ``--score-kind``, :func:`errors.cli_message`)."""
     from .registry import load_pool
 
-    return load_pool(path, score_kind=None if score_kind == "auto" else score_kind, threshold=threshold)
+    return load_pool(path, score_kind=None if score_kind == "auto" else score_kind, threshold=threshold,
+                     engine=None if engine in (None, "auto") else engine, scheduler=scheduler)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -217,7 +230,9 @@ def _parse_options(items):
 def _open(args, bar):
     from .session import Session
 
-    return Session.open(args.db, pool=args.pool, progress=bar)
+    engine = getattr(args, "engine", "auto")
+    return Session.open(args.db, pool=args.pool, progress=bar, engine=None if engine in (None, "auto") else engine,
+                        scheduler=getattr(args, "scheduler", None))
 
 
 # ------------------------------------------------------------------------------ commands
@@ -232,9 +247,9 @@ def _cmd_new(args, bar):
     if design_spec(args.design).kind != "rounds" and (args.poisson_size is not None or args.poisson_option):
         raise UsageError(f"--poisson-size and --poisson-option apply to the Poisson designs, not to {args.design!r}")
     bar("reading the pool", 0, 1)
-    pool = read_pool(args.pool, args.score_kind, args.threshold)
-    if args.system >= pool.preds.shape[1]:
-        raise UsageError(f"--system {args.system}: the pool has {pool.preds.shape[1]} system(s)")
+    pool = read_pool(args.pool, args.score_kind, args.threshold, args.engine, args.scheduler)
+    if args.system >= pool.n_systems:
+        raise UsageError(f"--system {args.system}: the pool has {pool.n_systems} system(s)")
     measures = [p for m in (args.measure or ["f1"]) for p in m.split(",") if p.strip()]
     poisson_kw = {}
     if args.poisson_size is not None:
@@ -259,6 +274,8 @@ def _cmd_new(args, bar):
                                                    "companion")}
         out["poisson"]["round_size"] = "random" if dkw.get("fixed_size") is None else "exact"
     s.close()
+    if getattr(pool, "partitioned", False):
+        pool.close()
     if args.format == "json":
         _print_json(out)
     else:

@@ -27,7 +27,7 @@ from .errors import SessionError, UnknownItemError
 from .session_setup import make_design
 
 __all__ = ["SessionCore", "PoissonCore", "build_core", "build_poisson", "core_for", "clear_cache",
-           "pool_fingerprint", "item_rows", "posterior_model", "posterior_sampler", "CORE_CACHE_SIZE"]
+           "pool_fingerprint", "item_rows", "ids_at", "finish_core", "posterior_model", "posterior_sampler", "CORE_CACHE_SIZE"]
 
 #: compiled cores kept per pool (the most recently used ones)
 CORE_CACHE_SIZE = 4
@@ -97,6 +97,19 @@ def build_core(pool, measures, cfg, progress) -> SessionCore:
 
     d = cfg["design"]
     system = cfg["system"]
+    if getattr(pool, "partitioned", False):
+        # a partitioned pool (issue 19): the same strata and cells, computed on Dask; the items'
+        # cells and order stay on the workers (views), the driver gets the cells
+        from .partitioned_cells import partitioned_cells
+
+        if design_spec(d["name"]).cell_key == "prior":
+            raise SessionError(f"design {d['name']!r} splits cells by each item's prior, which the dask engine does "
+                               f"not do yet; use --engine memory")
+        progress("stratifying and building cells on dask", 0, 1)
+        strata, cells, item_cell, order, cell_start, sub = partitioned_cells(
+            pool, measures, cfg["n_strata"], cfg["strata_method"], cfg["n_fine"], bool(cfg.get("keep_empty")), system)
+        return finish_core(pool, measures, cfg, progress, strata, cells, item_cell, order, cell_start, sub,
+                           pool.id_index)
     progress("stratifying", 0, 1)
     skw = {"keep_empty": cfg["keep_empty"]} if cfg.get("keep_empty") is not None else {}
     strata = stratify(pool, cfg["n_strata"], method=cfg["strata_method"], system=system, n_fine=cfg["n_fine"], **skw)
@@ -119,16 +132,26 @@ def build_core(pool, measures, cfg, progress) -> SessionCore:
     cell_start = np.searchsorted(item_cell[order], np.arange(x + 1)).astype(np.int64)
     rep = order[cell_start[:-1]]
     sub = type(feats)(*(np.asarray(a)[rep] for a in feats))
-    loss_tables = [cells.loss] + [jnp.asarray(np.asarray(m.loss(sub), dtype=np.float64)) for m in measures[1:]]
-    progress("building the design", 0, 1)
-    kw = {k: v for k, v in d.items() if k != "name"}
-    design, n_strata = make_design(d["name"], measures[0], cells, strata.n_strata, oracle=cfg["oracle"], **kw)
-    xc, c, dd = cells.loss.shape
     ids = np.asarray(pool.ids)
     if ids.dtype.kind in "iu":
         id_index = None if np.array_equal(ids, np.arange(ids.size)) else pd.Index(ids.astype(np.int64))
     else:
         id_index = pd.Index(ids.astype(str))
+    return finish_core(pool, measures, cfg, progress, strata, cells, item_cell, order, cell_start, sub, id_index)
+
+
+def finish_core(pool, measures, cfg, progress, strata, cells, item_cell, order, cell_start, sub, id_index):
+    """The rest of :func:`build_core` once the strata and cells are known: the further
+    measures' loss tables (from ``sub``, the features of each cell's first item), the
+    design and its compiled functions."""
+    from . import kernel
+    from .kernel import StageState, Tallies, estimate
+
+    d = cfg["design"]
+    loss_tables = [cells.loss] + [jnp.asarray(np.asarray(m.loss(sub), dtype=np.float64)) for m in measures[1:]]
+    progress("building the design", 0, 1)
+    kw = {k: v for k, v in d.items() if k != "name"}
+    design, n_strata = make_design(d["name"], measures[0], cells, strata.n_strata, oracle=cfg["oracle"], **kw)
     common = dict(
         strata=strata, cells=cells, item_cell=item_cell, order=order, cell_start=cell_start,
         size=np.asarray(cells.size).astype(np.int64), p_cell=np.asarray(cells.weight, dtype=np.float64),
@@ -274,7 +297,7 @@ def item_rows(core: SessionCore, ids, items, where) -> np.ndarray:
     """Pool rows of the item ids ``items`` given by a user or a file (ints, strings, floats);
     ``ids`` the pool's ids, ``where`` names each item's place (e.g. a file's row) for
     :class:`~bayes_eval.errors.UnknownItemError`."""
-    ids = np.asarray(ids)
+    ids = ids if getattr(ids, "lazy", False) else np.asarray(ids)  # a partitioned pool's ids stay on the workers
     n = ids.size
     rows = np.empty(len(items), np.int64)
     if ids.dtype.kind in "iu":
@@ -310,6 +333,15 @@ def item_rows(core: SessionCore, ids, items, where) -> np.ndarray:
         i = int(bad[0])
         raise UnknownItemError(f"{where[i]}: unknown item id {items[i]!r} (not in the pool)")
     return rows
+
+
+def ids_at(pool, rows) -> np.ndarray:
+    """The ids of pool ``rows`` (a partitioned pool fetches them from its workers)."""
+    rows = np.asarray(rows, np.int64)
+    if getattr(pool.ids, "lazy", False):
+        return pool.ids[rows]
+    ids = np.asarray(pool.ids)
+    return ids[rows] if rows.size else ids[:0]
 
 
 # ------------------------------------------------------------------------------ the posterior

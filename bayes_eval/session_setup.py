@@ -157,7 +157,7 @@ def session_config(pool, measure, design: str, *, seed, oracle, n_strata, depth,
     :meth:`bayes_eval.session.Session.create` checked and every default resolved."""
     from .pool import Pool
 
-    if not isinstance(pool, Pool):
+    if not isinstance(pool, Pool) and not getattr(pool, "partitioned", False):
         raise SessionError(f"expected a Pool, got {type(pool).__name__}")
     if oracle not in ORACLES:
         raise SessionError(f"oracle must be one of {ORACLES}, got {oracle!r}")
@@ -165,8 +165,8 @@ def session_config(pool, measure, design: str, *, seed, oracle, n_strata, depth,
         make_design(design, None, None, 0)  # raises the explanatory error
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise SessionError(f"seed must be a non-negative integer, got {py_scalar(seed)!r}")
-    if isinstance(system, bool) or not isinstance(system, (int, np.integer)) or not 0 <= system < pool.preds.shape[1]:
-        raise SessionError(f"system must be one of the pool's systems 0..{pool.preds.shape[1] - 1}, "
+    if isinstance(system, bool) or not isinstance(system, (int, np.integer)) or not 0 <= system < pool.n_systems:
+        raise SessionError(f"system must be one of the pool's systems 0..{pool.n_systems - 1}, "
                            f"got {py_scalar(system)!r}")
     measures, specs = measure_specs(measure, pool, thresholds, beta, system)
     label_map = annotate.parse_label_map(label_map)

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import EmptyInputError, LabelConflictError, NotDrawnError, SessionError
-from .session_core import item_rows
+from .session_core import ids_at, item_rows
 
 __all__ = ["SessionSkips", "SkipResult"]
 
@@ -114,10 +114,10 @@ class SessionSkips:
         now = time.time()
         skipped_after = {**self._skipped, **new}
         closed = self._close_state(time_closed=now, skipped=skipped_after) if closes else None
-        ids = np.asarray(self.pool.ids)
+        ids = ids_at(self.pool, np.asarray(list(new), np.int64))
         recs = []
-        for r in new:
-            item = ids[r]
+        for i, r in enumerate(new):
+            item = ids[i]
             recs.append((r, item.item() if isinstance(item, np.generic) else item, op["stage"],
                          None if reason is None else str(reason), now))
         self._store.add_skips(recs, close_stage=op["stage"] if closes else None, closed_at=now,

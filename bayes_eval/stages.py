@@ -391,7 +391,7 @@ class PoissonRounds:
         want = rnd["b"][cells]
         if not np.allclose(q, want, rtol=1e-9, atol=0.0):
             k = int(np.flatnonzero(~np.isclose(q, want, rtol=1e-9, atol=0.0))[0])
-            item = np.asarray(self.ids)[rows[k]]
+            item = self.ids[int(rows[k])] if getattr(self.ids, "lazy", False) else np.asarray(self.ids)[rows[k]]
             item = item.item() if isinstance(item, np.generic) else item
             raise SessionError(
                 f"{self.path}: round {st['stage']} cannot be replayed: its items were drawn with inclusion "

@@ -120,6 +120,93 @@ def one_size(n: int, stages: int, design: str) -> dict:
             "peak_mb_after": phases}
 
 
+def dask_size(n: int, stages: int, design: str, parts: int = 20, workers: int = 2) -> dict:
+    """One size on the dask engine (issue 19): a generated partitioned pool written to a
+    temporary directory (never the repository), a local cluster of ``workers`` processes;
+    the pool pass (read, validate, fingerprint), ``session new`` (strata, cells, the
+    compiled core), per stage ``next`` 50 + ingest + update, and the driver's peak RSS."""
+    import tempfile
+
+    import numpy as np
+    import pandas as pd
+
+    from bayes_eval.partitioned import connect
+    from bayes_eval.pool import Pool
+    from bayes_eval.session import Session
+
+    tmp = tempfile.mkdtemp(prefix="scale_dask_")
+    s, pred, y = synthetic_arrays(n)
+    bounds = np.linspace(0, n, parts + 1).astype(np.int64)
+    for p in range(parts):
+        a, b = bounds[p], bounds[p + 1]
+        pd.DataFrame({"score": s[a:b], "pred": pred[a:b].astype(np.int8), "label": y[a:b].astype(np.int8)}
+                     ).to_parquet(os.path.join(tmp, f"part-{p:04d}.parquet"))
+    labels_of = y  # the oracle (ids are the rows); kept out of the driver's measured peak below
+    del s, pred
+    base = _rss_mb()
+    client, cluster = connect(n_workers=workers, memory_limit="8GiB")
+    t = time.perf_counter()
+    pool = Pool.from_parquet_dataset(tmp, engine="dask", client=client)
+    pass_s = time.perf_counter() - t
+    t = time.perf_counter()
+    ses = Session.create(os.path.join(tmp, "s.db"), pool, "f1", design, seed=0)
+    create_s = time.perf_counter() - t
+    times = []
+    for _ in range(stages):
+        t = time.perf_counter()
+        batch = ses.next_batch(50)
+        ses.add_labels(batch["item"], labels_of[batch["item"].to_numpy()])
+        times.append(time.perf_counter() - t)
+    ses.close()
+    peak = _peak_mb()
+    client.close()
+    cluster.close()
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"n_items": n, "design": design, "engine": "dask", "partitions": parts, "workers": workers,
+            "pool_pass_s": pass_s, "create_s": create_s, "first_stage_s": times[0],
+            "stage_ms_median": 1e3 * float(np.median(times[1:] or times)), "stage_ms_max": 1e3 * max(times[1:] or times),
+            "driver_peak_mb": peak, "driver_base_mb": base, "oracle_labels_mb": labels_of.nbytes / 2**20}
+
+
+def dask_main(args, sizes):
+    rows = []
+    for n in sizes:
+        cmd = [sys.executable, os.path.abspath(__file__), "--engine", "dask", "--child", str(n), "--stages",
+               str(args.stages), "--design", args.design]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            rows.append({"n_items": n, "error": proc.stderr.strip().splitlines()[-1:]})
+            print(f"N={n:.0e}: failed\n{proc.stderr[-2000:]}", flush=True)
+            continue
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, "scale_dask")
+    with open(stem + ".json", "w") as f:
+        json.dump(rows, f, indent=2)
+    lines = [f"# Scale on the dask engine: a labeling session ({args.design}, F1, batches of 50) on generated "
+             f"partitioned pools", "",
+             f"Produced by `python benchmarks/scale.py --engine dask --sizes {args.sizes} --stages {args.stages}` "
+             "(20 partitions, a local cluster of 2 worker processes, on a shared 2-core machine). `driver peak` is "
+             "the driver's peak RSS, which includes the generator of the pool and the oracle's labels "
+             "(`labels MB`), both outside a real session.", "",
+             "| items | pool pass s | session new s | first stage s | stage ms (median) | stage ms (max) "
+             "| driver peak MB | labels MB |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['n_items']:.0e} | failed: {' '.join(r['error'])} |||||||")
+            continue
+        lines.append(f"| {r['n_items']:.0e} | {r['pool_pass_s']:.1f} | {r['create_s']:.1f} | {r['first_stage_s']:.2f} "
+                     f"| {r['stage_ms_median']:.0f} | {r['stage_ms_max']:.0f} | {r['driver_peak_mb']:.0f} "
+                     f"| {r['oracle_labels_mb']:.0f} |")
+    with open(stem + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"results in {stem}.md")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1e5,1e6,1e7,1e8")
@@ -127,12 +214,17 @@ def main(argv=None):
     ap.add_argument("--design", default="ais")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--engine", default="memory", choices=["memory", "dask"],
+                    help="dask: generated partitioned pools on a local Dask cluster (scale_dask.md)")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
-        print(json.dumps(one_size(args.child, args.stages, args.design)))
+        fn = dask_size if args.engine == "dask" else one_size
+        print(json.dumps(fn(args.child, args.stages, args.design)))
         return
     sizes = [int(float(x)) for x in ("1e4,1e5" if args.quick else args.sizes).split(",")]
+    if args.engine == "dask":
+        return dask_main(args, sizes)
     rows = []
     for n in sizes:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", str(n), "--stages", str(args.stages),

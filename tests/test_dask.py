@@ -1,0 +1,180 @@
+"""The dask engine (issue 19): a partitioned Parquet pool whose passes run on a local Dask
+cluster gives the same strata, cells, batches and estimates as the memory engine on the
+same files (``bayes_eval.partitioned``, ``bayes_eval.partitioned_cells``).
+
+The default tier uses 2·10^4 rows in 20 partitions (a couple of seconds per session on two
+cores); the 10^6-row pool of the issue runs in the slow tier."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("dask", reason="the dask engine needs dask: pip install \"bayes_eval[dask]\"")
+pytest.importorskip("distributed", reason="the dask engine needs distributed: pip install \"bayes_eval[dask]\"")
+
+from bayes_eval.errors import PoolError, PoolMismatchError  # noqa: E402
+from bayes_eval.partitioned import PartitionedPool, connect, require_dask  # noqa: E402
+from bayes_eval.pool import Pool  # noqa: E402
+from bayes_eval.session import Session  # noqa: E402
+from bayes_eval.session_core import pool_fingerprint  # noqa: E402
+
+
+def write_pool(path, n, n_parts, seed=0, ids=True):
+    """An imbalanced pool (1% positives, margins as ``demo_pool``) in ``n_parts`` files;
+    ids ``7 r + 3`` (not the rows, so ingest goes through the id index)."""
+    os.makedirs(path, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < 0.01).astype(np.int8)
+    s = np.where(y == 1, rng.normal(0.3, 1.2, n), rng.normal(-3.0, 0.6, n))
+    df = pd.DataFrame({"score": s, "pred": (s >= 0).astype(np.int8), "label": y})
+    if ids:
+        df.insert(0, "item", 7 * np.arange(n, dtype=np.int64) + 3)
+    for p, rows in enumerate(np.array_split(np.arange(n), n_parts)):
+        df.iloc[rows].reset_index(drop=True).to_parquet(os.path.join(path, f"part-{p:03d}.parquet"))
+    return dict(zip(df["item"], df["label"])) if ids else dict(enumerate(df["label"]))
+
+
+@pytest.fixture(scope="module")
+def client():
+    c, cluster = connect(n_workers=2, processes=False)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("parts") / "pool")
+    truth = write_pool(d, 20_000, 20)
+    return d, truth
+
+
+def run(path, pool, design, truth, stages=4, seed=3):
+    s = Session.create(path, pool, "f1", design, seed=seed)
+    batches = []
+    for _ in range(stages):
+        b = s.next_batch(50)
+        batches.append(b[["item", "q", "weight"]].copy())
+        s.add_labels(b["item"], [truth[i] for i in b["item"]])
+    core = s._core
+    out = dict(cells=core.cells, strata=core.strata, cell_start=np.asarray(core.cell_start), batches=batches,
+               estimate=s.estimate().to_numpy(), intervals=s.intervals().select_dtypes("number").to_numpy(float))
+    s.close()
+    return out
+
+
+@pytest.mark.parametrize("design", ["ais", "poisson-adaptive"])
+def test_memory_and_dask_engines_give_the_same_session(small, client, tmp_path, design):
+    d, truth = small
+    pm = Pool.from_parquet_dataset(d, engine="memory")
+    pk = Pool.from_parquet_dataset(d, engine="dask", client=client)
+    assert isinstance(pk, PartitionedPool) and pk.n_items == pm.n_items == 20_000
+    assert pool_fingerprint(pm) == pool_fingerprint(pk)
+    a = run(str(tmp_path / "m.db"), pm, design, truth)
+    b = run(str(tmp_path / "d.db"), pk, design, truth)
+    for f in ("sizes", "lower", "upper"):
+        np.testing.assert_array_equal(getattr(a["strata"], f), getattr(b["strata"], f))
+    for f in ("stratum", "size", "weight", "loss", "truth"):
+        np.testing.assert_array_equal(np.asarray(getattr(a["cells"], f)), np.asarray(getattr(b["cells"], f)))
+    # the cells' mean prior is summed per partition: equal to round-off
+    np.testing.assert_allclose(np.asarray(a["cells"].prior), np.asarray(b["cells"].prior), rtol=1e-13, atol=0)
+    np.testing.assert_array_equal(a["cell_start"], b["cell_start"])
+    for x, y in zip(a["batches"], b["batches"]):
+        np.testing.assert_array_equal(x["item"].to_numpy(), y["item"].to_numpy())
+        np.testing.assert_allclose(x["q"].to_numpy(), y["q"].to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(a["estimate"], b["estimate"], rtol=1e-12)
+    np.testing.assert_allclose(a["intervals"], b["intervals"], rtol=1e-9)
+
+
+def test_reopening_replays_and_a_crash_reissues_the_batch(small, client, tmp_path):
+    d, truth = small
+    pk = Pool.from_parquet_dataset(d, engine="dask", client=client)
+    whole = run(str(tmp_path / "a.db"), pk, "ais", truth, stages=3)
+    s = Session.create(str(tmp_path / "b.db"), pk, "f1", "ais", seed=3)
+    for _ in range(2):
+        b = s.next_batch(50)
+        s.add_labels(b["item"], [truth[i] for i in b["item"]])
+    third = s.next_batch(50)
+    s.close()  # the process dies with a batch out
+    s = Session.open(str(tmp_path / "b.db"), pk)
+    again = s.next_batch(50)  # the open batch is re-issued, not a new one
+    np.testing.assert_array_equal(again["item"].to_numpy(), third["item"].to_numpy())
+    np.testing.assert_array_equal(again["item"].to_numpy(), whole["batches"][2]["item"].to_numpy())
+    s.add_labels(again["item"], [truth[i] for i in again["item"]])
+    np.testing.assert_allclose(s.estimate().to_numpy(), whole["estimate"], rtol=0, atol=0)
+    s.close()
+
+
+def test_a_changed_partition_is_refused(tmp_path, client):
+    d = str(tmp_path / "pool")
+    write_pool(d, 20_000, 5)
+    pk = Pool.from_parquet_dataset(d, engine="dask", client=client)
+    Session.create(str(tmp_path / "s.db"), pk, "f1", "ais", seed=0).close()
+    f = os.path.join(d, "part-003.parquet")
+    df = pd.read_parquet(f)
+    df.loc[10, "score"] += 1e-9
+    df.to_parquet(f)
+    changed = Pool.from_parquet_dataset(d, engine="dask", client=client)
+    assert pool_fingerprint(changed) != pool_fingerprint(pk)
+    assert pool_fingerprint(changed) == pool_fingerprint(Pool.from_parquet_dataset(d, engine="memory"))
+    with pytest.raises(PoolMismatchError, match="pool has changed"):
+        Session.open(str(tmp_path / "s.db"), changed)
+
+
+@pytest.mark.parametrize("what,match", [
+    ("nan", r"partition 3 \(part-003.parquet\), column 'score': .*row 12"),
+    ("inf", r"partition 3 \(part-003.parquet\), column 'score': .*row 12"),
+    ("label", r"partition 3 \(part-003.parquet\), column 'label': .*row 12"),
+    ("dup", r"partition 3 \(part-003.parquet\), column 'item': duplicate id 10 at row 12"),
+])
+def test_bad_input_is_named_by_partition_and_row(tmp_path, client, what, match):
+    d = str(tmp_path / "pool")
+    write_pool(d, 10_000, 5)
+    f = os.path.join(d, "part-003.parquet")
+    df = pd.read_parquet(f)
+    if what == "nan":
+        df.loc[12, "score"] = np.nan
+    elif what == "inf":
+        df.loc[12, "score"] = np.inf
+    elif what == "label":
+        df.loc[12, "label"] = 2
+    else:
+        df.loc[12, "item"] = 10  # the id of row 1 of partition 0 (7 * 1 + 3)
+    df.to_parquet(f)
+    with pytest.raises(PoolError, match=match):
+        Pool.from_parquet_dataset(d, engine="dask", client=client)
+
+
+def test_missing_dask_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(PoolError, match=r'pip install "bayes_eval\[dask\]"'):
+        require_dask()
+
+
+def test_the_driver_holds_no_column(small, client):
+    d, _ = small
+    pk = Pool.from_parquet_dataset(d, engine="dask", client=client)
+    for what in ("scores", "preds", "labels"):
+        with pytest.raises(PoolError, match="on the workers"):
+            getattr(pk, what)
+    with pytest.raises(PoolError, match="on the workers"):
+        np.asarray(pk.ids)
+    assert list(pk.ids[np.array([0, 5000, 19_999])]) == [3, 7 * 5000 + 3, 7 * 19_999 + 3]
+
+
+@pytest.mark.slow
+def test_a_million_rows_in_20_partitions(tmp_path, client):
+    d = str(tmp_path / "pool")
+    truth = write_pool(d, 1_000_000, 20, seed=1)
+    pm = Pool.from_parquet_dataset(d, engine="memory")
+    pk = Pool.from_parquet_dataset(d, engine="dask", client=client)
+    a = run(str(tmp_path / "m.db"), pm, "ais", truth, stages=3)
+    b = run(str(tmp_path / "d.db"), pk, "ais", truth, stages=3)
+    np.testing.assert_array_equal(np.asarray(a["cells"].size), np.asarray(b["cells"].size))
+    for x, y in zip(a["batches"], b["batches"]):
+        np.testing.assert_array_equal(x["item"].to_numpy(), y["item"].to_numpy())
+    np.testing.assert_allclose(a["estimate"], b["estimate"], rtol=1e-12)
