@@ -208,7 +208,13 @@ def task_frame(pool, batch: pd.DataFrame, own: Sequence[str], show_score: bool =
     session's ``label_map``), else None.  ``config``: the session's (``system``, ``label_map``)."""
     config = config or {}
     system = int(config.get("system", 0))
-    rows = pool.index_of(batch["item"].to_numpy())
+    rows = None
+    if (show_score and "score" not in batch.columns) or preannotate:
+        if getattr(pool, "partitioned", False):
+            raise SessionError("the model's scores and predictions are not put into tasks on the dask engine yet; "
+                               "leave out show_score / preannotate",
+                               cli="--show-score and --preannotate are not available on the dask engine yet")
+        rows = pool.index_of(batch["item"].to_numpy())
     if show_score and "score" not in batch.columns:
         batch = batch.assign(score=pool.scores[rows, system])
     preds = None

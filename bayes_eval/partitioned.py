@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import logging
 import os
 from typing import NamedTuple, Sequence
 
@@ -140,8 +141,11 @@ def connect(scheduler: str | None = None, n_workers: int | None = None, memory_l
     if scheduler:
         return distributed.Client(scheduler), None
     n = n_workers or max(1, min(4, os.cpu_count() or 1))
+    # a private local cluster lives as long as the command: its workers leaving at exit is not news
+    # (distributed logs a warning per worker that "lost computed tasks" then)
     cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, memory_limit=memory_limit,
-                                       processes=processes, dashboard_address=None)
+                                       processes=processes, dashboard_address=None, silence_logs=logging.ERROR)
+    logging.getLogger("distributed").setLevel(logging.ERROR)
     return distributed.Client(cluster), cluster
 
 
