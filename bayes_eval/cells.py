@@ -208,8 +208,14 @@ def leaf_counts(cells: CellTable, labeled, n_strata: int):
 
 
 def leaf_probs(cells: CellTable, n_strata: int):
-    """(K, C) mean classifier probability s(y|k) of the items in each stratum (001 §5.2)."""
-    size_k = jax.ops.segment_sum(cells.size, cells.stratum, num_segments=n_strata)
-    tot = jax.ops.segment_sum(cells.size[:, None] * cells.prior, cells.stratum, num_segments=n_strata)
-    return tot / jnp.maximum(size_k, 1.0)[:, None]
+    """(K, C) mean classifier probability s(y|k) of the items in each stratum (001 §5.2).
+
+    NumPy: built once per design, outside any compiled function (eager JAX here was a few
+    dozen small programs per CLI command, ``benchmarks/results/latency.md``)."""
+    size, stratum = np.asarray(cells.size, np.float64), np.asarray(cells.stratum)
+    prior = np.asarray(cells.prior, np.float64)
+    size_k = np.bincount(stratum, weights=size, minlength=n_strata)[:n_strata]
+    tot = np.stack([np.bincount(stratum, weights=size * prior[:, c], minlength=n_strata)[:n_strata]
+                    for c in range(prior.shape[1])], axis=1)
+    return tot / np.maximum(size_k, 1.0)[:, None]
 

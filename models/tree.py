@@ -56,6 +56,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 from jax import lax
+import numpy as np
 
 from .. import _config  # noqa: F401  (float64)
 
@@ -279,13 +280,20 @@ def prior_from_scores(
     -------
     DirichletTreePrior
     """
-    leaf_probs = jnp.asarray(leaf_probs, dtype=jnp.float64)
+    if isinstance(leaf_probs, jax.core.Tracer) or isinstance(strength, jax.core.Tracer):
+        xp = jnp  # inside a compiled function
+    else:
+        xp = np  # built once per design: NumPy, not a few dozen small compiled programs per CLI command
+    leaf_probs = xp.asarray(leaf_probs, dtype=xp.float64)
     if leaf_probs.ndim != 2 or leaf_probs.shape[1] < 2:
         raise ValueError(f"leaf_probs must have shape (K, C) with C >= 2, got {leaf_probs.shape}")
     depth, b = int(spec.depth), int(spec.branching)
     if depth < 1 or b < 2:
         raise ValueError(f"need depth >= 1 and branching >= 2, got {spec}")
-    s = _pad_leaves(leaf_probs, b**depth).T  # (C, K_tree)
+    k = leaf_probs.shape[0]
+    if k > b**depth:
+        raise ValueError(f"{k} leaves given but the tree has only {b**depth} leaves")
+    s = xp.pad(leaf_probs, [(0, b**depth - k), (0, 0)]).T  # (C, K_tree)
     c = s.shape[0]
     alpha = 1.0 + strength * s.sum(1)
     betas = tuple(
