@@ -323,12 +323,19 @@ def cmd_demo(args):
     truth = res.true_value[0]
     cs_lo, cs_hi = cs_bounds(h.value[0, :, 0], h.lower[0, :, 0], h.upper[0, :, 0], h.n_draws[0])
     enough = np.all(h.n_class[0] >= MIN_CLASS_LABELS, axis=-1)
+    from .measures import component_range
+
+    rng_ = component_range([measure], measure.names[0]) or (-np.inf, np.inf)  # F1 above 1 is impossible
+
+    def clip(v):
+        return float(np.clip(v, *rng_))
+
     rows = []
     for t in range(h.n_labels.shape[1]):
         rows.append(dict(labels=int(h.n_labels[0, t]), draws=int(h.n_draws[0, t]), estimate=float(h.value[0, t, 0]),
-                         lower=float(h.lower[0, t, 0]), upper=float(h.upper[0, t, 0]),
-                         cs_lower=float(cs_lo[t]) if enough[t] else None,
-                         cs_upper=float(cs_hi[t]) if enough[t] else None))
+                         lower=clip(h.lower[0, t, 0]), upper=clip(h.upper[0, t, 0]),
+                         cs_lower=clip(cs_lo[t]) if enough[t] else None,
+                         cs_upper=clip(cs_hi[t]) if enough[t] else None))
     if args.format == "json":
         print(json.dumps(jsonable({"pool": "demo", "n_items": pool.n_items, "measure": args.measure,
                                     "design": args.design, "true_value": truth, "stages": rows,
