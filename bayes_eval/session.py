@@ -321,7 +321,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                 # read as at creation; files from before score kinds recorded nothing: legacy reading
                 read = config["pool"].get("read")
                 try:
-                    where = {"engine": engine, "scheduler": scheduler}  # a partitioned pool (issue 19)
+                    where = {k: v for k, v in (("engine", engine), ("scheduler", scheduler)) if v is not None}
                     pool = load_pool(src, **(read if read is not None else {"legacy": True}), **where)
                 except PoolError as exc:
                     if pool is not None:  # the pool given: its error is the whole story
