@@ -143,8 +143,9 @@ def connect(scheduler: str | None = None, n_workers: int | None = None, memory_l
     n = n_workers or max(1, min(4, os.cpu_count() or 1))
     # a private local cluster lives as long as the command: its workers leaving at exit is not news
     # (distributed logs a warning per worker that "lost computed tasks" then)
+    # dashboard on a free port (None meant the default :8787 here: two clusters at once collided)
     cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, memory_limit=memory_limit,
-                                       processes=processes, dashboard_address=None, silence_logs=logging.ERROR)
+                                       processes=processes, dashboard_address=":0", silence_logs=logging.ERROR)
     logging.getLogger("distributed").setLevel(logging.ERROR)
     return distributed.Client(cluster), cluster
 
