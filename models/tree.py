@@ -218,10 +218,11 @@ def _dirichlet_mode(conc: Array) -> Array:
     (the mode is then on the boundary); if every entry is ≤ 1 the density is maximal at
     no interior point and the uniform vector is returned.
     """
-    x = jnp.maximum(conc - 1.0, 0.0)
+    xp = np if isinstance(conc, np.ndarray) else jnp  # NumPy for a prior built in NumPy (prior_mode, no compiling)
+    x = xp.maximum(conc - 1.0, 0.0)
     s = x.sum(-1, keepdims=True)
     n = conc.shape[-1]
-    return jnp.where(s > 0, x / jnp.where(s > 0, s, 1.0), 1.0 / n)
+    return xp.where(s > 0, x / xp.where(s > 0, s, 1.0), 1.0 / n)
 
 
 def dirichlet_mean(conc: Array) -> Array:
