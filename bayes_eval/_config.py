@@ -32,4 +32,4 @@ def enable_compile_cache():
         jax.config.update("jax_compilation_cache_dir", d)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     except (OSError, AttributeError, ValueError):
-        pass
+        return  # an optimisation only: without it every command compiles what it runs

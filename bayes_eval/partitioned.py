@@ -497,14 +497,9 @@ class PartitionedPool:
 
     def derived(self, kind: str, key, build, size: int = 4):
         """As :meth:`bayes_eval.pool.Pool.derived`: what is derived from the pool, kept on it."""
-        lru = self._derived_store.setdefault(kind, {})
-        if key in lru:
-            return lru[key]
-        value = build()
-        lru[key] = value
-        while len(lru) > size:
-            lru.pop(next(iter(lru)))
-        return value
+        from .derived import derived_value
+
+        return derived_value(self._derived_store, kind, key, build, size)
 
     def forget_derived(self, kind: str | None = None) -> None:
         if kind is None:

@@ -55,20 +55,10 @@ def z_of(s, scale: Scale) -> np.ndarray:
     s = np.asarray(s, dtype=np.float64).reshape(-1)
     if scale.kind in ("margin", "logit", "none"):
         return np.ldexp(s, -1) if scale.halve else s
-    if scale.kind == "probability":
-        interior = (s > 0) & (s < 1)
-        if scale.interior is not None:
-            pmin, pmax = scale.interior
-            lo = np.log(pmin) - np.log1p(-pmin)
-            hi = np.log(pmax) - np.log1p(-pmax)
-        else:
-            lo, hi = 0.0, 0.0
-        out = np.empty_like(s)
-        with np.errstate(divide="ignore"):
-            out[interior] = np.log(s[interior]) - np.log1p(-s[interior])
-        out[s <= 0] = lo - 1.0
-        out[s >= 1] = hi + 1.0
-        return out
+    if scale.kind == "probability":  # the pool-wide interior range: every partition on the same scale
+        from .scores import logit_of_probability
+
+        return logit_of_probability(s, scale.interior)  # None: no interior probability in the pool
     raise PoolError(f"score kind {scale.kind!r} is not supported by the dask engine")
 
 

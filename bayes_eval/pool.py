@@ -15,7 +15,6 @@ import functools
 import hashlib
 import os
 import warnings
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -23,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import _config  # noqa: F401
+from .derived import derived_value
 
 __all__ = ["Pool", "PoolError", "PoolWarning", "sigmoid", "demo_pool", "SCORE_KINDS"]
 
@@ -30,6 +30,7 @@ __all__ = ["Pool", "PoolError", "PoolWarning", "sigmoid", "demo_pool", "SCORE_KI
 from .errors import PoolError  # noqa: E402  (re-exported)
 from .scores import SCORE_KINDS, describe, detect_score_kind, prior_probability, sigmoid  # noqa: E402,F401
 from .scores import stratification_scale  # noqa: E402
+
 
 
 class PoolWarning(UserWarning):
@@ -587,15 +588,7 @@ class Pool:
         pool is built (nothing in bayes_eval does).  Pickling or copying a pool leaves the
         cache behind.
         """
-        lru = self._derived.setdefault(kind, OrderedDict())
-        if key in lru:
-            lru.move_to_end(key)
-            return lru[key]
-        value = build()
-        lru[key] = value
-        while len(lru) > size:
-            lru.popitem(last=False)
-        return value
+        return derived_value(self._derived, kind, key, build, size)
 
     def forget_derived(self, kind: str | None = None) -> None:
         """Drop what :meth:`derived` keeps: of one ``kind``, or everything."""

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SCORE_KINDS", "detect_score_kind", "stratification_scale", "prior_probability", "describe"]
+__all__ = ["SCORE_KINDS", "detect_score_kind", "stratification_scale", "prior_probability", "describe",
+           "logit_of_probability"]
 
 SCORE_KINDS = ("margin", "probability", "logit", "rank")
 """What a score column may be.  ``"none"`` is used internally for a pool without scores
@@ -72,16 +73,21 @@ def detect_score_kind(scores: np.ndarray) -> str:
     return "margin"
 
 
-def _logit_of_probability(p: np.ndarray) -> np.ndarray:
+def logit_of_probability(p: np.ndarray, interior_range: tuple | None = None) -> np.ndarray:
     """logit(p) with p = 0 and p = 1 placed just beyond the nearest interior value
     (one unit of logit), so exact zeros and ones form their own end bins without
     stretching the scale (a fixed clip at 1e-12 would put ±27.6 at the ends and crowd
-    the interior into a few fine bins)."""
+    the interior into a few fine bins).  ``interior_range``: the (smallest, largest)
+    interior probability of the whole pool, when ``p`` is one part of it (a partition of
+    the dask engine); default: those of ``p``."""
     p = np.asarray(p, dtype=np.float64)
     interior = (p > 0) & (p < 1)
-    if interior.any():
-        lo = np.log(p[interior].min()) - np.log1p(-p[interior].min())
-        hi = np.log(p[interior].max()) - np.log1p(-p[interior].max())
+    if interior_range is None and interior.any():
+        interior_range = (p[interior].min(), p[interior].max())
+    if interior_range is not None:
+        pmin, pmax = interior_range
+        lo = np.log(pmin) - np.log1p(-pmin)
+        hi = np.log(pmax) - np.log1p(-pmax)
     else:
         lo, hi = 0.0, 0.0
     out = np.empty_like(p)
@@ -122,7 +128,7 @@ def stratification_scale(scores: np.ndarray, kind: str) -> np.ndarray:
             return np.ldexp(s, -1)
         return s
     if kind == "probability":
-        return _logit_of_probability(s)
+        return logit_of_probability(s)
     if kind == "rank":
         return _logit_of_rank(s)
     raise ValueError(f"unknown score kind {kind!r}; use one of {', '.join(SCORE_KINDS)}")
