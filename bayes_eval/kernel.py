@@ -1,7 +1,8 @@
-"""The stage kernel of the with-replacement designs: one pure step that the simulation
+"""The stage kernel: one pure ``init`` / ``step`` for every design, that the simulation
 drives with ``lax.scan`` over stages (``vmap`` over repeats) and that a session drives one
 ingested batch at a time (reopening a session replays the same steps); see
-``docs/architecture.md``.
+``docs/architecture.md``.  What a stage draws and how the estimator reads it depend on the
+design's sampling kind (``design.sampling``), one pair per kind:
 
 A stage (001 Alg. 1): items are drawn i.i.d. from the fixed proposal q_{t-1} until the
 stage's new labels are in; every draw, repeats included, enters the estimator with its
@@ -14,8 +15,13 @@ or a session on items with people as the oracle.  Then R̂ is estimated with the
 just used, the design updates (e.g. refits its oracle model) and proposes q_t:
 :func:`step`.
 
-The Poisson designs (rounds of inclusion probabilities, ``bayes_eval.poisson_designs``)
-keep their own round step for now (``docs/architecture.md``, "What is still two").
+A Poisson round (``"rounds"``, 000 §3 and App. E): the design proposes inclusion
+probabilities per cell for the round's budget (:func:`open_round`; the static design's
+round draws the increment of its nested samples), each unlabeled item is included
+independently, and :func:`step` turns what the round brought into its
+:class:`~bayes_eval.poisson_estimators.RoundRecord` (the :class:`RoundInfo` the caller
+stacks) and refits the oracle model.  The estimate after round t combines the stacked
+records (:func:`round_estimate`, Horvitz-Thompson rounds with predictable weights).
 """
 from __future__ import annotations
 
@@ -27,10 +33,13 @@ import jax.numpy as jnp
 from . import _config  # noqa: F401
 from .cells import CellTable
 from .designs import Design, Observed, Proposal
+from .cells import leaf_counts
 from .estimators import is_estimate, stratified_estimate
+from .poisson_estimators import RoundRecord, combine
 
-__all__ = ["Tallies", "StageState", "empty_tallies", "draw_weights", "add_draws", "current_risk", "estimate",
-           "estimate_final", "init", "step"]
+__all__ = ["Tallies", "StageState", "RoundTallies", "RoundDraw", "RoundInfo", "empty_tallies", "draw_weights",
+           "add_draws", "current_risk", "estimate", "estimate_final", "init", "step", "open_round",
+           "round_estimate"]
 
 
 class Tallies(NamedTuple):
@@ -49,12 +58,41 @@ class Tallies(NamedTuple):
 
 
 class StageState(NamedTuple):
-    """The state between stages: the tallies, the design's state and the proposal for the
-    next stage."""
+    """The state between stages: the tallies (:class:`Tallies`; rounds:
+    :class:`RoundTallies`), the design's state and the proposal for the next stage (rounds:
+    ``()``, a round's proposal depends on its budget: :func:`open_round`)."""
 
-    tallies: Tallies
+    tallies: Any
     design_state: Any
-    proposal: Proposal
+    proposal: Any
+
+
+class RoundTallies(NamedTuple):
+    """What the rounds so far say: labels per (cell, class), the last round's inclusion
+    probabilities (the static design's next round draws the increment from them) and the
+    state of a separate variance model (``()`` when there is none)."""
+
+    labeled: jnp.ndarray  # (X, C)
+    b: jnp.ndarray  # (X,)
+    variance_state: Any = ()
+
+
+class RoundDraw(NamedTuple):
+    """What a round brought: its proposal (:func:`open_round`) and the labels it added per
+    (cell, class)."""
+
+    proposal: Any  # poisson_designs.RoundProposal
+    sampled: jnp.ndarray  # (X, C)
+
+
+class RoundInfo(NamedTuple):
+    """A closed round, for the estimator: its record, the predictive behind its model
+    prediction (what a further measure's prediction is taken from) and the variance
+    model's predictive after the round's labels (zeros unless ``variance="model"``)."""
+
+    record: RoundRecord
+    pi_mean: jnp.ndarray  # (X, C)
+    pi_after: jnp.ndarray  # (X, C)
 
 
 def empty_tallies(cells: CellTable) -> Tallies:
@@ -138,18 +176,108 @@ def estimate_final(design: Design, g, cells: CellTable, tallies: Tallies, propos
     return is_estimate(g, loss, tallies.wsum.ravel(), p_over_qn.ravel(), tallies.n_draws, full_cov=full_cov)
 
 
+def _variance_model(settings):
+    """The model behind ``variance="model"`` (None when the variance does not use one)."""
+    if settings.variance != "model":
+        return None
+    return settings.variance_model if settings.variance_model is not None else settings.model
+
+
 def init(design: Design, cells: CellTable) -> StageState:
     """The state before any label: the design's initial state and its first proposal."""
+    if design.sampling == "rounds":
+        pd = design.settings
+        x, c = cells.loss.shape[:2]
+        vm = _variance_model(pd)
+        vstate = vm.init_state() if vm is not None and vm is not pd.model else ()
+        dstate = design.init(cells) if pd.model is not None else ()
+        return StageState(RoundTallies(jnp.zeros((x, c)), jnp.zeros(x), vstate), dstate, ())
     tallies = empty_tallies(cells)
     dstate = design.init(cells)
     obs = Observed(labeled=tallies.labeled, risk=jnp.full(cells.loss.shape[2], jnp.nan), n_draws=tallies.n_draws)
     return StageState(tallies, dstate, design.propose(dstate, cells, obs))
 
 
-def step(design: Design, cells: CellTable, n_strata: int, state: StageState, tallies: Tallies) -> StageState:
-    """Close a stage: with the new ``tallies``, R̂ (estimated with the proposal just used),
-    then the design's update (e.g. refit its oracle model) and the next proposal."""
+def step(design: Design, cells: CellTable, n_strata: int, state: StageState, drawn):
+    """Close a stage: ``(StageState, info)``.
+
+    With-replacement draws: ``drawn`` the new :class:`Tallies` (:func:`add_draws`); R̂
+    (estimated with the proposal just used), then the design's update (e.g. refit its
+    oracle model) and the next proposal; ``info`` is ``()`` (the tallies are the state).
+
+    Rounds: ``drawn`` a :class:`RoundDraw`; the round's record (adaptive: the round's own
+    inclusion probabilities over the items unlabeled before it; static: the nested sample
+    of the cumulative budget, one Poisson sample over the pool), the models refitted to
+    all labels, and ``info`` the :class:`RoundInfo` the estimator combines."""
+    if design.sampling == "rounds":
+        return _close_round(design, cells, n_strata, state, drawn)
+    tallies = drawn
     obs = Observed(labeled=tallies.labeled, risk=current_risk(design, cells, tallies, n_strata),
                    n_draws=tallies.n_draws)
     dstate = design.update(state.design_state, cells, obs)
-    return StageState(tallies, dstate, design.propose(dstate, cells, obs))
+    return StageState(tallies, dstate, design.propose(dstate, cells, obs)), ()
+
+
+def open_round(design: Design, cells: CellTable, state: StageState, budget, complete=False):
+    """The next round's :class:`~bayes_eval.poisson_designs.RoundProposal` for ``budget``
+    (expected labels; the static design: the cumulative budget) and the inclusion
+    probabilities to draw the unlabeled items with: the proposal's ``b`` (adaptive) or the
+    increment ``(b_t - b_{t-1}) / (1 - b_{t-1})`` of the static design's nested samples
+    (000 Alg. 2: ``b`` only grows with the budget).  ``complete``: the round labels every
+    item that can matter (adaptive)."""
+    rt = state.tallies
+    d = cells.loss.shape[2]
+    obs = Observed(rt.labeled, jnp.full(d, jnp.nan), 0.0, budget=budget, complete=complete)
+    prop = design.propose(state.design_state, cells, obs)
+    if design.settings.adaptive:
+        return prop, prop.b
+    still = rt.b < 1.0
+    inc = jnp.where(still, (prop.b - rt.b) / jnp.where(still, 1.0 - rt.b, 1.0), 0.0)
+    return prop, jnp.clip(inc, 0.0, 1.0)
+
+
+def _close_round(design: Design, cells: CellTable, n_strata: int, state: StageState, drawn: RoundDraw):
+    pd = design.settings
+    rt = state.tallies
+    prop = drawn.proposal
+    x, c = rt.labeled.shape
+    new = rt.labeled + drawn.sampled
+    if pd.adaptive:
+        rec = RoundRecord(prop.b, prop.mean, rt.labeled, drawn.sampled, prop.pred_var)
+    else:
+        rec = RoundRecord(prop.b, prop.mean, jnp.zeros((x, c)), new, prop.pred_var)
+    dstate = state.design_state
+    if pd.model is not None:
+        dstate = design.update(dstate, cells, Observed(new, jnp.full(cells.loss.shape[2], jnp.nan), 0.0))
+    vm = _variance_model(pd)
+    vstate = rt.variance_state
+    pi_after = jnp.zeros((x, c))
+    if vm is not None:
+        counts, unl = leaf_counts(cells, new, n_strata)
+        if vm is pd.model:
+            pi_after = vm.posterior_predictive(dstate[0], counts)[cells.stratum]
+        else:
+            vstate = vm.fit(vstate, counts, unl)
+            pi_after = vm.posterior_predictive(vstate, counts)[cells.stratum]
+    pi_mean = prop.pi_mean if prop.pi_mean is not None else jnp.zeros((x, c))
+    return (StageState(RoundTallies(new, prop.b, vstate), dstate, state.proposal),
+            RoundInfo(rec, pi_mean, pi_after))
+
+
+def round_estimate(design: Design, g, cells: CellTable, records: RoundRecord, t, labeled_now, pi_now,
+                   complete_round=-1):
+    """Ĝ after round ``t`` from the stacked round records (rounds after ``t`` are ignored;
+    zero-padded records may follow): Horvitz-Thompson rounds combined with predictable
+    weights (:func:`~bayes_eval.poisson_estimators.combine`, 000 App. E) for the adaptive
+    design; for the static one the estimate after round ``t`` is the single nested
+    Poisson sample of the cumulative budget (record ``t`` alone, 000 eq. 18).
+    ``labeled_now`` (X, C) the labels so far, ``pi_now`` the variance model's predictive
+    after them, ``complete_round`` the round that labeled every item that can matter (-1:
+    none yet)."""
+    pd = design.settings
+    if pd.adaptive:
+        return combine(g, cells, records, t, weights=pd.weights, variance=pd.variance, labeled_now=labeled_now,
+                       pi_now=pi_now, complete_round=complete_round)
+    rec = jax.tree_util.tree_map(lambda a: jax.lax.dynamic_index_in_dim(a, t, 0, keepdims=True), records)
+    return combine(g, cells, rec, 0, weights="equal", variance=pd.variance, labeled_now=labeled_now,
+                   pi_now=pi_now, complete_round=None)

@@ -5,8 +5,8 @@ pattern, and by the classifier's prior for ``is`` / ``poisson``), builds the des
 (:func:`bayes_eval.session_setup.make_design`) and jit-compiles its pure functions: for the
 with-replacement designs the stage step of 001 Alg. 1 (R̂ with q_N = the proposal just
 used, ``design.update``, ``design.propose``) and the estimator of every measure
-(:func:`bayes_eval.kernel.estimate`); for the Poisson designs the round proposal, the model
-refit and the round estimator (:func:`build_poisson`).  The core is pure, so sessions on
+(:func:`bayes_eval.kernel.estimate`); for the Poisson designs the same kernel's round functions
+(open a round, close it, the round estimator: :func:`build_poisson`).  The core is pure, so sessions on
 the same pool share it: :func:`core_for` keeps the cores built from a pool on that pool
 (:meth:`bayes_eval.pool.Pool.derived`), not in a module-level cache.
 """
@@ -36,24 +36,23 @@ _INT_RE = re.compile(r"^[+-]?\d+(\.0*)?$")
 
 
 class PoissonCore(NamedTuple):
-    """The pure functions of a Poisson design in a session, jit-compiled once per core.
+    """The pure functions of a Poisson design in a session, jit-compiled once per core:
+    the stage kernel's round functions (:func:`bayes_eval.kernel.open_round`,
+    :func:`bayes_eval.kernel.step`, :func:`bayes_eval.kernel.round_estimate`) — the ones
+    the simulation's scan runs.
 
-    ``propose``: adaptive ``(model_state, labeled, budget, complete) -> (RoundProposal,
-    pi_cell)`` — :func:`~bayes_eval.poisson_designs.adaptive_round` (the round proposal
-    fed by the oracle model's posterior predictive), as :func:`~bayes_eval.simulate.simulate_poisson` does; static
-    ``(cumulative_budget) -> RoundProposal`` (:func:`~bayes_eval.poisson_designs.static_proposal`).
-    ``fit``: ``(model_state, labeled) -> (model_state, pi_after)`` (None without a model).
-    ``estimate_fns``: per measure, :func:`~bayes_eval.poisson_estimators.combine` on the
-    stacked round records.
+    ``open``: ``(design_state, labeled, b_prev, budget, complete) -> (RoundProposal without
+    pi_mean, pi_mean, draw_b)``; ``close``: ``(design_state, labeled_before, b_prev,
+    proposal, pi_mean, sampled) -> (design_state, RoundInfo)``; ``estimate_fns``: per
+    measure, the estimate after round ``t`` from the stacked round records.
     """
 
-    design: Any  # PoissonDesign
+    design: Any  # PoissonDesign (the settings the estimator reads)
     model: Any  # the oracle model refitted after every round (None: static without variance="model")
     support: np.ndarray  # (X,) bool: cells whose items need b > 0 (the first measure's estimator)
     n_support: float  # items in those cells
-    pi_static: Any  # (X, C) λ-mixed prior predictive (static design), else None
-    propose: Callable
-    fit: Callable | None
+    open: Callable
+    close: Callable
     estimate_fns: tuple
 
 
@@ -89,9 +88,7 @@ class SessionCore(NamedTuple):
 
 def build_core(pool, measures, cfg, progress) -> SessionCore:
     """Build the core of a session configuration ``cfg`` (the session file's ``config``)."""
-    from . import kernel
     from .cells import build_cells, combine_keys, item_patterns, prior_key
-    from .kernel import StageState, Tallies, estimate
     from .registry import design_spec
     from .strata import stratify
 
@@ -161,7 +158,7 @@ def finish_core(pool, measures, cfg, progress, strata, cells, item_cell, order, 
         pc = build_poisson(design, measures, cells, loss_tables, int(n_strata))
 
         def init_poisson():
-            return (design.init(cells) if pc.model is not None else ()), None
+            return kernel.init(design, cells).design_state, None
 
         return SessionCore(init=init_poisson, step=None, estimate_fns=pc.estimate_fns, poisson=pc, **common)
 
@@ -173,7 +170,7 @@ def finish_core(pool, measures, cfg, progress, strata, cells, item_cell, order, 
         # the stage kernel (bayes_eval.kernel, as the simulation's scan): R̂ with q_N = the
         # proposal just used, then the design's update and its next proposal
         tallies = Tallies(labeled, draws, wsum, n_draws)
-        st = kernel.step(design, cells, n_strata, StageState(tallies, state, prop), tallies)
+        st, _ = kernel.step(design, cells, n_strata, StageState(tallies, state, prop), tallies)
         return st.design_state, st.proposal
 
     def make_est(j):
@@ -190,17 +187,18 @@ def finish_core(pool, measures, cfg, progress, strata, cells, item_cell, order, 
 
 
 def build_poisson(design, measures, cells, loss_tables, n_strata: int) -> PoissonCore:
-    """The jit-compiled functions of a Poisson design: the round proposal and the model
-    refit exactly as :func:`~bayes_eval.simulate.simulate_poisson` computes them, and its
-    estimator (:func:`~bayes_eval.poisson_estimators.combine`)."""
+    """The jit-compiled round functions of a Poisson design: the stage kernel's
+    (:mod:`bayes_eval.kernel`), exactly as the simulation's scan calls them, for a session
+    that holds the labels and the closed rounds' records itself."""
+    from . import kernel
     from . import poisson_designs as PD
-    from .cells import leaf_counts
-    from .designs import Observed
+    from .kernel import RoundDraw, RoundTallies, StageState
 
-    pd_design, rounds = design.settings, design
-    om = pd_design.model
-    k = n_strata
+    pd_design = design.settings
     x, c, d = cells.loss.shape
+    if pd_design.variance_model is not None and pd_design.variance_model is not pd_design.model:
+        raise SessionError("a separate variance model is offered by the simulation only; a session's "
+                           "variance='model' uses the design's oracle model")
     sup = np.asarray(PD.design_support(pd_design, cells.loss))
     for j in range(1, len(measures)):
         sj = np.asarray(PD.design_support(pd_design, loss_tables[j]))
@@ -210,65 +208,40 @@ def build_poisson(design, measures, cells, loss_tables, n_strata: int) -> Poisso
                 f"Poisson design targets) never asks for: its {pd_design.estimator!r} estimator would be biased; "
                 f"put {measures[j].name!r} first or use separate sessions")
     n_sup = float(np.sum(np.asarray(cells.size) * sup))
-    need_pi_after = pd_design.variance == "model"
-    nan_risk = jnp.full(d, jnp.nan)
 
-    # the round proposal and the models' refit through the design protocol, as the simulation
-    if pd_design.adaptive:
-        def propose(mstate, labeled, budget, complete):
-            prop = rounds.propose(mstate, cells, Observed(labeled, nan_risk, 0.0, budget=budget, complete=complete))
-            return prop._replace(pi_mean=None), prop.pi_mean
+    def state_of(dstate, labeled, b_prev):
+        return StageState(RoundTallies(labeled, b_prev), dstate, ())
 
-        pi_static = None
-    else:
-        def propose(budget):
-            prop = rounds.propose((), cells, Observed(jnp.zeros((x, c)), nan_risk, 0.0, budget=budget))
-            return prop._replace(pi_mean=None)
+    def open_round(dstate, labeled, b_prev, budget, complete):
+        prop, draw_b = kernel.open_round(design, cells, state_of(dstate, labeled, b_prev), budget, complete)
+        pi_mean = prop.pi_mean if prop.pi_mean is not None else jnp.zeros((x, c))
+        return prop._replace(pi_mean=None), pi_mean, draw_b
 
-        pi_static = np.asarray(PD.prior_predictive(cells, pd_design.lam))
-
-    def refit(mstate, labeled):
-        mstate = rounds.update(mstate, cells, Observed(labeled, nan_risk, 0.0))
-        if need_pi_after:
-            counts = leaf_counts(cells, labeled, k)[0]
-            pi_after = om.posterior_predictive(mstate[0], counts)[cells.stratum]
-        else:
-            pi_after = jnp.zeros((x, c))
-        return mstate, pi_after
-
-    fit = jax.jit(refit) if om is not None else None
-    design = pd_design  # the estimator below reads the round settings
+    def close_round(dstate, labeled_before, b_prev, prop, pi_mean, sampled):
+        st, info = kernel.step(design, cells, n_strata, state_of(dstate, labeled_before, b_prev),
+                               RoundDraw(prop._replace(pi_mean=pi_mean), sampled))
+        return st.design_state, info
 
     def make_est(j):
         cells_j = cells._replace(loss=loss_tables[j])
         g = measures[j].g
         dj = int(loss_tables[j].shape[2])
 
-        def mean_of(mean0, pis):
+        def est(b, mean0, pis, lb, sampled, pv, t, lnow, pi_now, cr):
             # the round's model prediction m_r for measure j (the proposal's own for the first)
             if j == 0:
-                return mean0
-            if design.estimator == "ht":
-                return jnp.zeros(pis.shape[:-1] + (dj,))
-            return jnp.einsum("...xc,xcd->...xd", pis, cells_j.loss)
-
-        if design.adaptive:
-            def est(b, mean0, pis, lb, sampled, pv, t, lnow, pi_now, cr):
-                recs = PD.RoundRecord(b, mean_of(mean0, pis), lb, sampled, pv)
-                return PD.combine(g, cells_j, recs, t, weights=design.weights, variance=design.variance,
-                                  labeled_now=lnow, pi_now=pi_now, complete_round=cr)
-        else:
-            def est(b, mean0, pi, lnow, pv, pi_now):
-                # the estimate after stage t is the single Poisson sample with b_t (as in simulate_poisson)
-                rec = PD.RoundRecord(b[None], mean_of(mean0, pi)[None], jnp.zeros_like(lnow)[None], lnow[None],
-                                     pv[None])
-                return PD.combine(g, cells_j, rec, 0, weights="equal", variance=design.variance, labeled_now=lnow,
-                                  pi_now=pi_now, complete_round=None)
+                mean = mean0
+            elif pd_design.estimator == "ht":
+                mean = jnp.zeros(pis.shape[:-1] + (dj,))
+            else:
+                mean = jnp.einsum("...xc,xcd->...xd", pis, cells_j.loss)
+            recs = PD.RoundRecord(b, mean, lb, sampled, pv)
+            return kernel.round_estimate(design, g, cells_j, recs, t, lnow, pi_now, cr)
 
         return jax.jit(est)
 
-    return PoissonCore(design=design, model=om, support=sup, n_support=n_sup, pi_static=pi_static,
-                       propose=jax.jit(propose), fit=fit,
+    return PoissonCore(design=pd_design, model=pd_design.model, support=sup, n_support=n_sup,
+                       open=jax.jit(open_round), close=jax.jit(close_round),
                        estimate_fns=tuple(make_est(j) for j in range(len(measures))))
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from . import _config  # noqa: F401
 from .cells import CellTable, prior_key
 from . import kernel
-from .cells import leaf_counts, leaf_probs
+from .cells import leaf_probs
 from .models.registry import make_oracle_model
 from .poisson_designs import (
     MAX_SIM_LOSS_DIM,
@@ -33,8 +33,8 @@ from .poisson_designs import (
     fixed_size_round_counts,
     poisson_round_counts,
 )
-from .poisson_estimators import RoundRecord, beta_limits, combine
-from .designs import Design, Observed
+from .poisson_estimators import beta_limits
+from .designs import Design
 from .kernel import StageState
 from .estimators import normal_interval
 from .posterior import intervals_at_checkpoints
@@ -154,7 +154,7 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         h_a, h_b, n_b, stalled = _draw_stage(key, cells.truth, st.tallies.labeled, st.proposal, n_new, stochastic,
                                              max_chunks)
         tallies = kernel.add_draws(cells, st.tallies, st.proposal, h_a, h_b, n_b)
-        st = kernel.step(design, cells, n_strata, st, tallies)
+        st, _ = kernel.step(design, cells, n_strata, st, tallies)
         n_labels = state.n_labels + n_b.sum()
         # the record keeps the first m_hist components: estimate only those (a PR curve
         # has m = 2048; XLA drops the unused part of g)
@@ -205,45 +205,85 @@ def simulate_runs(
     bayes_model=None,
     bayes_draws: int = 200,
     interval: str = "normal",
+    level: float = 0.95,
+    return_rounds: bool = False,
 ) -> SimResult:
     """Run ``repeats`` simulated labeling runs, vmapped and jit-compiled: the one simulation
-    driver, for both sampling kinds (a ``"rounds"`` design goes to :func:`simulate_poisson`,
-    whose ``interval`` it takes).
+    driver, for both sampling kinds of the stage kernel (:mod:`bayes_eval.kernel`).
 
-    Compilation is timed separately (``compile_seconds``) from the run (``seconds``).
+    With-replacement designs (``design.sampling == "draws"``): every stage draws from the
+    fixed proposal until its new labels are in (:func:`_draw_stage`); the estimate and its
+    CLT interval after every stage, the full estimate at the checkpoints.
+
+    Poisson designs (``"rounds"``): rounds follow the batch schedule (``budget // batch``
+    rounds of expected size ``batch``; the static design: stage ``t`` is the nested Poisson
+    sample of expected size ``cum_budget_t``); a round labels a *random* number of items
+    with mean = its budget (exactly its budget with ``fixed_size``).  Checkpoint ``c`` is
+    read after the round whose cumulative *expected* labels reach ``c``; the realized label
+    count is in ``checkpoint_labels`` / ``checkpoint_draws``.  ``interval``: ``"normal"``
+    (``value ± z sd``) or ``"beta"`` (Beta-fitted limits, 000 §2.2, for measures in
+    [0, 1]).  ``return_rounds``: also return the stacked :class:`~bayes_eval.kernel.RoundInfo`
+    of every run (diagnostics).
+
+    ``bayes_model`` adds the Bayesian finite-pool posterior interval at each checkpoint
+    (:func:`bayes_eval.posterior.intervals_at_checkpoints`).  Compilation is timed
+    separately (``compile_seconds``) from the run (``seconds``).
     """
-    if design.sampling == "rounds":
-        return simulate_poisson(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
-                                checkpoints=checkpoints, bayes_model=bayes_model, bayes_draws=bayes_draws,
-                                interval=interval)
+    rounds = design.sampling == "rounds"
+    if rounds:
+        if interval not in ("normal", "beta"):
+            raise ValueError(f"interval must be 'normal' or 'beta', got {interval!r}")
+    elif return_rounds:
+        raise ValueError("return_rounds is for Poisson designs")
     if design.stage_size is not None:
         batch = design.stage_size
     batches = schedule(budget, batch)
     cum = np.cumsum(batches)
     checkpoints = [int(c) for c in checkpoints if 0 < c <= budget]
     ck_stages = [int(np.searchsorted(cum, c)) for c in checkpoints]
+    if rounds and design.settings.n_strata:
+        n_strata = design.settings.n_strata
     if n_strata is None:
         n_strata = int(np.asarray(cells.stratum).max()) + 1
     g = measure.g
     x, c, d = cells.loss.shape
     true_risk = jnp.einsum("x,xc,xcd->d", cells.weight, cells.truth, cells.loss)
     true_value = np.asarray(jnp.atleast_1d(g(true_risk)))
-    from .designs import importance
-
-    a_true = importance(g, true_risk, cells.loss)
     m = true_value.shape[0]
     m_hist = min(m, 16)
-    def run(key, cells, a_true):
-        # cells are a traced argument, not a closure constant: XLA would otherwise
-        # constant-fold operations on the (possibly large) loss table at compile time
-        return _run_one(key, cells, batches, design, g, n_strata, ck_stages, m_hist, a_true, max_chunks,
-                        track_kl, bayes_model)
+    if rounds:
+        pd = design.settings
+        sup = np.asarray(design_support(pd, cells.loss))
+        n_sup = float(np.sum(np.asarray(cells.size) * sup))
+        complete_round = int(np.searchsorted(cum, n_sup)) if pd.adaptive and cum[-1] >= n_sup else -1
+        a_true = jnp.zeros(())
+
+        def run(key, cells, a_true):
+            info = _run_rounds(key, cells, design, n_strata, batches, cum, complete_round, int(batch))
+            value, var, lo, hi, lnow = _round_estimates(cells, design, g, info, complete_round, level)
+            n_labels = lnow.sum((1, 2))
+            ck = jnp.asarray(ck_stages, jnp.int32)
+            out = dict(value=value[ck], var=var[ck], lower=lo[ck], upper=hi[ck], labels=n_labels[ck],
+                       draws=n_labels[ck], labeled=lnow[ck])
+            hist = StageRecord(n_labels, n_labels, value[:, :m_hist], lo[:, :m_hist], hi[:, :m_hist],
+                               jnp.full(value.shape[0], jnp.nan), lnow.sum(1))
+            return hist, out, (info if return_rounds else jnp.asarray(False))
+    else:
+        from .designs import importance
+
+        a_true = importance(g, true_risk, cells.loss)
+
+        def run(key, cells, a_true):
+            # cells are a traced argument, not a closure constant: XLA would otherwise
+            # constant-fold operations on the (possibly large) loss table at compile time
+            return _run_one(key, cells, batches, design, g, n_strata, ck_stages, m_hist, a_true, max_chunks,
+                            track_kl, bayes_model, level)
 
     fn = jax.jit(jax.vmap(run, in_axes=(0, None, None)))
     keys = jax.random.split(jax.random.PRNGKey(seed), repeats)
     # vmap in chunks of repeats when one run's per-stage temporaries are large (a PR curve
     # keeps (cells × classes) × m Jacobian rows: 500 repeats at once needed 33 GB)
-    chunk = max(1, min(repeats, int(REPEAT_MEMORY // (32.0 * x * c * max(m, d)))))
+    chunk = repeats if rounds else max(1, min(repeats, int(REPEAT_MEMORY // (32.0 * x * c * max(m, d)))))
     n_chunks = -(-repeats // chunk)
     pad = n_chunks * chunk - repeats
     keys_p = jnp.concatenate([keys, keys[:pad]]) if pad else keys
@@ -256,16 +296,25 @@ def simulate_runs(
         jax.block_until_ready(o)
         outs.append(jax.tree_util.tree_map(np.asarray, o) if n_chunks > 1 else o)
     if n_chunks > 1:
-        hist, ck, stalled = jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0)[:repeats], *outs)
+        hist, ck, extra = jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0)[:repeats], *outs)
     else:
-        hist, ck, stalled = outs[0]
+        hist, ck, extra = outs[0]
     t2 = time.perf_counter()
+    ck = {k_: np.asarray(v) for k_, v in ck.items()}
     bayes = {}
     if bayes_model is not None:
-        bayes = intervals_at_checkpoints(cells, bayes_model, g, n_strata, ck["labeled"], seed, bayes_draws)
+        bayes = intervals_at_checkpoints(cells, bayes_model, g, n_strata, jnp.asarray(ck["labeled"]), seed,
+                                         bayes_draws)
     t3 = time.perf_counter()
-    return make_result(hist, ck, stalled, checkpoints, true_value, measure, t2 - t1, t1 - t0, design.name, bayes,
-                       (t3 - t2) if bayes_model is not None else 0.0)
+    lower = upper = None
+    if rounds and interval == "beta":
+        lower, upper = beta_limits(ck["value"], ck["var"], level)
+    stalled = np.zeros(repeats, dtype=bool) if rounds else extra
+    res = make_result(hist, ck, stalled, checkpoints, true_value, measure, t2 - t1, t1 - t0, design.name, bayes,
+                      (t3 - t2) if bayes_model is not None else 0.0, lower=lower, upper=upper)
+    if return_rounds:
+        return res, jax.tree_util.tree_map(np.asarray, extra)
+    return res
 
 
 def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repeats=100, seed=0,
@@ -324,194 +373,66 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     return res, cells
 
 
-class PoissonRounds(NamedTuple):
-    rec: RoundRecord
-    pi_after: jnp.ndarray  # (X, C) posterior predictive after the round's labels
-    n_labels: jnp.ndarray  # cumulative labels after the round
+def _draw_round(key, cells: CellTable, labeled, draw_b, n_r, fixed_size, n_max: int):
+    """The items a Poisson round includes, per (cell, true class): each unlabeled item
+    independently with its cell's ``draw_b`` (:func:`~bayes_eval.poisson_designs.poisson_round_counts`),
+    or exactly ``n_r`` of them by order sampling (``fixed_size``)."""
+    unl_true = jnp.maximum(cells.truth - labeled, 0.0)
+    if fixed_size is None:
+        return poisson_round_counts(key, unl_true, draw_b)
+    return fixed_size_round_counts(key, unl_true, draw_b, n_r, n_max, fixed_size)
 
 
-def _poisson_rounds(key, cells: CellTable, design: Design, budgets, cum_budgets, complete_round: int, n_max: int):
-    """All rounds of one run of a Poisson design (``design.sampling == "rounds"``): the
-    stacked round records.  The round's inclusion probabilities come from
-    ``design.propose`` and the models' refit from ``design.update``."""
+def _run_rounds(key, cells: CellTable, design: Design, n_strata: int, budgets, cum_budgets, complete_round: int,
+                n_max: int):
+    """All rounds of one run of a Poisson design (``design.sampling == "rounds"``):
+    ``lax.scan`` of the stage kernel (:func:`bayes_eval.kernel.open_round`, a drawn round,
+    :func:`bayes_eval.kernel.step`); the stacked :class:`~bayes_eval.kernel.RoundInfo`."""
     pd = design.settings
-    x, c, d = cells.loss.shape
-    om = pd.model
-    vm = pd.variance_model if pd.variance_model is not None else om
-    k = pd.n_strata
-    need_model = om is not None
-    need_vm = vm is not None and pd.variance == "model"
-    zero = jnp.zeros((x, c))
-    nan_risk = jnp.full(d, jnp.nan)
-    mstate0 = design.init(cells) if need_model else ()
-    vstate0 = vm.init_state() if (need_vm and vm is not om) else ()
-    if not pd.adaptive:
-        # nested static design: b for every cumulative budget, computed once
-        uniq = {float(m): i for i, m in enumerate(np.unique(cum_budgets))}
-        static = [design.propose(mstate0, cells, Observed(zero, nan_risk, 0.0, budget=m)) for m in uniq]
-        b_stat = jnp.stack([static[uniq[float(m)]].b for m in cum_budgets])
-        mean_stat = static[0].mean
-        pv_stat = jnp.stack([static[uniq[float(m)]].pred_var for m in cum_budgets])
-    else:
-        b_stat = jnp.zeros((len(budgets), x))
-        pv_stat = jnp.zeros(len(budgets))
-        mean_stat = jnp.zeros((x, d))
-    r_idx = jnp.arange(len(budgets))
+    round_budget = budgets if pd.adaptive else cum_budgets  # the static design's b is for the cumulative budget
 
-    def step(carry, inp):
-        labeled, mstate, vstate, b_prev = carry
-        kr, n_r, r, b_s, pv_s = inp
-        unl_true = jnp.maximum(cells.truth - labeled, 0.0)
-        if pd.adaptive:
-            prop = design.propose(mstate, cells, Observed(labeled, nan_risk, 0.0, budget=n_r,
-                                                          complete=r == complete_round))
-            b, mean, pv = prop.b, prop.mean, prop.pred_var
-            if pd.fixed_size is None:
-                sampled = poisson_round_counts(kr, unl_true, b)
-            else:
-                sampled = fixed_size_round_counts(kr, unl_true, b, n_r, n_max, pd.fixed_size)
-            rec = RoundRecord(b, mean, labeled, sampled, pv)
-        else:
-            # nested static design: the increment from b_prev to b_s among the unlabeled
-            inc = jnp.where(b_prev < 1.0, (b_s - b_prev) / jnp.where(b_prev < 1.0, 1.0 - b_prev, 1.0), 0.0)
-            sampled = poisson_round_counts(kr, unl_true, jnp.clip(inc, 0.0, 1.0))
-            b, mean, pv = b_s, mean_stat, pv_s
-            # the estimate after this stage is one Poisson sample with b_s over the pool
-            rec = RoundRecord(b, mean, zero, labeled + sampled, pv)
-        new = labeled + sampled
-        counts, unl = leaf_counts(cells, new, k)
-        if need_model:
-            mstate = design.update(mstate, cells, Observed(new, nan_risk, 0.0))
-        pi_after = jnp.zeros((x, c))
-        if need_vm and vm is om:
-            pi_after = om.posterior_predictive(mstate[0], counts)[cells.stratum]
-        elif need_vm:
-            vstate = vm.fit(vstate, counts, unl)
-            pi_after = vm.posterior_predictive(vstate, counts)[cells.stratum]
-        return (new, mstate, vstate, b), PoissonRounds(rec, pi_after, new.sum())
+    def stage(st, inp):
+        kr, n_r, m_r, r = inp
+        prop, draw_b = kernel.open_round(design, cells, st, m_r, complete=r == complete_round)
+        sampled = _draw_round(kr, cells, st.tallies.labeled, draw_b, n_r, pd.fixed_size if pd.adaptive else None,
+                              n_max)
+        return kernel.step(design, cells, n_strata, st, kernel.RoundDraw(prop, sampled))
 
     keys = jax.random.split(key, len(budgets))
-    init = (zero, mstate0, vstate0, jnp.zeros(x))
-    _, out = jax.lax.scan(step, init, (keys, jnp.asarray(budgets, jnp.float64), r_idx, b_stat, pv_stat))
-    return out
+    _, info = jax.lax.scan(stage, kernel.init(design, cells),
+                           (keys, jnp.asarray(budgets, jnp.float64), jnp.asarray(round_budget, jnp.float64),
+                            jnp.arange(len(budgets))))
+    return info
 
 
-def _poisson_estimates(cells, design: PoissonDesign, g, rounds: PoissonRounds, complete_round: int, m_hist: int, level: float):
-    """Estimate and interval after every round t (vmapped over t)."""
+def _round_estimates(cells, design: Design, g, info: "kernel.RoundInfo", complete_round: int, level: float):
+    """Estimate and interval after every round t (vmapped over t), by the kernel's
+    estimator of rounds (:func:`bayes_eval.kernel.round_estimate`)."""
     from jax.scipy.stats import norm
 
-    n_rounds = rounds.rec.b.shape[0]
+    n_rounds = info.record.b.shape[0]
     z = norm.ppf(0.5 + level / 2.0)
 
     def at(t):
-        if design.adaptive:
-            lnow = rounds.rec.labeled_before[t] + rounds.rec.sampled[t]
-            recs = rounds.rec
-            cr = complete_round
-            weights = design.weights
-        else:
-            # static: the estimate after stage t is the single Poisson sample with b_t
-            lnow = rounds.rec.sampled[t]
-            recs = jax.tree_util.tree_map(lambda a: a[t][None], rounds.rec)
-            cr = None
-            weights = "equal"
-        pi_now = rounds.pi_after[t]
-        tt = t if design.adaptive else 0
-        est = combine(g, cells, recs, tt, weights=weights, variance=design.variance, labeled_now=lnow,
-                      pi_now=pi_now, complete_round=cr)
+        rec = info.record
+        lnow = rec.labeled_before[t] + rec.sampled[t]
+        est = kernel.round_estimate(design, g, cells, rec, t, lnow, info.pi_after[t], complete_round)
         var = jnp.clip(jnp.diagonal(est.cov), 0.0)
         sd = jnp.sqrt(var)
         return est.value, var, est.value - z * sd, est.value + z * sd, lnow
 
-    value, var, lo, hi, lnow = jax.vmap(at)(jnp.arange(n_rounds))
-    return value, var, lo, hi, lnow
+    return jax.vmap(at)(jnp.arange(n_rounds))
 
 
 def simulate_poisson(cells: CellTable, design, measure, budget: int = 2000, batch: int = 50,
                      repeats: int = 100, seed: int = 0, checkpoints=(500, 1000, 2000), bayes_model=None,
                      bayes_draws: int = 200, level: float = 0.95, interval: str = "normal",
                      return_rounds: bool = False):
-    """Simulated labeling runs of a Poisson design, vmapped over repeats and jit-compiled.
-
-    Rounds follow the batch schedule of :func:`bayes_eval.simulate.schedule` (``budget //
-    batch`` rounds of ``batch``); a Poisson round labels a *random* number of items with
-    mean = its budget (the static design: stage ``t`` is the nested Poisson sample of
-    expected size ``cum_budget_t``).  Checkpoint ``c`` is read after the round whose
-    cumulative *expected* labels reach ``c``; the realized label count is random (its mean
-    equals the checkpoint up to saturation) and is returned in ``checkpoint_labels`` and
-    ``checkpoint_draws`` (so :func:`bayes_eval.simulate.summarize` reports it as
-    ``mean_draws``).  With ``design.fixed_size`` every round labels exactly its budget.
-
-    Parameters
-    ----------
-    cells : CellTable (with ``truth``: the oracle)
-    design : Design with ``sampling="rounds"`` (or the PoissonDesign record itself)
-    measure : Measure
-    budget, batch, repeats, seed, checkpoints : as for :func:`bayes_eval.simulate.simulate_runs`
-    bayes_model : OracleModel, optional
-        Adds the Bayesian finite-pool posterior interval at each checkpoint.
-    level : float
-        Interval level.
-    interval : {"normal", "beta"}
-        CLT normal interval (``value ± z sd``) or Beta-fitted limits (000 §2.2, computed in
-        NumPy after the run; for measures in [0, 1]).
-    return_rounds : bool
-        Also return the per-round records (for diagnostics).
-
-    Returns
-    -------
-    SimResult (and the round records if ``return_rounds``)
-    """
-    if interval not in ("normal", "beta"):
-        raise ValueError(f"interval must be 'normal' or 'beta', got {interval!r}")
-    budgets = schedule(budget, batch)
-    cum = np.cumsum(budgets)
-    checkpoints = [int(c) for c in checkpoints if 0 < c <= budget]
-    ck_rounds = [int(np.searchsorted(cum, c)) for c in checkpoints]
-    g = measure.g
-    x, c, d = cells.loss.shape
+    """:func:`simulate_runs` for a Poisson design given as its
+    :class:`~bayes_eval.poisson_designs.PoissonDesign` record or as a ``"rounds"``
+    :class:`~bayes_eval.designs.Design` (kept for the benchmarks that pass the record)."""
     if isinstance(design, PoissonDesign):
         design = as_design(design, measure.g)
-    pd = design.settings
-    sup = np.asarray(design_support(pd, cells.loss))
-    n_sup = float(np.sum(np.asarray(cells.size) * sup))
-    complete_round = int(np.searchsorted(cum, n_sup)) if pd.adaptive and cum[-1] >= n_sup else -1
-    true_risk = jnp.einsum("x,xc,xcd->d", cells.weight, cells.truth, cells.loss)
-    true_value = np.asarray(jnp.atleast_1d(g(true_risk)))
-    m = true_value.shape[0]
-    m_hist = min(m, 16)
-    n_max = int(batch)
-
-    def one(key):
-        rounds = _poisson_rounds(key, cells, design, budgets, cum, complete_round, n_max)
-        value, var, lo, hi, lnow = _poisson_estimates(cells, pd, g, rounds, complete_round, m_hist, level)
-        ck = jnp.asarray(ck_rounds, jnp.int32)
-        out = dict(value=value[ck], var=var[ck], lower=lo[ck], upper=hi[ck], labels=rounds.n_labels[ck],
-                   labeled=lnow[ck])
-        hist = StageRecord(rounds.n_labels, rounds.n_labels, value[:, :m_hist], lo[:, :m_hist], hi[:, :m_hist],
-                           jnp.full(value.shape[0], jnp.nan), lnow.sum(1))
-        extra = rounds if return_rounds else None
-        return hist, out, extra
-
-    fn = jax.jit(jax.vmap(one))
-    keys = jax.random.split(jax.random.PRNGKey(seed), repeats)
-    t0 = time.perf_counter()
-    compiled = fn.lower(keys).compile()
-    t1 = time.perf_counter()
-    hist, ck, extra = compiled(keys)
-    jax.block_until_ready((hist, ck))
-    t2 = time.perf_counter()
-    ck = {k_: np.asarray(v) for k_, v in ck.items()}
-    lower, upper = ck["lower"], ck["upper"]
-    if interval == "beta":
-        lower, upper = beta_limits(ck["value"], ck["var"], level)
-    bayes = {}
-    if bayes_model is not None:
-        bayes = intervals_at_checkpoints(cells, bayes_model, g, pd.n_strata or int(np.max(cells.stratum)) + 1,
-                                      jnp.asarray(ck["labeled"]), seed, bayes_draws)
-        t2 = time.perf_counter()
-    res = make_result(hist, ck, np.zeros(repeats, dtype=bool), checkpoints, true_value, measure, t2 - t1, t1 - t0,
-                      design.name, bayes, lower=lower, upper=upper, draws=ck["labels"])
-    if return_rounds:
-        return res, jax.tree_util.tree_map(np.asarray, extra)
-    return res
+    return simulate_runs(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
+                         checkpoints=checkpoints, bayes_model=bayes_model, bayes_draws=bayes_draws, level=level,
+                         interval=interval, return_rounds=return_rounds)

@@ -316,37 +316,28 @@ class PoissonRounds:
                            f"{design_name!r} estimates its measures from the round records (estimate())")
 
     def propose_round(self, n: int, labeled) -> dict:
-        """The next round's inclusion probabilities given the closed rounds (pure).
+        """The next round's inclusion probabilities given the closed rounds (pure): the
+        stage kernel's :func:`~bayes_eval.kernel.open_round`, as the simulation's scan.
 
-        Adaptive: :func:`~bayes_eval.poisson_designs.round_proposal` with the model's
-        predictive after the last refit, budget ``n``; the round is *complete* (``b = 1``
-        on every unlabeled item that can matter) when the budgets so far reach the
-        number of such items — the rule of ``simulate_poisson`` — or when none is left.
-        Static: :func:`~bayes_eval.poisson_designs.static_proposal` at the cumulative
-        budget; the round draws the increment ``(b_t - b_{t-1}) / (1 - b_{t-1})`` among
-        the unlabeled items (nested Poisson samples, as ``simulate_poisson``).
+        Adaptive: the round proposal with the model's predictive after the last refit,
+        budget ``n``; the round is *complete* (``b = 1`` on every unlabeled item that can
+        matter) when the budgets so far reach the number of such items — the simulation's
+        rule — or when none is left.  Static: the proposal at the cumulative budget; the
+        round draws the increment ``(b_t - b_{t-1}) / (1 - b_{t-1})`` among the unlabeled
+        items (nested Poisson samples).
         """
         pc = self.pc
         cum = self.cum_budget + float(n)
         unl = self.core.size - labeled.sum(1)
         u_sup = float(np.sum(unl * pc.support))
-        if pc.design.adaptive:
-            complete = bool(cum >= pc.n_support or u_sup <= 0)
-            prop, pi = pc.propose(self.state, jnp.asarray(labeled), jnp.asarray(float(n)), jnp.asarray(complete))
-            prop = jax.tree_util.tree_map(np.asarray, prop)
-            b = prop.b
-            draw_b = b
-            pi = np.asarray(pi)
-        else:
-            complete = bool(cum >= pc.n_support)
-            prop = jax.tree_util.tree_map(np.asarray, pc.propose(jnp.asarray(cum)))
-            b = prop.b
-            b_prev = self.rounds[-1]["b"] if self.rounds else np.zeros_like(b)
-            still = b_prev < 1.0
-            draw_b = np.clip(np.where(still, (b - b_prev) / np.where(still, 1.0 - b_prev, 1.0), 0.0), 0.0, 1.0)
-            pi = pc.pi_static
-        return {"budget": float(n), "cum": cum, "complete": complete, "prop": prop, "b": b, "draw_b": draw_b,
-                "pi": pi, "u_sup": u_sup}
+        adaptive = pc.design.adaptive
+        complete = bool(cum >= pc.n_support or u_sup <= 0) if adaptive else bool(cum >= pc.n_support)
+        b_prev = self.rounds[-1]["b"] if self.rounds else np.zeros(unl.shape[0])
+        prop, pi, draw_b = pc.open(self.state, jnp.asarray(labeled), jnp.asarray(b_prev),
+                                   jnp.asarray(float(n) if adaptive else cum), jnp.asarray(complete))
+        prop = jax.tree_util.tree_map(np.asarray, prop)
+        return {"budget": float(n), "cum": cum, "complete": complete, "prop": prop, "b": prop.b,
+                "draw_b": np.asarray(draw_b), "pi": np.asarray(pi), "u_sup": u_sup}
 
     def draw(self, stage: int, n: int, labeled, lab: LabeledItems, skipped=None) -> StageDraw:
         """Round ``stage`` of budget ``n`` (see :func:`~bayes_eval.drawing.poisson_pick`;
@@ -400,25 +391,21 @@ class PoissonRounds:
                 f"the file was written by another version of bayes_eval or is damaged")
 
     def close(self, labeled_before, hits, labeled, draw_counts, wsum, n_draws: int, rnd) -> Closing:
-        """The round's cell-level :class:`~bayes_eval.poisson_designs.RoundRecord` and the
-        model refitted to all labels (as ``simulate_poisson``)."""
+        """The round's cell-level record and the model refitted to all labels: the stage
+        kernel's :func:`~bayes_eval.kernel.step`, as the simulation's scan."""
         pc = self.pc
-        x, c = labeled.shape
-        sampled = np.asarray(hits).astype(np.float64)
-        if pc.fit is not None:
-            mstate, pi_after = pc.fit(self.state, jnp.asarray(labeled))
-            jax.block_until_ready(mstate)
-            pi_after = np.asarray(pi_after)
-        else:
-            mstate, pi_after = self.state, np.zeros((x, c))
         prop = rnd["prop"]
-        if pc.design.adaptive:
-            lb, smp = labeled_before, sampled
-        else:  # the static estimate after stage t is one Poisson sample with b_t over the pool
-            lb, smp = np.zeros((x, c)), labeled
-        record = {"b": rnd["b"], "mean": np.asarray(prop.mean), "pi": rnd["pi"], "labeled_before": lb, "sampled": smp,
-                  "pred_var": np.asarray(prop.pred_var), "pi_after": pi_after, "complete": rnd["complete"],
-                  "budget": rnd["budget"], "cum": rnd["cum"]}
+        b_prev = self.rounds[-1]["b"] if self.rounds else np.zeros(labeled.shape[0])
+        lb = np.asarray(labeled_before, np.float64)
+        sampled = np.asarray(labeled, np.float64) - lb
+        mstate, info = pc.close(self.state, jnp.asarray(lb), jnp.asarray(b_prev), prop, jnp.asarray(rnd["pi"]),
+                                jnp.asarray(sampled))
+        jax.block_until_ready(mstate)
+        rec = info.record
+        record = {"b": rnd["b"], "mean": np.asarray(rec.mean), "pi": rnd["pi"],
+                  "labeled_before": np.asarray(rec.labeled_before), "sampled": np.asarray(rec.sampled),
+                  "pred_var": np.asarray(rec.pred_var), "pi_after": np.asarray(info.pi_after),
+                  "complete": rnd["complete"], "budget": rnd["budget"], "cum": rnd["cum"]}
         return Closing(mstate, prop, prop, record)
 
     def commit(self, closing: Closing) -> None:
@@ -429,18 +416,14 @@ class PoissonRounds:
         self.state, self.prop = closing.state, closing.prop
 
     def estimate(self, snapshots, i: int, j: int):
-        """:func:`~bayes_eval.poisson_estimators.combine` after round ``i`` for measure ``j``,
-        as :func:`~bayes_eval.simulate.simulate_poisson` computes it.  The adaptive
-        design's round records are stacked and zero-padded to a power of two (rounds after
-        ``i`` get weight 0), so that a few compilations serve every round count."""
+        """The estimate after round ``i`` for measure ``j``: the stage kernel's
+        :func:`~bayes_eval.kernel.round_estimate` on the stacked round records, as the
+        simulation computes it.  The records are zero-padded to a power of two (rounds
+        after ``i`` get weight 0), so that a few compilations serve every round count."""
         pc = self.pc
         fn = pc.estimate_fns[j]
         snap = snapshots[i]
         rr = self.rounds
-        if not pc.design.adaptive:
-            r = rr[i]
-            return fn(jnp.asarray(r["b"]), jnp.asarray(r["mean"]), jnp.asarray(r["pi"]), jnp.asarray(snap.labeled),
-                      jnp.asarray(r["pred_var"]), jnp.asarray(r["pi_after"]))
         cap = 8
         while cap < i + 1:
             cap *= 2
@@ -458,7 +441,6 @@ class PoissonRounds:
                   jnp.asarray(cr))
 
 
-# ------------------------------------------------------------------------------ matching labels to draws
 def match_deterministic(pending, label_of, label_stage, items, rows, y, where, labels):
     """Deterministic oracle: which of the open stage's items (``pending``: row -> draw)
     the labels ``y`` of pool ``rows`` answer.  Returns ``(new, n_dup)``: row -> (label,

@@ -80,7 +80,7 @@ def linearized_mse(cells, g, design, rounds, ck_rounds, n_rounds, complete_round
     p = jnp.asarray(cells.weight)
     r_true = jnp.einsum("x,xc,xcd->d", p, truth, cells.loss)
     jac = jax.jacfwd(lambda r: jnp.atleast_1d(g(r)))(r_true)[0]
-    rec = rounds.rec
+    rec = rounds.record
 
     def one(b, mean, lb, smp, pv):
         if design.adaptive:
