@@ -447,7 +447,7 @@ def top_up(hw, n, epsilon: float, n_max: int) -> np.ndarray:
     up to ``n_max``; 0 where ε is reached."""
     hw = np.asarray(hw, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
-    add = np.maximum(np.ceil(n * ((hw / epsilon) ** 2 - 1)), 1.0)
+    add = np.maximum(np.ceil(n * ((hw / epsilon) ** 2 - 1) - 1e-9), 1.0)
     return np.where((hw > epsilon) & (n < n_max), np.minimum(add, n_max - n), 0.0)
 
 
