@@ -49,6 +49,17 @@ far and each unverified instance counted as a coin flip (f̃ = ½, the worst cas
 Bernoulli), exact over the cells; :func:`required_draws` bisects on it for the smallest nₘ
 with half-width z·√V ≤ ε.  The simple estimator gets the same rule with wᵢⱼ = 1[i = j].
 :func:`required_exhaustive` does the same for the exhaustive sample size of recall.
+:func:`top_up` sizes the draws still missing when the realized half-width is above ε after
+the sized rounds (the simulation's fair comparison of costs to reach ε, issue 17).
+
+**Other proposals** (issue 17, measured in ``benchmarks/results/ondemand.md``): the joint
+estimators take the proposal each stratum was actually drawn from, ``Rp[..., j, c]``
+(003's estimator generalizes to any per-stratum rⱼ: qᵢ = Σⱼ wᵢⱼ rⱼ, unbiased for fixed sizes
+and proposals), and ``rule="balance"`` weights wᵢⱼ ∝ nⱼ (the balance heuristic).
+:func:`water_fill` is a proposal for a new system that samples the cells earlier strata
+under-sample; :func:`remainder_parts` the estimator of a stratum drawn only from the
+instances not yet labeled (the labeled ones enter exactly).  Neither beat 003's protocol on
+the synthetic setting; the sessions draw from pₘ.
 """
 from __future__ import annotations
 
