@@ -49,6 +49,17 @@ far and each unverified instance counted as a coin flip (f̃ = ½, the worst cas
 Bernoulli), exact over the cells; :func:`required_draws` bisects on it for the smallest nₘ
 with half-width z·√V ≤ ε.  The simple estimator gets the same rule with wᵢⱼ = 1[i = j].
 :func:`required_exhaustive` does the same for the exhaustive sample size of recall.
+:func:`top_up` sizes the draws still missing when the realized half-width is above ε after
+the sized rounds (the simulation's fair comparison of costs to reach ε, issue 17).
+
+**Other proposals** (issue 17, measured in ``benchmarks/results/ondemand.md``): the joint
+estimators take the proposal each stratum was actually drawn from, ``Rp[..., j, c]``
+(003's estimator generalizes to any per-stratum rⱼ: qᵢ = Σⱼ wᵢⱼ rⱼ, unbiased for fixed sizes
+and proposals), and ``rule="balance"`` weights wᵢⱼ ∝ nⱼ (the balance heuristic).
+:func:`water_fill` is a proposal for a new system that samples the cells earlier strata
+under-sample; :func:`remainder_parts` the estimator of a stratum drawn only from the
+instances not yet labeled (the labeled ones enter exactly).  Neither beat 003's protocol on
+the synthetic setting; the sessions draw from pₘ.
 """
 from __future__ import annotations
 
@@ -61,6 +72,7 @@ __all__ = [
     "tally", "precision_influence", "simple_precision_influence", "pooled_recall_influence",
     "stratified_cov", "exhaustive_stats", "Estimates", "assemble", "joint_parts", "joint_estimates", "simple_estimates",
     "differences", "cell_fill", "round_size", "variance_bound", "required_draws", "required_exhaustive", "wilson", "f1_of",
+    "first_cells", "remainder_parts", "remainder_required", "precision_half_width", "top_up",
 ]
 
 #: two-sided 95% normal quantile
@@ -93,26 +105,42 @@ def overlaps(cells: Cells) -> np.ndarray:
     return np.einsum("c,ci,cj->ij", cells.size, cells.P, cells.P)
 
 
-def mixture_weights(cells: Cells, n, O=None) -> np.ndarray:
-    """wᵢⱼ ∝ nⱼ Σₓ pⱼ(x) pᵢ(x), rows summing to one (003 §"Estimating precision jointly");
-    a row with no draw overlapping system i is all zero.  ``n``: (..., M) draws per system."""
-    O = overlaps(cells) if O is None else O
+def stratum_overlaps(cells: Cells, Rp) -> np.ndarray:
+    """O[..., i, j] = Σₓ pᵢ(x) rⱼ(x) for per-stratum proposals ``Rp[..., j, c]`` (the
+    probability of one instance of cell c under stratum j's proposal)."""
+    return np.einsum("c,ci,...jc->...ij", cells.size, cells.P, Rp)
+
+
+def mixture_weights(cells: Cells, n, O=None, Rp=None, rule: str = "overlap") -> np.ndarray:
+    """wᵢⱼ ∝ nⱼ Σₓ rⱼ(x) pᵢ(x), rows summing to one (003 §"Estimating precision jointly",
+    rⱼ = pⱼ unless per-stratum proposals ``Rp`` are given); a row with no draw overlapping
+    system i is all zero.  ``n``: (..., M) draws per stratum.  ``rule="balance"``:
+    wᵢⱼ ∝ nⱼ 1[Oᵢⱼ > 0] (the balance heuristic: every draw reaching Xᵢ weighs pᵢ/D with D
+    the density of all draws)."""
+    if O is None:
+        O = overlaps(cells) if Rp is None else stratum_overlaps(cells, Rp)
     n = np.asarray(n, dtype=np.float64)
-    w = n[..., None, :] * O
+    w = n[..., None, :] * (O if rule == "overlap" else (O > 0))
     s = w.sum(-1, keepdims=True)
     return np.where(s > 0, w / np.where(s > 0, s, 1.0), 0.0)
 
 
-def proposals(cells: Cells, W) -> np.ndarray:
-    """qᵢ on every cell: Q[..., c, i] = Σⱼ wᵢⱼ pⱼ(c) (003 eq. for π̂ᵢ⁽ʲ⁾)."""
-    return np.einsum("...ij,cj->...ci", W, cells.P)
+def proposals(cells: Cells, W, Rp=None) -> np.ndarray:
+    """qᵢ on every cell: Q[..., c, i] = Σⱼ wᵢⱼ rⱼ(c) (003 eq. for π̂ᵢ⁽ʲ⁾; rⱼ = pⱼ unless
+    per-stratum proposals ``Rp[..., j, c]`` are given: the proposal each stratum was
+    actually drawn from)."""
+    if Rp is None:
+        return np.einsum("...ij,cj->...ci", W, cells.P)
+    return np.einsum("...ij,...jc->...ci", W, Rp)
 
 
-def pooled_proposal(cells: Cells, n) -> np.ndarray:
-    """q₀ = Σⱼ (nⱼ/N) pⱼ, the mixture all verification draws come from (module docstring)."""
+def pooled_proposal(cells: Cells, n, Rp=None) -> np.ndarray:
+    """q₀ = Σⱼ (nⱼ/N) rⱼ, the mixture all verification draws come from (module docstring)."""
     n = np.asarray(n, dtype=np.float64)
     N = n.sum(-1, keepdims=True)
-    return np.einsum("...j,cj->...c", n / np.where(N > 0, N, 1.0), cells.P)
+    if Rp is None:
+        return np.einsum("...j,cj->...c", n / np.where(N > 0, N, 1.0), cells.P)
+    return np.einsum("...j,...jc->...c", n / np.where(N > 0, N, 1.0), Rp)
 
 
 def tally(n_strata: int, n_cells: int, stratum, cell, label, mask=None) -> np.ndarray:
@@ -133,11 +161,12 @@ def _ratio(a, b):
     return np.where(b > 0, a / np.where(b > 0, b, 1.0), 0.0)
 
 
-def precision_influence(cells: Cells, n, W=None) -> np.ndarray:
+def precision_influence(cells: Cells, n, W=None, Rp=None, rule: str = "overlap") -> np.ndarray:
     """ψ[..., i, j, c, f] = (wᵢⱼ/nⱼ) pᵢ(c) f / qᵢ(c): the joint precision estimator is
-    π̂ᵢ = Σ over draws of ψᵢ (003 §"Estimating precision jointly")."""
-    W = mixture_weights(cells, n) if W is None else W
-    Q = proposals(cells, W)                                   # (..., C, M)
+    π̂ᵢ = Σ over draws of ψᵢ (003 §"Estimating precision jointly"); with ``Rp`` the strata's
+    actual proposals (unbiased for fixed n and proposals: E = Σⱼ wᵢⱼ Σₓ rⱼ pᵢ f/qᵢ = πᵢ)."""
+    W = mixture_weights(cells, n, Rp=Rp, rule=rule) if W is None else W
+    Q = proposals(cells, W, Rp)                               # (..., C, M)
     H = _ratio(cells.P, Q)                                    # pᵢ/qᵢ, 0 off Xᵢ
     coef = _ratio(W, np.asarray(n, dtype=np.float64)[..., None, :])   # wᵢⱼ/nⱼ
     f = np.array([0.0, 1.0])
@@ -152,13 +181,13 @@ def simple_precision_influence(cells: Cells, n) -> np.ndarray:
     return np.einsum("...ij,c,f->...ijcf", coef, np.ones(C), np.array([0.0, 1.0]))
 
 
-def pooled_recall_influence(cells: Cells, T, n) -> tuple[np.ndarray, np.ndarray]:
+def pooled_recall_influence(cells: Cells, T, n, Rp=None) -> tuple[np.ndarray, np.ndarray]:
     """(ν̂, ψ): the pooled recall ν̂ᵢ = Σ f gᵢ/q₀ / Σ f/q₀ over every verification draw and
     its linearization ψᵢ = (a − ν̂ᵢ b)/(N B̂), a = f gᵢ/q₀, b = f/q₀
     (003 §"Estimating recall jointly", with q₀ as in the module docstring)."""
     n = np.asarray(n, dtype=np.float64)
     N = n.sum(-1)
-    q0 = pooled_proposal(cells, n)                            # (..., C)
+    q0 = pooled_proposal(cells, n, Rp)                        # (..., C)
     G = (cells.P > 0).astype(np.float64)                      # (C, M)
     inv_q = _ratio(1.0, q0)
     T1 = T[..., 1]                                            # (..., M, C)
@@ -263,12 +292,13 @@ def assemble(pi, rho_parts, cov_in, joint: bool) -> Estimates:
     return Estimates(value, cov)
 
 
-def joint_parts(cells: Cells, T, n) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(π̂, ν̂, Cov of (π̂, ν̂)) from the verification draws alone (003 §"Joint estimator")."""
+def joint_parts(cells: Cells, T, n, Rp=None, rule: str = "overlap") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(π̂, ν̂, Cov of (π̂, ν̂)) from the verification draws alone (003 §"Joint estimator");
+    ``Rp[..., j, c]``: the proposal stratum j was drawn from (pⱼ when not given)."""
     n = np.asarray(n, dtype=np.float64)
-    psi_p = precision_influence(cells, n)
+    psi_p = precision_influence(cells, n, Rp=Rp, rule=rule)
     pi = np.einsum("...jcf,...ijcf->...i", T, psi_p)
-    nu, psi_n = pooled_recall_influence(cells, T, n)
+    nu, psi_n = pooled_recall_influence(cells, T, n, Rp)
     batch = np.broadcast_shapes(T.shape[:-3], psi_p.shape[:-4], psi_n.shape[:-4])
     psi = np.concatenate([np.broadcast_to(psi_p, batch + psi_p.shape[-4:]),
                           np.broadcast_to(psi_n, batch + psi_n.shape[-4:])], axis=-4)
@@ -327,6 +357,111 @@ def wilson(k, n, z: float = Z95):
     return np.where(n > 0, mid - half, 0.0), np.where(n > 0, mid + half, 1.0)
 
 
+# ------------------------------------------------------------------ the remainder proposal
+def first_cells(cells: Cells) -> np.ndarray:
+    """E[c, m]: the instances of cell c are first predicted by system m (in submission order:
+    m predicts them, no earlier system does).  The sets Eₘ partition the pool X."""
+    inX = cells.P > 0
+    earlier = np.cumsum(inX, axis=1) - inX                    # systems before m predicting c
+    return inX & (earlier == 0)
+
+
+def remainder_parts(cells: Cells, T, n, u, K, KA=None, KB=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(π̂, ν̂, Cov of (π̂, ν̂)) when stratum m was drawn from the *remainder proposal*:
+    pₘ restricted to the instances of Xₘ not yet labeled when m was submitted (the set Vₘ,
+    frozen at submission), rₘ(x) = pₘ(x) 1[x ∉ Vₘ] / uₘ with uₘ = Σ_{x∉Vₘ} pₘ(x).
+
+    Precision (known part + remainder, unbiased given Vₘ — and so unconditionally, as Vₘ is
+    fixed before stratum m is drawn): π̂ₘ = Kₘ + uₘ · (mean of f over stratum m's draws), with
+    Kₘ = Σ_{x∈Vₘ} pₘ(x) f(x) exact.  The labels bought for earlier systems enter exactly rather
+    than as samples: Var π̂ₘ = uₘ² Var_r(f)/nₘ, where 003's mixture over pⱼ keeps their
+    sampling variance.
+
+    Pooled recall ν̂ᵢ = Â_i / B̂ over the partition X = ⊔ₘ Eₘ (:func:`first_cells`): the count
+    of correct instances in Eₘ (in Eₘ ∩ Xᵢ) is its known part (``KB``, ``KA[..., i]``: the
+    labeled instances of Eₘ ∩ Vₘ summed over m) plus stratum m's estimate of the rest,
+    (1/nₘ) Σ f 1[x ∈ Eₘ] / rₘ(x).  Each stratum's terms are conditionally unbiased given the
+    earlier strata (a martingale), so the stratified covariance of the influence values holds.
+
+    ``T[..., j, c, f]`` tallies, ``n``, ``u``, ``K``: (..., M)."""
+    n = np.asarray(n, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64)
+    M, C = cells.P.shape[1], cells.P.shape[0]
+    f = np.array([0.0, 1.0])
+    coef = np.eye(M) * _ratio(u, n)[..., None, :]             # 1[i = j] uᵢ/nᵢ
+    psi_p = np.einsum("...ij,c,f->...ijcf", coef, np.ones(C), f)
+    pi = np.asarray(K, dtype=np.float64) + np.einsum("...jcf,...ijcf->...i", T, psi_p)
+    E = first_cells(cells).astype(np.float64)                 # (C, M)
+    G = (cells.P > 0).astype(np.float64)                      # (C, M)
+    # count-scale weight of one draw of stratum m in cell c: 1[c ∈ Eₘ] (uₘ/pₘ(c)) / nₘ
+    b = E * _ratio(u[..., None, :], cells.P) * _ratio(1.0, n)[..., None, :]     # (..., C, M)
+    T1 = T[..., 1]                                            # (..., M, C)
+    KB = 0.0 if KB is None else np.asarray(KB, dtype=np.float64)
+    KA = 0.0 if KA is None else np.asarray(KA, dtype=np.float64)
+    B = KB + np.einsum("...jc,...cj->...", T1, b)
+    A = KA + np.einsum("...jc,...cj,ci->...i", T1, b, G)
+    nu = _ratio(A, np.asarray(B)[..., None])
+    dev = (G - nu[..., None, :]) * _ratio(1.0, np.asarray(B))[..., None, None]  # (..., C, i)
+    psi_n = np.einsum("...cj,...ci,f->...ijcf", b, dev, f)
+    batch = np.broadcast_shapes(T.shape[:-3], psi_p.shape[:-4], psi_n.shape[:-4])
+    psi = np.concatenate([np.broadcast_to(psi_p, batch + psi_p.shape[-4:]),
+                          np.broadcast_to(psi_n, batch + psi_n.shape[-4:])], axis=-4)
+    return pi, nu, stratified_cov(T, psi)
+
+
+def remainder_required(u, mu, epsilon: float, n_max: int, z: float = Z95) -> np.ndarray:
+    """Draws from the remainder proposal for half-width z uₘ √(μ(1−μ)/nₘ) ≤ ε: μ the mean of
+    f̃ over the remainder under rₘ (known labels, the cell's posterior mean for the
+    unverified; :func:`cell_fill`).  Closed form of the bound 003 bisects; 0 when uₘ = 0
+    (every instance of Xₘ already labeled: π̂ₘ is exact)."""
+    u = np.asarray(u, dtype=np.float64)
+    mu = np.clip(np.asarray(mu, dtype=np.float64), 0.0, 1.0)
+    need = np.ceil(z * z * u * u * mu * (1 - mu) / epsilon ** 2 - 1e-9)
+    need = np.where(u > 0, np.maximum(need, 2.0), 0.0)        # two draws at least: a variance
+    return np.minimum(need, n_max).astype(np.int64)
+
+
+def water_fill(cells: Cells, D_prev, m: int, n_new, defensive: float = 0.0, iters: int = 60) -> np.ndarray:
+    """The proposal of a new stratum for system m that tops the sampling density of the
+    draws so far, ``D_prev[..., c]`` = Σⱼ nⱼ rⱼ(c), up towards λ pₘ: r ∝ max(λ pₘ − D_prev, 0)
+    with λ such that ``n_new`` draws fill it (the cells of Xₘ that earlier strata already
+    sample at the level λ pₘ get none); mixed with pₘ in share ``defensive``.  Returns
+    r[..., c] per instance, Σ_c size_c r(c) = 1."""
+    pm = cells.P[:, m]
+    size = cells.size
+    D_prev = np.asarray(D_prev, dtype=np.float64)
+    n_new = np.asarray(n_new, dtype=np.float64)
+    Dm = np.where(pm > 0, D_prev, 0.0)
+    lo = np.zeros(n_new.shape)
+    hi = n_new + np.einsum("c,...c->...", size, Dm) + 1e-12
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        fillv = np.einsum("c,...c->...", size, np.maximum(mid[..., None] * pm - Dm, 0.0))
+        big = fillv >= n_new
+        hi = np.where(big, mid, hi)
+        lo = np.where(big, lo, mid)
+    g = np.maximum(hi[..., None] * pm - Dm, 0.0)
+    z = np.einsum("c,...c->...", size, g)[..., None]
+    r = np.where(z > 0, g / np.where(z > 0, z, 1.0), pm)
+    return (1 - defensive) * r + defensive * pm
+
+
+def precision_half_width(T, psi) -> np.ndarray:
+    """z √Var π̂ᵢ for every system from the influence values of precision alone."""
+    var = np.diagonal(stratified_cov(T, psi), axis1=-2, axis2=-1)
+    return Z95 * np.sqrt(np.maximum(var, 0.0))
+
+
+def top_up(hw, n, epsilon: float, n_max: int) -> np.ndarray:
+    """Draws to add when the realized half-width ``hw`` (after the sized rounds) is still
+    above ε: the half-width falls like 1/√n, so n((hw/ε)² − 1) more, at least one, at most
+    up to ``n_max``; 0 where ε is reached."""
+    hw = np.asarray(hw, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    add = np.maximum(np.ceil(n * ((hw / epsilon) ** 2 - 1) - 1e-9), 1.0)
+    return np.where((hw > epsilon) & (n < n_max), np.minimum(add, n_max - n), 0.0)
+
+
 # ------------------------------------------------------------------ adaptive sample size
 def cell_fill(size, pos, ver):
     """f̃ per cell for the variance bound: the known labels, and for each unverified
@@ -344,49 +479,60 @@ def round_size(required, have, last: bool):
     return short if last else np.where(short > 0, np.maximum(np.ceil(short / 2), 1.0), 0.0)
 
 
-def variance_bound(cells: Cells, n, m: int, fill, joint: bool = True, O=None) -> np.ndarray:
-    """The variance of π̂ₘ with ``n[..., :]`` draws per system (nₘ the candidate), each
-    stratum's variance Var_{pⱼ}[pₘ f/qₘ] computed exactly over the cells with f replaced by
+def variance_bound(cells: Cells, n, m: int, fill, joint: bool = True, O=None, Rp=None,
+                   rule: str = "overlap") -> np.ndarray:
+    """The variance of π̂ₘ with ``n[..., :]`` draws per stratum (nₘ the candidate), each
+    stratum's variance Var_{rⱼ}[pₘ f/qₘ] computed exactly over the cells with f replaced by
     ``fill[..., c]`` — the mean over the cell of the known labels and ``FILL`` for the
-    unverified (003 §"Adaptively choosing the number of samples").  ``inf`` where qₘ = 0
-    on part of Xₘ (nothing drawn could reach it: the estimator would be biased)."""
+    unverified (003 §"Adaptively choosing the number of samples").  ``Rp[..., j, c]``: the
+    strata's proposals (rⱼ = pⱼ when not given).  ``inf`` where qₘ = 0 on part of Xₘ
+    (nothing drawn could reach it: the estimator would be biased)."""
     n = np.asarray(n, dtype=np.float64)
     fill = np.asarray(fill, dtype=np.float64)
     pm = cells.P[:, m]
-    mass = cells.size[:, None] * cells.P                      # (C, M): Σ over a cell of pⱼ
     if not joint:
-        pit = np.einsum("c,...c->...", mass[:, m], fill)
+        pit = np.einsum("c,...c->...", cells.size * pm, fill)
         return _ratio(pit * (1 - pit), n[..., m])
-    O = overlaps(cells) if O is None else O
-    w = n * O[m]
+    if Rp is None:
+        O = overlaps(cells) if O is None else O
+        Om = O[m]
+        Rp = np.swapaxes(np.broadcast_to(cells.P, fill.shape[:-1] + cells.P.shape), -1, -2)
+    else:
+        Om = stratum_overlaps(cells, Rp)[..., m, :]
+    w = n * (Om if rule == "overlap" else (Om > 0))
     s = w.sum(-1, keepdims=True)
     w = _ratio(w, s)                                          # (..., M)
-    q = np.einsum("...j,cj->...c", w, cells.P)
+    q = np.einsum("...j,...jc->...c", w, Rp)
     support = (pm > 0) & (cells.size > 0)
     uncovered = np.any(support & (q <= 0), axis=-1)
     h = np.where(pm > 0, pm / np.where(q > 0, q, 1.0), 0.0)
-    e1 = np.einsum("cj,...c->...j", mass, h * fill)
-    e2 = np.einsum("cj,...c->...j", mass, h * h * fill)
+    mass = cells.size * Rp                                    # (..., M, C): Σ over a cell of rⱼ
+    e1 = np.einsum("...jc,...c->...j", mass, h * fill)
+    e2 = np.einsum("...jc,...c->...j", mass, h * h * fill)
     var_j = np.maximum(e2 - e1 * e1, 0.0)
     V = np.sum(np.where(n > 0, _ratio(w * w, n) * var_j, 0.0), axis=-1)
     return np.where(uncovered, np.inf, V)
 
 
 def required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: int, joint: bool = True,
-                   z: float = Z95) -> np.ndarray:
+                   z: float = Z95, Rp=None, rule: str = "overlap", fill_prop=None) -> np.ndarray:
     """The smallest nₘ in [0, n_max] whose bound gives half-width z√V ≤ ε, by bisection
     (the bound decreases in nₘ; 003 §"Adaptively choosing the number of samples"); n_max
     where even n_max does not reach ε.  ``n[..., m]`` is ignored."""
     n = np.array(n, dtype=np.float64)
     target = (epsilon / z) ** 2
-    O = overlaps(cells)
+    O = overlaps(cells) if Rp is None else None
     batch = n.shape[:-1]
     lo = np.zeros(batch)
     hi = np.full(batch, float(n_max))
     while np.any(lo < hi):
         mid = np.floor((lo + hi) / 2)
         n[..., m] = mid
-        ok = variance_bound(cells, n, m, fill, joint, O) <= target
+        R = Rp
+        if fill_prop is not None:                            # stratum m's proposal depends on nₘ
+            R = np.array(Rp, dtype=np.float64, copy=True)
+            R[..., m, :] = fill_prop(mid)
+        ok = variance_bound(cells, n, m, fill, joint, O, Rp=R, rule=rule) <= target
         hi = np.where(ok, mid, hi)
         lo = np.where(ok, lo, mid + 1)
     return lo.astype(np.int64)

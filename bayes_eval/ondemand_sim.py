@@ -17,6 +17,10 @@ each, the number of draws is chosen by bisection on the variance bound given eve
 so far (003 §"Adaptively choosing the number of samples"; :func:`bayes_eval.ondemand.
 required_draws`), draws already verified are reused at no cost; after the last system the
 exhaustive sample is sized from a pilot (:func:`bayes_eval.ondemand.required_exhaustive`).
+The comparison is of costs *to reach ε*: after the sized rounds, each protocol tops up the new
+system's draws alike until its realized half-width is ≤ ε (:func:`bayes_eval.ondemand.top_up`;
+the bound alone left the simple estimator short of ε in a quarter of the runs).
+Alternatives to 003's joint protocol are in :data:`PROTOCOLS`.
 Pure functions of (setting, seed): no files.
 """
 from __future__ import annotations
@@ -28,7 +32,7 @@ import numpy as np
 
 from . import ondemand as od
 
-__all__ = ["Setting", "synthetic_setting", "pool_setting", "simulate", "summarize", "truth_of"]
+__all__ = ["PROTOCOLS", "Setting", "synthetic_setting", "pool_setting", "simulate", "summarize", "truth_of"]
 
 COST_VERIFY = 0.18
 COST_EXHAUSTIVE = 1.60
@@ -105,36 +109,144 @@ def _fill(cells, cell, verified, truth):
     return od.cell_fill(cells.size, pos, ver)
 
 
-def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max, joint, rounds):
-    """One protocol (simple or joint) on R repeats: draws per system, new labels per
-    system, exhaustive size, final estimates."""
+def _tally_so_far(cells, cell, truth, draws, n, n_max):
+    R, M, _ = draws.shape
+    mask = np.arange(n_max)[None, None, :] < n[:, :, None]
+    strata = np.broadcast_to(np.arange(M)[None, :, None], draws.shape)
+    d = np.maximum(draws, 0)
+    return od.tally(M, len(cells.size), strata.reshape(R, -1), cell[d].reshape(R, -1),
+                    truth[d].astype(np.int64).reshape(R, -1), mask.reshape(R, -1))
+
+
+#: the protocols :func:`simulate` knows: (stratum proposal, mixture-weight rule).  "simple" and
+#: "joint" are 003's estimators; the others are the alternatives measured for issue 17
+#: (benchmarks/results/ondemand.md): "joint_fill" draws system m from
+#: :func:`bayes_eval.ondemand.water_fill` (the cells earlier strata under-sample) with
+#: balance-heuristic weights, "joint_fill_overlap" the same with 003's weights,
+#: "joint_balance" pₘ with balance-heuristic weights, "joint_remainder" the known part + the
+#: remainder proposal (:func:`bayes_eval.ondemand.remainder_parts`).
+PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_fill": ("fill", "balance"),
+             "joint_fill_overlap": ("fill", "overlap"), "joint_balance": ("p", "balance"),
+             "joint_remainder": ("remainder", None)}
+
+
+def _realized_hw(kind, cells, T, n, m, u=None, Rp=None):
+    """The realized half-width of π̂ₘ from the draws so far (the estimator's own variance)."""
+    prop, rule = PROTOCOLS[kind]
+    if kind == "simple":
+        psi = od.simple_precision_influence(cells, n)
+    elif prop != "remainder":
+        psi = od.precision_influence(cells, n, Rp=Rp, rule=rule)
+    else:
+        M = n.shape[-1]
+        coef = np.eye(M) * np.where(n > 0, u / np.where(n > 0, n, 1.0), 0.0)[..., None, :]
+        psi = np.einsum("...ij,c,f->...ijcf", coef, np.ones(len(cells.size)), np.array([0.0, 1.0]))
+    return od.precision_half_width(T[..., :, :, :], psi[..., m:m + 1, :, :, :])[..., 0]
+
+
+def _remainder_draws(rng, inXm, Vm, n_max):
+    """n_max draws per repeat, uniform over Xₘ minus the instances labeled at submission."""
+    R = Vm.shape[0]
+    out = np.full((R, n_max), -1, dtype=np.int64)
+    for r in range(R):
+        idx = np.flatnonzero(inXm & ~Vm[r])
+        if len(idx):
+            out[r] = idx[rng.integers(0, len(idx), n_max)]
+    return out
+
+
+def _cell_draws(rng, r, cells, order, offset, n_max):
+    """n_max draws per repeat from per-instance probabilities ``r[R, C]``: a cell by its
+    mass size·r, then an instance uniformly inside it."""
+    R = r.shape[0]
+    mass = cells.size[None, :] * r
+    cdf = np.cumsum(mass, 1)
+    cdf /= cdf[:, -1:]
+    u1 = rng.random((R, n_max))
+    c = np.stack([np.minimum(np.searchsorted(cdf[k], u1[k], side="right"), len(cells.size) - 1)
+                  for k in range(R)])
+    k = np.minimum((rng.random((R, n_max)) * cells.size[c]).astype(np.int64), cells.size[c].astype(np.int64) - 1)
+    return order[offset[c] + k]
+
+
+def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max, kind, rounds, rng=None,
+              fair=True):
+    """One protocol (:data:`PROTOCOLS`) on R repeats.  Systems in turn: the sized rounds, then
+    (``fair``) top-ups until the realized half-width of π̂ₘ is ≤ ε (or n_max draws), the same
+    rule for every protocol.  Returns draws, new labels per system, exhaustive size, estimates."""
     truth, G = setting.truth, setting.G
     R, M, _ = draws.shape
+    if kind not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {kind!r}; known: {sorted(PROTOCOLS)}")
+    prop, rule = PROTOCOLS[kind]
+    remainder = prop == "remainder"
+    fillp = prop == "fill"
+    Rp = np.broadcast_to(cells.P.T, (R, M, len(cells.size))).copy()
+    if remainder or fillp:
+        draws = np.full_like(draws, -1)
+    if fillp:
+        inX = cell >= 0
+        order = np.flatnonzero(inX)[np.argsort(cell[inX], kind="stable")]
+        offset = np.concatenate([[0], np.cumsum(cells.size)[:-1]]).astype(np.int64)
     verified = np.zeros((R, len(truth)), dtype=bool)
     n = np.zeros((R, M))
     new = np.zeros((R, M))
-    rows = np.broadcast_to(np.arange(R)[:, None], draws.shape[::2])
+    u = np.ones((R, M))
+    K = np.zeros((R, M))
+    size = G.sum(0).astype(np.float64)
+    rows = np.broadcast_to(np.arange(R)[:, None], (R, n_max))
+    hw_at = np.zeros((R, M))
+
+    def add(m, k):
+        n[:, m] += k
+        mask = (np.arange(n_max)[None, :] < n[:, m, None]) & (draws[:, m] >= 0)
+        verified[rows[mask], draws[:, m][mask]] = True
+
     for m in range(M):
         before = verified.sum(1)
+        if remainder:
+            Vm = verified.copy()
+            inXm = G[:, m]
+            u[:, m] = (inXm[None, :] & ~Vm).sum(1) / size[m]
+            K[:, m] = (inXm[None, :] & Vm & truth[None, :]).sum(1) / size[m]
+            draws[:, m] = _remainder_draws(rng, inXm, Vm, n_max)
+        if fillp:
+            D_prev = np.einsum("rj,rjc->rc", n, Rp)
+            fill = _fill(cells, cell, verified, truth)
+            n_plan = od.required_draws(cells, n, m, fill, epsilon, n_max, Rp=Rp, rule=rule,
+                                       fill_prop=lambda k: od.water_fill(cells, D_prev, m, k))
+            Rp[:, m] = od.water_fill(cells, D_prev, m, np.maximum(n_plan, 1))
+            draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
         for rnd in range(rounds):
             fill = _fill(cells, cell, verified, truth)
-            req = od.required_draws(cells, n, m, fill, epsilon, n_max, joint=joint)
-            n[:, m] += od.round_size(req, n[:, m], rnd == rounds - 1)
-            mask = np.arange(n_max)[None, :] < n[:, m, None]
-            verified[rows[mask], draws[:, m][mask]] = True
+            if remainder:
+                ft = np.where(verified, truth[None, :], fill[:, np.maximum(cell, 0)])
+                rem = inXm[None, :] & ~Vm
+                mu = np.where(u[:, m] > 0, (ft * rem).sum(1) / np.maximum(rem.sum(1), 1), 0.0)
+                req = od.remainder_required(u[:, m], mu, epsilon, n_max)
+            else:
+                req = od.required_draws(cells, n, m, fill, epsilon, n_max, joint=kind != "simple", Rp=Rp,
+                                        rule=rule or "overlap")
+            add(m, od.round_size(req, n[:, m], rnd == rounds - 1))
+        for _ in range(12 if fair else 0):
+            T = _tally_so_far(cells, cell, truth, draws, n, n_max)
+            hw = _realized_hw(kind, cells, T, n, m, u, Rp)
+            k = od.top_up(hw, n[:, m], epsilon, n_max)
+            if not np.any(k > 0):
+                break
+            add(m, k)
+        T = _tally_so_far(cells, cell, truth, draws, n, n_max)
+        hw_at[:, m] = _realized_hw(kind, cells, T, n, m, u, Rp)
         new[:, m] = verified.sum(1) - before
-    mask = np.arange(n_max)[None, None, :] < n[:, :, None]
-    strata = np.broadcast_to(np.arange(M)[None, :, None], draws.shape)
-    T = od.tally(M, len(cells.size), strata.reshape(R, -1), cell[draws].reshape(R, -1),
-                 truth[draws].astype(np.int64).reshape(R, -1), mask.reshape(R, -1))
+    T = _tally_so_far(cells, cell, truth, draws, n, n_max)
     # exhaustive: one instance per unit (document), uniform over 𝒴
     t = np.concatenate([G[exh].any(-1, keepdims=True), G[exh]], axis=-1).astype(np.float64)
     ones = np.ones(exh.shape)
-    pilot = np.arange(n0_max)[None, :] < n0_pilot
     tp = t[:, :n0_pilot].sum(1)
     smooth = (tp + 1) / (n0_pilot + 2)                      # sizing only: never 0 or 1
+    joint = kind != "simple"
     if joint:
-        parts = od.joint_parts(cells, T, n)
+        parts = od.remainder_parts(cells, T, n, u, K) if remainder else od.joint_parts(cells, T, n, Rp, rule)
         var_nu = np.diagonal(parts[2], axis1=-2, axis2=-1)[:, M:]
         n0, reach = od.required_exhaustive(smooth[:, 0], parts[1], var_nu, None, 0.0 + epsilon, n0_max)
     else:
@@ -146,15 +258,20 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         est = od.joint_estimates(cells, T, n, est_e[:, 0], cov_e[:, 0, 0], parts=parts)
     else:
         est = od.simple_estimates(cells, T, n, est_e[:, 1:], cov_e[:, 1:, 1:])
-    del pilot
     return {"value": est.value, "hw": est.half_width, "n": n, "new": new, "n0": n0, "reach": reach,
-            "cov": est.cov}
+            "cov": est.cov, "hw_at": hw_at}
 
 
 def simulate(setting: Setting, epsilon: float = 0.05, repeats: int = 100, seed: int = 0, chunk: int = 25,
              n0_pilot: int = 50, n0_max: int | None = None, n_max: int | None = None,
-             pairs: tuple = ((0, 1),), rounds: int = 4) -> dict:
-    """Run both protocols ``repeats`` times; returns per-repeat arrays (see :func:`summarize`)."""
+             pairs: tuple = ((0, 1),), rounds: int = 4, protocols: tuple = ("simple", "joint"),
+             fair: bool = True) -> dict:
+    """Run the ``protocols`` ``repeats`` times on the same draws from the pₘ (the remainder
+    proposal's "joint" draws its own); returns per-repeat arrays (see :func:`summarize`).
+    ``protocols``: names of :data:`PROTOCOLS` ("simple" and "joint" are 003's estimators);
+    ``fair``: after the sized rounds, top up every protocol alike until the realized
+    half-width of the new system's precision is ≤ ε (or n_max draws) — the costs compared
+    are then costs of reaching ε (issue 17)."""
     t0 = time.perf_counter()
     truth, G = setting.truth, setting.G
     M = G.shape[1]
@@ -169,14 +286,14 @@ def simulate(setting: Setting, epsilon: float = 0.05, repeats: int = 100, seed: 
     members = [np.flatnonzero(G[:, m]) for m in range(M)]
     Y = np.flatnonzero(truth)
     rng = np.random.default_rng(seed)
-    out = {"simple": [], "joint": []}
+    out = {k: [] for k in protocols}
     for start in range(0, repeats, chunk):
         R = min(chunk, repeats - start)
         draws = np.stack([members[m][rng.integers(0, len(members[m]), (R, n_max))] for m in range(M)], axis=1)
         exh = Y[rng.integers(0, len(Y), (R, n0_max))]
         for key in out:
-            res = _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max, key == "joint",
-                            rounds)
+            res = _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max, key,
+                            rounds, rng=rng, fair=fair)
             diffs = [od.differences(od.Estimates(res["value"], res["cov"]), a, b, M) for a, b in pairs]
             res["diff"] = np.stack([d[0] for d in diffs], 1) if diffs else None
             res["diff_hw"] = np.stack([d[1] for d in diffs], 1) if diffs else None
@@ -239,6 +356,7 @@ def summarize(sim: dict, cost_verify: float = COST_VERIFY, cost_exhaustive: floa
         "labels": {"verify": {k: float(r["new"].sum(1).mean()) for k, r in runs.items()},
                    "exhaustive": {k: float(r["n0"].mean()) for k, r in runs.items()}},
         "reached": {k: float(np.mean(r["hw"][:, :M] <= eps + 1e-12)) for k, r in runs.items()},
+        "reached_at_submission": {k: float(np.mean(r["hw_at"] <= eps + 1e-12)) for k, r in runs.items()},
         "recall_reachable": {k: float(np.mean(r["reach"])) for k, r in runs.items()},
         "cells": sim["cells"], "seconds": sim["seconds"],
     }

@@ -336,8 +336,10 @@ def test_cli_verbs(tmp_path):
 def test_coverage_and_bias_synthetic_ten_systems():
     """The issue's targets on the synthetic setting (10 systems, ε = 0.05, 500 repeats):
     joint 95% intervals for precision, recall and F1 cover 0.94–0.96 on average over the
-    systems and ≥ 0.90 for each, and no precision bias beyond 3 Monte Carlo SE.  (The cost target
-    ≤ 0.5 × simple is not met: 0.68 measured, benchmarks/results/ondemand.md.)"""
+    systems and ≥ 0.90 for each, and no precision bias beyond 3 Monte Carlo SE; both protocols
+    reach ε on every system (the fair comparison: top-ups until the realized half-width is ≤ ε).
+    (The cost target ≤ 0.5 × simple is not met: 0.68 measured with both reaching ε, and none of
+    the alternatives in ``ondemand_sim.PROTOCOLS`` does better; benchmarks/results/ondemand.md.)"""
     s = sim.synthetic_setting(10, seed=0)
     out = sim.summarize(sim.simulate(s, 0.05, repeats=500, seed=0))
     # one system's precision (sys6, π = 0.27) covers 0.920 (3.1 binomial SE under 0.95): the
@@ -350,3 +352,121 @@ def test_coverage_and_bias_synthetic_ten_systems():
         p = row["precision"]["joint"]
         assert abs(p["bias"]) < 3 * p["bias_se"]
     assert out["cost"]["joint"] < 0.75 * out["cost"]["simple"]
+    assert out["reached_at_submission"]["simple"] == 1.0 and out["reached_at_submission"]["joint"] >= 0.99
+
+
+# ------------------------------------------------------------------ issue 17: proposals, fairness
+def _cell_values(per_item, cell):
+    """Per-cell values of a per-item array constant on cells (strata × items -> strata × cells)."""
+    out = np.zeros((per_item.shape[0], cell.max() + 1))
+    out[:, cell] = per_item
+    return out
+
+
+@pytest.mark.parametrize("rule", ["overlap", "balance"])
+@pytest.mark.parametrize("n", [(2, 2), (3, 1), (1, 3)])
+def test_joint_precision_unbiased_with_arbitrary_stratum_proposals(n, rule):
+    """003's joint estimator generalized: stratum j drawn from any rⱼ (recorded), qᵢ = Σⱼ wᵢⱼ rⱼ
+    with the proposals actually used — E[π̂ᵢ] = πᵢ exactly, summing over every sample, for 003's
+    weights and the balance heuristic; and the pooled recall's proposal is the actual mixture."""
+    cells, cell = od.cells_of(P)
+    # stratum 0 favours instance 1, stratum 1 instances 3 and 4 (constant on the cell {3, 4})
+    r_items = np.array([[.2, .6, .2, 0, 0], [0, .1, .1, .4, .4]])
+    Rp = _cell_values(r_items, cell)
+    truth = (P * F[:, None]).sum(0)
+    E = np.zeros(2)
+    total = 0.0
+    U = P.shape[0]
+    for combo in itertools.product(*[list(itertools.product(range(U), repeat=k)) for k in n]):
+        prob = np.prod([np.prod(r_items[j, list(c)]) for j, c in enumerate(combo)])
+        if prob == 0:
+            continue
+        items = np.array([x for c in combo for x in c])
+        strata = np.array([j for j, c in enumerate(combo) for _ in c])
+        T = od.tally(2, len(cells.size), strata, cell[items], F[items])
+        pi, _, _ = od.joint_parts(cells, T, n, Rp=Rp, rule=rule)
+        total += prob
+        E += prob * pi
+    assert total == pytest.approx(1.0)
+    np.testing.assert_allclose(E, truth, rtol=0, atol=1e-12)
+    # with rⱼ = pⱼ the generalized code is 003's estimator, bit for bit
+    T = od.tally(2, len(cells.size), np.array([0, 0, 1]), cell[[0, 1, 3]], F[[0, 1, 3]])
+    a = od.joint_parts(cells, T, (2, 1))
+    b = od.joint_parts(cells, T, (2, 1), Rp=cells.P.T)
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("n", [(1, 1), (2, 2), (3, 2)])
+def test_remainder_estimator_unbiased_exact_enumeration(n):
+    """The known-part + remainder estimator (:func:`ondemand.remainder_parts`): system 2's
+    stratum is drawn from p₂ restricted to the instances *not* labeled by stratum 1 — a
+    proposal that depends on the earlier draws — and π̂₂ = K₂ + u₂ · mean f is still exactly
+    unbiased (conditionally on V₂, hence overall)."""
+    cells, cell = od.cells_of(P)
+    U = P.shape[0]
+    truth = (P * F[:, None]).sum(0)
+    E = np.zeros(2)
+    total = 0.0
+    for first in itertools.product(range(U), repeat=n[0]):
+        p1 = np.prod(P[list(first), 0])
+        if p1 == 0:
+            continue
+        V = np.zeros(U, dtype=bool)
+        V[list(first)] = True
+        rem = P[:, 1] * ~V
+        u2 = rem.sum()
+        K = np.array([0.0, (P[:, 1] * V * F).sum()])
+        u = np.array([1.0, u2])
+        seconds = list(itertools.product(range(U), repeat=n[1])) if u2 > 0 else [()]
+        for second in seconds:
+            p2 = np.prod(rem[list(second)] / u2) if second else 1.0
+            if p2 == 0:
+                continue
+            items = np.array(list(first) + list(second))
+            strata = np.array([0] * len(first) + [1] * len(second))
+            T = od.tally(2, len(cells.size), strata, cell[items], F[items])
+            pi, nu, cov = od.remainder_parts(cells, T, np.array([len(first), len(second)]), u, K)
+            total += p1 * p2
+            E += p1 * p2 * pi
+    assert total == pytest.approx(1.0)
+    np.testing.assert_allclose(E, truth, rtol=0, atol=1e-12)
+
+
+def test_water_fill_tops_up_the_undersampled_cells():
+    s = sim.synthetic_setting(4, n_candidates=8_000, n_correct=500, seed=1)
+    cells, _ = od.cells_of(s.G[s.G.any(1)] / s.G.sum(0))
+    D_prev = 200 * cells.P[:, 0] + 150 * cells.P[:, 1]
+    r = od.water_fill(cells, D_prev, 2, 120.0)
+    assert np.sum(cells.size * r) == pytest.approx(1.0)
+    pm = cells.P[:, 2]
+    assert np.all(r[pm == 0] == 0)
+    D = D_prev + 120 * r
+    filled = r > 0
+    lam = D[filled] / pm[filled]
+    np.testing.assert_allclose(lam, lam[0], rtol=1e-9)            # topped up to one level λ pₘ
+    assert np.all(D_prev[(pm > 0) & ~filled] >= lam[0] * pm[(pm > 0) & ~filled] - 1e-12)
+    r2 = od.water_fill(cells, D_prev, 2, 120.0, defensive=0.1)
+    assert np.all(r2[pm > 0] > 0)                                # a defensive share covers Xₘ
+
+
+def test_top_up_and_remainder_required():
+    np.testing.assert_array_equal(od.top_up([0.04, 0.06, 0.06], [100, 100, 399], 0.05, 400), [0, 44, 1])
+    assert od.remainder_required(0.0, 0.3, 0.05, 1000) == 0
+    assert od.remainder_required(1.0, 0.5, 0.05, 1000) == int(np.ceil(od.Z95 ** 2 / (4 * 0.05 ** 2)))
+    assert od.remainder_required(0.5, 0.5, 0.05, 1000) == int(np.ceil(od.Z95 ** 2 / (16 * 0.05 ** 2)))
+
+
+def test_simulation_cost_is_to_reach_epsilon_for_every_protocol():
+    """Issue 17's fair comparison: every protocol is topped up until each new system's
+    realized precision half-width is ≤ ε; the alternatives run and stay near 95% coverage."""
+    s = sim.synthetic_setting(4, n_candidates=10_000, n_correct=600, seed=11)
+    kinds = ("simple", "joint", "joint_fill", "joint_remainder")
+    out = sim.summarize(sim.simulate(s, epsilon=0.08, repeats=30, seed=0, protocols=kinds))
+    for k in kinds:
+        assert out["reached_at_submission"][k] == 1.0, k
+        cov = np.mean([row["precision"][k]["coverage"] for row in out["systems"]])
+        assert cov >= 0.85, (k, cov)
+    assert out["reached"]["simple"] == 1.0 and out["reached"]["joint"] >= 0.95
+    with pytest.raises(ValueError, match="unknown protocol"):
+        sim.simulate(s, repeats=2, protocols=("nope",))
