@@ -234,10 +234,6 @@ def stratified() -> Design:
     return Design("stratified", lambda cells: (), _passive_propose, _no_update, estimator="stratified")
 
 
-def _floored(a, nz, eps, scale):
-    return jnp.maximum(a, eps * scale * nz)
-
-
 def static_is(g, lam: float = 0.9, eps: float = 1e-3, oracle: str = "deterministic") -> Design:
     """Static variance-minimizing importance sampling from the classifier's probabilities.
 

@@ -85,10 +85,6 @@ def _ais(measure, cells, n_strata, s):
     return design
 
 
-POISSON_SETTINGS = ("estimator", "form", "weights", "variance", "poisson_eps", "defensive", "defensive_form",
-                    "fixed_size", "variance_model", "companion_form")
-
-
 def _poisson(measure, cells, n_strata, s):
     from .cells import leaf_probs
     from .models.registry import make_companion_model, make_oracle_model

@@ -309,10 +309,6 @@ class Store:
         return self._conn.execute(
             "SELECT id, row, item, label, draw, stage, ingest, arrived_at FROM labels ORDER BY id").fetchall()
 
-    def ingests(self) -> list[tuple]:
-        return self._conn.execute(
-            "SELECT ingest, sha256, source, n_rows, n_new, at FROM ingests ORDER BY ingest").fetchall()
-
     def skips(self) -> list[tuple]:
         """(id, row, item, stage, reason, at) of the skipped items, in the order skipped
         (none in a file that never skipped)."""
@@ -329,9 +325,6 @@ class Store:
 
     def has_ingest(self, sha256: str) -> bool:
         return self._conn.execute("SELECT 1 FROM ingests WHERE sha256=? LIMIT 1", (sha256,)).fetchone() is not None
-
-    def current_revision(self) -> int:
-        return int(self._meta_value("revision"))
 
     def integrity_check(self) -> str:
         return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
@@ -352,10 +345,6 @@ class Store:
             f"{self.path} was changed by another process (revision {rev}, this session has {seen}); reopen it",
             cli=f"{self.path} was changed by another process while this command ran (revision {rev}, "
                 f"this command read {seen}); nothing was written — run the command again")
-
-    def set_meta(self, key: str, value):
-        with self._transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
     def add_stage(self, stage: dict, draws: Iterable[Sequence], closed_at: float | None = None):
         """Write a stage and its draws ``(draw, stage, row, item, new, q, weight)`` at once.

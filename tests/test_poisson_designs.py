@@ -407,6 +407,7 @@ def _check_bayesian_interval(repeats):
     assert np.mean((centre - half / 2 <= truth) & (truth <= centre + half / 2)) <= 0.85
 
 
+@pytest.mark.slow
 def test_default_adaptive_bayesian_interval_covers():
     """The default adaptive design's Bayesian interval (finite-pool posterior under the
     calibrated model, design-agnostic because Poisson selection is ignorable, 001 §4.2)
@@ -414,8 +415,11 @@ def test_default_adaptive_bayesian_interval_covers():
     conservative: 1.0 in 200 runs at 300 labels, and on abt-buy -- the unlabeled low-score
     strata stay uncertain), where the CLT interval, which cannot see relevant items never
     drawn, falls short (documented in benchmarks/results) -- and it is no wider than the
-    posterior mean's actual error calls for.  400 runs: the slow twin (the cost here is
-    mostly compilation, so the default tier keeps 100 runs)."""
+    posterior mean's actual error calls for.  400 runs: the slow twin.  Both in the slow
+    tier (28 s, mostly compilation; the default tier's budget went to the stage kernel's
+    tests, ``tests/test_kernel.py``); the finite-pool posterior's calibration stays in
+    the default tier (``tests/test_posterior.py::test_sbc_coverage_fast``: it needs only the
+    labeled counts, whatever design chose the items)."""
     _check_bayesian_interval(100)
 
 

@@ -94,7 +94,7 @@ def make_run(cells, design, g, k, batches):
             v_stage = sec @ (u_true**2) - v_true**2
             n_t = h_a.sum() + h_b.sum()
             orac = orac + n_t * v_stage
-            st = kernel.step(design, cells, k, st, tallies)
+            st, _ = kernel.step(design, cells, k, st, tallies)
             est = kernel.estimate(design, gext, cells, tallies, st.proposal, k, full_cov=False)
             fin = (kernel.estimate_final(design, gext, cells, tallies, st.proposal, k, full_cov=False).var
                    if hasattr(kernel, "estimate_final") else est.var)
