@@ -120,11 +120,14 @@ def one_size(n: int, stages: int, design: str) -> dict:
             "peak_mb_after": phases}
 
 
-def dask_size(n: int, stages: int, design: str, parts: int = 20, workers: int = 2) -> dict:
+def dask_size(n: int, stages: int, design: str, parts: int | None = None, workers: int = 2) -> dict:
     """One size on the dask engine (issue 19): a generated partitioned pool written to a
     temporary directory (never the repository), a local cluster of ``workers`` processes;
     the pool pass (read, validate, fingerprint), ``session new`` (strata, cells, the
-    compiled core), per stage ``next`` 50 + ingest + update, and the driver's peak RSS."""
+    compiled core), per stage ``next`` 50 + ingest + update, and the driver's peak RSS.
+    ``parts``: partitions (default 20, and at least one per 5·10^6 rows).  The oracle is
+    the sorted ids of the positives (8 bytes per positive), not a label per item, so that
+    the driver's peak stays the session's at 10^9."""
     import tempfile
 
     import numpy as np
@@ -134,24 +137,40 @@ def dask_size(n: int, stages: int, design: str, parts: int = 20, workers: int = 
     from bayes_eval.pool import Pool
     from bayes_eval.session import Session
 
-    tmp = tempfile.mkdtemp(prefix="scale_dask_")
+    if parts is None:
+        parts = max(20, -(-n // 5_000_000))
+    tmp = tempfile.mkdtemp(prefix="scale_dask_", dir=os.environ.get("SCALE_TMP"))
     # generated partition by partition (as synthetic_arrays, one chunk per partition), so that the
-    # driver never holds a whole column: only the oracle's labels, int8 (n bytes), stay
+    # driver never holds a whole column: only the oracle, the sorted ids of the positives, stays
+    t_gen = time.perf_counter()
     rng = np.random.default_rng(0)
     bounds = np.linspace(0, n, parts + 1).astype(np.int64)
-    labels_of = np.empty(n, np.int8)  # the oracle (ids are the rows)
+    positives = []  # the oracle (ids are the rows)
     for p in range(parts):
         a, b = bounds[p], bounds[p + 1]
         yy = rng.random(b - a) < 1e-3
         if p == 0:
             yy[0] = True
-        sc = np.where(yy, rng.normal(0.3, 1.2, b - a), rng.normal(-3.0, 0.6, b - a))
-        labels_of[a:b] = yy
+        sc = rng.normal(-3.0, 0.6, b - a)
+        pos = np.flatnonzero(yy)
+        sc[pos] = rng.normal(0.3, 1.2, pos.size)
+        positives.append(pos + a)
         pd.DataFrame({"score": sc, "pred": (sc >= 0).astype(np.int8), "label": yy.astype(np.int8)}
                      ).to_parquet(os.path.join(tmp, f"part-{p:04d}.parquet"))
         del yy, sc
+    positives = np.concatenate(positives)
+    gen_s = time.perf_counter() - t_gen
+
+    def labels_of(items):
+        i = np.minimum(np.searchsorted(positives, items), positives.size - 1)
+        return (positives[i] == items).astype(np.int8)
+
+    import gc
+
+    gc.collect()
     base = _rss_mb()
-    client, cluster = connect(n_workers=workers, memory_limit="8GiB")
+    mem = os.environ.get("SCALE_WORKER_MEMORY", "8GiB")
+    client, cluster = connect(n_workers=workers, memory_limit=mem)
     t = time.perf_counter()
     pool = Pool.from_parquet_dataset(tmp, engine="dask", client=client)
     pass_s = time.perf_counter() - t
@@ -162,7 +181,7 @@ def dask_size(n: int, stages: int, design: str, parts: int = 20, workers: int = 
     for _ in range(stages):
         t = time.perf_counter()
         batch = ses.next_batch(50)
-        ses.add_labels(batch["item"], labels_of[batch["item"].to_numpy()])
+        ses.add_labels(batch["item"], labels_of(batch["item"].to_numpy()))
         times.append(time.perf_counter() - t)
     ses.close()
     peak = _peak_mb()
@@ -174,15 +193,16 @@ def dask_size(n: int, stages: int, design: str, parts: int = 20, workers: int = 
     return {"n_items": n, "design": design, "engine": "dask", "partitions": parts, "workers": workers,
             "pool_pass_s": pass_s, "create_s": create_s, "first_stage_s": times[0],
             "stage_ms_median": 1e3 * float(np.median(times[1:] or times)), "stage_ms_max": 1e3 * max(times[1:] or times),
-            "driver_peak_mb": peak, "driver_base_mb": base, "oracle_labels_mb": labels_of.nbytes / 2**20}
+            "driver_peak_mb": peak, "driver_base_mb": base, "oracle_labels_mb": positives.nbytes / 2**20,
+            "generate_s": gen_s}
 
 
 def dask_main(args, sizes):
     rows = []
     for n in sizes:
         cmd = [sys.executable, os.path.abspath(__file__), "--engine", "dask", "--child", str(n), "--stages",
-               str(args.stages), "--design", args.design]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+               str(args.stages), "--design", args.design, "--workers", str(args.workers)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
         if proc.returncode != 0:
             rows.append({"n_items": n, "error": proc.stderr.strip().splitlines()[-1:]})
             print(f"N={n:.0e}: failed\n{proc.stderr[-2000:]}", flush=True)
@@ -191,24 +211,27 @@ def dask_main(args, sizes):
         rows.append(r)
         print(json.dumps(r), flush=True)
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, "scale_dask")
+    stem = os.path.join(args.out, "scale_dask" + (f"_{args.tag}" if args.tag else ""))
     with open(stem + ".json", "w") as f:
         json.dump(rows, f, indent=2)
     lines = [f"# Scale on the dask engine: a labeling session ({args.design}, F1, batches of 50) on generated "
              f"partitioned pools", "",
-             f"Produced by `python benchmarks/scale.py --engine dask --sizes {args.sizes} --stages {args.stages}` "
-             "(20 partitions, a local cluster of 2 worker processes, on a shared 2-core machine). `driver peak` is "
-             "the driver's peak RSS, which includes the generator of one partition at a time and the oracle's "
-             "labels (`labels MB`, int8), both outside a real session.", "",
-             "| items | pool pass s | session new s | first stage s | stage ms (median) | stage ms (max) "
-             "| driver peak MB | labels MB |", "|---|---|---|---|---|---|---|---|"]
+             f"Produced by `python benchmarks/scale.py --engine dask --sizes {args.sizes} --stages {args.stages} "
+             f"--workers {args.workers}` (20 partitions, one per 5·10^6 rows above 10^8; a local cluster of "
+             f"{args.workers} worker process(es) on a 2-core machine). `driver peak` is the driver's peak RSS, "
+             "which includes the generator of one partition at a time and the oracle (`oracle MB`: the sorted "
+             "ids of the positives), both outside a real session.", "",
+             "| items | partitions | workers | generate s | pool pass s | session new s | first stage s "
+             "| stage ms (median) | stage ms (max) | driver peak MB | oracle MB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['n_items']:.0e} | failed: {' '.join(r['error'])} |||||||")
+            lines.append(f"| {r['n_items']:.0e} | failed: {' '.join(r['error'])} ||||||||||")
             continue
-        lines.append(f"| {r['n_items']:.0e} | {r['pool_pass_s']:.1f} | {r['create_s']:.1f} | {r['first_stage_s']:.2f} "
+        lines.append(f"| {r['n_items']:.0e} | {r['partitions']} | {r['workers']} | {r['generate_s']:.0f} "
+                     f"| {r['pool_pass_s']:.1f} | {r['create_s']:.1f} | {r['first_stage_s']:.2f} "
                      f"| {r['stage_ms_median']:.0f} | {r['stage_ms_max']:.0f} | {r['driver_peak_mb']:.0f} "
-                     f"| {r['oracle_labels_mb']:.0f} |")
+                     f"| {r['oracle_labels_mb']:.1f} |")
     with open(stem + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"results in {stem}.md")
@@ -223,11 +246,15 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--engine", default="memory", choices=["memory", "dask"],
                     help="dask: generated partitioned pools on a local Dask cluster (scale_dask.md)")
+    ap.add_argument("--workers", type=int, default=2, help="dask: local worker processes")
+    ap.add_argument("--tag", default="", help="dask: suffix of the result files (scale_dask_TAG.md)")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
-        fn = dask_size if args.engine == "dask" else one_size
-        print(json.dumps(fn(args.child, args.stages, args.design)))
+        if args.engine == "dask":
+            print(json.dumps(dask_size(args.child, args.stages, args.design, workers=args.workers)))
+        else:
+            print(json.dumps(one_size(args.child, args.stages, args.design)))
         return
     sizes = [int(float(x)) for x in ("1e4,1e5" if args.quick else args.sizes).split(",")]
     if args.engine == "dask":
