@@ -61,8 +61,9 @@ import pandas as pd
 
 from . import _config  # noqa: F401
 from .cells import CellTable
+from .models.posterior_samplers import CalibratedSampler  # noqa: F401  (re-exported)
+from .models.registry import POSTERIOR_SAMPLERS, posterior_sampler
 from .posterior import (
-    calibrated_pi,
     labeled_table,
     leaf_counts,
     pool_posterior_from_pi,
@@ -90,7 +91,8 @@ __all__ = [
     "report_from_session",
 ]
 
-MODELS = ("calibrated", "dirichlet-tree")
+#: the oracle models with a full-posterior sampler (``bayes_eval.models.registry.POSTERIOR_SAMPLERS``)
+MODELS = tuple(POSTERIOR_SAMPLERS)
 METHODS = ("nuts", "fast")
 
 #: Columns of :func:`summary_table`, in order (``truth`` and the ``*_covers`` columns
@@ -109,10 +111,6 @@ TABLE_COLUMNS = (
 )
 
 
-# (a, b) are strongly correlated a posteriori: a dense mass matrix doubles the ESS per
-# draw, and a higher target acceptance removed the rare divergences seen with 300 warm-up
-# iterations on abt-buy (measured over 6 seeds, 1000 labels)
-_CALIBRATED_NUTS = {"dense_mass": True, "target_accept_prob": 0.9}
 _NUTS_FIELDS = ("diverging", "num_steps", "energy", "potential_energy", "accept_prob", "adapt_state.step_size")
 
 
@@ -151,6 +149,10 @@ class FinitePoolFit:
         The classifier's mean class probabilities per stratum (001 §5.2).
     prior : dict
         Prior hyperparameters (constant data).
+    dims, coords : dict
+        ArviZ dims of the model's parameters and prior (``params`` / ``prior_<name>``),
+        and the coordinates they need beyond stratum and class (from the model's
+        posterior sampler, ``models/posterior_samplers.py``).
     sample_stats : dict or None
         NUTS per-draw statistics, (chain, draw) each.
     seconds : float
@@ -175,6 +177,8 @@ class FinitePoolFit:
     sample_stats: dict | None
     seconds: float
     info: dict = field(default_factory=dict)
+    dims: dict = field(default_factory=dict)
+    coords: dict = field(default_factory=dict)
 
     @property
     def n_labels(self) -> int:
@@ -212,7 +216,6 @@ def _check_choice(name, value, options):
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
 
 
-_calibrated_pi_jit = jax.jit(calibrated_pi)
 _pool_posterior_jit = jax.jit(pool_posterior_from_pi, static_argnums=(1, 5))
 _replicate_jit = jax.jit(replicate_labeled)
 
@@ -239,38 +242,6 @@ def _nuts_stats(mcmc) -> dict:
     if "adapt_state.step_size" in ef:
         out["step_size"] = np.asarray(ef["adapt_state.step_size"])
     return out
-
-
-class CalibratedSampler:
-    """NUTS on the calibrated model's (a, b, log κ), keeping the per-draw sampler fields:
-    the sampler of ``models.calibrated.run_nuts`` (same NumPyro model, default
-    initialisation), run with ``jit_model_args``.  It owns its compiled samplers (as
-    NumPyro's ``MCMC`` owns its compiled functions): pass one instance to several
-    :func:`fit_finite_pool` calls (``sampler=``) and calls with the same settings and
-    number of strata do not compile again."""
-
-    def __init__(self, keep: int = 4):
-        self._mcmc = {}
-        self._keep = int(keep)
-
-    def run(self, key, lp, counts, num_warmup, num_samples, num_chains, chain_method, nuts_kwargs):
-        from numpyro.infer import MCMC, NUTS
-
-        from .models import calibrated as cal
-
-        counts = jnp.asarray(counts, dtype=jnp.float64)
-        p = jnp.clip(jnp.asarray(lp)[:, 1], 1e-12, 1 - 1e-12)
-        z = jnp.log(p) - jnp.log1p(-p)
-        ck = (int(num_warmup), int(num_samples), int(num_chains), chain_method, tuple(sorted(nuts_kwargs.items())))
-        mcmc = self._mcmc.pop(ck, None)
-        if mcmc is None:
-            mcmc = MCMC(NUTS(cal.numpyro_model, **nuts_kwargs), num_warmup=num_warmup, num_samples=num_samples,
-                        num_chains=num_chains, chain_method=chain_method, progress_bar=False, jit_model_args=True)
-        mcmc.run(key, z, counts, extra_fields=_NUTS_FIELDS)
-        self._mcmc[ck] = mcmc
-        while len(self._mcmc) > self._keep:
-            self._mcmc.pop(next(iter(self._mcmc)))
-        return mcmc
 
 
 def fit_finite_pool(
@@ -350,9 +321,6 @@ def fit_finite_pool(
     if num_chains < 1 or num_samples < 1:
         raise ValueError(f"need num_chains >= 1 and num_samples >= 1, got {num_chains}, {num_samples}")
     measure = _as_measure(measure)
-    nuts_kwargs = dict(nuts_kwargs or {})
-    if model == "calibrated":
-        nuts_kwargs = {**_CALIBRATED_NUTS, **nuts_kwargs}
     labeled = jnp.asarray(labeled, dtype=jnp.float64)
     c = cells.n_classes
     if labeled.shape != (cells.n_cells, c):
@@ -361,8 +329,7 @@ def fit_finite_pool(
         raise ValueError(f"the measure has {measure.n_classes} classes, the cells {c}")
     if bool(jnp.any(labeled > cells.size[:, None] + 1e-9)) or bool(jnp.any(labeled.sum(1) > cells.size + 1e-9)):
         raise ValueError("labeled counts exceed the items of a cell")
-    if model == "calibrated" and c != 2:
-        raise ValueError(f"the calibrated model is binary (C = 2); this pool has C = {c}: use model='dirichlet-tree'")
+    draws_of = posterior_sampler(model, c)
     if leaf_probs is None:
         from .cells import leaf_probs as _lp
 
@@ -373,67 +340,13 @@ def fit_finite_pool(
     key = jax.random.PRNGKey(int(seed))
     k_fit, k_pi, k_pool, k_rep = jax.random.split(key, 4)
     t0, c0 = time.perf_counter(), time.process_time()
-    info: dict[str, Any] = {}
-    stats = None
-
-    if model == "calibrated":
-        from .models import calibrated as cal
-        prior = {name: np.asarray(v, dtype=np.float64) for name, v in cal.PRIOR.items()}
-        if method == "nuts":
-            mcmc = (sampler or CalibratedSampler()).run(k_fit, lp, counts, num_warmup, num_samples, num_chains,
-                                                        chain_method, nuts_kwargs)
-            s = mcmc.get_samples(group_by_chain=True)
-            a, b, lk = (np.asarray(s[n]) for n in ("a", "b", "log_kappa"))
-            kappa = np.exp(lk)
-            stats = _nuts_stats(mcmc)
-            flat = lambda x: jnp.asarray(x.reshape(-1))  # noqa: E731
-            pi = _calibrated_pi_jit(k_pi, lp, counts, flat(a), flat(b), flat(kappa))
-        else:
-            om = cal.calibrated_model(lp, n_proposals=int(n_proposals))
-
-            def one(k):
-                d = om.sample(k, counts, unl, int(num_samples))
-                return d["a"], d["b"], d["kappa"], d["pi"], d["importance_ess"]
-
-            a, b, kappa, pi, iess = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
-            a, b, kappa = np.asarray(a), np.asarray(b), np.asarray(kappa)
-            lk = np.log(kappa)
-            pi = jnp.asarray(pi).reshape((-1,) + pi.shape[2:])
-            info["importance_ess"] = np.asarray(iess).tolist()
-            info["n_proposals"] = int(n_proposals)
-        params = {"a": a, "b": b, "kappa": kappa, "log_kappa": lk}
-    else:
-        from .strata import tree_shape
-
-        from .models import tree as dt, tree_nuts
-
-        shape = tree_shape(n_strata, depth, branching)
-        spec = dt.TreeSpec(shape.depth, shape.branching)
-        pr = dt.prior_from_scores(lp, spec, strength)
-        prior = {"alpha": np.asarray(pr.alpha), "beta": np.asarray(jnp.concatenate(
-            [bb.reshape(c, -1, spec.branching) for bb in pr.betas], axis=1))}
-        info.update(depth=int(spec.depth), branching=int(spec.branching), strength=float(strength))
-        if method == "nuts":
-            mcmc = tree_nuts.run_nuts(k_fit, pr, spec, counts, unl, num_warmup=num_warmup, num_samples=num_samples,
-                               num_chains=num_chains, chain_method=chain_method, extra_fields=_NUTS_FIELDS,
-                               **nuts_kwargs)
-            s = mcmc.get_samples(group_by_chain=True)
-            theta, phi = np.asarray(s["theta"]), np.asarray(s["phi"])
-            stats = _nuts_stats(mcmc)
-        else:
-            mode = dt.em(pr, counts, unl)
-            thetas, phis = [], []
-            for kc in jax.random.split(k_fit, num_chains):
-                d = dt.gibbs(kc, pr, counts, unl, int(num_samples), n_warmup=int(num_warmup), init=mode,
-                             thin=int(thin))
-                thetas.append(np.asarray(d["theta"]))
-                phis.append(np.asarray(jnp.concatenate(d["phis"], axis=2)))
-            theta, phi = np.stack(thetas), np.stack(phis)
-            info["thin"] = int(thin)
-        params = {"theta": theta, "phi": phi}
-        p_flat = tree_nuts.params_from_samples({"theta": jnp.asarray(theta.reshape((-1,) + theta.shape[2:])),
-                                         "phi": jnp.asarray(phi.reshape((-1,) + phi.shape[2:]))}, spec)
-        pi = jax.jit(jax.vmap(lambda p: dt.predictive(p, n_leaves=n_strata)))(p_flat)
+    d = draws_of(k_fit, k_pi, lp, counts, unl, method=method, num_chains=int(num_chains),
+                 num_warmup=int(num_warmup), num_samples=int(num_samples), thin=int(thin),
+                 n_proposals=int(n_proposals), chain_method=chain_method, nuts_kwargs=dict(nuts_kwargs or {}),
+                 extra_fields=_NUTS_FIELDS, sampler=sampler, depth=depth, branching=branching, strength=strength)
+    info: dict[str, Any] = dict(d.info)
+    stats = _nuts_stats(d.mcmc) if d.mcmc is not None else None
+    params, pi, prior = d.params, d.pi, d.prior
 
     post = _pool_posterior_jit(k_pool, measure.g, cells, labeled, pi, n_strata)
     rep = _replicate_jit(k_rep, counts, pi)
@@ -457,6 +370,8 @@ def fit_finite_pool(
         sample_stats=stats,
         seconds=seconds,
         info=info,
+        dims=dict(d.dims),
+        coords=dict(d.coords),
     )
 
 
@@ -514,19 +429,11 @@ def to_inference_data(fit: FinitePoolFit):
     if c == 2:
         ppred["unlabeled_positives"] = fit.unlabeled_counts[..., 1]
     constant = {"strata_sizes": fit.strata_sizes, "unlabeled": fit.unlabeled, "classifier_probs": fit.leaf_probs}
-    if fit.model == "calibrated":
-        coords["moment"] = ["mean", "sd"]
-        for name, v in fit.prior.items():
-            constant[f"prior_{name}"] = np.asarray(v)
-            dims[f"prior_{name}"] = ["moment"]
-    else:
-        n_int, br = fit.params["phi"].shape[-2:]
-        coords["node"] = np.arange(n_int)
-        coords["branch"] = np.arange(br)
-        dims.update(theta=["class"], phi=["class", "node", "branch"], prior_alpha=["class"],
-                    prior_beta=["class", "node", "branch"])
-        constant["prior_alpha"] = fit.prior["alpha"]
-        constant["prior_beta"] = fit.prior["beta"]
+    # the model's own variables: dims and coordinates from its posterior sampler
+    coords.update(fit.coords)
+    dims.update(fit.dims)
+    for name, v in fit.prior.items():
+        constant[f"prior_{name}"] = np.asarray(v)
     attrs = {"model": fit.model, "method": fit.method, "labels": fit.n_labels, "components": list(fit.names),
              "seconds": float(fit.seconds), "inference_library": "numpyro" if fit.method == "nuts" else "jax"}
     attrs.update({k_: (v if isinstance(v, (int, float, str)) else str(v)) for k_, v in fit.info.items()})

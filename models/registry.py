@@ -17,6 +17,10 @@ name                   model                                                    
                        the scores (``models/calibrated.py``)
 =====================  ==========================================================  =======
 
+Models with a full-posterior sampler for diagnostics (NUTS with its sampler statistics,
+``bayes_eval.report``) also appear in :data:`POSTERIOR_SAMPLERS`
+(``models/posterior_samplers.py``): ``calibrated`` (binary) and ``dirichlet-tree``.
+
 To add a model: write a factory ``(leaf_probs, **settings) -> OracleModel`` (the five
 functions of the interface, jit-compatible) and add it to :data:`ORACLE_MODELS`;
 ``tests/test_architecture.py`` runs every registered model through the interface.
@@ -33,7 +37,8 @@ from ..strata import tree_shape
 from .calibrated import calibrated_model
 from .oracle import classifier_scores, dirichlet_tree, flat_dirichlet_tree, independent_dirichlet
 
-__all__ = ["ORACLE_MODELS", "oracle_model_names", "make_oracle_model", "make_companion_model", "COMPANIONS"]
+__all__ = ["ORACLE_MODELS", "oracle_model_names", "make_oracle_model", "make_companion_model", "COMPANIONS",
+           "POSTERIOR_SAMPLERS", "posterior_sampler"]
 
 
 def _tree(leaf_probs, depth=8, branching=None, strength=1.0, em_iters=10):
@@ -98,3 +103,25 @@ def make_companion_model(name: str, leaf_probs, fit_iters: int = 2):
     if np.asarray(leaf_probs).shape[1] != 2:
         raise ValueError("the calibrated companion model is binary only")
     return calibrated_model(leaf_probs, fit_iters=fit_iters)
+
+
+#: name -> (full-posterior sampler of ``models/posterior_samplers.py``, classes it supports or None)
+POSTERIOR_SAMPLERS: dict[str, tuple] = {
+    "calibrated": ("calibrated_draws", 2),
+    "dirichlet-tree": ("tree_draws", None),
+}
+
+
+def posterior_sampler(name: str, n_classes: int) -> Callable:
+    """The full-posterior sampler of the oracle model ``name`` (for the report's
+    diagnostics), checked against the pool's number of classes."""
+    from . import posterior_samplers
+
+    key = _ALIASES.get(name, name)
+    if key not in POSTERIOR_SAMPLERS:
+        raise ValueError(f"model must be one of {tuple(POSTERIOR_SAMPLERS)}, got {name!r}")
+    fn, classes = POSTERIOR_SAMPLERS[key]
+    if classes is not None and classes != n_classes:
+        raise ValueError(f"the {key} model is binary (C = {classes}); this pool has C = {n_classes}: "
+                         f"use model='dirichlet-tree'")
+    return getattr(posterior_samplers, fn)
