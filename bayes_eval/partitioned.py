@@ -402,6 +402,7 @@ class PartitionedPool:
                             "yet; use --engine memory", cli="--score-kind rank is not supported with --engine dask yet; "
                                                            "use --engine memory")
         cluster = None
+        address = scheduler if client is None else None
         if client is None:
             client, cluster = connect(scheduler, n_workers=n_workers, memory_limit=memory_limit)
         try:
@@ -439,6 +440,7 @@ class PartitionedPool:
                 notes.append(f"predictions derived as score >= {float(threshold):g}")
             pool = cls(files, client, cluster, parts, summaries, n_classes, name, kind,
                        float(threshold) if threshold is not None else None, notes)
+            pool.scheduler = address
             pool.check_ids()
             return pool
         except BaseException:
@@ -488,9 +490,19 @@ class PartitionedPool:
     def uniform_weights(self) -> bool:
         return True
 
+    #: the scheduler address the pool was opened on (None: a local cluster or a client given)
+    scheduler = None
+
     @property
     def read_options(self) -> dict:
-        return {"score_kind": self.score_kind if self.score_kind != "none" else None, "threshold": self.threshold}
+        """How the pool was read, for a session to reopen it the same way: the score kind,
+        the threshold, the dask engine and the scheduler address it was given (a local
+        cluster records none: the reopening process starts its own)."""
+        out = {"score_kind": self.score_kind if self.score_kind != "none" else None, "threshold": self.threshold,
+               "engine": "dask"}
+        if self.scheduler:
+            out["scheduler"] = self.scheduler
+        return out
 
     def fingerprint(self) -> str:
         return self._fingerprint

@@ -321,8 +321,12 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                 # read as at creation; files from before score kinds recorded nothing: legacy reading
                 read = config["pool"].get("read")
                 try:
-                    where = {k: v for k, v in (("engine", engine), ("scheduler", scheduler)) if v is not None}
-                    pool = load_pool(src, **(read if read is not None else {"legacy": True}), **where)
+                    # as recorded (a partitioned pool: the engine and a scheduler address), unless given
+                    opts = dict(read) if read is not None else {"legacy": True}
+                    opts.update({k: v for k, v in (("engine", engine), ("scheduler", scheduler)) if v is not None})
+                    if opts.get("engine") == "memory":
+                        opts.pop("scheduler", None)
+                    pool = load_pool(src, **opts)
                 except PoolError as exc:
                     if pool is not None:  # the pool given: its error is the whole story
                         raise SessionError(f"cannot load the pool {src}: {exc}",

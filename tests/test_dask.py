@@ -179,3 +179,44 @@ def test_a_million_rows_in_20_partitions(tmp_path, client):
     for x, y in zip(a["batches"], b["batches"]):
         np.testing.assert_array_equal(x["item"].to_numpy(), y["item"].to_numpy())
     np.testing.assert_allclose(a["estimate"], b["estimate"], rtol=1e-12)
+
+
+@pytest.mark.slow  # a second cluster and two more sessions: ~10 s alone, the default tier is at its budget
+def test_a_session_reopens_on_the_engine_and_scheduler_it_was_created_with(small, client, tmp_path):
+    """A session on a partitioned pool records the dask engine and the scheduler address it
+    was given (``read_options``); reopening with the path alone (``bayes-eval session ...
+    DB`` without ``--engine/--scheduler``) reads the pool on the same cluster and replays
+    to the same estimate; an explicit ``engine="memory"`` still wins."""
+    import distributed
+
+    d, truth = small
+    # a scheduler reached by its address (tcp: an in-process cluster's inproc address is
+    # not reachable from a second client)
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                                       dashboard_address=":0")
+    addr = cluster.scheduler_address
+    try:
+        _reopen_on(d, truth, addr, client, tmp_path)
+    finally:
+        cluster.close()
+
+
+def _reopen_on(d, truth, addr, client, tmp_path):
+    pk = Pool.from_parquet_dataset(d, engine="dask", scheduler=addr)
+    assert pk.read_options["engine"] == "dask" and pk.read_options["scheduler"] == addr
+    assert "scheduler" not in Pool.from_parquet_dataset(d, engine="dask", client=client).read_options
+    p = str(tmp_path / "s.db")
+    s = Session.create(p, pk, "f1", "ais", seed=3, pool_path=d)
+    for _ in range(2):
+        b = s.next_batch(50)
+        s.add_labels(b["item"], [truth[i] for i in b["item"]])
+    want = s.estimate().to_numpy()
+    s.close()
+    s = Session.open(p)
+    assert isinstance(s.pool, PartitionedPool) and s.pool.scheduler == addr
+    np.testing.assert_allclose(s.estimate().to_numpy(), want, rtol=0, atol=0)
+    s.close()
+    s = Session.open(p, engine="memory")
+    assert isinstance(s.pool, Pool)
+    np.testing.assert_allclose(s.estimate().to_numpy(), want, rtol=1e-12)
+    s.close()
