@@ -62,7 +62,14 @@ def build(path, design_name, n_strata=256, lam=0.9, companion="auto"):
 
 
 def make_run(cells, design, g, k, batches):
+    from bayes_eval.cells import leaf_counts, leaf_probs
+    from bayes_eval.models.registry import make_oracle_model
+
     x, c, d = cells.loss.shape
+    # the model-based conditional variance ("modelv"): a draw's variance under the stage's
+    # proposal with the unlabeled items' classes from the calibrated model fitted to the
+    # labels so far (binary pools), linearized at the current estimate
+    cal = make_oracle_model("calibrated", leaf_probs(cells, k)) if c == 2 else None
     true_risk = jnp.einsum("x,xc,xcd->d", cells.weight, cells.truth, cells.loss)
     loss = cells.loss.reshape(x * c, d)
 
@@ -78,9 +85,12 @@ def make_run(cells, design, g, k, batches):
         zero = jnp.zeros((x, c))
         w2 = zero
         orac = jnp.zeros(d + 1)
+        modv = jnp.zeros(d + 1)
+        risk0 = jnp.einsum("x,xc,xcd->d", cells.weight * cells.size, cells.prior, cells.loss) \
+            if getattr(cells, "prior", None) is not None else true_risk
 
         def stage(carry, inp):
-            st, w2, orac = carry
+            st, w2, orac, modv, r_prev = carry
             key, n_new = inp
             labeled0 = st.tallies.labeled
             h_a, h_b, n_b, stalled = _draw_stage(key, cells.truth, labeled0, st.proposal, n_new, False, 4096)
@@ -94,6 +104,16 @@ def make_run(cells, design, g, k, batches):
             v_stage = sec @ (u_true**2) - v_true**2
             n_t = h_a.sum() + h_b.sum()
             orac = orac + n_t * v_stage
+            if cal is not None:
+                counts, unl = leaf_counts(cells, labeled0, k)
+                pi = cal.posterior_predictive(cal.fit(cal.init_state(), counts, unl), counts)[cells.stratum]
+                Jp = jax.jacfwd(gext)(r_prev)
+                up = (loss @ Jp.T).reshape(x, c, -1)  # (X, C, m)
+                vp = Jp @ r_prev
+                unl_x = cells.size - labeled0.sum(1)
+                lab_term = jnp.einsum("xc,xc,xcm->m", labeled0 * st.proposal.lab, w_a**2, up**2)
+                unl_term = jnp.einsum("x,x,xc,xc,xcm->m", unl_x, st.proposal.unl, w_b**2, pi, up**2)
+                modv = modv + n_t * (lab_term + unl_term - vp**2)
             st, _ = kernel.step(design, cells, k, st, tallies)
             est = kernel.estimate(design, gext, cells, tallies, st.proposal, k, full_cov=False)
             fin = (kernel.estimate_final(design, gext, cells, tallies, st.proposal, k, full_cov=False).var
@@ -110,13 +130,15 @@ def make_run(cells, design, g, k, batches):
             strat = stratified_estimate(gext, loss, tallies.draws.ravel(), jnp.repeat(cells.stratum, c),
                                         jax.ops.segment_sum(cells.size * cells.weight, cells.stratum,
                                                             num_segments=k), k, full_cov=False)
-            rec = dict(value=est.value, cur=est.var, final=fin, own=own, own_tj=own_tj, cm=cm, orac=orac / n**2, n=tallies.n_draws,
+            rec = dict(value=est.value, cur=est.var, final=fin, own=own, own_tj=own_tj, cm=cm, orac=orac / n**2,
+                       modelv=modv / n**2, maxv=jnp.maximum(own, modv / n**2), n=tallies.n_draws,
                        labels=tallies.labeled.sum(), strat_var=strat.var, strat_value=strat.value,
                        max_w=jnp.max(jnp.where(tallies.draws > 0, tallies.wsum / jnp.maximum(tallies.draws, 1), 0)))
-            return (st, w2, orac), rec
+            r_next = jnp.where(jnp.all(jnp.isfinite(risk)), risk, r_prev)
+            return (st, w2, orac, modv, r_next), rec
 
         keys = jax.random.split(key, len(batches))
-        _, recs = jax.lax.scan(stage, (st0, w2, orac), (keys, jnp.asarray(batches)))
+        _, recs = jax.lax.scan(stage, (st0, w2, orac, modv, risk0), (keys, jnp.asarray(batches)))
         return recs
 
     return run, np.asarray(gext(true_risk))
@@ -157,8 +179,9 @@ def main():
         print(f"\n## {ck} labels (stage {s + 1}); draws {recs['n'][ok, s].mean():.0f}; "
               f"defined runs {ok.sum()}; max mean w per cell {np.median(recs['max_w'][ok, s]):.3g}")
         print("| comp | truth | bias/MCSE | emp var | est var (lib) | ratio | own-weight | ratio | true cond. | ratio "
-              "| cov lib | cov own | cov true-cond | own@true Dg: ratio cov | (Σw)²/draws: ratio cov | q_N form (001 §3.3.2): ratio cov |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "| cov lib | cov own | cov true-cond | own@true Dg: ratio cov | (Σw)²/draws: ratio cov | q_N form (001 §3.3.2): ratio cov "
+              "| model-based: ratio cov | max(own, model): ratio cov |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         rows = {}
         for i, nm in enumerate(names):
             cur = recs["cur"][ok, s, i]
@@ -172,7 +195,7 @@ def main():
             r = dict(truth=float(truth[i]), bias_se=float(bias_se[i]), emp=float(emp[i]), cur=float(cur.mean()),
                      own=float(own.mean()), orac=float(orac.mean()), cov_cur=cov(cur), cov_own=cov(own),
                      cov_orac=cov(orac))
-            for extra in ("own_tj", "cm", "final"):
+            for extra in ("own_tj", "cm", "final", "modelv", "maxv"):
                 ev = recs[extra][ok, s, i]
                 r[extra] = float(ev.mean())
                 r["cov_" + extra] = cov(ev)
@@ -181,7 +204,8 @@ def main():
                   f"{r['cur'] / emp[i]:.2f} | {r['own']:.3g} | {r['own'] / emp[i]:.2f} | {r['orac']:.3g} | "
                   f"{r['orac'] / emp[i]:.2f} | {r['cov_cur']:.3f} | {r['cov_own']:.3f} | {r['cov_orac']:.3f} | "
                   f"{r['own_tj'] / emp[i]:.2f} {r['cov_own_tj']:.3f} | {r['cm'] / emp[i]:.2f} {r['cov_cm']:.3f} | "
-                  f"{r['final'] / emp[i]:.2f} {r['cov_final']:.3f} |")
+                  f"{r['final'] / emp[i]:.2f} {r['cov_final']:.3f} | {r['modelv'] / emp[i]:.2f} {r['cov_modelv']:.3f} "
+                  f"| {r['maxv'] / emp[i]:.2f} {r['cov_maxv']:.3f} |")
         out[ck] = rows
     if args.json:
         json.dump(out, open(args.json, "w"), indent=1)
