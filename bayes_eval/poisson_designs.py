@@ -21,7 +21,7 @@ certainty and never re-drawn (000 §3).  This module holds
   :mod:`bayes_eval.poisson_estimators`; the jit-compiled simulation of the rounds
   (``lax.scan`` over rounds, ``vmap`` over repeats) behind ``bayes-eval simulate POOL
   --design poisson | poisson-adaptive`` is in the one simulation module,
-  :func:`bayes_eval.simulate.simulate_poisson`.
+  :func:`bayes_eval.simulate.simulate_runs` (the stage kernel's rounds, :mod:`bayes_eval.kernel`).
 
 Estimator of one round (000 App. E, eq. 127 made model-assisted)
 ------------------------------------------------------------------
