@@ -294,13 +294,15 @@ def task_cell_stats(part, plan: CellPlan, system: int = 0):
     c = part.n_classes
     prior = np.zeros((uk.size, c))
     step = 1 << 22
+    probs = part.probs  # once: a worker's partition recomputes it on every access (partitioned.Part)
     for a in range(0, inv.size, step):
         for j in range(c):
-            prior[:, j] += np.bincount(inv[a:a + step], weights=part.probs[a:a + step, system, j], minlength=uk.size)
+            prior[:, j] += np.bincount(inv[a:a + step], weights=probs[a:a + step, system, j], minlength=uk.size)
     truth = None
-    if part.labels is not None:
-        truth = np.bincount(inv * c + part.labels, minlength=uk.size * c).reshape(uk.size, c).astype(np.float64)
-    rep = (part.preds[first], part.scores[first], part.probs[first])
+    labels = part.labels
+    if labels is not None:
+        truth = np.bincount(inv * c + labels, minlength=uk.size * c).reshape(uk.size, c).astype(np.float64)
+    rep = (part.preds[first], part.scores[first], probs[first])
     return uk, cnt, first, rep, prior, truth
 
 
