@@ -4,11 +4,13 @@ import os
 import sys
 
 import numpy as np
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "benchmarks"))
 
 
+@pytest.mark.slow  # 27 s (compiles AIS and the Bayesian intervals): the default tier is at its 10-minute budget
 def test_suite_quick(tmp_path):
     import run as suite
 
