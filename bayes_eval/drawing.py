@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import SessionError
+from .poisson import round_candidates
 
 __all__ = ["DrawResult", "draw_stage", "poisson_pick", "stage_rng", "order_positions", "POISSON_SIZES", "MAX_DRAWS"]
 
@@ -164,7 +165,6 @@ def draw_stage(rng: np.random.Generator, unl_q, lab_q, size, order, cell_start, 
                       np.asarray(qs, np.float64), np.asarray(gpos, np.int64), got < n)
 
 
-_PICK_CHUNK = 1 << 20
 
 
 def poisson_pick(rng: np.random.Generator, item_cell, labeled_mask, b_cell, n: int,
@@ -186,40 +186,18 @@ def poisson_pick(rng: np.random.Generator, item_cell, labeled_mask, b_cell, n: i
     Returns the rows, the ``b = 1`` rows first (in row order), then by rank (Poisson:
     by ``u / b``).
     """
-    if not getattr(item_cell, "lazy", False):  # a partitioned pool's cells: fetched chunk by chunk
-        item_cell = np.asarray(item_cell)
+    if method not in (None, "pareto", "sequential"):
+        raise SessionError(f"fixed-size method must be one of {POISSON_SIZES}, got {method!r}")
     b_cell = np.clip(np.asarray(b_cell, np.float64), 0.0, 1.0)
     n = int(n)
-    total = item_cell.size
-    sure_rows, rows, keys = [], [], []
-    for lo in range(0, total, _PICK_CHUNK):
-        hi = min(total, lo + _PICK_CHUNK)
-        u = rng.random(hi - lo)
-        bi = b_cell[item_cell[lo:hi]]
-        cand = (bi > 0) & ~labeled_mask[lo:hi]
-        sure = cand & (bi >= 1.0)
-        part = cand & ~sure
-        if method is None:
-            idx = np.flatnonzero(part & (u < bi))
-            key = u[idx] / bi[idx]
-        else:
-            idx = np.flatnonzero(part)
-            uu, bb = u[idx], bi[idx]
-            if method == "pareto":
-                key = (uu / (1.0 - uu)) / (bb / (1.0 - bb))
-            elif method == "sequential":
-                key = uu / bb
-            else:
-                raise SessionError(f"fixed-size method must be one of {POISSON_SIZES}, got {method!r}")
-            if idx.size > n:
-                keep = np.argpartition(key, n - 1)[:n] if n > 0 else np.zeros(0, np.int64)
-                idx, key = idx[keep], key[keep]
-        sure_rows.append(np.flatnonzero(sure) + lo)
-        rows.append(idx + lo)
-        keys.append(key)
-    sure_r = np.concatenate(sure_rows) if sure_rows else np.zeros(0, np.int64)
-    cand_r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    cand_k = np.concatenate(keys) if keys else np.zeros(0)
+    if getattr(item_cell, "lazy", False):
+        # a partitioned pool: each partition picks its candidates on its worker from its own
+        # stretch of the same stream of uniforms (partitioned_cells.CellsView.poisson_pick);
+        # ``labeled_mask`` is then the labeled rows (no N-sized mask in the driver)
+        sure_r, cand_r, cand_k = item_cell.poisson_pick(rng, labeled_mask, b_cell, n, method)
+    else:
+        item_cell = np.asarray(item_cell)
+        sure_r, cand_r, cand_k = round_candidates(rng, item_cell, labeled_mask, b_cell, n, method, 0)
     order = np.lexsort((cand_r, cand_k))
     if method is not None:
         order = order[:max(n - sure_r.size, 0)]

@@ -329,6 +329,22 @@ def task_slice(assign, a, b):
     return assign[0][a:b].astype(np.int32)
 
 
+def task_round_candidates(assign, state, offset: int, labeled_local, b_cell, n: int, method):
+    """A partition's candidates of a Poisson round (:func:`bayes_eval.poisson.round_candidates`)
+    from its own stretch of the round's uniforms: the generator in ``state`` advanced by the
+    partition's first row (PCG64 draws one 64-bit output per uniform), so that every row gets
+    the uniform the memory engine gives it."""
+    from .poisson import round_candidates
+
+    bg = np.random.PCG64()
+    bg.state = state
+    bg.advance(int(offset))
+    item_cell = assign[0]
+    mask = np.zeros(item_cell.size, bool)
+    mask[np.asarray(labeled_local, np.int64)] = True
+    return round_candidates(np.random.Generator(bg), item_cell, mask, b_cell, n, method, int(offset))
+
+
 def task_kth(assign, cells, ranks):
     """Local rows of the ``ranks``-th items of ``cells`` (row order inside a cell)."""
     _, order, start = assign
@@ -464,6 +480,28 @@ class CellsView:
         for m, f in futs:
             out[m] = f.result()
         return out
+
+    def poisson_pick(self, rng, labeled_rows, b_cell, n: int, method):
+        """The candidates of a Poisson round (``drawing.poisson_pick`` on a partitioned pool):
+        each partition's on its worker, from its stretch of ``rng``'s uniforms; ``rng`` is
+        then advanced past every row, as the memory engine leaves it.  ``labeled_rows``: the
+        labeled rows (global).  Returns ``(sure rows, candidate rows, keys)`` in row order."""
+        pool = self._pool
+        state = rng.bit_generator.state
+        if state.get("bit_generator") != "PCG64":
+            raise PoolError("a partitioned pool's Poisson rounds need a PCG64 generator")
+        labeled_rows = np.sort(np.asarray(labeled_rows, np.int64))
+        futs = []
+        for p in range(len(self._assigns)):
+            a, b = int(pool.offsets[p]), int(pool.offsets[p + 1])
+            lab = labeled_rows[np.searchsorted(labeled_rows, a):np.searchsorted(labeled_rows, b)] - a
+            futs.append(pool.client.submit(task_round_candidates, self._assigns[p], state, a, lab, b_cell, int(n),
+                                           method, pure=False))
+        out = pool.client.gather(futs)
+        rng.bit_generator.advance(int(pool.n_items))
+        if not out:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        return tuple(np.concatenate([o[i] for o in out]) for i in range(3))
 
 
 class OrderView:

@@ -38,6 +38,8 @@ from .estimators import delta_method_covariance  # noqa: F401  (re-exported)
 
 __all__ = [
     "HTEstimate",
+    "round_candidates",
+    "PICK_CHUNK",
     "is_traced",
     "check_inclusion_probabilities",
     "water_fill",
@@ -690,3 +692,44 @@ def online_ht_risk(loss_rows, weights_p, b_drawn, label_round, num_rounds: int,
     else:
         cov = (Lm * v[:, None]).T @ Lm
     return risk, cov
+
+
+# --------------------------------------------------------------------------------------
+# item-level rounds (a session's Poisson rounds, bayes_eval.drawing.poisson_pick)
+# --------------------------------------------------------------------------------------
+#: rows per chunk of uniforms (no N-sized temporaries)
+PICK_CHUNK = 1 << 20
+
+
+def round_candidates(rng: np.random.Generator, item_cell, labeled_mask, b_cell, n: int, method, offset: int):
+    """The candidates of a Poisson round among ``item_cell.size`` consecutive rows starting
+    at ``offset``: ``(sure rows, candidate rows, their keys)`` (rows + ``offset``), the rows'
+    uniforms the next ``item_cell.size`` of ``rng`` (see
+    :func:`bayes_eval.drawing.poisson_pick`); ``labeled_mask`` covers these rows.  Fixed size: at most the ``n`` smallest keys of
+    every chunk (the round's ``n`` smallest are among them)."""
+    total = item_cell.size
+    sure_rows, rows, keys = [], [], []
+    for lo in range(0, total, PICK_CHUNK):
+        hi = min(total, lo + PICK_CHUNK)
+        u = rng.random(hi - lo)
+        bi = b_cell[item_cell[lo:hi]]
+        cand = (bi > 0) & ~labeled_mask[lo:hi]
+        sure = cand & (bi >= 1.0)
+        part = cand & ~sure
+        if method is None:
+            idx = np.flatnonzero(part & (u < bi))
+            key = u[idx] / bi[idx]
+        else:
+            idx = np.flatnonzero(part)
+            uu, bb = u[idx], bi[idx]
+            key = (uu / (1.0 - uu)) / (bb / (1.0 - bb)) if method == "pareto" else uu / bb
+            if idx.size > n:
+                keep = np.argpartition(key, n - 1)[:n] if n > 0 else np.zeros(0, np.int64)
+                idx, key = idx[keep], key[keep]
+        sure_rows.append(np.flatnonzero(sure) + lo + offset)
+        rows.append(idx + lo + offset)
+        keys.append(key)
+    sure_r = np.concatenate(sure_rows) if sure_rows else np.zeros(0, np.int64)
+    cand_r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    cand_k = np.concatenate(keys) if keys else np.zeros(0)
+    return sure_r, cand_r, cand_k

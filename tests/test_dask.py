@@ -246,3 +246,36 @@ def test_a_worker_keeps_a_slim_partition_with_the_same_columns(tmp_path):
     df2 = df.assign(item=7 * np.arange(n) + 3)
     pool2 = Pool.from_frame(df2, name="p")
     np.testing.assert_array_equal(Part(pool2, 1000).ids, pool2.ids)
+
+
+@pytest.mark.parametrize("method", [None, "pareto", "sequential"])
+def test_poisson_rounds_are_picked_on_the_workers_as_in_memory(small, client, method):
+    """A Poisson round on a partitioned pool is picked partition by partition on the
+    workers (``CellsView.poisson_pick``: each partition's uniforms from the round's
+    generator advanced to its first row) — the same rows, in the same order, as the memory
+    engine's ``drawing.poisson_pick`` over the whole pool, and the generator left in the
+    same state; the driver never builds an N-sized mask."""
+    from bayes_eval.drawing import poisson_pick, stage_rng
+    from bayes_eval.partitioned_cells import partitioned_cells
+    from bayes_eval import measures as M
+
+    d, _ = small
+    pm = Pool.from_parquet_dataset(d, engine="memory")
+    pk = Pool.from_parquet_dataset(d, engine="dask", client=client)
+    _, cells, view, _, _, _ = partitioned_cells(pk, [M.f1()], 32, "csf", None, True)
+    item_cell = np.asarray(view[0:pk.n_items])
+    rng_b = np.random.default_rng(5)
+    x = cells.size.shape[0]
+    b_cell = rng_b.random(x) * 0.05
+    small_cells = np.flatnonzero((np.asarray(cells.size) > 0) & (np.asarray(cells.size) < 20))
+    b_cell[small_cells[:2]] = 1.0  # a few items taken surely, the rest by their keys
+    labeled = np.sort(rng_b.choice(pm.n_items, 300, replace=False))
+    mask = np.zeros(pm.n_items, bool)
+    mask[labeled] = True
+    r1, r2 = stage_rng(3, 4), stage_rng(3, 4)
+    want = poisson_pick(r1, item_cell, mask, b_cell, 60, method)
+    got = poisson_pick(r2, view, labeled, b_cell, 60, method)
+    sure = np.flatnonzero((b_cell[item_cell] >= 1.0) & ~mask)
+    assert 0 < sure.size < 60 and want.size > sure.size  # both kinds of row in the round
+    np.testing.assert_array_equal(got, want)
+    assert r1.bit_generator.state == r2.bit_generator.state
