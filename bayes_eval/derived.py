@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable
 
-__all__ = ["derived_value"]
+__all__ = ["derived_value", "forget"]
 
 
 def derived_value(store: dict, kind: str, key, build: Callable[[], Any], size: int = 4):
@@ -21,3 +21,11 @@ def derived_value(store: dict, kind: str, key, build: Callable[[], Any], size: i
     while len(lru) > size:
         lru.popitem(last=False)
     return value
+
+
+def forget(store: dict, kind: str | None = None) -> None:
+    """Drop what :func:`derived_value` keeps in ``store``: of one ``kind``, or everything."""
+    if kind is None:
+        store.clear()
+    else:
+        store.pop(kind, None)

@@ -167,12 +167,13 @@ def draw_stage(rng: np.random.Generator, unl_q, lab_q, size, order, cell_start, 
 
 
 
-def poisson_pick(rng: np.random.Generator, item_cell, labeled_mask, b_cell, n: int,
+def poisson_pick(rng: np.random.Generator, item_cell, labeled_rows, b_cell, n: int,
                  method: str | None = None) -> np.ndarray:
     """Select one Poisson round at item level (000 §3; fixed size: Pareto / sequential
     Poisson sampling, as :func:`bayes_eval.poisson_designs.fixed_size_round_counts` on cells).
 
-    Every pool row ``i`` gets one uniform ``u_i`` — the ``i``-th of ``rng.random``, drawn in
+    ``labeled_rows``: the rows labeled so far (not candidates).  Every pool row ``i`` gets
+    one uniform ``u_i`` — the ``i``-th of ``rng.random``, drawn in
     row order in chunks whatever is labeled — so the round is a pure function of the
     generator, the labeled rows and ``b``.  Candidates are the unlabeled rows whose cell
     has ``b > 0``; rows with ``b = 1`` are always taken.
@@ -190,14 +191,16 @@ def poisson_pick(rng: np.random.Generator, item_cell, labeled_mask, b_cell, n: i
         raise SessionError(f"fixed-size method must be one of {POISSON_SIZES}, got {method!r}")
     b_cell = np.clip(np.asarray(b_cell, np.float64), 0.0, 1.0)
     n = int(n)
+    labeled_rows = np.asarray(labeled_rows, np.int64)
     if getattr(item_cell, "lazy", False):
         # a partitioned pool: each partition picks its candidates on its worker from its own
-        # stretch of the same stream of uniforms (partitioned_cells.CellsView.poisson_pick);
-        # ``labeled_mask`` is then the labeled rows (no N-sized mask in the driver)
-        sure_r, cand_r, cand_k = item_cell.poisson_pick(rng, labeled_mask, b_cell, n, method)
+        # stretch of the same stream of uniforms (partitioned_cells.CellsView.poisson_pick)
+        sure_r, cand_r, cand_k = item_cell.poisson_pick(rng, labeled_rows, b_cell, n, method)
     else:
         item_cell = np.asarray(item_cell)
-        sure_r, cand_r, cand_k = round_candidates(rng, item_cell, labeled_mask, b_cell, n, method, 0)
+        mask = np.zeros(item_cell.size, bool)
+        mask[labeled_rows] = True
+        sure_r, cand_r, cand_k = round_candidates(rng, item_cell, mask, b_cell, n, method, 0)
     order = np.lexsort((cand_r, cand_k))
     if method is not None:
         order = order[:max(n - sure_r.size, 0)]

@@ -351,27 +351,43 @@ def task_lookup(bucket, keys):
 
 
 # ------------------------------------------------------------------------------ the driver's side
-class PartitionedIds:
-    """The pool's ids, held on the workers: ``ids[rows]`` fetches the ids of those rows
-    (an int row gives one id).  ``np.asarray`` of it is refused: it would be a column."""
+class WorkerView:
+    """A pool-sized array held on the workers (ids, the items' cells, the items' order):
+    indexed, it fetches those entries (an int gives one); ``np.asarray`` of it is refused
+    (it would be a column on the driver).  Subclasses give ``_take(int64 indices)``, a
+    ``_refusal`` message and, if they take slices, ``_slice``."""
 
     lazy = True
+    _refusal = "the dask engine keeps this column on the workers"
+
+    def __len__(self):
+        return self.size
+
+    def __array__(self, *a, **k):
+        raise PoolError(self._refusal)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            return self._slice(key)
+        if np.isscalar(key) or np.ndim(key) == 0:
+            return self._take(np.asarray([int(key)], np.int64))[0]
+        return self._take(np.asarray(key, np.int64))
+
+    def _slice(self, key):
+        raise TypeError(f"{type(self).__name__} takes indices, not slices")
+
+
+class PartitionedIds(WorkerView):
+    """The pool's ids, held on the workers: ``ids[rows]`` fetches the ids of those rows."""
+
+    _refusal = "the dask engine keeps the pool's ids on the workers; index them with rows"
 
     def __init__(self, pool: "PartitionedPool"):
         self._pool = pool
         self.size = pool.n_items
         self.dtype = np.dtype(np.int64) if pool.id_kind in ("rows", "int") else np.dtype(object)
 
-    def __len__(self):
-        return self.size
-
-    def __array__(self, *a, **k):
-        raise PoolError("the dask engine keeps the pool's ids on the workers; index them with rows")
-
-    def __getitem__(self, rows):
-        if np.isscalar(rows) or np.ndim(rows) == 0:
-            return self[np.asarray([int(rows)])][0]
-        rows = np.asarray(rows, np.int64)
+    def _take(self, rows):
         pool = self._pool
         if pool.id_kind == "rows":
             return rows.copy()
@@ -582,10 +598,9 @@ class PartitionedPool:
         return derived_value(self._derived_store, kind, key, build, size)
 
     def forget_derived(self, kind: str | None = None) -> None:
-        if kind is None:
-            self._derived_store.clear()
-        else:
-            self._derived_store.pop(kind, None)
+        from .derived import forget
+
+        forget(self._derived_store, kind)
 
     def _column(self, what):
         raise PoolError(f"the dask engine keeps the pool's {what} on the workers (no column of the pool on the "

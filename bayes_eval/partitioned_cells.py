@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import PoolError
+from .partitioned import WorkerView
 from .strata import Strata
 
 __all__ = ["StrataPlan", "partitioned_strata", "partitioned_cells", "CellsView", "OrderView", "strata_of",
@@ -202,8 +203,6 @@ def partitioned_strata(pool, n_strata: int = 256, method: str = "csf", n_fine: i
 
 # ------------------------------------------------------------------------------ cells
 def loss_rows(measure, feats, chunk: int = 65536):
-    from .cells import item_patterns  # noqa: F401  (the same chunking)
-
     n = int(feats.preds.shape[0])
     rows = []
     for s in range(0, n, chunk):
@@ -439,11 +438,11 @@ def partitioned_cells(pool, measures, n_strata, method, n_fine, keep_empty, syst
     return (strata, cells, CellsView(pool, assigns, x), OrderView(pool, assigns, counts, cell_start), cell_start, rep)
 
 
-class CellsView:
+class CellsView(WorkerView):
     """The cell of pool rows, kept on the workers: ``view[rows]``, ``view[int]`` and
     ``view[a:b]`` (the memory engine's ``item_cell`` array, fetched by pieces)."""
 
-    lazy = True
+    _refusal = "the dask engine keeps the items' cells on the workers; index them with rows"
 
     def __init__(self, pool, assigns, n_cells):
         self._pool = pool
@@ -453,26 +452,19 @@ class CellsView:
         self.dtype = np.dtype(np.int32)
         self.n_cells = n_cells
 
-    def __len__(self):
-        return self.size
-
-    def __array__(self, *a, **k):
-        raise PoolError("the dask engine keeps the items' cells on the workers; index them with rows")
-
-    def __getitem__(self, rows):
+    def _slice(self, rows):
         pool = self._pool
-        if isinstance(rows, slice):
-            a, b, _ = rows.indices(self.size)
-            ps = range(int(np.searchsorted(pool.offsets, a, side="right") - 1),
-                       int(np.searchsorted(pool.offsets, max(b - 1, a), side="right")))
-            futs = [pool.client.submit(task_slice, self._assigns[p], max(a - pool.offsets[p], 0),
-                                       min(b, pool.offsets[p + 1]) - pool.offsets[p], pure=False)
-                    for p in ps if p < len(self._assigns)]
-            out = [f.result() for f in futs]
-            return np.concatenate(out) if out else np.zeros(0, np.int32)
-        if np.isscalar(rows) or np.ndim(rows) == 0:
-            return self[np.asarray([int(rows)])][0]
-        rows = np.asarray(rows, np.int64)
+        a, b, _ = rows.indices(self.size)
+        ps = range(int(np.searchsorted(pool.offsets, a, side="right") - 1),
+                   int(np.searchsorted(pool.offsets, max(b - 1, a), side="right")))
+        futs = [pool.client.submit(task_slice, self._assigns[p], max(a - pool.offsets[p], 0),
+                                   min(b, pool.offsets[p + 1]) - pool.offsets[p], pure=False)
+                for p in ps if p < len(self._assigns)]
+        out = [f.result() for f in futs]
+        return np.concatenate(out) if out else np.zeros(0, np.int32)
+
+    def _take(self, rows):
+        pool = self._pool
         out = np.empty(rows.size, np.int32)
         p_of = np.searchsorted(pool.offsets, rows, side="right") - 1
         futs = [(p_of == p, pool.client.submit(task_cells_at, self._assigns[p], rows[p_of == p] - pool.offsets[p],
@@ -504,12 +496,12 @@ class CellsView:
         return tuple(np.concatenate([o[i] for o in out]) for i in range(3))
 
 
-class OrderView:
+class OrderView(WorkerView):
     """The memory engine's ``order`` (pool rows sorted by (cell, row)) over the partitions:
     ``view[positions]`` -> rows; :meth:`positions_of` (for
     :func:`bayes_eval.drawing.order_positions`) the other way."""
 
-    lazy = True
+    _refusal = "the dask engine keeps the items' order on the workers; index it with positions"
 
     def __init__(self, pool, assigns, counts, cell_start):
         self._pool = pool
@@ -519,16 +511,7 @@ class OrderView:
         self.size = pool.n_items
         self.shape = (pool.n_items,)
 
-    def __len__(self):
-        return self.size
-
-    def __array__(self, *a, **k):
-        raise PoolError("the dask engine keeps the items' order on the workers; index it with positions")
-
-    def __getitem__(self, pos):
-        if np.isscalar(pos) or np.ndim(pos) == 0:
-            return self[np.asarray([int(pos)])][0]
-        pos = np.asarray(pos, np.int64)
+    def _take(self, pos):
         pool = self._pool
         cell = np.searchsorted(self.cell_start, pos, side="right") - 1
         k = pos - self.cell_start[cell]

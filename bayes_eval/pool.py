@@ -592,10 +592,9 @@ class Pool:
 
     def forget_derived(self, kind: str | None = None) -> None:
         """Drop what :meth:`derived` keeps: of one ``kind``, or everything."""
-        if kind is None:
-            self._derived.clear()
-        else:
-            self._derived.pop(kind, None)
+        from .derived import forget
+
+        forget(self._derived, kind)
 
     @functools.cached_property
     def _derived(self) -> dict:

@@ -348,12 +348,7 @@ class PoissonRounds:
         if rd["u_sup"] <= 0 and not (adaptive and self.complete_round < 0):
             return _nothing()
         rng = stage_rng(self.seed, stage)
-        if getattr(core.item_cell, "lazy", False):  # a partitioned pool: the labeled rows, no N-sized mask
-            lab_mask = np.asarray(lab.rows, np.int64)
-        else:
-            lab_mask = np.zeros(core.item_cell.size, bool)
-            lab_mask[lab.rows] = True
-        rows = poisson_pick(rng, core.item_cell, lab_mask, rd["draw_b"], int(n),
+        rows = poisson_pick(rng, core.item_cell, lab.rows, rd["draw_b"], int(n),
                             self.pc.design.fixed_size if adaptive else None)
         cells = core.item_cell[rows]
         q = rd["b"][cells]

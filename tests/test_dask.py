@@ -254,7 +254,8 @@ def test_poisson_rounds_are_picked_on_the_workers_as_in_memory(small, client, me
     workers (``CellsView.poisson_pick``: each partition's uniforms from the round's
     generator advanced to its first row) — the same rows, in the same order, as the memory
     engine's ``drawing.poisson_pick`` over the whole pool, and the generator left in the
-    same state; the driver never builds an N-sized mask."""
+    same state; the driver never builds an N-sized mask (the labeled rows go to each
+    partition)."""
     from bayes_eval.drawing import poisson_pick, stage_rng
     from bayes_eval.partitioned_cells import partitioned_cells
     from bayes_eval import measures as M
@@ -273,7 +274,7 @@ def test_poisson_rounds_are_picked_on_the_workers_as_in_memory(small, client, me
     mask = np.zeros(pm.n_items, bool)
     mask[labeled] = True
     r1, r2 = stage_rng(3, 4), stage_rng(3, 4)
-    want = poisson_pick(r1, item_cell, mask, b_cell, 60, method)
+    want = poisson_pick(r1, item_cell, labeled, b_cell, 60, method)
     got = poisson_pick(r2, view, labeled, b_cell, 60, method)
     sure = np.flatnonzero((b_cell[item_cell] >= 1.0) & ~mask)
     assert 0 < sure.size < 60 and want.size > sure.size  # both kinds of row in the round
