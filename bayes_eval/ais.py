@@ -99,7 +99,14 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
         counts = leaf_counts(cells, obs.labeled, n_strata)[0]
         return sweep_share(cells, obs.labeled, cm.posterior_predictive(state.second, counts)[cells.stratum])
 
-    return mix(design, mate, share), n_strata
+    def shares(state, cells, labeled):
+        # the companion's class shares per cell, labeled items at their labels (Design.shares)
+        counts = leaf_counts(cells, labeled, n_strata)[0]
+        pi = cm.posterior_predictive(state.second, counts)[cells.stratum]
+        unlabeled = cells.size - labeled.sum(axis=1)
+        return (labeled + unlabeled[:, None] * pi) / jnp.maximum(cells.size, 1.0)[:, None]
+
+    return mix(design, mate, share)._replace(shares=shares if oracle == "deterministic" else None), n_strata
 
 
 def model_design(name: str, g, om, n_strata: int, *, eps0: float = 1e-3, delta: float = 0.0,

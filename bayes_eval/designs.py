@@ -93,6 +93,10 @@ class Design(NamedTuple):
     model: Any = None  # the oracle model, for designs that carry one
     sampling: str = "draws"  # "draws": with replacement from a Proposal; "rounds": Poisson, a RoundProposal
     settings: Any = None  # rounds: the PoissonDesign record (estimator, weights, variance, round sizes)
+    # ``shares(state, cells, labeled) -> (X, C)``: each cell's class shares under the design's
+    # calibrated model, labeled items at their labels (the model-assisted CLT variance,
+    # estimators.model_assisted); None: the own-weight variance alone
+    shares: Callable[[Any, CellTable, Any], Any] | None = None
 
 
 def _no_update(state, cells, obs):

@@ -34,11 +34,11 @@ from . import _config  # noqa: F401
 from .cells import CellTable
 from .designs import Design, Observed, Proposal
 from .cells import leaf_counts
-from .estimators import is_estimate, stratified_estimate
+from .estimators import is_estimate, model_assisted, stratified_estimate
 from .poisson_estimators import RoundRecord, combine
 
 __all__ = ["Tallies", "StageState", "RoundTallies", "RoundDraw", "RoundInfo", "empty_tallies", "draw_weights",
-           "add_draws", "current_risk", "estimate", "estimate_final", "init", "step", "open_round",
+           "add_draws", "expected_w2", "current_risk", "estimate", "estimate_final", "init", "step", "open_round",
            "round_estimate"]
 
 
@@ -55,6 +55,12 @@ class Tallies(NamedTuple):
     # take (Σ w)² / draws per (cell, class), the weights of a cell's draws equalized (a lower
     # bound, by Cauchy-Schwarz).
     w2sum: Any = None
+    # the model-assisted variance (estimators.model_assisted): each stage's expected Σ w²
+    # under the proposal that drew it, Σ_t n_t q_t w_t², split into the items labeled when
+    # drawn (class known; (X, C)) and the unlabeled ones ((X,); their classes from the
+    # design's model at estimate time: Design.shares).  None: not tallied.
+    ew2_lab: Any = None
+    ew2_unl: Any = None
 
 
 class StageState(NamedTuple):
@@ -98,7 +104,7 @@ class RoundInfo(NamedTuple):
 def empty_tallies(cells: CellTable) -> Tallies:
     x, c = cells.loss.shape[:2]
     zero = jnp.zeros((x, c))
-    return Tallies(zero, zero, zero, jnp.asarray(0.0), zero)
+    return Tallies(zero, zero, zero, jnp.asarray(0.0), zero, zero, jnp.zeros(x))
 
 
 def draw_weights(cells: CellTable, proposal: Proposal):
@@ -118,13 +124,29 @@ def add_draws(cells: CellTable, tallies: Tallies, proposal: Proposal, hits_label
     item), ``new_labels`` (X, C) the labels the stage added."""
     w_a, w_b = draw_weights(cells, proposal)
     w2 = hits_labeled * w_a**2 + hits_unlabeled * w_b**2
+    ew2_lab, ew2_unl = tallies.ew2_lab, tallies.ew2_unl
+    if ew2_lab is not None:
+        ew2_lab, ew2_unl = expected_w2(cells, tallies, proposal, hits_labeled.sum() + hits_unlabeled.sum())
     return Tallies(
         labeled=tallies.labeled + new_labels,
         draws=tallies.draws + hits_labeled + hits_unlabeled,
         wsum=tallies.wsum + hits_labeled * w_a + hits_unlabeled * w_b,
         n_draws=tallies.n_draws + hits_labeled.sum() + hits_unlabeled.sum(),
         w2sum=None if tallies.w2sum is None else tallies.w2sum + w2,
+        ew2_lab=ew2_lab,
+        ew2_unl=ew2_unl,
     )
+
+
+def expected_w2(cells: CellTable, tallies: Tallies, proposal: Proposal, n_stage):
+    """``(ew2_lab, ew2_unl)`` of ``tallies`` after a stage of ``n_stage`` draws from
+    ``proposal``: + n_t L q_lab w_a² per (cell, class) for the items labeled when the stage
+    began (L = ``tallies.labeled``), + n_t U q_unl w_b² per cell for the U unlabeled ones
+    (the expected Σ w² of the stage's draws, :class:`Tallies`)."""
+    w_a, w_b = draw_weights(cells, proposal)
+    unlabeled = cells.size - tallies.labeled.sum(axis=1)
+    return (tallies.ew2_lab + n_stage * tallies.labeled * proposal.lab * w_a**2,
+            tallies.ew2_unl + n_stage * unlabeled * proposal.unl * w_b[:, 0] ** 2)
 
 
 def current_risk(design: Design, cells: CellTable, tallies: Tallies, n_strata: int):
@@ -141,13 +163,16 @@ def current_risk(design: Design, cells: CellTable, tallies: Tallies, n_strata: i
 
 
 def estimate(design: Design, g, cells: CellTable, tallies: Tallies, proposal: Proposal, n_strata: int,
-             full_cov: bool = True):
+             full_cov: bool = True, design_state=None):
     """Ĝ = g(R̂) and its delta-method covariance (001 eq. 1, §3.3.2) from every draw's own
     weight (``tallies.w2sum``; the martingale CLT, :mod:`bayes_eval.estimators`); the
     post-stratified estimator for the stratified design (001 §5).  ``proposal`` (q_N, the
     most recent one) is no longer needed by the default variance; it is kept for callers
     and for :func:`estimate_final`.  ``g`` and ``cells.loss`` may be another measure's: the
-    labels serve every measure."""
+    labels serve every measure.  With ``design_state`` (the state after the last stage),
+    a design that gives class shares (``Design.shares``: AIS with its calibrated companion)
+    and tallies that carry ``ew2_*``, the variance is the model-assisted one
+    (:func:`~bayes_eval.estimators.model_assisted`; ``Estimate.check`` the ratio)."""
     x, c, d = cells.loss.shape
     loss = cells.loss.reshape(x * c, d)
     if design.estimator == "stratified":
@@ -158,8 +183,14 @@ def estimate(design: Design, g, cells: CellTable, tallies: Tallies, proposal: Pr
         w2sum = jnp.where(tallies.draws > 0, tallies.wsum**2 / jnp.maximum(tallies.draws, 1.0), 0.0)
     else:
         w2sum = tallies.w2sum
-    return is_estimate(g, loss, tallies.wsum.ravel(), None, tallies.n_draws, full_cov=full_cov,
-                       w2sum=w2sum.ravel())
+    own = is_estimate(g, loss, tallies.wsum.ravel(), None, tallies.n_draws, full_cov=full_cov,
+                      w2sum=w2sum.ravel())
+    if design_state is None or design.shares is None or tallies.ew2_lab is None:
+        return own
+    phi = design.shares(design_state, cells, tallies.labeled)
+    mw2 = tallies.ew2_lab + tallies.ew2_unl[:, None] * phi
+    model = is_estimate(g, loss, tallies.wsum.ravel(), None, tallies.n_draws, full_cov=full_cov, w2sum=mw2.ravel())
+    return model_assisted(own, model)
 
 
 def estimate_final(design: Design, g, cells: CellTable, tallies: Tallies, proposal: Proposal, n_strata: int,

@@ -54,6 +54,9 @@ class SimResult(NamedTuple):
     bayes_upper: np.ndarray | None = None
     bayes_mean: np.ndarray | None = None
     bayes_seconds: float = 0.0  # finite-pool posteriors at the checkpoints (compilation included)
+    # (repeats, n_ck, m) model-based ÷ own-weight variance of the CLT interval (estimators.model_assisted;
+    # NaN where the design has no calibrated model)
+    checkpoint_check: np.ndarray | None = None
 
 
 def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, seconds: float, compile_seconds: float,
@@ -80,6 +83,7 @@ def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, secon
         bayes_upper=bayes.get("bayes_upper"),
         bayes_mean=bayes.get("bayes_mean"),
         bayes_seconds=bayes_seconds,
+        checkpoint_check=None if ck.get("check") is None else np.asarray(ck["check"]),
     )
 
 
@@ -146,6 +150,14 @@ def summarize(res: SimResult) -> list[dict]:
                 entry["mean_width_bayes"] = float(np.mean((bhi - blo)[bok])) if bok.any() else None
                 entry["mean_bayes"] = _scalar(_masked_mean(res.bayes_mean[ok, i, :],
                                                            np.isfinite(res.bayes_mean[ok, i, :]), axis=0))
+            if res.checkpoint_check is not None and np.isfinite(res.checkpoint_check[ok, i, :]).any():
+                from .estimators import MODEL_CHECK_MAX
+
+                passed = mask & (res.checkpoint_check[ok, i, :] <= MODEL_CHECK_MAX)
+                # the CLT check (estimators.model_assisted): share of runs it passes and the
+                # coverage of the CLT interval among them
+                entry["clt_check_passed"] = float(np.mean(passed[mask]))
+                entry["coverage_checked"] = float(np.mean(cover[passed])) if passed.any() else None
             run_err2 = _masked_mean(err**2, mask, axis=1)  # per run, over its defined components
             entry.update(
                 mean=_scalar(_masked_mean(vv, mask, axis=0)),

@@ -40,8 +40,9 @@ import numpy as np
 import pandas as pd
 
 from . import _config  # noqa: F401  (float64)
-from . import annotate
+from . import annotate, kernel
 from .drawing import draw_stage, order_positions, poisson_pick  # noqa: F401  (re-exported)
+from .kernel import Tallies
 from .session_core import SessionCore, clear_cache, core_for, ids_at, item_rows, pool_fingerprint  # noqa: F401  (re-exported)
 from .session_replay import SessionReplay
 from .session_reports import SessionReports
@@ -184,6 +185,8 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         self._draw_counts = np.zeros((x, c))
         self._wsum = np.zeros((x, c))
         self._w2sum = np.zeros((x, c))  # Σ w² per (cell, class): the martingale variance (kernel.Tallies)
+        self._ew2_lab = np.zeros((x, c))  # expected Σ w² (the model-assisted variance, kernel.Tallies)
+        self._ew2_unl = np.zeros(x)
         self._n_draws = 0
         self._n_labels = 0
         self._sum_w = 0.0
@@ -502,12 +505,18 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         if closing is None:  # (a stored state on replay: session_replay)
             closing = self._kind.close(self._labeled, hits, labeled, draw_counts, wsum, n_eff, op["round"])
         n_new = int(obs_mask.sum())
+        ew2_lab = ew2_unl = None
+        if self._kind.sampling == "draws":
+            ew2_lab, ew2_unl = (np.asarray(a) for a in kernel.expected_w2(
+                self._core.cells, Tallies(self._labeled, None, None, None, None, self._ew2_lab, self._ew2_unl),
+                closing.prop_used, float(keep.sum())))
         snap = StageSnapshot(
             stage=op["stage"], n_new=n_new, labels=self._n_labels + n_new, draws=n_draws, labeled=labeled,
             draw_counts=draw_counts, wsum=wsum, w2sum=w2sum, prop_used=closing.prop_used, prop=closing.prop,
             sum_w=self._sum_w + float(w.sum()), sum_w2=self._sum_w2 + float((w * w).sum()),
             max_weight=max(self._max_w, float(w.max()) if w.size else 0.0), opened_at=op["opened_at"],
-            closed_at=time_closed, skip_w=skip_w)
+            closed_at=time_closed, skip_w=skip_w, ew2_lab=ew2_lab, ew2_unl=ew2_unl,
+            design_state=closing.state if ew2_lab is not None else None)
         new_lab = None
         if not self._stochastic:
             nr, nc = rows[obs_mask], cells[obs_mask]
@@ -522,6 +531,8 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         self._draw_counts = snap.draw_counts
         self._wsum = snap.wsum
         self._w2sum = snap.w2sum
+        if snap.ew2_lab is not None:
+            self._ew2_lab, self._ew2_unl = snap.ew2_lab, snap.ew2_unl
         self._n_draws = snap.draws
         self._n_labels = snap.labels
         self._sum_w, self._sum_w2, self._max_w = snap.sum_w, snap.sum_w2, snap.max_weight

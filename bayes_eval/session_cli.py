@@ -181,6 +181,27 @@ class _Bar:
             self._last = ""
 
 
+def _clt_check_line(comps) -> str:
+    """The CLT check of ``session status`` (estimators.model_assisted): whether the design's
+    calibrated model and the draws agree on the variance."""
+    checked = [c for c in comps if "clt_reliable" in c]
+    if not checked:
+        return ("CLT check: not available for this design; the CLT-based intervals rest on the positives found so "
+                "far and on imbalanced pools cover 60-98% (benchmarks/results/stopping.md): read them with the "
+                "--bayesian interval, which accounts for the unlabeled items")
+    bad = [c for c in checked if not c["clt_reliable"]]
+    if bad:
+        c = bad[0]
+        r = "an unbounded" if c["clt_check"] is None else f"{c['clt_check']:.3g}×"
+        return (f"CLT check: NOT RELIABLE for {', '.join(b['component'] for b in bad[:4])}: the calibrated model "
+                f"expects {r} the variance the draws show ({c['component']}) — positives may hide where the design "
+                f"draws few items, which no draw so far can confirm or refute; the CLT-based intervals (own-weight "
+                f"variance) miss more often than 5% there: read the --bayesian interval")
+    worst = max(c["clt_check"] for c in checked)
+    return (f"CLT check: passed (the calibrated model's variance is at most {worst:.3g}× the draws'; the CLT "
+            f"interval uses the larger of the two: 95-98% coverage measured where this holds)")
+
+
 def _fmt(v, digits=4):
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "undefined"
@@ -430,9 +451,8 @@ def _status_text(st):
     if len(comps) > 12:
         lines.append(f"... {len(comps) - 12} more component(s); --format json lists all")
     lines.append("the confidence sequence widens the CLT interval for looking after every stage (the stopping rule "
-                 "uses it); the CLT interval is for one fixed budget. Both rest on the positives found so far: on "
-                 "imbalanced pools they cover 60-98% (benchmarks/results/stopping.md), so read them with the "
-                 "--bayesian interval, which accounts for the unlabeled items")
+                 "uses it); the CLT interval is for one fixed budget.")
+    lines.append(_clt_check_line(comps))
     if st.get("fully_labeled"):
         ex = ", ".join(f"{k} = {_fmt(v)}" for k, v in list(st["exact"].items())[:12])
         lines.append(f"every item of the pool is labeled: exact value on the pool {ex} (nothing more to label)")

@@ -177,8 +177,12 @@ def finish_core(pool, measures, cfg, progress, strata, cells, item_cell, order, 
         cells_j = cells._replace(loss=loss_tables[j])
         g = measures[j].g
 
-        def est(labeled, draws, wsum, w2sum, n_draws, prop):
-            return estimate(design, g, cells_j, Tallies(labeled, draws, wsum, n_draws, w2sum), prop, n_strata)
+        def est(labeled, draws, wsum, w2sum, n_draws, prop, ew2=None, design_state=None):
+            # ew2 = (ew2_lab, ew2_unl) and the design state: the model-assisted variance
+            ew2_lab, ew2_unl = (None, None) if ew2 is None else ew2
+            tallies = Tallies(labeled, draws, wsum, n_draws, w2sum, ew2_lab, ew2_unl)
+            return estimate(design, g, cells_j, tallies, prop, n_strata,
+                            design_state=design_state if ew2 is not None else None)
 
         return jax.jit(est)
 

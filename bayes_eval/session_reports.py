@@ -26,6 +26,7 @@ import pandas as pd
 
 from . import _config  # noqa: F401  (float64)
 from .errors import SessionError
+from .estimators import MODEL_CHECK_MAX
 from .session_core import posterior_model as core_posterior_model
 from .session_core import posterior_sampler
 
@@ -49,8 +50,24 @@ class SessionReports:
         key = (snap_index, j)
         if key not in self._est_cache:
             est = self._kind.estimate(self._snapshots, snap_index, j)
-            self._est_cache[key] = (np.asarray(est.value), np.asarray(est.cov), np.asarray(est.risk))
-        return self._est_cache[key]
+            chk = np.full(np.shape(est.value), np.nan) if getattr(est, "check", None) is None else np.asarray(est.check)
+            self._est_cache[key] = (np.asarray(est.value), np.asarray(est.cov), np.asarray(est.risk), chk)
+        return self._est_cache[key][:3]
+
+    def clt_check(self, snap_index: int = -1) -> np.ndarray:
+        """Per component, the model-based ÷ own-weight variance of the CLT interval after a
+        closed stage (:func:`~bayes_eval.estimators.model_assisted`; NaN where the design
+        has no calibrated model): above :data:`~bayes_eval.estimators.MODEL_CHECK_MAX` the
+        model places variance on positives where the design draws few items, which no draw
+        so far can confirm or refute, and the CLT-based intervals are not reliable."""
+        if not self._snapshots:
+            return np.full(len(self._names), np.nan)
+        i = snap_index % len(self._snapshots)
+        out = []
+        for j in range(len(self.measures)):
+            self._est(i, j)
+            out.append(np.atleast_1d(self._est_cache[(i, j)][3]))
+        return np.concatenate(out)
 
     def _values(self, snap_index=-1):
         """(value, sd) over all components after a closed stage (NaN before any)."""
@@ -345,9 +362,14 @@ class SessionReports:
         """
         iv = self.intervals(level, bayesian=bayesian, sequence=True)
         v, sd = self._values()
+        chk = self.clt_check()
         comps = []
         for k, name in enumerate(self._names):
             row = {"component": name, "estimate": _f(v[k]), "std_error": _f(sd[k])}
+            if np.isfinite(chk[k]) or chk[k] == np.inf:
+                # the model-assisted variance's check (estimators.model_assisted)
+                row["clt_check"] = float(chk[k]) if np.isfinite(chk[k]) else None
+                row["clt_reliable"] = bool(chk[k] <= MODEL_CHECK_MAX)
             for kind, key in (("clt-cs", "cs"), ("clt", "clt"), ("bayes", "bayes")):
                 sel = iv[(iv["component"] == name) & (iv["kind"] == kind)]
                 if len(sel):

@@ -158,7 +158,8 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         n_labels = state.n_labels + n_b.sum()
         # the record keeps the first m_hist components: estimate only those (a PR curve
         # has m = 2048; XLA drops the unused part of g)
-        est = kernel.estimate(design, g_hist, cells, tallies, st.proposal, n_strata, full_cov=False)
+        est = kernel.estimate(design, g_hist, cells, tallies, st.proposal, n_strata, full_cov=False,
+                              design_state=st.design_state)
         lo, hi = normal_interval(est.value, None, level, var=est.var)
         kl = _kl_optimal(cells, tallies.labeled, st.proposal, a_true, stochastic) if track_kl else jnp.asarray(jnp.nan)
         new_state = SimState(st, n_labels, state.stalled | stalled)
@@ -175,10 +176,12 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         hists.append(h)
         if end in bounds:
             st = state.stage
-            est = kernel.estimate(design, g, cells, st.tallies, st.proposal, n_strata, full_cov=False)
+            est = kernel.estimate(design, g, cells, st.tallies, st.proposal, n_strata, full_cov=False,
+                                  design_state=st.design_state)
             lo, hi = normal_interval(est.value, None, level, var=est.var)
             out = {"value": est.value, "lower": lo, "upper": hi, "labels": state.n_labels,
-                   "draws": st.tallies.n_draws}
+                   "draws": st.tallies.n_draws,
+                   "check": jnp.full(est.value.shape, jnp.nan) if est.check is None else est.check}
             if bayes_model is not None:
                 out["labeled"] = st.tallies.labeled
             ck_out[end] = out

@@ -77,6 +77,11 @@ class StageSnapshot(NamedTuple):
     opened_at: float
     closed_at: float | None
     skip_w: float = 0.0  # Σ w of the draws of skipped items (outside the measure's population)
+    # the model-assisted variance (kernel.Tallies.ew2_lab / ew2_unl) and the design state
+    # after the stage (its Design.shares); None for Poisson rounds
+    ew2_lab: np.ndarray | None = None
+    ew2_unl: np.ndarray | None = None
+    design_state: Any = None
 
     @property
     def n_eff(self) -> float:
@@ -267,8 +272,9 @@ class ReplacementStages:
 
     def estimate(self, snapshots, i: int, j: int):
         s = snapshots[i]
+        ew2 = None if s.ew2_lab is None else (jnp.asarray(s.ew2_lab), jnp.asarray(s.ew2_unl))
         return self.core.estimate_fns[j](jnp.asarray(s.labeled), jnp.asarray(s.draw_counts), jnp.asarray(s.wsum),
-                                         jnp.asarray(s.w2sum), jnp.asarray(s.n_eff), s.prop)
+                                         jnp.asarray(s.w2sum), jnp.asarray(s.n_eff), s.prop, ew2, s.design_state)
 
 
 class PoissonRounds:

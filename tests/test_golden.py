@@ -24,8 +24,10 @@ import pytest
 from golden.make_golden import DESIGNS, HERE, TIMING_KEYS, session_transcript, simulate_json
 
 #: keys added to the outputs after the goldens were recorded (extensions, never renames):
-#: the confidence sequence's coverage and width per checkpoint (issue 15)
-ADDED_KEYS = {"coverage_cs", "mean_width_cs"}
+#: the confidence sequence's coverage and width per checkpoint (issue 15); the CLT check (issue 15)
+ADDED_KEYS = {"coverage_cs", "mean_width_cs",
+              # the CLT check of the model-assisted variance (issue 15, stop 25)
+              "clt_check_passed", "coverage_checked", "clt_check", "clt_reliable"}
 RTOL = 1e-7
 ATOL = 1e-10
 

@@ -1,7 +1,12 @@
 """Write the synthetic pools of ``benchmarks/run.py --synthetic`` (50%, 10%, 1%, demo) as
-Parquet files so that ``bayes-eval simulate FILE`` can run on them.
+Parquet files so that ``bayes-eval simulate FILE`` can run on them; with ``--twin POOL K``
+also POOL's *twin*: the same pool with K of its negatives below the top ``--top`` scores
+turned positive, chosen uniformly at random (issue 15: a pool no design can tell from POOL
+with a few thousand labels, whose F1 differs -- the negative control of any interval tuned
+to POOL).
 
     python benchmarks/interval_study/make_pools.py /tmp/istudy
+    python benchmarks/interval_study/make_pools.py /tmp/istudy --twin ../shared/data/abt-buy.parquet 20
 """
 import os
 import sys
@@ -17,8 +22,25 @@ from run import synthetic_pool  # noqa: E402  (benchmarks/run.py)
 from bayes_eval.pool import demo_pool  # noqa: E402
 
 
-def main(out):
+def twin(path, k, top=3000, seed=0):
+    """POOL with ``k`` negatives ranked below ``top`` by score made positive (uniformly)."""
+    df = pd.read_parquet(path)
+    rank = np.argsort(np.argsort(-df["score"].to_numpy(), kind="stable"))
+    cand = np.flatnonzero((rank >= top) & (df["label"].to_numpy() == 0))
+    pick = np.random.default_rng(seed).choice(cand, size=k, replace=False)
+    label = df["label"].to_numpy().astype(np.int8).copy()
+    label[pick] = 1
+    return df.assign(label=label)
+
+
+def main(out, twin_of=None, k=0):
     os.makedirs(out, exist_ok=True)
+    if twin_of is not None:
+        df = twin(twin_of, k)
+        name = f"{os.path.splitext(os.path.basename(twin_of))[0]}-twin{k}"
+        df.to_parquet(os.path.join(out, f"{name}.parquet"))
+        print(name, len(df), int(df.label.sum()), "positives")
+        return
     pools = {f"p{p:g}": synthetic_pool(p) for p in (0.5, 0.1, 0.01)}
     pools["demo"] = demo_pool()
     for name, pool in pools.items():
@@ -29,4 +51,9 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/istudy")
+    args = sys.argv[1:]
+    if "--twin" in args:
+        i = args.index("--twin")
+        main(args[0] if i > 0 else "/tmp/istudy", args[i + 1], int(args[i + 2]))
+    else:
+        main(args[0] if args else "/tmp/istudy")

@@ -86,11 +86,14 @@ def make_run(cells, design, g, k, batches):
         w2 = zero
         orac = jnp.zeros(d + 1)
         modv = jnp.zeros(d + 1)
+        mods = jnp.zeros((d, d))
+        ta = zero  # Σ_t n_t L q_lab w_a² per (cell, class): the labeled items' part (class known)
+        tb = jnp.zeros(x)  # Σ_t n_t U q_unl w_b² per cell: the unlabeled items' part (class from the model)
         risk0 = jnp.einsum("x,xc,xcd->d", cells.weight * cells.size, cells.prior, cells.loss) \
             if getattr(cells, "prior", None) is not None else true_risk
 
         def stage(carry, inp):
-            st, w2, orac, modv, r_prev = carry
+            st, w2, orac, modv, mods, ta, tb, r_prev = carry
             key, n_new = inp
             labeled0 = st.tallies.labeled
             h_a, h_b, n_b, stalled = _draw_stage(key, cells.truth, labeled0, st.proposal, n_new, False, 4096)
@@ -103,6 +106,8 @@ def make_run(cells, design, g, k, batches):
             sec = (cnt_a * st.proposal.lab * w_a**2 + cnt_b * q_b * w_b**2).ravel()  # Σ q w² = Σ p²/q
             v_stage = sec @ (u_true**2) - v_true**2
             n_t = h_a.sum() + h_b.sum()
+            ta = ta + n_t * labeled0 * st.proposal.lab * w_a**2
+            tb = tb + n_t * (cells.size - labeled0.sum(1)) * st.proposal.unl * w_b[:, 0]**2
             orac = orac + n_t * v_stage
             if cal is not None:
                 counts, unl = leaf_counts(cells, labeled0, k)
@@ -114,16 +119,29 @@ def make_run(cells, design, g, k, batches):
                 lab_term = jnp.einsum("xc,xc,xcm->m", labeled0 * st.proposal.lab, w_a**2, up**2)
                 unl_term = jnp.einsum("x,x,xc,xc,xcm->m", unl_x, st.proposal.unl, w_b**2, pi, up**2)
                 modv = modv + n_t * (lab_term + unl_term - vp**2)
+                lx = cells.loss  # (X, C, d)
+                mods = mods + n_t * (
+                    jnp.einsum("xc,xc,xcd,xce->de", labeled0 * st.proposal.lab, w_a**2, lx, lx)
+                    + jnp.einsum("x,x,xc,xc,xcd,xce->de", unl_x, st.proposal.unl, w_b**2, pi, lx, lx))
             st, _ = kernel.step(design, cells, k, st, tallies)
             est = kernel.estimate(design, gext, cells, tallies, st.proposal, k, full_cov=False)
             fin = (kernel.estimate_final(design, gext, cells, tallies, st.proposal, k, full_cov=False).var
                    if hasattr(kernel, "estimate_final") else est.var)
             n = jnp.maximum(tallies.n_draws, 1.0)
             risk = est.risk
+            if cal is not None:  # "modelf": the tallies ta, tb with the class shares known now
+                cnt1, unl1 = leaf_counts(cells, tallies.labeled, k)
+                pi1 = cal.posterior_predictive(cal.fit(cal.init_state(), cnt1, unl1), cnt1)[cells.stratum]
+                phi = (tallies.labeled + (cells.size - tallies.labeled.sum(1))[:, None] * pi1) \
+                    / jnp.maximum(cells.size, 1.0)[:, None]
+                mw2 = ta + tb[:, None] * phi
+            else:
+                mw2 = w2
             Jr = jax.jacfwd(gext)(risk)
             u = loss @ Jr.T
             vv = Jr @ risk
             own = (w2.ravel() @ (u**2) - n * vv**2) / n**2
+            modelf = (mw2.ravel() @ (u**2) - n * vv**2) / n**2
             own_tj = (w2.ravel() @ (u_true**2) - n * v_true**2) / n**2  # diagnostic: Jacobian at the truth
             cm_w2 = jnp.where(tallies.draws > 0, tallies.wsum**2 / jnp.maximum(tallies.draws, 1.0), 0.0)
             cm = (cm_w2.ravel() @ (u**2) - n * vv**2) / n**2  # Σw² per cell approximated by (Σw)²/draws
@@ -131,14 +149,16 @@ def make_run(cells, design, g, k, batches):
                                         jax.ops.segment_sum(cells.size * cells.weight, cells.stratum,
                                                             num_segments=k), k, full_cov=False)
             rec = dict(value=est.value, cur=est.var, final=fin, own=own, own_tj=own_tj, cm=cm, orac=orac / n**2,
-                       modelv=modv / n**2, maxv=jnp.maximum(own, modv / n**2), n=tallies.n_draws,
+                       modelv=modv / n**2, modelf=modelf,
+                       lab_k=jax.ops.segment_sum(tallies.labeled.sum(1), cells.stratum, num_segments=k), maxv=jnp.maximum(own, modv / n**2), n=tallies.n_draws,
                        labels=tallies.labeled.sum(), strat_var=strat.var, strat_value=strat.value,
+                       S_own=(w2.ravel()[:, None] * loss).T @ loss / n**2, S_mod=mods / n**2, risk=risk,
                        max_w=jnp.max(jnp.where(tallies.draws > 0, tallies.wsum / jnp.maximum(tallies.draws, 1), 0)))
             r_next = jnp.where(jnp.all(jnp.isfinite(risk)), risk, r_prev)
-            return (st, w2, orac, modv, r_next), rec
+            return (st, w2, orac, modv, mods, ta, tb, r_next), rec
 
         keys = jax.random.split(key, len(batches))
-        _, recs = jax.lax.scan(stage, (st0, w2, orac, modv, risk0), (keys, jnp.asarray(batches)))
+        _, recs = jax.lax.scan(stage, (st0, w2, orac, modv, mods, zero, jnp.zeros(x), risk0), (keys, jnp.asarray(batches)))
         return recs
 
     return run, np.asarray(gext(true_risk))
@@ -155,6 +175,7 @@ def main():
     ap.add_argument("--companion", default="auto")
     ap.add_argument("--checkpoints", default="500,1000,2000")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--npz", default=None, help="save every run's per-stage records (for fieller_study.py)")
     args = ap.parse_args()
     pool, measure, cells, design, k = build(args.pool, args.design, companion=args.companion)
     batches = schedule(args.budget, args.batch)
@@ -162,6 +183,8 @@ def main():
     t0 = time.time()
     recs = jax.jit(jax.vmap(run))(jax.random.split(jax.random.PRNGKey(args.seed), args.repeats))
     recs = jax.tree_util.tree_map(np.asarray, recs)
+    if args.npz:
+        np.savez_compressed(args.npz, truth=truth, cum=np.cumsum(batches), **recs)
     print(f"# {os.path.basename(args.pool)} design={args.design} repeats={args.repeats} "
           f"({time.time() - t0:.0f}s); truth F1={truth[0]:.4f} R={truth[1:]}")
     cum = np.cumsum(batches)

@@ -1,0 +1,98 @@
+"""The model-assisted CLT variance and its check (issue 15, item 2;
+``bayes_eval.estimators.model_assisted``): the rule itself, the coverage it gives where
+positives are many (with a negative control that must fail), the check flagging a pool
+whose positives hide in the low-score bulk, and a session using the same variance."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bayes_eval as be
+from bayes_eval.estimators import MODEL_CHECK_MAX, Estimate, model_assisted
+from bayes_eval.registry import measure_from_args
+from bayes_eval.results import covers, summarize
+from bayes_eval.simulate import run_simulation
+
+REPEATS = 200
+SE = np.sqrt(0.95 * 0.05 / REPEATS)  # binomial SE of a 95% coverage over the repeats
+
+
+def _est(var, cov=None):
+    var = np.asarray(var, dtype=np.float64)
+    return Estimate(value=np.zeros_like(var), cov=cov, risk=np.zeros(2), n=np.asarray(10.0), var=var)
+
+
+def test_the_rule_takes_the_larger_variance_only_where_the_two_agree():
+    own_cov = np.array([[4.0, 1.0, 0.5], [1.0, 1.0, 0.2], [0.5, 0.2, 1.0]])
+    own = _est(np.diag(own_cov), own_cov)
+    model = _est([8.0, 0.5, 1.0 * (MODEL_CHECK_MAX + 1)])
+    out = model_assisted(own, model)
+    # component 0: ratio 2 -> the model's 8; 1: ratio 0.5 -> own 1; 2: ratio 6 > max -> own 1
+    np.testing.assert_allclose(out.var, [8.0, 1.0, 1.0])
+    np.testing.assert_allclose(out.check, [2.0, 0.5, MODEL_CHECK_MAX + 1])
+    np.testing.assert_allclose(np.diag(out.cov), out.var)  # the covariance rescaled to the chosen variances
+    assert np.all(np.linalg.eigvalsh(out.cov) > 0)  # still positive definite
+    assert out.cov[0, 1] == pytest.approx(1.0 * np.sqrt(2.0))
+    # own variance 0: the model's variance cannot be checked against it (unbounded ratio)
+    out0 = model_assisted(_est([0.0, 0.0]), _est([1.0, 0.0]))
+    assert out0.check[0] == np.inf and out0.var[0] == 0.0 and out0.check[1] == 1.0
+
+
+@pytest.fixture(scope="module")
+def many_positives():
+    pool = be.demo_pool(n_items=6000, positive_rate=0.1, seed=3)
+    res, _ = run_simulation(pool, measure_from_args("f1", pool), "ais", budget=500, batch=50, repeats=REPEATS,
+                            seed=0, checkpoints=(250, 500), bayes=False, track_kl=False)
+    return res
+
+
+def test_clt_covers_where_positives_are_many(many_positives):
+    res = many_positives
+    for c in summarize(res):
+        assert c["clt_check_passed"] >= 0.75, c  # the model and the draws agree in most runs here
+        assert c["coverage"] >= 0.95 - 3 * SE, c
+    # negative control: the same intervals at a quarter of their width must under-cover (the
+    # model-assisted interval is conservative on this small pool: ~6 × the RMSE wide)
+    v, lo, hi = res.checkpoint_value[:, -1], res.checkpoint_lower[:, -1], res.checkpoint_upper[:, -1]
+    q = (hi - lo) / 8
+    assert covers(v - q, v + q, res.true_value).mean() < 0.95 - 3 * SE
+
+
+@pytest.mark.slow
+def test_the_check_flags_positives_hidden_in_the_bulk():
+    # the demo pool's kind: 0.2% positives, some scoring as low as the negatives; AIS draws the
+    # low-score bulk rarely, so the model's variance there cannot be confirmed by any draw
+    pool = be.demo_pool(n_items=20_000, seed=0)
+    res, _ = run_simulation(pool, measure_from_args("f1", pool), "ais", budget=400, batch=50, repeats=40,
+                            seed=0, checkpoints=(400,), bayes=False, track_kl=False)
+    c = summarize(res)[0]
+    assert c["clt_check_passed"] <= 0.5, c
+    chk = res.checkpoint_check[:, 0, 0]
+    assert np.all(np.isfinite(chk) | (chk == np.inf))
+
+
+def test_a_session_uses_the_model_assisted_variance(tmp_path):
+    pool = be.demo_pool(n_items=6000, positive_rate=0.1, seed=3)
+    truth = dict(zip(np.asarray(pool.ids).tolist(), np.asarray(pool.labels).tolist()))
+    s = be.Session.create(str(tmp_path / "s.db"), pool, "f1", "ais", seed=0)
+    for _ in range(4):
+        batch = s.next_batch(50)
+        s.add_labels(batch["item"], [truth[i] for i in batch["item"]])
+    snap = s.snapshots()[-1]
+    assert snap.ew2_lab is not None and snap.design_state is not None
+    est_fn = s._core.estimate_fns[0]
+    args = [np.asarray(a) for a in (snap.labeled, snap.draw_counts, snap.wsum, snap.w2sum)]
+    own = est_fn(*args, float(snap.n_eff), snap.prop)
+    assisted = est_fn(*args, float(snap.n_eff), snap.prop, (snap.ew2_lab, snap.ew2_unl), snap.design_state)
+    check = float(assisted.check[0])
+    assert np.isfinite(check) and check > 0
+    want = float(own.var[0]) * (max(1.0, check) if check <= MODEL_CHECK_MAX else 1.0)
+    assert float(assisted.var[0]) == pytest.approx(want, rel=1e-9)
+    st = s.status()
+    row = st["estimates"][0]
+    assert row["clt_check"] == pytest.approx(check, rel=1e-9)
+    assert row["clt_reliable"] == (check <= MODEL_CHECK_MAX)
+    assert row["std_error"] == pytest.approx(np.sqrt(float(assisted.var[0])), rel=1e-9)
+    # reopened from the file, the session replays to the same variance
+    s2 = be.Session.open(str(tmp_path / "s.db"), pool)
+    assert s2.status()["estimates"][0]["std_error"] == pytest.approx(row["std_error"], rel=1e-9)
