@@ -619,7 +619,8 @@ def nonempty_prob(ps: PostStrata, n) -> tuple[np.ndarray, np.ndarray]:
     the expected number of draws in g."""
     n = np.asarray(n, dtype=np.float64)
     s = np.clip(ps.size[:, None] * ps.P, 0.0, 1.0)            # (G, M)
-    log_keep = np.where(s < 1, np.log1p(-np.minimum(s, 1 - 1e-300)), -np.inf)
+    with np.errstate(divide="ignore"):
+        log_keep = np.where(s < 1, np.log1p(-np.minimum(s, 1.0)), -np.inf)
     terms = np.where(n[..., None, :] > 0, n[..., None, :] * log_keep, 0.0)
     p_empty = np.exp(terms.sum(-1))
     lam = np.einsum("...j,gj->...g", n, s)
