@@ -619,9 +619,9 @@ def nonempty_prob(ps: PostStrata, n) -> tuple[np.ndarray, np.ndarray]:
     the expected number of draws in g."""
     n = np.asarray(n, dtype=np.float64)
     s = np.clip(ps.size[:, None] * ps.P, 0.0, 1.0)            # (G, M)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         log_keep = np.where(s < 1, np.log1p(-np.minimum(s, 1.0)), -np.inf)
-    terms = np.where(n[..., None, :] > 0, n[..., None, :] * log_keep, 0.0)
+        terms = np.where(n[..., None, :] > 0, n[..., None, :] * log_keep, 0.0)
     p_empty = np.exp(terms.sum(-1))
     lam = np.einsum("...j,gj->...g", n, s)
     return 1.0 - p_empty, lam
@@ -654,7 +654,7 @@ def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5) -> tuple
     A = ps.size[:, None] * ps.P                               # a_ig, (G, M)
     est = np.where(hit, r_hat / np.where(P1 > 0, P1, 1.0), 0.0)
     pi = np.einsum("...g,gi->...i", est, A)
-    rt = (kg + prior) / (ng + 2 * prior)
+    rt = _ratio(kg + prior, ng + 2 * prior)
     v = np.where(hit, (rt * (1 - rt) / np.where(hit, ng, 1.0) + rt * rt * (1 - P1))
                  / np.where(P1 > 0, P1, 1.0) ** 2, 0.0)
     cov = np.einsum("gi,...g,gk->...ik", A, v, A)
