@@ -96,8 +96,10 @@ def truth_of(setting: Setting) -> np.ndarray:
     return np.concatenate([pi, rho, od.f1_of(pi, rho)])
 
 
-def _fill(cells, cell, verified, truth):
-    """f̃ per cell and repeat: known labels, FILL for the unverified (ondemand.variance_bound)."""
+def _fill(cells, cell, verified, truth, group=None):
+    """f̃ per cell and repeat: known labels, FILL for the unverified (ondemand.variance_bound).
+    ``group[c]``: pool the cells' labels by post-stratum first (the posterior mean of the
+    stratum for its unverified instances; ondemand.post_variance_bound)."""
     R = verified.shape[0]
     C = len(cells.size)
     inx = cell >= 0
@@ -106,7 +108,12 @@ def _fill(cells, cell, verified, truth):
     v = verified[:, inx]
     pos = np.bincount(flat, weights=(v & truth[inx][None, :]).ravel(), minlength=R * C).reshape(R, C)
     ver = np.bincount(flat, weights=v.ravel(), minlength=R * C).reshape(R, C)
-    return od.cell_fill(cells.size, pos, ver)
+    if group is None:
+        return od.cell_fill(cells.size, pos, ver)
+    K = int(group.max()) + 1
+    ind = np.zeros((C, K))
+    ind[np.arange(C), group] = 1.0
+    return od.cell_fill(cells.size @ ind, pos @ ind, ver @ ind)[:, group]
 
 
 def _tally_so_far(cells, cell, truth, draws, n, n_max):
@@ -225,7 +232,8 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
             Rp[:, m] = od.water_fill(cells, D_prev, m, np.maximum(n_plan, 1))
             draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
         for rnd in range(rounds):
-            fill = _fill(cells, cell, verified, truth)
+            group = od.post_strata(cells, np.arange(M) <= m).group if rule == "post" else None
+            fill = _fill(cells, cell, verified, truth, group)
             if remainder:
                 ft = np.where(verified, truth[None, :], fill[:, np.maximum(cell, 0)])
                 rem = inXm[None, :] & ~Vm
