@@ -583,15 +583,6 @@ class PostStrata(NamedTuple):
     size: np.ndarray
 
 
-def _active(n, m=None) -> np.ndarray:
-    """The systems with draws in any batch entry (and system m, the candidate)."""
-    n = np.asarray(n, dtype=np.float64)
-    act = np.any(n.reshape(-1, n.shape[-1]) > 0, axis=0)
-    if m is not None:
-        act[m] = True
-    return act
-
-
 def post_strata(cells: Cells, active=None) -> PostStrata:
     """The post-strata of the systems submitted so far (``active[j]``; all when None): cells
     with the same membership in the active Xⱼ are merged — a later system's cells are not known
@@ -631,8 +622,10 @@ def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5) -> tuple
     """(π̂, Cov π̂, strata): the post-stratified precision of every system from the tallies
     ``T[..., j, c, f]`` of draws made with fixed sizes ``n[..., j]``.
 
-    Post-strata (:func:`post_strata`) of the ``active`` systems — by default those with draws;
-    every system with draws must be active, or its draws are not uniform within a stratum.
+    Post-strata (:func:`post_strata`) of the ``active`` systems — the systems submitted so far,
+    all by default; every system with draws must be active (or its draws are not uniform within
+    a stratum), and so must every system estimated (a system with no draws of its own — Xₘ
+    covered by earlier draws — is estimated from the strata it splits).
     π̂ᵢ = Σ_g a_ig r̂_g 1[n_g ≥ 1] / P(n_g ≥ 1), a_ig = N_g pᵢ(g) (N_g/|Xᵢ| on g ⊆ Xᵢ), r̂_g the
     mean label of the n_g draws in g from every stratum.  Given n_g ≥ 1 the draws in g are
     uniform on g, so E[r̂_g 1[n_g ≥ 1]] = r_g P(n_g ≥ 1) and π̂ᵢ is exactly unbiased for fixed n
@@ -644,7 +637,7 @@ def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5) -> tuple
     Var(r̂_g 1[n_g ≥ 1]/P) with r̃ = (k_g + ``prior``)/(n_g + 2·``prior``) in place of r_g (the
     +½ continuity prior: a stratum of one or two agreeing draws is not given zero variance);
     Cov(π̂ᵢ, π̂ₖ) = Σ_g a_ig a_kg v_g."""
-    ps = post_strata(cells, _active(n) if active is None else active)
+    ps = post_strata(cells, active)
     T = np.asarray(T, dtype=np.float64)
     kg = _to_strata(T[..., 1].sum(-2), ps)                    # (..., G) correct draws
     ng = _to_strata(T.sum((-1, -3)), ps)                      # (..., G) draws
@@ -712,7 +705,7 @@ def post_variance_bound(cells: Cells, n, m: int, fill, active=None) -> np.ndarra
     of ``fill`` (known labels, ``FILL``-based fill for the unverified — :func:`cell_fill`),
     a²_mg [r_g(1−r_g) E[1[n_g ≥ 1]/n_g]/P² + r_g²(1−P)/P], n_g taken as Poisson(λ_g)
     (conservative for the binomial counts of fixed strata)."""
-    ps = post_strata(cells, _active(n, m) if active is None else active)
+    ps = post_strata(cells, active)
     fill = np.asarray(fill, dtype=np.float64)
     r = _ratio(_to_strata(fill * cells.size, ps), ps.size)    # (..., G)
     P1, lam = nonempty_prob(ps, n)

@@ -518,9 +518,11 @@ def test_post_strata_refine_when_a_system_arrives():
         np.testing.assert_array_equal(ps.P[ps.group][:, :m + 1], cells.P[:, :m + 1])
         sizes.append(len(ps.size))
     assert sizes == sorted(sizes) and sizes[-1] == len(cells.size)
-    # draws with sizes n: the active systems default to those with draws
-    pi, _, ps = od.post_precision(cells, np.zeros((4, len(cells.size), 2)), np.array([5.0, 3.0, 0.0, 0.0]))
-    assert len(ps.size) == sizes[1] and np.all(pi == 0)
+    # a system with no draws of its own is still estimated from the strata it splits
+    T = np.zeros((4, len(cells.size), 2))
+    T[0, :, 1] = cells.P[:, 0] > 0                           # one correct draw in every cell of X₁
+    pi, _, ps = od.post_precision(cells, T, np.array([float(np.sum(cells.P[:, 0] > 0)), 0.0, 0.0, 0.0]))
+    assert len(ps.size) == len(cells.size) and pi[1] > 0
 
 
 def _post_mc(R, n, seed):
