@@ -60,6 +60,12 @@ and proposals), and ``rule="balance"`` weights wᵢⱼ ∝ nⱼ (the balance heu
 under-sample; :func:`remainder_parts` the estimator of a stratum drawn only from the
 instances not yet labeled (the labeled ones enter exactly).  Neither beat 003's protocol on
 the synthetic setting; the sessions draw from pₘ.
+
+**Post-stratified joint precision** (our extension beyond 003's estimator; issue 17):
+:func:`post_parts` pools every verified draw by *post-stratum* — the cell pattern over the
+systems submitted so far (:func:`post_strata`) — and weights the strata's correct rates by
+their known sizes, π̂ᵢ = Σ_{g⊆Xᵢ} (N_g/|Xᵢ|) r̂_g; :func:`post_variance_bound` /
+:func:`post_required_draws` size a new system by it.
 """
 from __future__ import annotations
 
@@ -73,6 +79,7 @@ __all__ = [
     "stratified_cov", "exhaustive_stats", "Estimates", "assemble", "joint_parts", "joint_estimates", "simple_estimates",
     "differences", "cell_fill", "round_size", "variance_bound", "required_draws", "required_exhaustive", "wilson", "f1_of",
     "first_cells", "remainder_parts", "remainder_required", "precision_half_width", "top_up",
+    "post_strata", "nonempty_prob", "post_precision", "post_parts", "post_variance_bound", "post_required_draws",
 ]
 
 #: two-sided 95% normal quantile
@@ -557,3 +564,171 @@ def required_exhaustive(theta, nu, var_nu, rho, epsilon: float, n_max: int, join
         reach = np.ones(np.shape(rho)[:-1], dtype=bool)
     n0 = np.ceil(np.max(need, axis=-1))
     return np.minimum(np.where(reach, n0, n_max), n_max).astype(np.int64), reach
+
+
+# ------------------------------------------------------------------ post-stratified precision
+# Our extension beyond 003 §"Estimating precision jointly" (issue 17): 003's estimator is
+# importance sampling (a Hansen–Hurwitz sum over draws), so the random number of draws landing
+# in each cell is part of its variance.  With uniform pⱼ, a draw of stratum j that lands in a
+# cell is, given that, a uniform draw from the cell — whatever j is — so every draw in a cell
+# estimates the cell's correct rate, and precision is a known-size-weighted sum of those rates.
+class PostStrata(NamedTuple):
+    """Post-strata: the cells merged by their pattern over the ``active`` systems.
+
+    ``group[c]``: the post-stratum of cell c; ``P[g, j]`` = pⱼ(x) of an instance of g (the
+    same for every instance: uniform pⱼ, g inside or outside Xⱼ); ``size[g]`` = N_g."""
+
+    group: np.ndarray
+    P: np.ndarray
+    size: np.ndarray
+
+
+def post_strata(cells: Cells, active=None) -> PostStrata:
+    """The post-strata of the systems submitted so far (``active[j]``; all when None): cells
+    with the same membership in the active Xⱼ are merged — a later system's cells are not known
+    when an earlier one is evaluated, and finer strata only empty out.  When system m arrives
+    the strata split by membership in Xₘ; draws made earlier stay uniform within the parts."""
+    M = cells.P.shape[1]
+    active = np.ones(M, dtype=bool) if active is None else np.asarray(active, dtype=bool)
+    key = np.where(active[None, :], cells.P, 0.0)
+    uniq, group = np.unique(key, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    size = np.bincount(group, weights=cells.size, minlength=len(uniq))
+    return PostStrata(group, uniq, size)
+
+
+def _to_strata(x, ps: PostStrata) -> np.ndarray:
+    """Sum a per-cell array ``x[..., c]`` into post-strata ``[..., g]``."""
+    ind = np.zeros((len(ps.group), len(ps.size)))
+    ind[np.arange(len(ps.group)), ps.group] = 1.0
+    return np.asarray(x, dtype=np.float64) @ ind
+
+
+def nonempty_prob(ps: PostStrata, n) -> tuple[np.ndarray, np.ndarray]:
+    """(P(n_g ≥ 1), λ_g) for fixed stratum sizes ``n[..., j]``: a draw of stratum j lands in g
+    with probability s_jg = N_g pⱼ(g), so P(n_g = 0) = Πⱼ (1 − s_jg)^{nⱼ}; λ_g = Σⱼ nⱼ s_jg is
+    the expected number of draws in g."""
+    n = np.asarray(n, dtype=np.float64)
+    s = np.clip(ps.size[:, None] * ps.P, 0.0, 1.0)            # (G, M)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_keep = np.where(s < 1, np.log1p(-np.minimum(s, 1.0)), -np.inf)
+        terms = np.where(n[..., None, :] > 0, n[..., None, :] * log_keep, 0.0)
+    p_empty = np.exp(terms.sum(-1))
+    lam = np.einsum("...j,gj->...g", n, s)
+    return 1.0 - p_empty, lam
+
+
+def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5) -> tuple[np.ndarray, np.ndarray, PostStrata]:
+    """(π̂, Cov π̂, strata): the post-stratified precision of every system from the tallies
+    ``T[..., j, c, f]`` of draws made with fixed sizes ``n[..., j]``.
+
+    Post-strata (:func:`post_strata`) of the ``active`` systems — the systems submitted so far,
+    all by default; every system with draws must be active (or its draws are not uniform within
+    a stratum), and so must every system estimated (a system with no draws of its own — Xₘ
+    covered by earlier draws — is estimated from the strata it splits).
+    π̂ᵢ = Σ_g a_ig r̂_g 1[n_g ≥ 1] / P(n_g ≥ 1), a_ig = N_g pᵢ(g) (N_g/|Xᵢ| on g ⊆ Xᵢ), r̂_g the
+    mean label of the n_g draws in g from every stratum.  Given n_g ≥ 1 the draws in g are
+    uniform on g, so E[r̂_g 1[n_g ≥ 1]] = r_g P(n_g ≥ 1) and π̂ᵢ is exactly unbiased for fixed n
+    — no collapsing of empty strata is needed; a stratum the draws are unlikely to reach
+    (small λ_g) is weighted up like an importance-sampling term (for large λ_g, P ≈ 1 and π̂ᵢ
+    is the plain post-stratified mean).  Variance, per stratum and conditionally independent
+    across strata given the counts (the counts' covariance across strata is neglected):
+    v_g = 1[n_g ≥ 1]/P² [r̃(1−r̃)/n_g + r̃²(1−P)], an unbiased estimate of
+    Var(r̂_g 1[n_g ≥ 1]/P) with r̃ = (k_g + ``prior``)/(n_g + 2·``prior``) in place of r_g (the
+    +½ continuity prior: a stratum of one or two agreeing draws is not given zero variance);
+    Cov(π̂ᵢ, π̂ₖ) = Σ_g a_ig a_kg v_g."""
+    ps = post_strata(cells, active)
+    T = np.asarray(T, dtype=np.float64)
+    kg = _to_strata(T[..., 1].sum(-2), ps)                    # (..., G) correct draws
+    ng = _to_strata(T.sum((-1, -3)), ps)                      # (..., G) draws
+    P1, _ = nonempty_prob(ps, n)
+    hit = ng > 0
+    r_hat = _ratio(kg, ng)
+    A = ps.size[:, None] * ps.P                               # a_ig, (G, M)
+    est = np.where(hit, r_hat / np.where(P1 > 0, P1, 1.0), 0.0)
+    pi = np.einsum("...g,gi->...i", est, A)
+    rt = _ratio(kg + prior, ng + 2 * prior)
+    v = np.where(hit, (rt * (1 - rt) / np.where(hit, ng, 1.0) + rt * rt * (1 - P1))
+                 / np.where(P1 > 0, P1, 1.0) ** 2, 0.0)
+    cov = np.einsum("gi,...g,gk->...ik", A, v, A)
+    return pi, cov, ps
+
+
+def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(π̂, ν̂, Cov of (π̂, ν̂)) with the post-stratified precision (:func:`post_precision`) and
+    003's pooled recall (:func:`pooled_recall_influence`), the drop-in for :func:`joint_parts`.
+    The π block of the covariance is :func:`post_precision`'s; the π–ν̂ block is the stratified
+    covariance of the linearizations, π̂ᵢ's per draw in g being a_ig (f − r̂_g)/(n_g P_g)."""
+    n = np.asarray(n, dtype=np.float64)
+    pi, cov_p, ps = post_precision(cells, T, n, active, prior)
+    nu, psi_n = pooled_recall_influence(cells, T, n)
+    ng = _to_strata(T.sum((-1, -3)), ps)
+    kg = _to_strata(T[..., 1].sum(-2), ps)
+    P1, _ = nonempty_prob(ps, n)
+    scale = _ratio(1.0, ng * P1)[..., ps.group]               # (..., C)
+    r_c = _ratio(kg, ng)[..., ps.group]
+    A_c = (ps.size[:, None] * ps.P)[ps.group]                 # (C, M)
+    dev = np.stack([-r_c, 1 - r_c], -1) * scale[..., None]    # (..., C, f)
+    M = cells.P.shape[1]
+    psi_p = np.einsum("ci,...cf,j->...ijcf", A_c, dev, np.ones(M))
+    batch = np.broadcast_shapes(T.shape[:-3], psi_p.shape[:-4], psi_n.shape[:-4])
+    psi = np.concatenate([np.broadcast_to(psi_p, batch + psi_p.shape[-4:]),
+                          np.broadcast_to(psi_n, batch + psi_n.shape[-4:])], axis=-4)
+    cov = stratified_cov(T, psi)
+    cov[..., :M, :M] = cov_p
+    return pi, nu, cov
+
+
+def _inv_count_factor(lam) -> np.ndarray:
+    """h(λ) = λ E[1[n ≥ 1]/n] / P(n ≥ 1) for n ~ Poisson(λ) (→ 1 for small and large λ, ≤ 1.4
+    between): tabulated once by its series, interpolated in log λ; 1 + 1/λ past the table."""
+    global _H_TABLE
+    if _H_TABLE is None:
+        grid = np.logspace(-4, 3, 400)
+        k = np.arange(1, 2000)
+        logpmf = -grid[:, None] + k[None, :] * np.log(grid[:, None]) - np.cumsum(np.log(k))[None, :]
+        e = np.sum(np.exp(logpmf) / k, axis=1)
+        _H_TABLE = (np.log(grid), grid * e / -np.expm1(-grid))
+    lam = np.asarray(lam, dtype=np.float64)
+    x, h = _H_TABLE
+    inside = np.interp(np.log(np.maximum(lam, 1e-300)), x, h)
+    return np.where(lam > 1e3, 1 + 1 / np.maximum(lam, 1.0), np.where(lam < 1e-4, 1.0, inside))
+
+
+_H_TABLE = None
+
+
+def post_variance_bound(cells: Cells, n, m: int, fill, active=None) -> np.ndarray:
+    """Var π̂ₘ of the post-stratified estimator (:func:`post_precision`) as a function of the
+    stratum sizes ``n[..., :]`` (nₘ the candidate), the sizing rule of 003 §"Adaptively choosing
+    the number of samples" for our estimator: per post-stratum g ⊆ Xₘ with r_g = the mean over g
+    of ``fill`` (known labels, ``FILL``-based fill for the unverified — :func:`cell_fill`),
+    a²_mg [r_g(1−r_g) E[1[n_g ≥ 1]/n_g]/P² + r_g²(1−P)/P], n_g taken as Poisson(λ_g)
+    (conservative for the binomial counts of fixed strata)."""
+    ps = post_strata(cells, active)
+    fill = np.asarray(fill, dtype=np.float64)
+    r = _ratio(_to_strata(fill * cells.size, ps), ps.size)    # (..., G)
+    P1, lam = nonempty_prob(ps, n)
+    a = ps.size * ps.P[:, m]                                  # (G,)
+    inv_n = _inv_count_factor(lam) * _ratio(P1, lam)          # E[1[n ≥ 1]/n]
+    Pz = np.where(P1 > 0, P1, 1.0)
+    v = r * (1 - r) * inv_n / Pz ** 2 + r * r * (1 - P1) / Pz
+    V = np.einsum("g,...g->...", a * a, np.where(a > 0, v, 0.0))
+    return np.where(np.any((a > 0) & (P1 <= 0), axis=-1), np.inf, V)
+
+
+def post_required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: int, active=None,
+                        z: float = Z95) -> np.ndarray:
+    """The smallest nₘ in [0, n_max] with z √(:func:`post_variance_bound`) ≤ ε, by bisection
+    (the bound falls in nₘ); ``n[..., m]`` is ignored."""
+    n = np.array(n, dtype=np.float64)
+    target = (epsilon / z) ** 2
+    lo = np.zeros(n.shape[:-1])
+    hi = np.full(n.shape[:-1], float(n_max))
+    while np.any(lo < hi):
+        mid = np.floor((lo + hi) / 2)
+        n[..., m] = mid
+        ok = post_variance_bound(cells, n, m, fill, active) <= target
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid + 1)
+    return lo.astype(np.int64)

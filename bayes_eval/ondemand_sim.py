@@ -96,8 +96,10 @@ def truth_of(setting: Setting) -> np.ndarray:
     return np.concatenate([pi, rho, od.f1_of(pi, rho)])
 
 
-def _fill(cells, cell, verified, truth):
-    """f̃ per cell and repeat: known labels, FILL for the unverified (ondemand.variance_bound)."""
+def _fill(cells, cell, verified, truth, group=None):
+    """f̃ per cell and repeat: known labels, FILL for the unverified (ondemand.variance_bound).
+    ``group[c]``: pool the cells' labels by post-stratum first (the posterior mean of the
+    stratum for its unverified instances; ondemand.post_variance_bound)."""
     R = verified.shape[0]
     C = len(cells.size)
     inx = cell >= 0
@@ -106,7 +108,12 @@ def _fill(cells, cell, verified, truth):
     v = verified[:, inx]
     pos = np.bincount(flat, weights=(v & truth[inx][None, :]).ravel(), minlength=R * C).reshape(R, C)
     ver = np.bincount(flat, weights=v.ravel(), minlength=R * C).reshape(R, C)
-    return od.cell_fill(cells.size, pos, ver)
+    if group is None:
+        return od.cell_fill(cells.size, pos, ver)
+    K = int(group.max()) + 1
+    ind = np.zeros((C, K))
+    ind[np.arange(C), group] = 1.0
+    return od.cell_fill(cells.size @ ind, pos @ ind, ver @ ind)[:, group]
 
 
 def _tally_so_far(cells, cell, truth, draws, n, n_max):
@@ -124,15 +131,22 @@ def _tally_so_far(cells, cell, truth, draws, n, n_max):
 #: :func:`bayes_eval.ondemand.water_fill` (the cells earlier strata under-sample) with
 #: balance-heuristic weights, "joint_fill_overlap" the same with 003's weights,
 #: "joint_balance" pₘ with balance-heuristic weights, "joint_remainder" the known part + the
-#: remainder proposal (:func:`bayes_eval.ondemand.remainder_parts`).
+#: remainder proposal (:func:`bayes_eval.ondemand.remainder_parts`); "joint_post" draws from pₘ
+#: like 003 but estimates precision post-stratified over the cells of the systems submitted so
+#: far and sizes each system by that estimator's bound (:func:`bayes_eval.ondemand.post_parts`,
+#: :func:`bayes_eval.ondemand.post_required_draws`; our extension beyond 003).
 PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_fill": ("fill", "balance"),
              "joint_fill_overlap": ("fill", "overlap"), "joint_balance": ("p", "balance"),
-             "joint_remainder": ("remainder", None)}
+             "joint_remainder": ("remainder", None), "joint_post": ("p", "post")}
 
 
 def _realized_hw(kind, cells, T, n, m, u=None, Rp=None):
     """The realized half-width of π̂ₘ from the draws so far (the estimator's own variance)."""
     prop, rule = PROTOCOLS[kind]
+    if rule == "post":
+        active = np.arange(n.shape[-1]) <= m
+        _, cov, _ = od.post_precision(cells, T, n, active)
+        return od.Z95 * np.sqrt(np.maximum(cov[..., m, m], 0.0))
     if kind == "simple":
         psi = od.simple_precision_influence(cells, n)
     elif prop != "remainder":
@@ -218,12 +232,15 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
             Rp[:, m] = od.water_fill(cells, D_prev, m, np.maximum(n_plan, 1))
             draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
         for rnd in range(rounds):
-            fill = _fill(cells, cell, verified, truth)
+            group = od.post_strata(cells, np.arange(M) <= m).group if rule == "post" else None
+            fill = _fill(cells, cell, verified, truth, group)
             if remainder:
                 ft = np.where(verified, truth[None, :], fill[:, np.maximum(cell, 0)])
                 rem = inXm[None, :] & ~Vm
                 mu = np.where(u[:, m] > 0, (ft * rem).sum(1) / np.maximum(rem.sum(1), 1), 0.0)
                 req = od.remainder_required(u[:, m], mu, epsilon, n_max)
+            elif rule == "post":
+                req = od.post_required_draws(cells, n, m, fill, epsilon, n_max, np.arange(M) <= m)
             else:
                 req = od.required_draws(cells, n, m, fill, epsilon, n_max, joint=kind != "simple", Rp=Rp,
                                         rule=rule or "overlap")
@@ -246,7 +263,12 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
     smooth = (tp + 1) / (n0_pilot + 2)                      # sizing only: never 0 or 1
     joint = kind != "simple"
     if joint:
-        parts = od.remainder_parts(cells, T, n, u, K) if remainder else od.joint_parts(cells, T, n, Rp, rule)
+        if remainder:
+            parts = od.remainder_parts(cells, T, n, u, K)
+        elif rule == "post":
+            parts = od.post_parts(cells, T, n)
+        else:
+            parts = od.joint_parts(cells, T, n, Rp, rule)
         var_nu = np.diagonal(parts[2], axis1=-2, axis2=-1)[:, M:]
         n0, reach = od.required_exhaustive(smooth[:, 0], parts[1], var_nu, None, 0.0 + epsilon, n0_max)
     else:
