@@ -22,6 +22,9 @@ class StageRecord(NamedTuple):
     upper: jnp.ndarray
     kl: jnp.ndarray  # KL(q* || q_t), q* the optimal proposal (001 Prop. 1)
     n_class: jnp.ndarray  # (C,) labeled items of each class after the stage
+    # (m_hist,) the CLT check after the stage (estimators.model_assisted; NaN without a model);
+    # None: not recorded (Poisson rounds)
+    check: jnp.ndarray | None = None
 
 
 def schedule(budget: int, batch: int) -> np.ndarray:
@@ -194,7 +197,8 @@ def cs_bounds(value, lower, upper, n, level: float = 0.95):
 MIN_CLASS_LABELS = 10
 
 
-def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_labels: int = MIN_CLASS_LABELS) -> dict:
+def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_labels: int = MIN_CLASS_LABELS,
+             require_check: bool = True) -> dict:
     """A scripted loop that looks at ``interval`` after every stage and stops at the first
     stage end where its width is ≤ ``width`` (every component's, for a vector measure),
     or at the budget.  Returns ``{"width", "interval", "stopped"`` (share of runs that
@@ -208,7 +212,13 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     ``min_class_labels`` labeled items of every class: before that the variance of a
     CLT interval is not estimable (a first stage whose positives were all predicted
     positive has F1 = 1 and variance 0), the rule ``session status --target-width`` keeps
-    too; nor on an interval of width 0 (a degenerate delta method, not a narrow interval)."""
+    too; nor on an interval of width 0 (a degenerate delta method, not a narrow interval).
+    With ``require_check`` (default) a run may stop only where the CLT check passes
+    (:func:`~bayes_eval.estimators.model_assisted`: the calibrated model's variance at most
+    ``MODEL_CHECK_MAX`` × the draws'; stages without a check -- designs without the model --
+    are not held back): a narrow interval that rests on positives not yet found is not a
+    reason to stop (issue 15, item 3).  ``"check_required"`` in the result says whether it
+    applied."""
     if interval not in STOP_INTERVALS:
         raise ValueError(f"stop interval must be one of {', '.join(STOP_INTERVALS)}, got {interval!r}")
     if not (np.isfinite(width) and width > 0):
@@ -223,6 +233,12 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     # a zero width is a degenerate delta method (e.g. F1 = 1 where no error has been seen),
     # not a narrow interval
     narrow = ok & enough & np.all((w <= width) & (w > 0), axis=2)
+    checked = require_check and h.check is not None
+    if checked:
+        from .estimators import MODEL_CHECK_MAX
+
+        chk = np.asarray(h.check)
+        narrow &= np.all(np.isnan(chk) | (chk <= MODEL_CHECK_MAX), axis=2)
     stopped = narrow.any(axis=1)
     first = np.argmax(narrow, axis=1)
     truth = res.true_value[: value.shape[2]]
@@ -233,7 +249,7 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     return {"width": float(width), "interval": interval, "stopped": float(stopped.mean()),
             "coverage": c, "coverage_se": float(np.sqrt(c * (1 - c) / n_stop)) if n_stop else None,
             "mean_labels": float(h.n_labels[r, first][stopped].mean()) if n_stop else None,
-            "stopped_runs": n_stop}
+            "stopped_runs": n_stop, "check_required": bool(checked)}
 
 
 def _scalar(a):

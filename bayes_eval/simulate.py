@@ -163,7 +163,8 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         lo, hi = normal_interval(est.value, None, level, var=est.var)
         kl = _kl_optimal(cells, tallies.labeled, st.proposal, a_true, stochastic) if track_kl else jnp.asarray(jnp.nan)
         new_state = SimState(st, n_labels, state.stalled | stalled)
-        rec = StageRecord(n_labels, tallies.n_draws, est.value, lo, hi, kl, tallies.labeled.sum(0))
+        chk = jnp.full(est.value.shape, jnp.nan) if est.check is None else est.check
+        rec = StageRecord(n_labels, tallies.n_draws, est.value, lo, hi, kl, tallies.labeled.sum(0), chk)
         return new_state, rec
 
     stage_keys = jax.random.split(key, len(batches))

@@ -10,7 +10,7 @@ import pytest
 import bayes_eval as be
 from bayes_eval.estimators import MODEL_CHECK_MAX, Estimate, model_assisted
 from bayes_eval.registry import measure_from_args
-from bayes_eval.results import covers, summarize
+from bayes_eval.results import covers, stopping, summarize
 from bayes_eval.simulate import run_simulation
 
 REPEATS = 200
@@ -58,6 +58,15 @@ def test_clt_covers_where_positives_are_many(many_positives):
     assert covers(v - q, v + q, res.true_value).mean() < 0.95 - 3 * SE
 
 
+def test_stopping_waits_for_the_check(many_positives):
+    res = many_positives
+    w = float(summarize(res)[0]["mean_width_cs"])
+    held, free = stopping(res, w, "clt-cs"), stopping(res, w, "clt-cs", require_check=False)
+    assert held["check_required"] and not free["check_required"]
+    assert 0.3 < held["stopped"] <= free["stopped"]
+    assert held["coverage"] >= 0.95 - 3 * np.sqrt(0.05 * 0.95 / held["stopped_runs"])
+
+
 @pytest.mark.slow
 def test_the_check_flags_positives_hidden_in_the_bulk():
     # the demo pool's kind: 0.2% positives, some scoring as low as the negatives; AIS draws the
@@ -69,6 +78,22 @@ def test_the_check_flags_positives_hidden_in_the_bulk():
     assert c["clt_check_passed"] <= 0.5, c
     chk = res.checkpoint_check[:, 0, 0]
     assert np.all(np.isfinite(chk) | (chk == np.inf))
+    # a loop stopping on the confidence sequence stops far less often when it waits for the check
+    st, free = stopping(res, 0.3, "clt-cs"), stopping(res, 0.3, "clt-cs", require_check=False)
+    assert st["stopped"] <= 0.5 * free["stopped"], (st, free)
+
+
+def test_a_session_does_not_stop_on_a_failed_check(tmp_path):
+    pool = be.demo_pool(n_items=20_000, seed=0)
+    truth = dict(zip(np.asarray(pool.ids).tolist(), np.asarray(pool.labels).tolist()))
+    s = be.Session.create(str(tmp_path / "s.db"), pool, "f1", "ais", seed=0)
+    for _ in range(4):
+        b = s.next_batch(50)
+        s.add_labels(b["item"], [truth[i] for i in b["item"]])
+    assert s.clt_check()[0] > MODEL_CHECK_MAX  # positives may hide in the bulk: the check fails here
+    st = s.stopping(10.0)  # any interval is narrower than 10
+    assert st["reached"] is False and st["clt_check_passed"] is False and "CLT check fails" in st["note"]
+    assert st["width"] < 10.0
 
 
 def test_a_session_uses_the_model_assisted_variance(tmp_path):
