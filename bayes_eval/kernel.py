@@ -34,7 +34,7 @@ from . import _config  # noqa: F401
 from .cells import CellTable
 from .designs import Design, Observed, Proposal
 from .cells import leaf_counts
-from .estimators import is_estimate, model_assisted, stratified_estimate
+from .estimators import MODEL_CHECK_MAX, is_estimate, model_assisted, stratified_estimate
 from .poisson_estimators import RoundRecord, combine
 
 __all__ = ["Tallies", "StageState", "RoundTallies", "RoundDraw", "RoundInfo", "empty_tallies", "draw_weights",
@@ -99,6 +99,9 @@ class RoundInfo(NamedTuple):
     record: RoundRecord
     pi_mean: jnp.ndarray  # (X, C)
     pi_after: jnp.ndarray  # (X, C)
+    # (X, C) the companion's predictive after the round (the CLT check of the round estimate,
+    # :func:`round_estimate`); zeros without a companion
+    pi_check: Any = None
 
 
 def empty_tallies(cells: CellTable) -> Tallies:
@@ -291,12 +294,16 @@ def _close_round(design: Design, cells: CellTable, n_strata: int, state: StageSt
             vstate = vm.fit(vstate, counts, unl)
             pi_after = vm.posterior_predictive(vstate, counts)[cells.stratum]
     pi_mean = prop.pi_mean if prop.pi_mean is not None else jnp.zeros((x, c))
+    pi_check = jnp.zeros((x, c))
+    if pd.adaptive and pd.companion is not None:
+        counts = leaf_counts(cells, new, n_strata)[0]
+        pi_check = pd.companion.posterior_predictive(dstate[1], counts)[cells.stratum]
     return (StageState(RoundTallies(new, prop.b, vstate), dstate, state.proposal),
-            RoundInfo(rec, pi_mean, pi_after))
+            RoundInfo(rec, pi_mean, pi_after, pi_check))
 
 
 def round_estimate(design: Design, g, cells: CellTable, records: RoundRecord, t, labeled_now, pi_now,
-                   complete_round=-1):
+                   complete_round=-1, pi_check=None):
     """Ĝ after round ``t`` from the stacked round records (rounds after ``t`` are ignored;
     zero-padded records may follow): Horvitz-Thompson rounds combined with predictable
     weights (:func:`~bayes_eval.poisson_estimators.combine`, 000 App. E) for the adaptive
@@ -304,11 +311,24 @@ def round_estimate(design: Design, g, cells: CellTable, records: RoundRecord, t,
     Poisson sample of the cumulative budget (record ``t`` alone, 000 eq. 18).
     ``labeled_now`` (X, C) the labels so far, ``pi_now`` the variance model's predictive
     after them, ``complete_round`` the round that labeled every item that can matter (-1:
-    none yet)."""
+    none yet).  With ``pi_check`` (the adaptive design's companion predictive after round
+    ``t``, :class:`RoundInfo`) the variance is model-assisted as for draws
+    (:func:`~bayes_eval.estimators.model_assisted`): the round variance with the unlabeled
+    items' classes from the companion (``variance="model"``) beside the design's own, the
+    larger where they agree within ``MODEL_CHECK_MAX``; ``check`` their ratio."""
     pd = design.settings
     if pd.adaptive:
-        return combine(g, cells, records, t, weights=pd.weights, variance=pd.variance, labeled_now=labeled_now,
-                       pi_now=pi_now, complete_round=complete_round)
+        est = combine(g, cells, records, t, weights=pd.weights, variance=pd.variance, labeled_now=labeled_now,
+                      pi_now=pi_now, complete_round=complete_round)
+        if pi_check is None or pd.companion is None:
+            return est
+        mod = combine(g, cells, records, t, weights=pd.weights, variance="model", labeled_now=labeled_now,
+                      pi_now=pi_check, complete_round=complete_round)
+        vo, vm = jnp.diagonal(est.cov), jnp.diagonal(mod.cov)
+        check = jnp.where(vo > 0, vm / jnp.where(vo > 0, vo, 1.0), jnp.where(vm > 0, jnp.inf, 1.0))
+        var = jnp.where(check <= MODEL_CHECK_MAX, jnp.maximum(vo, vm), vo)
+        scale = jnp.where(vo > 0, jnp.sqrt(var / jnp.where(vo > 0, vo, 1.0)), 1.0)
+        return est._replace(cov=est.cov * scale[:, None] * scale[None, :], check=check)
     rec = jax.tree_util.tree_map(lambda a: jax.lax.dynamic_index_in_dim(a, t, 0, keepdims=True), records)
     return combine(g, cells, rec, 0, weights="equal", variance=pd.variance, labeled_now=labeled_now,
                    pi_now=pi_now, complete_round=None)

@@ -179,6 +179,7 @@ class PoissonEstimate(NamedTuple):
     risk: jnp.ndarray
     risk_cov: jnp.ndarray
     weights: jnp.ndarray
+    check: jnp.ndarray | None = None  # (m,) the CLT check (kernel.round_estimate), None where not computed
 
 
 def combine(g: Callable, cells: CellTable, records: RoundRecord, t, *, weights: str = "linear",

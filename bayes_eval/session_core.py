@@ -231,7 +231,7 @@ def build_poisson(design, measures, cells, loss_tables, n_strata: int) -> Poisso
         g = measures[j].g
         dj = int(loss_tables[j].shape[2])
 
-        def est(b, mean0, pis, lb, sampled, pv, t, lnow, pi_now, cr):
+        def est(b, mean0, pis, lb, sampled, pv, t, lnow, pi_now, cr, pi_check=None):
             # the round's model prediction m_r for measure j (the proposal's own for the first)
             if j == 0:
                 mean = mean0
@@ -240,7 +240,7 @@ def build_poisson(design, measures, cells, loss_tables, n_strata: int) -> Poisso
             else:
                 mean = jnp.einsum("...xc,xcd->...xd", pis, cells_j.loss)
             recs = PD.RoundRecord(b, mean, lb, sampled, pv)
-            return kernel.round_estimate(design, g, cells_j, recs, t, lnow, pi_now, cr)
+            return kernel.round_estimate(design, g, cells_j, recs, t, lnow, pi_now, cr, pi_check)
 
         return jax.jit(est)
 

@@ -264,13 +264,13 @@ def simulate_runs(
 
         def run(key, cells, a_true):
             info = _run_rounds(key, cells, design, n_strata, batches, cum, complete_round, int(batch))
-            value, var, lo, hi, lnow = _round_estimates(cells, design, g, info, complete_round, level)
+            value, var, lo, hi, lnow, check = _round_estimates(cells, design, g, info, complete_round, level)
             n_labels = lnow.sum((1, 2))
             ck = jnp.asarray(ck_stages, jnp.int32)
             out = dict(value=value[ck], var=var[ck], lower=lo[ck], upper=hi[ck], labels=n_labels[ck],
-                       draws=n_labels[ck], labeled=lnow[ck])
+                       draws=n_labels[ck], labeled=lnow[ck], check=check[ck])
             hist = StageRecord(n_labels, n_labels, value[:, :m_hist], lo[:, :m_hist], hi[:, :m_hist],
-                               jnp.full(value.shape[0], jnp.nan), lnow.sum(1))
+                               jnp.full(value.shape[0], jnp.nan), lnow.sum(1), check[:, :m_hist])
             return hist, out, (info if return_rounds else jnp.asarray(False))
     else:
         from .designs import importance
@@ -420,10 +420,12 @@ def _round_estimates(cells, design: Design, g, info: "kernel.RoundInfo", complet
     def at(t):
         rec = info.record
         lnow = rec.labeled_before[t] + rec.sampled[t]
-        est = kernel.round_estimate(design, g, cells, rec, t, lnow, info.pi_after[t], complete_round)
+        pi_check = None if info.pi_check is None else info.pi_check[t]
+        est = kernel.round_estimate(design, g, cells, rec, t, lnow, info.pi_after[t], complete_round, pi_check)
         var = jnp.clip(jnp.diagonal(est.cov), 0.0)
         sd = jnp.sqrt(var)
-        return est.value, var, est.value - z * sd, est.value + z * sd, lnow
+        check = jnp.full(est.value.shape, jnp.nan) if est.check is None else est.check
+        return est.value, var, est.value - z * sd, est.value + z * sd, lnow, check
 
     return jax.vmap(at)(jnp.arange(n_rounds))
 

@@ -409,6 +409,7 @@ class PoissonRounds:
         record = {"b": rnd["b"], "mean": np.asarray(rec.mean), "pi": rnd["pi"],
                   "labeled_before": np.asarray(rec.labeled_before), "sampled": np.asarray(rec.sampled),
                   "pred_var": np.asarray(rec.pred_var), "pi_after": np.asarray(info.pi_after),
+                  "pi_check": np.asarray(info.pi_check),
                   "complete": rnd["complete"], "budget": rnd["budget"], "cum": rnd["cum"]}
         return Closing(mstate, prop, prop, record)
 
@@ -442,7 +443,7 @@ class PoissonRounds:
         cr = self.complete_round if 0 <= self.complete_round <= i else -1
         return fn(stack("b"), stack("mean"), stack("pi"), stack("labeled_before"), stack("sampled"),
                   stack("pred_var"), jnp.asarray(i), jnp.asarray(snap.labeled), jnp.asarray(rr[i]["pi_after"]),
-                  jnp.asarray(cr))
+                  jnp.asarray(cr), jnp.asarray(rr[i]["pi_check"]))
 
 
 def match_deterministic(pending, label_of, label_stage, items, rows, y, where, labels):
