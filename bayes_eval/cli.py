@@ -330,12 +330,17 @@ def cmd_demo(args):
     def clip(v):
         return float(np.clip(v, *rng_))
 
+    from .estimators import MODEL_CHECK_MAX
+
     rows = []
     for t in range(h.n_labels.shape[1]):
+        chk = float(h.check[0, t, 0]) if h.check is not None else float("nan")
         rows.append(dict(labels=int(h.n_labels[0, t]), draws=int(h.n_draws[0, t]), estimate=float(h.value[0, t, 0]),
                          lower=clip(h.lower[0, t, 0]), upper=clip(h.upper[0, t, 0]),
                          cs_lower=clip(cs_lo[t]) if enough[t] else None,
-                         cs_upper=clip(cs_hi[t]) if enough[t] else None))
+                         cs_upper=clip(cs_hi[t]) if enough[t] else None,
+                         clt_check=chk if np.isfinite(chk) else None,
+                         clt_reliable=bool(chk <= MODEL_CHECK_MAX) if not np.isnan(chk) else None))
     if args.format == "json":
         print(json.dumps(jsonable({"pool": "demo", "n_items": pool.n_items, "measure": args.measure,
                                     "design": args.design, "true_value": truth, "stages": rows,
@@ -346,14 +351,18 @@ def cmd_demo(args):
           f"{pool.n_items:,} items ({int(pool.labels.sum())} positives), labeling {args.budget} of them "
           f"with design '{args.design}'")
     print(f"(the pool's labels play the oracle; true {args.measure} = {truth:.4f})\n")
-    print(f"{'labels':>7} {'estimate':>9}   {'95% confidence sequence':<24} 95% CLT interval (fixed budget)")
+    print(f"{'labels':>7} {'estimate':>9}   {'95% confidence sequence':<24} {'95% CLT interval (fixed budget)':<32} "
+          f"CLT check")
     step = max(1, len(rows) // 10)
     for i, r in enumerate(rows):
         if (i + 1) % step == 0 or i == len(rows) - 1:
             est = "undefined" if not np.isfinite(r["estimate"]) else f"{r['estimate']:.4f}"
             ci = "" if not np.isfinite(r["lower"]) else f"[{r['lower']:.4f}, {r['upper']:.4f}]"
             cs = "undefined" if r["cs_lower"] is None else f"[{r['cs_lower']:.4f}, {r['cs_upper']:.4f}]"
-            print(f"{r['labels']:>7} {est:>9}   {cs:<24} {ci}")
+            chk = ("" if r["clt_reliable"] is None else
+                   "passed" if r["clt_reliable"] else
+                   "fails (" + ("unbounded" if r["clt_check"] is None else f"{r['clt_check']:.0f}×") + ")")
+            print(f"{r['labels']:>7} {est:>9}   {cs:<24} {ci:<32} {chk}")
     last = rows[-1]
 
     def holds(lo, hi):
@@ -372,6 +381,10 @@ def cmd_demo(args):
     print("On this pool some positives score as low as the negatives, where few items are drawn: the CLT-based "
           "intervals rest on the positives found and cover 60-75% of runs (benchmarks/results/stopping.md); the "
           "Bayesian interval accounts for the unlabeled items and is the one to read here.")
+    if last.get("clt_reliable") is not None:
+        print("CLT check (the calibrated model's variance ÷ the draws'; above 5× the CLT-based intervals are not "
+              "reliable): " + ("passed" if last["clt_reliable"] else
+                               "fails — positives may hide where the design draws few items"))
     return 0
 
 
