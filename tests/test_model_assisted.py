@@ -121,3 +121,24 @@ def test_a_session_uses_the_model_assisted_variance(tmp_path):
     # reopened from the file, the session replays to the same variance
     s2 = be.Session.open(str(tmp_path / "s.db"), pool)
     assert s2.status()["estimates"][0]["std_error"] == pytest.approx(row["std_error"], rel=1e-9)
+
+
+@pytest.mark.slow
+def test_poisson_rounds_carry_the_check_in_simulations_and_sessions(tmp_path):
+    # poisson-adaptive: the companion's predictive after each round gives the same check
+    pool = be.demo_pool(n_items=20_000, seed=0)
+    res, _ = run_simulation(pool, measure_from_args("f1", pool), "poisson-adaptive", budget=400, batch=100,
+                            repeats=20, seed=0, checkpoints=(400,), bayes=False, track_kl=False)
+    c = summarize(res)[0]
+    assert c["clt_check_passed"] <= 0.5, c  # positives hidden in the bulk: flagged
+    assert res.history.check is not None and np.isfinite(res.history.check).any()
+    truth = dict(zip(np.asarray(pool.ids).tolist(), np.asarray(pool.labels).tolist()))
+    s = be.Session.create(str(tmp_path / "p.db"), pool, "f1", "poisson-adaptive", seed=0)
+    for _ in range(2):
+        b = s.next_batch(100)
+        s.add_labels(b["item"], [truth[i] for i in b["item"]])
+    row = s.status()["estimates"][0]
+    assert "clt_check" in row and row["clt_reliable"] == (row["clt_check"] is not None
+                                                         and row["clt_check"] <= MODEL_CHECK_MAX)
+    s2 = be.Session.open(str(tmp_path / "p.db"), pool)
+    assert s2.status()["estimates"][0]["std_error"] == pytest.approx(row["std_error"], rel=1e-9)
