@@ -26,3 +26,16 @@ def shared_pool_path(name):
     if not os.path.exists(path):
         pytest.skip(f"shared pool {name!r} not found at {path} (../shared is absent)")
     return path
+
+
+@pytest.fixture(scope="session")
+def ais_many_positives():
+    """200 AIS runs (F1, budget 400, checkpoints 200 / 400) on a 4,000-item pool with 30%
+    positives, where a CLT can hold: shared by the interval tests (one compilation)."""
+    from bayes_eval.registry import measure_from_args
+    from bayes_eval.simulate import run_simulation
+
+    pool = bayes_eval.demo_pool(n_items=4000, positive_rate=0.3, seed=1)
+    res, _ = run_simulation(pool, measure_from_args("f1", pool), "ais", budget=400, batch=50, repeats=200,
+                            seed=0, checkpoints=(200, 400), bayes=False, track_kl=False)
+    return res

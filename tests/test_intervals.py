@@ -6,22 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import bayes_eval as be
 from bayes_eval.estimators import confidence_sequence, cs_factor
-from bayes_eval.registry import measure_from_args
 from bayes_eval.results import covers, cs_bounds, stopping, summarize
-from bayes_eval.simulate import run_simulation
 
 REPEATS = 200
 SE = np.sqrt(0.95 * 0.05 / REPEATS)  # binomial SE of a 95% coverage over the repeats
 
 
 @pytest.fixture(scope="module")
-def sim():
-    pool = be.demo_pool(n_items=4000, positive_rate=0.3, seed=1)
-    res, _ = run_simulation(pool, measure_from_args("f1", pool), "ais", budget=400, batch=50, repeats=REPEATS,
-                            seed=0, checkpoints=(200, 400), bayes=False, track_kl=False)
-    return res
+def sim(ais_many_positives):
+    return ais_many_positives  # conftest.py: 200 AIS runs on a 4,000-item pool with 30% positives
 
 
 def test_cs_factor_is_the_normal_mixture_boundary():

@@ -158,7 +158,7 @@ def make_run(cells, design, g, k, batches):
             return (st, w2, orac, modv, mods, ta, tb, r_next), rec
 
         keys = jax.random.split(key, len(batches))
-        _, recs = jax.lax.scan(stage, (st0, w2, orac, modv, mods, zero, jnp.zeros(x), risk0), (keys, jnp.asarray(batches)))
+        _, recs = jax.lax.scan(stage, (st0, w2, orac, modv, mods, ta, tb, risk0), (keys, jnp.asarray(batches)))
         return recs
 
     return run, np.asarray(gext(true_risk))
