@@ -134,19 +134,31 @@ def _tally_so_far(cells, cell, truth, draws, n, n_max):
 #: remainder proposal (:func:`bayes_eval.ondemand.remainder_parts`); "joint_post" draws from pₘ
 #: like 003 but estimates precision post-stratified over the cells of the systems submitted so
 #: far and sizes each system by that estimator's bound (:func:`bayes_eval.ondemand.post_parts`,
-#: :func:`bayes_eval.ondemand.post_required_draws`; our extension beyond 003).
+#: :func:`bayes_eval.ondemand.post_required_draws`; our extension beyond 003); "joint_post_fill"
+#: the same estimator with system m drawn from :func:`bayes_eval.ondemand.post_fill` (constant on
+#: the post-strata of the systems so far; it tops up the ones earlier strata under-sample) and
+#: sized by the bound under that proposal; the protocols in :data:`FINAL_TOP_UP` add, after the
+#: last submission, top-up passes over every system whose realized half-width is above ε (their
+#: draws counted in the cost; our extension).
 PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_fill": ("fill", "balance"),
              "joint_fill_overlap": ("fill", "overlap"), "joint_balance": ("p", "balance"),
-             "joint_remainder": ("remainder", None), "joint_post": ("p", "post")}
+             "joint_remainder": ("remainder", None), "joint_post": ("p", "post"),
+             "joint_post_fill": ("postfill", "post"), "joint_post_final": ("p", "post"),
+             "joint_post_fill_final": ("postfill", "post")}
+#: protocols with a final top-up pass over all systems after the last submission
+FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final"})
 
 
 def _realized_hw(kind, cells, T, n, m, u=None, Rp=None):
-    """The realized half-width of π̂ₘ from the draws so far (the estimator's own variance)."""
+    """The realized half-width of π̂ₘ from the draws so far (the estimator's own variance);
+    ``m`` None: of every system (post-stratified protocols only, all systems active)."""
     prop, rule = PROTOCOLS[kind]
     if rule == "post":
-        active = np.arange(n.shape[-1]) <= m
-        _, cov, _ = od.post_precision(cells, T, n, active)
-        return od.Z95 * np.sqrt(np.maximum(cov[..., m, m], 0.0))
+        M = n.shape[-1]
+        active = np.ones(M, dtype=bool) if m is None else np.arange(M) <= m
+        _, cov, _ = od.post_precision(cells, T, n, active, Rp=Rp if prop == "postfill" else None)
+        var = np.diagonal(cov, axis1=-2, axis2=-1) if m is None else cov[..., m, m]
+        return od.Z95 * np.sqrt(np.maximum(var, 0.0))
     if kind == "simple":
         psi = od.simple_precision_influence(cells, n)
     elif prop != "remainder":
@@ -195,10 +207,11 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
     prop, rule = PROTOCOLS[kind]
     remainder = prop == "remainder"
     fillp = prop == "fill"
+    postfill = prop == "postfill"
     Rp = np.broadcast_to(cells.P.T, (R, M, len(cells.size))).copy()
-    if remainder or fillp:
+    if remainder or fillp or postfill:
         draws = np.full_like(draws, -1)
-    if fillp:
+    if fillp or postfill:
         inX = cell >= 0
         order = np.flatnonzero(inX)[np.argsort(cell[inX], kind="stable")]
         offset = np.concatenate([[0], np.cumsum(cells.size)[:-1]]).astype(np.int64)
@@ -231,6 +244,14 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
                                        fill_prop=lambda k: od.water_fill(cells, D_prev, m, k))
             Rp[:, m] = od.water_fill(cells, D_prev, m, np.maximum(n_plan, 1))
             draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
+        if postfill:
+            act = np.arange(M) <= m
+            D_prev = np.einsum("rj,rjc->rc", n, Rp)
+            fill = _fill(cells, cell, verified, truth, od.post_strata(cells, act).group)
+            n_plan = od.post_required_draws(cells, n, m, fill, epsilon, n_max, act, Rp=Rp,
+                                            fill_prop=lambda k: od.post_fill(cells, D_prev, m, k, act))
+            Rp[:, m] = od.post_fill(cells, D_prev, m, np.maximum(n_plan, 1), act)
+            draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
         for rnd in range(rounds):
             group = od.post_strata(cells, np.arange(M) <= m).group if rule == "post" else None
             fill = _fill(cells, cell, verified, truth, group)
@@ -240,7 +261,8 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
                 mu = np.where(u[:, m] > 0, (ft * rem).sum(1) / np.maximum(rem.sum(1), 1), 0.0)
                 req = od.remainder_required(u[:, m], mu, epsilon, n_max)
             elif rule == "post":
-                req = od.post_required_draws(cells, n, m, fill, epsilon, n_max, np.arange(M) <= m)
+                req = od.post_required_draws(cells, n, m, fill, epsilon, n_max, np.arange(M) <= m,
+                                             Rp=Rp if postfill else None)
             else:
                 req = od.required_draws(cells, n, m, fill, epsilon, n_max, joint=kind != "simple", Rp=Rp,
                                         rule=rule or "overlap")
@@ -255,6 +277,16 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         T = _tally_so_far(cells, cell, truth, draws, n, n_max)
         hw_at[:, m] = _realized_hw(kind, cells, T, n, m, u, Rp)
         new[:, m] = verified.sum(1) - before
+    for _ in range(12 if kind in FINAL_TOP_UP else 0):       # after the last submission
+        T = _tally_so_far(cells, cell, truth, draws, n, n_max)
+        hw = _realized_hw(kind, cells, T, n, None, u, Rp)
+        k = od.top_up(hw, n, epsilon, n_max)
+        if not np.any(k > 0):
+            break
+        for m in np.flatnonzero(np.any(k > 0, axis=0)):
+            before = verified.sum(1)
+            add(m, k[:, m])
+            new[:, m] += verified.sum(1) - before
     T = _tally_so_far(cells, cell, truth, draws, n, n_max)
     # exhaustive: one instance per unit (document), uniform over 𝒴
     t = np.concatenate([G[exh].any(-1, keepdims=True), G[exh]], axis=-1).astype(np.float64)
@@ -266,7 +298,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         if remainder:
             parts = od.remainder_parts(cells, T, n, u, K)
         elif rule == "post":
-            parts = od.post_parts(cells, T, n)
+            parts = od.post_parts(cells, T, n, Rp=Rp if postfill else None)
         else:
             parts = od.joint_parts(cells, T, n, Rp, rule)
         var_nu = np.diagonal(parts[2], axis1=-2, axis2=-1)[:, M:]
