@@ -145,6 +145,10 @@ PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_fill": ("f
              "joint_remainder": ("remainder", None), "joint_post": ("p", "post"),
              "joint_post_fill": ("postfill", "post"), "joint_post_final": ("p", "post"),
              "joint_post_fill_final": ("postfill", "post")}
+#: joint_post_fill's proposal: the share mixed in of pₘ (defensive), and whether the water level
+#: is N_g σ_g (Neyman, σ_g from the fill of the variance bound) instead of N_g
+POST_FILL_DEFENSIVE = 0.0
+POST_FILL_NEYMAN = False
 #: protocols with a final top-up pass over all systems after the last submission
 FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final"})
 
@@ -247,10 +251,18 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         if postfill:
             act = np.arange(M) <= m
             D_prev = np.einsum("rj,rjc->rc", n, Rp)
-            fill = _fill(cells, cell, verified, truth, od.post_strata(cells, act).group)
-            n_plan = od.post_required_draws(cells, n, m, fill, epsilon, n_max, act, Rp=Rp,
-                                            fill_prop=lambda k: od.post_fill(cells, D_prev, m, k, act))
-            Rp[:, m] = od.post_fill(cells, D_prev, m, np.maximum(n_plan, 1), act)
+            ps = od.post_strata(cells, act)
+            fill = _fill(cells, cell, verified, truth, ps.group)
+            wt = None
+            if POST_FILL_NEYMAN:                             # σ_g of the fill, per post-stratum
+                rg = fill[:, np.unique(ps.group, return_index=True)[1]]
+                wt = np.sqrt(rg * (1 - rg))
+
+            def prop_of(k):
+                r = od.post_fill(cells, D_prev, m, k, act, weight=wt)
+                return (1 - POST_FILL_DEFENSIVE) * r + POST_FILL_DEFENSIVE * cells.P[:, m]
+            n_plan = od.post_required_draws(cells, n, m, fill, epsilon, n_max, act, Rp=Rp, fill_prop=prop_of)
+            Rp[:, m] = prop_of(np.maximum(n_plan, 1))
             draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
         for rnd in range(rounds):
             group = od.post_strata(cells, np.arange(M) <= m).group if rule == "post" else None
