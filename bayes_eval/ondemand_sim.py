@@ -147,7 +147,7 @@ PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_fill": ("f
              "joint_post_fill_final": ("postfill", "post")}
 #: joint_post_fill's proposal: the share mixed in of pₘ (defensive), and whether the water level
 #: is N_g σ_g (Neyman, σ_g from the fill of the variance bound) instead of N_g
-POST_FILL_DEFENSIVE = 0.0
+POST_FILL_DEFENSIVE = 0.3
 POST_FILL_NEYMAN = False
 #: protocols with a final top-up pass over all systems after the last submission
 FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final"})

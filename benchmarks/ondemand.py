@@ -34,11 +34,17 @@ DATA = "/work/shared/data"
 
 #: a mean error below this is round-off or a rare-event compensation, not bias (see the table's text)
 BIAS_FLOOR = 1e-6
+#: the post-stratified protocols run on every setting (the others on the synthetic one only)
+POST_KINDS = ("joint_post", "joint_post_fill", "joint_post_final", "joint_post_fill_final")
 
 
 def _biased(bias, se):
     """|bias| > 3 Monte Carlo SE and above :data:`BIAS_FLOOR`."""
     return (np.abs(bias) > 3 * np.asarray(se)) & (np.abs(bias) > BIAS_FLOOR)
+
+
+#: measured notes on the post-stratum-filling proposal (issue 17), appended to the markdown
+NOTES = []
 
 
 def markdown(a, summaries, df) -> list:
@@ -78,7 +84,7 @@ def markdown(a, summaries, df) -> list:
                         f"{g['coverage'].max():.3f}",
                         f"{int(np.sum(_biased(g['bias'], g['bias_se'])))} of {len(g)}"]
                        for (setting, m, k), g in df.groupby(["setting", "measure", "estimator"], sort=False)
-                       if k in ("simple", "joint", "joint_post")])
+                       if k in ("simple", "joint") + POST_KINDS])
     alt = summaries[0]
     if len(alt["cost"]) > 2:
         lines += ["", "Alternatives to 003's joint protocol (synthetic, same universe and seed; `ondemand_sim.PROTOCOLS`): "
@@ -92,7 +98,17 @@ def markdown(a, summaries, df) -> list:
                   "precision post-stratified over the cells of the systems submitted so far, every draw in a "
                   "cell pooled whatever system it was drawn for, each cell's rate weighted by its known size "
                   "and by 1/P(the cell got a draw) (`ondemand.post_precision`; exactly unbiased for fixed sizes; "
-                  "our extension beyond 003), sized by its own bound (`ondemand.post_required_draws`).", ""]
+                  "our extension beyond 003), sized by its own bound (`ondemand.post_required_draws`).  "
+                  "`joint_post_fill` keeps that estimator and draws each new system from `ondemand.post_fill`: "
+                  "a proposal constant on the post-strata of the systems submitted so far (so a draw in a "
+                  "post-stratum is still uniform on it and the estimator stays exactly unbiased, with "
+                  "P(n_g ≥ 1) from the proposals' masses on g) that water-fills the expected draws of the "
+                  "post-strata of Xₘ the earlier strata under-sample towards a common level per instance, mixed "
+                  f"with pₘ in share {sim.POST_FILL_DEFENSIVE:g} (defensive), sized by the bound under that "
+                  "proposal (our extension).  `joint_post_final` / `joint_post_fill_final`: the same protocols "
+                  "plus top-up passes after the last submission over every system whose realized half-width "
+                  "is above ε (each system's extra draws from its own stratum's proposal, counted in the cost).",
+                  ""]
         lines += md_table(["protocol", "cost", "/ simple", "reached at submission", "final",
                            "coverage π / ρ / F1 (mean)", "min π coverage", "max |bias π| / SE"],
                           [[k, f"{alt['cost'][k]:.2f}", f"{alt['cost'][k] / alt['cost']['simple']:.3f}",
@@ -116,6 +132,23 @@ def markdown(a, summaries, df) -> list:
                   "Xₘ lies in cells that expect < 10 draws (at the mean draws of a 100-repeat run), where the "
                   "estimator is importance-sampling-like "
                   "(1/P(n_g ≥ 1) weight) rather than a cell mean."]
+    if "joint_post_fill" in alt["cost"]:
+        lines += ["", "Post-stratum-filling proposal, per setting (cost / simple; precision coverage min / mean / "
+                  "max over systems; systems with |bias π| > 3 SE; share of (run, system) pairs whose precision "
+                  "half-width is ≤ ε at submission and at the end):", ""]
+        rows = []
+        for o in summaries:
+            for k in POST_KINDS:
+                if k not in o["cost"]:
+                    continue
+                cov = [r["precision"][k]["coverage"] for r in o["systems"]]
+                nb = sum(bool(_biased(r["precision"][k]["bias"], r["precision"][k]["bias_se"])) for r in o["systems"])
+                rows.append([o["setting"], k, f"{o['cost'][k]:.2f}", f"{o['cost'][k] / o['cost']['simple']:.3f}",
+                             f"{min(cov):.3f} / {np.mean(cov):.3f} / {max(cov):.3f}", f"{nb} of {len(cov)}",
+                             f"{o['reached_at_submission'][k]:.3f}", f"{o['reached'][k]:.3f}"])
+        lines += md_table(["setting", "protocol", "cost", "/ simple", "π coverage", "|bias π| > 3 SE",
+                           "reached at submission", "final"], rows)
+        lines += [""] + NOTES
     lines += ["", "Per system (synthetic):", ""]
     lines += md_table(["system", "size", "true π", "true ρ", "draws simple", "draws joint", "new labels simple",
                        "new labels joint", "cov π joint", "cov ρ joint", "cov F1 joint"],
@@ -141,7 +174,7 @@ def main(argv=None):
             settings.append(sim.pool_setting(pd.read_parquet(path), 10, seed=a.seed, name=name))
     rows, summaries = [], []
     for s in settings:
-        kinds = (("simple", "joint") if a.no_alternatives else ("simple", "joint", "joint_post")
+        kinds = (("simple", "joint") if a.no_alternatives else ("simple", "joint") + POST_KINDS
                  if s is not settings[0] else tuple(sim.PROTOCOLS))
         out = sim.summarize(sim.simulate(s, a.epsilon, a.repeats, a.seed, pairs=((0, 1), (2, 3)), protocols=kinds))
         summaries.append(out)
