@@ -210,7 +210,7 @@ def pooled_recall_influence(cells: Cells, T, n, Rp=None) -> tuple[np.ndarray, np
     a_minus = (G - nu[..., None, :]) * inv_q[..., :, None]    # (..., C, M): (gᵢ − ν̂ᵢ)/q₀
     f = np.array([0.0, 1.0])
     M = cells.P.shape[1]
-    psi = np.einsum("...,...ci,j,f->...ijcf", scale, a_minus, np.ones(M), f)
+    psi = np.einsum("...,...ci,j,f->...ijcf", scale, a_minus, np.ones(T.shape[-3]), f)   # every stratum
     return nu, psi
 
 
@@ -707,7 +707,7 @@ def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None) -> 
     A_c = (ps.size[:, None] * ps.P)[ps.group]                 # (C, M)
     dev = np.stack([-r_c, 1 - r_c], -1) * scale[..., None]    # (..., C, f)
     M = cells.P.shape[1]
-    psi_p = np.einsum("ci,...cf,j->...ijcf", A_c, dev, np.ones(M))
+    psi_p = np.einsum("ci,...cf,j->...ijcf", A_c, dev, np.ones(T.shape[-3]))
     batch = np.broadcast_shapes(T.shape[:-3], psi_p.shape[:-4], psi_n.shape[:-4])
     psi = np.concatenate([np.broadcast_to(psi_p, batch + psi_p.shape[-4:]),
                           np.broadcast_to(psi_n, batch + psi_n.shape[-4:])], axis=-4)

@@ -144,13 +144,16 @@ PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_fill": ("f
              "joint_fill_overlap": ("fill", "overlap"), "joint_balance": ("p", "balance"),
              "joint_remainder": ("remainder", None), "joint_post": ("p", "post"),
              "joint_post_fill": ("postfill", "post"), "joint_post_final": ("p", "post"),
-             "joint_post_fill_final": ("postfill", "post")}
+             "joint_post_fill_final": ("postfill", "post"), "joint_post_fill_refill": ("postfill", "post")}
 #: joint_post_fill's proposal: the share mixed in of pₘ (defensive), and whether the water level
 #: is N_g σ_g (Neyman, σ_g from the fill of the variance bound) instead of N_g
 POST_FILL_DEFENSIVE = 0.3
 POST_FILL_NEYMAN = False
 #: protocols with a final top-up pass over all systems after the last submission
 FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final"})
+#: protocols whose final top-up draws each system's extra draws as a new stratum (M + i) from a fresh
+#: :func:`bayes_eval.ondemand.post_fill` proposal over the post-strata of all systems
+FINAL_REFILL = frozenset({"joint_post_fill_refill"})
 
 
 def _realized_hw(kind, cells, T, n, m, u=None, Rp=None):
@@ -158,7 +161,7 @@ def _realized_hw(kind, cells, T, n, m, u=None, Rp=None):
     ``m`` None: of every system (post-stratified protocols only, all systems active)."""
     prop, rule = PROTOCOLS[kind]
     if rule == "post":
-        M = n.shape[-1]
+        M = cells.P.shape[1]                                  # systems (n may hold extra strata)
         active = np.ones(M, dtype=bool) if m is None else np.arange(M) <= m
         _, cov, _ = od.post_precision(cells, T, n, active, Rp=Rp if prop == "postfill" else None)
         var = np.diagonal(cov, axis1=-2, axis2=-1) if m is None else cov[..., m, m]
@@ -213,14 +216,18 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
     fillp = prop == "fill"
     postfill = prop == "postfill"
     Rp = np.broadcast_to(cells.P.T, (R, M, len(cells.size))).copy()
+    refill = kind in FINAL_REFILL
     if remainder or fillp or postfill:
         draws = np.full_like(draws, -1)
+    if refill:                                                # strata M + i: system i's final batch
+        draws = np.concatenate([draws, np.full_like(draws, -1)], axis=1)
+        Rp = np.concatenate([Rp, Rp], axis=1)
     if fillp or postfill:
         inX = cell >= 0
         order = np.flatnonzero(inX)[np.argsort(cell[inX], kind="stable")]
         offset = np.concatenate([[0], np.cumsum(cells.size)[:-1]]).astype(np.int64)
     verified = np.zeros((R, len(truth)), dtype=bool)
-    n = np.zeros((R, M))
+    n = np.zeros((R, 2 * M if refill else M))
     new = np.zeros((R, M))
     u = np.ones((R, M))
     K = np.zeros((R, M))
@@ -299,6 +306,27 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
             before = verified.sum(1)
             add(m, k[:, m])
             new[:, m] += verified.sum(1) - before
+    if refill:
+        full = np.ones(M, dtype=bool)
+        inX = (cells.P > 0).T * cells.size                    # (M, C)
+        for p in range(12):                                  # after the last submission
+            T = _tally_so_far(cells, cell, truth, draws, n, n_max)
+            hw = _realized_hw(kind, cells, T, n, None, u, Rp)
+            base = np.einsum("rj,rjc,ic->ri", n, Rp, inX)     # expected draws landing in Xᵢ so far
+            k = np.maximum(np.ceil(base * ((hw / epsilon) ** 2 - 1) - 1e-9), 1.0)
+            k = np.where(hw > epsilon, np.minimum(k, n_max - n[:, M:]), 0.0)
+            if not np.any(k > 0):
+                break
+            if p == 0:                                       # the batches' proposals, fixed from here
+                D_prev = np.einsum("rj,rjc->rc", n, Rp)
+                for i in range(M):
+                    r = od.post_fill(cells, D_prev, i, np.maximum(k[:, i], 1), full)
+                    Rp[:, M + i] = (1 - POST_FILL_DEFENSIVE) * r + POST_FILL_DEFENSIVE * cells.P[:, i]
+                    draws[:, M + i] = _cell_draws(rng, Rp[:, M + i], cells, order, offset, n_max)
+            for i in np.flatnonzero(np.any(k > 0, axis=0)):
+                before = verified.sum(1)
+                add(M + i, k[:, i])
+                new[:, i] += verified.sum(1) - before
     T = _tally_so_far(cells, cell, truth, draws, n, n_max)
     # exhaustive: one instance per unit (document), uniform over 𝒴
     t = np.concatenate([G[exh].any(-1, keepdims=True), G[exh]], axis=-1).astype(np.float64)
@@ -324,7 +352,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         est = od.joint_estimates(cells, T, n, est_e[:, 0], cov_e[:, 0, 0], parts=parts)
     else:
         est = od.simple_estimates(cells, T, n, est_e[:, 1:], cov_e[:, 1:, 1:])
-    return {"value": est.value, "hw": est.half_width, "n": n, "new": new, "n0": n0, "reach": reach,
+    return {"value": est.value, "hw": est.half_width, "n": n[:, :M] + n[:, M:] if refill else n, "new": new, "n0": n0, "reach": reach,
             "cov": est.cov, "hw_at": hw_at}
 
 
