@@ -681,3 +681,18 @@ def test_post_fill_tops_up_undersampled_post_strata_and_sizing_is_minimal():
     assert hw(k) <= 0.08 < hw(k - 1)
     # the filled proposal needs fewer draws than pₘ for the same bound
     assert k < int(od.post_required_draws(cells, n, 2, fill, 0.08, 5000, act))
+
+
+def test_simulation_post_fill_protocols_reach_epsilon_and_cover():
+    """joint_post_fill (post-stratified precision, each system drawn from post_fill) reaches ε at
+    every submission and covers near 95%; the final top-up protocols reach ε for every system at
+    the end too, their extra draws counted in the cost (our extension, issue 17)."""
+    s = sim.synthetic_setting(4, n_candidates=10_000, n_correct=600, seed=11)
+    kinds = ("simple", "joint", "joint_post_fill", "joint_post_fill_final", "joint_post_fill_refill")
+    out = sim.summarize(sim.simulate(s, epsilon=0.08, repeats=30, seed=0, protocols=kinds))
+    for k in kinds[2:]:
+        assert out["reached_at_submission"][k] == 1.0, k
+        cov = np.mean([row["precision"][k]["coverage"] for row in out["systems"]])
+        assert cov >= 0.85, (k, cov)
+    for k in kinds[3:]:
+        assert out["reached"][k] == 1.0, k
