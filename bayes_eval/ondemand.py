@@ -65,7 +65,11 @@ the synthetic setting; the sessions draw from pₘ.
 :func:`post_parts` pools every verified draw by *post-stratum* — the cell pattern over the
 systems submitted so far (:func:`post_strata`) — and weights the strata's correct rates by
 their known sizes, π̂ᵢ = Σ_{g⊆Xᵢ} (N_g/|Xᵢ|) r̂_g; :func:`post_variance_bound` /
-:func:`post_required_draws` size a new system by it.
+:func:`post_required_draws` size a new system by it.  The strata may be drawn from any
+per-stratum proposal ``Rp`` that is constant on the post-strata of the systems submitted when
+it is used (a draw that lands in a post-stratum is then uniform on it); :func:`post_fill` is
+such a proposal for a new system: it tops up the post-strata of Xₘ that the earlier strata
+under-sample (our extension, issue 17).
 """
 from __future__ import annotations
 
@@ -80,6 +84,7 @@ __all__ = [
     "differences", "cell_fill", "round_size", "variance_bound", "required_draws", "required_exhaustive", "wilson", "f1_of",
     "first_cells", "remainder_parts", "remainder_required", "precision_half_width", "top_up",
     "post_strata", "nonempty_prob", "post_precision", "post_parts", "post_variance_bound", "post_required_draws",
+    "stratum_mass", "post_fill",
 ]
 
 #: two-sided 95% normal quantile
@@ -205,7 +210,7 @@ def pooled_recall_influence(cells: Cells, T, n, Rp=None) -> tuple[np.ndarray, np
     a_minus = (G - nu[..., None, :]) * inv_q[..., :, None]    # (..., C, M): (gᵢ − ν̂ᵢ)/q₀
     f = np.array([0.0, 1.0])
     M = cells.P.shape[1]
-    psi = np.einsum("...,...ci,j,f->...ijcf", scale, a_minus, np.ones(M), f)
+    psi = np.einsum("...,...ci,j,f->...ijcf", scale, a_minus, np.ones(T.shape[-3]), f)   # every stratum
     return nu, psi
 
 
@@ -604,21 +609,45 @@ def _to_strata(x, ps: PostStrata) -> np.ndarray:
     return np.asarray(x, dtype=np.float64) @ ind
 
 
-def nonempty_prob(ps: PostStrata, n) -> tuple[np.ndarray, np.ndarray]:
+def stratum_mass(cells: Cells, ps: PostStrata, Rp=None) -> np.ndarray:
+    """s[..., g, j] = the probability that one draw of stratum j lands in post-stratum g: the
+    mass of rⱼ on g, Σ_{c∈g} size_c rⱼ(c) (``Rp[..., j, c]``, the per-instance probability of
+    cell c under stratum j's proposal); N_g pⱼ(g) when ``Rp`` is None (uniform pⱼ)."""
+    if Rp is None:
+        return ps.size[:, None] * ps.P
+    mass = _to_strata(cells.size * np.asarray(Rp, dtype=np.float64), ps)    # (..., M, G)
+    return np.swapaxes(mass, -1, -2)
+
+
+def _check_constant(cells: Cells, ps: PostStrata, Rp, n) -> None:
+    """Raise unless every stratum with draws has a proposal constant on each post-stratum (else
+    a draw in g is not uniform on g and the post-stratified estimator is biased)."""
+    Rp = np.asarray(Rp, dtype=np.float64)
+    mean = _ratio(_to_strata(cells.size * Rp, ps), ps.size)[..., ps.group]   # (..., M, C)
+    dev = np.abs(Rp - mean) * (cells.size > 0)
+    used = np.asarray(n, dtype=np.float64)[..., :, None] > 0
+    if np.any(used & (dev > 1e-9 * np.maximum(np.abs(Rp).max(-1, keepdims=True), 1e-300))):
+        raise ValueError("a stratum's proposal Rp is not constant on the post-strata of the active systems")
+
+
+def nonempty_prob(ps: PostStrata, n, mass=None) -> tuple[np.ndarray, np.ndarray]:
     """(P(n_g ≥ 1), λ_g) for fixed stratum sizes ``n[..., j]``: a draw of stratum j lands in g
-    with probability s_jg = N_g pⱼ(g), so P(n_g = 0) = Πⱼ (1 − s_jg)^{nⱼ}; λ_g = Σⱼ nⱼ s_jg is
-    the expected number of draws in g."""
+    with probability s_jg (``mass[..., g, j]`` from :func:`stratum_mass`; N_g pⱼ(g) for uniform
+    pⱼ when None), so P(n_g = 0) = Πⱼ (1 − s_jg)^{nⱼ}; λ_g = Σⱼ nⱼ s_jg is the expected number
+    of draws in g."""
     n = np.asarray(n, dtype=np.float64)
-    s = np.clip(ps.size[:, None] * ps.P, 0.0, 1.0)            # (G, M)
+    s = ps.size[:, None] * ps.P if mass is None else mass
+    s = np.clip(s, 0.0, 1.0)                                  # (..., G, M)
     with np.errstate(divide="ignore", invalid="ignore"):
         log_keep = np.where(s < 1, np.log1p(-np.minimum(s, 1.0)), -np.inf)
         terms = np.where(n[..., None, :] > 0, n[..., None, :] * log_keep, 0.0)
     p_empty = np.exp(terms.sum(-1))
-    lam = np.einsum("...j,gj->...g", n, s)
+    lam = np.einsum("...j,...gj->...g", n, s)
     return 1.0 - p_empty, lam
 
 
-def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5) -> tuple[np.ndarray, np.ndarray, PostStrata]:
+def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None,
+                   check: bool = True) -> tuple[np.ndarray, np.ndarray, PostStrata]:
     """(π̂, Cov π̂, strata): the post-stratified precision of every system from the tallies
     ``T[..., j, c, f]`` of draws made with fixed sizes ``n[..., j]``.
 
@@ -636,12 +665,19 @@ def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5) -> tuple
     v_g = 1[n_g ≥ 1]/P² [r̃(1−r̃)/n_g + r̃²(1−P)], an unbiased estimate of
     Var(r̂_g 1[n_g ≥ 1]/P) with r̃ = (k_g + ``prior``)/(n_g + 2·``prior``) in place of r_g (the
     +½ continuity prior: a stratum of one or two agreeing draws is not given zero variance);
-    Cov(π̂ᵢ, π̂ₖ) = Σ_g a_ig a_kg v_g."""
+    Cov(π̂ᵢ, π̂ₖ) = Σ_g a_ig a_kg v_g.
+
+    ``Rp[..., j, c]``: the proposal stratum j was drawn from (uniform pⱼ when None), which must
+    be constant on every post-stratum (``check`` raises otherwise): a draw landing in g is then
+    still uniform on g, P(n_g ≥ 1) uses s_jg = the mass of rⱼ on g (:func:`stratum_mass`), and
+    π̂ᵢ stays exactly unbiased for fixed sizes and proposals (our extension, issue 17)."""
     ps = post_strata(cells, active)
     T = np.asarray(T, dtype=np.float64)
+    if Rp is not None and check:
+        _check_constant(cells, ps, Rp, n)
     kg = _to_strata(T[..., 1].sum(-2), ps)                    # (..., G) correct draws
     ng = _to_strata(T.sum((-1, -3)), ps)                      # (..., G) draws
-    P1, _ = nonempty_prob(ps, n)
+    P1, _ = nonempty_prob(ps, n, stratum_mass(cells, ps, Rp))
     hit = ng > 0
     r_hat = _ratio(kg, ng)
     A = ps.size[:, None] * ps.P                               # a_ig, (G, M)
@@ -654,23 +690,24 @@ def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5) -> tuple
     return pi, cov, ps
 
 
-def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(π̂, ν̂, Cov of (π̂, ν̂)) with the post-stratified precision (:func:`post_precision`) and
     003's pooled recall (:func:`pooled_recall_influence`), the drop-in for :func:`joint_parts`.
     The π block of the covariance is :func:`post_precision`'s; the π–ν̂ block is the stratified
-    covariance of the linearizations, π̂ᵢ's per draw in g being a_ig (f − r̂_g)/(n_g P_g)."""
+    covariance of the linearizations, π̂ᵢ's per draw in g being a_ig (f − r̂_g)/(n_g P_g).
+    ``Rp``: the strata's proposals (:func:`post_precision`; ν̂'s q₀ is then their mixture)."""
     n = np.asarray(n, dtype=np.float64)
-    pi, cov_p, ps = post_precision(cells, T, n, active, prior)
-    nu, psi_n = pooled_recall_influence(cells, T, n)
+    pi, cov_p, ps = post_precision(cells, T, n, active, prior, Rp)
+    nu, psi_n = pooled_recall_influence(cells, T, n, Rp)
     ng = _to_strata(T.sum((-1, -3)), ps)
     kg = _to_strata(T[..., 1].sum(-2), ps)
-    P1, _ = nonempty_prob(ps, n)
+    P1, _ = nonempty_prob(ps, n, stratum_mass(cells, ps, Rp))
     scale = _ratio(1.0, ng * P1)[..., ps.group]               # (..., C)
     r_c = _ratio(kg, ng)[..., ps.group]
     A_c = (ps.size[:, None] * ps.P)[ps.group]                 # (C, M)
     dev = np.stack([-r_c, 1 - r_c], -1) * scale[..., None]    # (..., C, f)
     M = cells.P.shape[1]
-    psi_p = np.einsum("ci,...cf,j->...ijcf", A_c, dev, np.ones(M))
+    psi_p = np.einsum("ci,...cf,j->...ijcf", A_c, dev, np.ones(T.shape[-3]))
     batch = np.broadcast_shapes(T.shape[:-3], psi_p.shape[:-4], psi_n.shape[:-4])
     psi = np.concatenate([np.broadcast_to(psi_p, batch + psi_p.shape[-4:]),
                           np.broadcast_to(psi_n, batch + psi_n.shape[-4:])], axis=-4)
@@ -698,17 +735,18 @@ def _inv_count_factor(lam) -> np.ndarray:
 _H_TABLE = None
 
 
-def post_variance_bound(cells: Cells, n, m: int, fill, active=None) -> np.ndarray:
+def post_variance_bound(cells: Cells, n, m: int, fill, active=None, Rp=None) -> np.ndarray:
     """Var π̂ₘ of the post-stratified estimator (:func:`post_precision`) as a function of the
     stratum sizes ``n[..., :]`` (nₘ the candidate), the sizing rule of 003 §"Adaptively choosing
     the number of samples" for our estimator: per post-stratum g ⊆ Xₘ with r_g = the mean over g
     of ``fill`` (known labels, ``FILL``-based fill for the unverified — :func:`cell_fill`),
     a²_mg [r_g(1−r_g) E[1[n_g ≥ 1]/n_g]/P² + r_g²(1−P)/P], n_g taken as Poisson(λ_g)
-    (conservative for the binomial counts of fixed strata)."""
+    (conservative for the binomial counts of fixed strata).  ``Rp``: the strata's proposals
+    (:func:`post_precision`)."""
     ps = post_strata(cells, active)
     fill = np.asarray(fill, dtype=np.float64)
     r = _ratio(_to_strata(fill * cells.size, ps), ps.size)    # (..., G)
-    P1, lam = nonempty_prob(ps, n)
+    P1, lam = nonempty_prob(ps, n, stratum_mass(cells, ps, Rp))
     a = ps.size * ps.P[:, m]                                  # (G,)
     inv_n = _inv_count_factor(lam) * _ratio(P1, lam)          # E[1[n ≥ 1]/n]
     Pz = np.where(P1 > 0, P1, 1.0)
@@ -718,9 +756,10 @@ def post_variance_bound(cells: Cells, n, m: int, fill, active=None) -> np.ndarra
 
 
 def post_required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: int, active=None,
-                        z: float = Z95) -> np.ndarray:
+                        z: float = Z95, Rp=None, fill_prop=None) -> np.ndarray:
     """The smallest nₘ in [0, n_max] with z √(:func:`post_variance_bound`) ≤ ε, by bisection
-    (the bound falls in nₘ); ``n[..., m]`` is ignored."""
+    (the bound falls in nₘ); ``n[..., m]`` is ignored.  ``Rp``: the strata's proposals;
+    ``fill_prop(nₘ)``: stratum m's proposal as a function of its size (:func:`post_fill`)."""
     n = np.array(n, dtype=np.float64)
     target = (epsilon / z) ** 2
     lo = np.zeros(n.shape[:-1])
@@ -728,7 +767,45 @@ def post_required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: in
     while np.any(lo < hi):
         mid = np.floor((lo + hi) / 2)
         n[..., m] = mid
-        ok = post_variance_bound(cells, n, m, fill, active) <= target
+        R = Rp
+        if fill_prop is not None:                            # stratum m's proposal depends on nₘ
+            R = np.array(Rp, dtype=np.float64, copy=True)
+            R[..., m, :] = fill_prop(mid)
+        ok = post_variance_bound(cells, n, m, fill, active, R) <= target
         hi = np.where(ok, mid, hi)
         lo = np.where(ok, lo, mid + 1)
     return lo.astype(np.int64)
+
+
+def post_fill(cells: Cells, D_prev, m: int, n_new, active=None, weight=None, iters: int = 60) -> np.ndarray:
+    """A proposal for system m's stratum, constant on the post-strata of the ``active`` systems
+    (so the post-stratified estimator stays exactly unbiased; :func:`post_precision`), that
+    tops up the post-strata of Xₘ the earlier strata under-sample (our extension of 003
+    §"Adaptively choosing the number of samples", issue 17).  ``D_prev[..., c]`` = Σⱼ nⱼ rⱼ(c),
+    the expected draws per instance so far; Λ_g = Σ_{c∈g} size_c D_prev(c).  The nₘ = ``n_new``
+    draws are split as x_g = max(λ N_g w_g − Λ_g, 0) with λ such that Σ x_g = nₘ: water-filling
+    the expected draws towards N_g w_g — for precision's variance Σ_g a²_mg σ²_g/n_g with
+    a_mg = N_g/|Xₘ| the optimum has n_g ∝ N_g σ_g, so ``weight[..., g]`` = σ_g gives that
+    (Neyman) allocation and the default w_g = 1 the proportional one.  Returns r[..., c] per
+    instance, Σ_c size_c r(c) = 1 (pₘ where nothing is to be drawn)."""
+    ps = post_strata(cells, active)
+    pm = cells.P[:, m]
+    in_m = ps.P[:, m] > 0                                     # post-strata of Xₘ
+    D_prev = np.asarray(D_prev, dtype=np.float64)
+    n_new = np.asarray(n_new, dtype=np.float64)
+    lam_prev = _to_strata(cells.size * D_prev, ps)            # (..., G)
+    w = np.ones(len(ps.size)) if weight is None else np.asarray(weight, dtype=np.float64)
+    target = np.where(in_m, ps.size * w, 0.0)                 # (..., G)
+    prev = np.where(in_m, lam_prev, 0.0)
+    tot = target.sum(-1)
+    lo = np.zeros(np.broadcast_shapes(n_new.shape, tot.shape))
+    hi = (n_new + prev.sum(-1)) / np.where(tot > 0, tot, 1.0) + 1e-12
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        big = np.maximum(mid[..., None] * target - prev, 0.0).sum(-1) >= n_new
+        hi = np.where(big, mid, hi)
+        lo = np.where(big, lo, mid)
+    x = np.maximum(hi[..., None] * target - prev, 0.0)        # (..., G) draws per post-stratum
+    z = x.sum(-1, keepdims=True)
+    r = _ratio(x, ps.size)[..., ps.group]                     # per instance, constant on g
+    return np.where(z > 0, r / np.where(z > 0, z, 1.0), pm)

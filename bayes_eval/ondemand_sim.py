@@ -134,19 +134,38 @@ def _tally_so_far(cells, cell, truth, draws, n, n_max):
 #: remainder proposal (:func:`bayes_eval.ondemand.remainder_parts`); "joint_post" draws from pₘ
 #: like 003 but estimates precision post-stratified over the cells of the systems submitted so
 #: far and sizes each system by that estimator's bound (:func:`bayes_eval.ondemand.post_parts`,
-#: :func:`bayes_eval.ondemand.post_required_draws`; our extension beyond 003).
+#: :func:`bayes_eval.ondemand.post_required_draws`; our extension beyond 003); "joint_post_fill"
+#: the same estimator with system m drawn from :func:`bayes_eval.ondemand.post_fill` (constant on
+#: the post-strata of the systems so far; it tops up the ones earlier strata under-sample) and
+#: sized by the bound under that proposal; the protocols in :data:`FINAL_TOP_UP` add, after the
+#: last submission, top-up passes over every system whose realized half-width is above ε (their
+#: draws counted in the cost; our extension).
 PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_fill": ("fill", "balance"),
              "joint_fill_overlap": ("fill", "overlap"), "joint_balance": ("p", "balance"),
-             "joint_remainder": ("remainder", None), "joint_post": ("p", "post")}
+             "joint_remainder": ("remainder", None), "joint_post": ("p", "post"),
+             "joint_post_fill": ("postfill", "post"), "joint_post_final": ("p", "post"),
+             "joint_post_fill_final": ("postfill", "post"), "joint_post_fill_refill": ("postfill", "post")}
+#: joint_post_fill's proposal: the share mixed in of pₘ (defensive), and whether the water level
+#: is N_g σ_g (Neyman, σ_g from the fill of the variance bound) instead of N_g
+POST_FILL_DEFENSIVE = 0.3
+POST_FILL_NEYMAN = False
+#: protocols with a final top-up pass over all systems after the last submission
+FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final"})
+#: protocols whose final top-up draws each system's extra draws as a new stratum (M + i) from a fresh
+#: :func:`bayes_eval.ondemand.post_fill` proposal over the post-strata of all systems
+FINAL_REFILL = frozenset({"joint_post_fill_refill"})
 
 
 def _realized_hw(kind, cells, T, n, m, u=None, Rp=None):
-    """The realized half-width of π̂ₘ from the draws so far (the estimator's own variance)."""
+    """The realized half-width of π̂ₘ from the draws so far (the estimator's own variance);
+    ``m`` None: of every system (post-stratified protocols only, all systems active)."""
     prop, rule = PROTOCOLS[kind]
     if rule == "post":
-        active = np.arange(n.shape[-1]) <= m
-        _, cov, _ = od.post_precision(cells, T, n, active)
-        return od.Z95 * np.sqrt(np.maximum(cov[..., m, m], 0.0))
+        M = cells.P.shape[1]                                  # systems (n may hold extra strata)
+        active = np.ones(M, dtype=bool) if m is None else np.arange(M) <= m
+        _, cov, _ = od.post_precision(cells, T, n, active, Rp=Rp if prop == "postfill" else None)
+        var = np.diagonal(cov, axis1=-2, axis2=-1) if m is None else cov[..., m, m]
+        return od.Z95 * np.sqrt(np.maximum(var, 0.0))
     if kind == "simple":
         psi = od.simple_precision_influence(cells, n)
     elif prop != "remainder":
@@ -195,15 +214,20 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
     prop, rule = PROTOCOLS[kind]
     remainder = prop == "remainder"
     fillp = prop == "fill"
+    postfill = prop == "postfill"
     Rp = np.broadcast_to(cells.P.T, (R, M, len(cells.size))).copy()
-    if remainder or fillp:
+    refill = kind in FINAL_REFILL
+    if remainder or fillp or postfill:
         draws = np.full_like(draws, -1)
-    if fillp:
+    if refill:                                                # strata M + i: system i's final batch
+        draws = np.concatenate([draws, np.full_like(draws, -1)], axis=1)
+        Rp = np.concatenate([Rp, Rp], axis=1)
+    if fillp or postfill:
         inX = cell >= 0
         order = np.flatnonzero(inX)[np.argsort(cell[inX], kind="stable")]
         offset = np.concatenate([[0], np.cumsum(cells.size)[:-1]]).astype(np.int64)
     verified = np.zeros((R, len(truth)), dtype=bool)
-    n = np.zeros((R, M))
+    n = np.zeros((R, 2 * M if refill else M))
     new = np.zeros((R, M))
     u = np.ones((R, M))
     K = np.zeros((R, M))
@@ -231,6 +255,22 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
                                        fill_prop=lambda k: od.water_fill(cells, D_prev, m, k))
             Rp[:, m] = od.water_fill(cells, D_prev, m, np.maximum(n_plan, 1))
             draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
+        if postfill:
+            act = np.arange(M) <= m
+            D_prev = np.einsum("rj,rjc->rc", n, Rp)
+            ps = od.post_strata(cells, act)
+            fill = _fill(cells, cell, verified, truth, ps.group)
+            wt = None
+            if POST_FILL_NEYMAN:                             # σ_g of the fill, per post-stratum
+                rg = fill[:, np.unique(ps.group, return_index=True)[1]]
+                wt = np.sqrt(rg * (1 - rg))
+
+            def prop_of(k):
+                r = od.post_fill(cells, D_prev, m, k, act, weight=wt)
+                return (1 - POST_FILL_DEFENSIVE) * r + POST_FILL_DEFENSIVE * cells.P[:, m]
+            n_plan = od.post_required_draws(cells, n, m, fill, epsilon, n_max, act, Rp=Rp, fill_prop=prop_of)
+            Rp[:, m] = prop_of(np.maximum(n_plan, 1))
+            draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
         for rnd in range(rounds):
             group = od.post_strata(cells, np.arange(M) <= m).group if rule == "post" else None
             fill = _fill(cells, cell, verified, truth, group)
@@ -240,7 +280,8 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
                 mu = np.where(u[:, m] > 0, (ft * rem).sum(1) / np.maximum(rem.sum(1), 1), 0.0)
                 req = od.remainder_required(u[:, m], mu, epsilon, n_max)
             elif rule == "post":
-                req = od.post_required_draws(cells, n, m, fill, epsilon, n_max, np.arange(M) <= m)
+                req = od.post_required_draws(cells, n, m, fill, epsilon, n_max, np.arange(M) <= m,
+                                             Rp=Rp if postfill else None)
             else:
                 req = od.required_draws(cells, n, m, fill, epsilon, n_max, joint=kind != "simple", Rp=Rp,
                                         rule=rule or "overlap")
@@ -255,6 +296,37 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         T = _tally_so_far(cells, cell, truth, draws, n, n_max)
         hw_at[:, m] = _realized_hw(kind, cells, T, n, m, u, Rp)
         new[:, m] = verified.sum(1) - before
+    for _ in range(12 if kind in FINAL_TOP_UP else 0):       # after the last submission
+        T = _tally_so_far(cells, cell, truth, draws, n, n_max)
+        hw = _realized_hw(kind, cells, T, n, None, u, Rp)
+        k = od.top_up(hw, n, epsilon, n_max)
+        if not np.any(k > 0):
+            break
+        for m in np.flatnonzero(np.any(k > 0, axis=0)):
+            before = verified.sum(1)
+            add(m, k[:, m])
+            new[:, m] += verified.sum(1) - before
+    if refill:
+        full = np.ones(M, dtype=bool)
+        inX = (cells.P > 0).T * cells.size                    # (M, C)
+        for p in range(12):                                  # after the last submission
+            T = _tally_so_far(cells, cell, truth, draws, n, n_max)
+            hw = _realized_hw(kind, cells, T, n, None, u, Rp)
+            base = np.einsum("rj,rjc,ic->ri", n, Rp, inX)     # expected draws landing in Xᵢ so far
+            k = np.maximum(np.ceil(base * ((hw / epsilon) ** 2 - 1) - 1e-9), 1.0)
+            k = np.where(hw > epsilon, np.minimum(k, n_max - n[:, M:]), 0.0)
+            if not np.any(k > 0):
+                break
+            if p == 0:                                       # the batches' proposals, fixed from here
+                D_prev = np.einsum("rj,rjc->rc", n, Rp)
+                for i in range(M):
+                    r = od.post_fill(cells, D_prev, i, np.maximum(k[:, i], 1), full)
+                    Rp[:, M + i] = (1 - POST_FILL_DEFENSIVE) * r + POST_FILL_DEFENSIVE * cells.P[:, i]
+                    draws[:, M + i] = _cell_draws(rng, Rp[:, M + i], cells, order, offset, n_max)
+            for i in np.flatnonzero(np.any(k > 0, axis=0)):
+                before = verified.sum(1)
+                add(M + i, k[:, i])
+                new[:, i] += verified.sum(1) - before
     T = _tally_so_far(cells, cell, truth, draws, n, n_max)
     # exhaustive: one instance per unit (document), uniform over 𝒴
     t = np.concatenate([G[exh].any(-1, keepdims=True), G[exh]], axis=-1).astype(np.float64)
@@ -266,7 +338,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         if remainder:
             parts = od.remainder_parts(cells, T, n, u, K)
         elif rule == "post":
-            parts = od.post_parts(cells, T, n)
+            parts = od.post_parts(cells, T, n, Rp=Rp if postfill else None)
         else:
             parts = od.joint_parts(cells, T, n, Rp, rule)
         var_nu = np.diagonal(parts[2], axis1=-2, axis2=-1)[:, M:]
@@ -280,7 +352,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         est = od.joint_estimates(cells, T, n, est_e[:, 0], cov_e[:, 0, 0], parts=parts)
     else:
         est = od.simple_estimates(cells, T, n, est_e[:, 1:], cov_e[:, 1:, 1:])
-    return {"value": est.value, "hw": est.half_width, "n": n, "new": new, "n0": n0, "reach": reach,
+    return {"value": est.value, "hw": est.half_width, "n": n[:, :M] + n[:, M:] if refill else n, "new": new, "n0": n0, "reach": reach,
             "cov": est.cov, "hw_at": hw_at}
 
 

@@ -34,11 +34,40 @@ DATA = "/work/shared/data"
 
 #: a mean error below this is round-off or a rare-event compensation, not bias (see the table's text)
 BIAS_FLOOR = 1e-6
+#: the post-stratified protocols run on every setting (the others on the synthetic one only)
+POST_KINDS = ("joint_post", "joint_post_fill", "joint_post_final", "joint_post_fill_final")
 
 
 def _biased(bias, se):
     """|bias| > 3 Monte Carlo SE and above :data:`BIAS_FLOOR`."""
     return (np.abs(bias) > 3 * np.asarray(se)) & (np.abs(bias) > BIAS_FLOOR)
+
+
+#: measured notes on the post-stratum-filling proposal (issue 17), appended to the markdown; the
+#: variants were measured with ``ondemand_sim.simulate`` on the synthetic setting, seed 0, ε = 0.05
+NOTES = [
+    "What post_fill changes: each system's draws go to the post-strata of Xₘ that the earlier strata "
+    "under-sample, so the synthetic cost falls from `joint_post`'s to `joint_post_fill`'s; but those draws "
+    "then sit exactly at the level the bound asked for, and when later systems split the post-strata the "
+    "earlier systems' intervals widen more than with draws from pₘ (\"final\" above).  The top-up passes "
+    "after the last submission (`joint_post_fill_final`) bring every system back to ε at the end, their "
+    "draws counted in the cost.",
+    "",
+    "Variants measured on the way (synthetic, quick `simulate` runs, cost / simple; \"final\" = share of "
+    "(run, system) pairs at ε at the end): defensive share of pₘ 0 → `joint_post_fill` 0.499, final 0.538, "
+    "with the final top-up 0.540 (100 repeats); 0.1 → 0.498 / 0.594 / 0.535 and 0.5 → 0.514 / 0.724 / 0.533 "
+    "(50 repeats); 0.3 (the default, `ondemand_sim.POST_FILL_DEFENSIVE`) → 0.504 / 0.696 / 0.529 (100 "
+    "repeats).  A Neyman water level N_g σ_g (σ_g from the bound's fill, `POST_FILL_NEYMAN`): 0.525, with "
+    "the final top-up 0.590, and precision coverage down to 0.68 with |bias π| up to 9 SE (50 repeats) — "
+    "σ_g comes from the labels already drawn in g, so how many more draws g gets depends on its observed "
+    "rate (an adaptively stopped mean): rejected.  `joint_post_fill_refill` (the final top-up drawn as a "
+    "fresh post_fill stratum per system over all systems' post-strata, sized from the expected draws "
+    "landing in Xᵢ): 0.549 against 0.526 for the own-stratum top-up (50 repeats) — not better.",
+    "",
+    "Bias flags at ~1e-6 (dblp-acm): post-strata that are almost always hit (P(n_g = 0) ≈ 1e-5) carry the "
+    "1/P(n_g ≥ 1) factor in every repeat and their compensating empty sample in none, a mean error of "
+    "≈ a·r·P(n_g = 0); the estimator is unbiased over the empty samples too (exact-enumeration tests).",
+]
 
 
 def markdown(a, summaries, df) -> list:
@@ -78,7 +107,7 @@ def markdown(a, summaries, df) -> list:
                         f"{g['coverage'].max():.3f}",
                         f"{int(np.sum(_biased(g['bias'], g['bias_se'])))} of {len(g)}"]
                        for (setting, m, k), g in df.groupby(["setting", "measure", "estimator"], sort=False)
-                       if k in ("simple", "joint", "joint_post")])
+                       if k in ("simple", "joint") + POST_KINDS])
     alt = summaries[0]
     if len(alt["cost"]) > 2:
         lines += ["", "Alternatives to 003's joint protocol (synthetic, same universe and seed; `ondemand_sim.PROTOCOLS`): "
@@ -92,7 +121,19 @@ def markdown(a, summaries, df) -> list:
                   "precision post-stratified over the cells of the systems submitted so far, every draw in a "
                   "cell pooled whatever system it was drawn for, each cell's rate weighted by its known size "
                   "and by 1/P(the cell got a draw) (`ondemand.post_precision`; exactly unbiased for fixed sizes; "
-                  "our extension beyond 003), sized by its own bound (`ondemand.post_required_draws`).", ""]
+                  "our extension beyond 003), sized by its own bound (`ondemand.post_required_draws`).  "
+                  "`joint_post_fill` keeps that estimator and draws each new system from `ondemand.post_fill`: "
+                  "a proposal constant on the post-strata of the systems submitted so far (so a draw in a "
+                  "post-stratum is still uniform on it and the estimator stays exactly unbiased, with "
+                  "P(n_g ≥ 1) from the proposals' masses on g) that water-fills the expected draws of the "
+                  "post-strata of Xₘ the earlier strata under-sample towards a common level per instance, mixed "
+                  f"with pₘ in share {sim.POST_FILL_DEFENSIVE:g} (defensive), sized by the bound under that "
+                  "proposal (our extension).  `joint_post_final` / `joint_post_fill_final`: the same protocols "
+                  "plus top-up passes after the last submission over every system whose realized half-width "
+                  "is above ε (each system's extra draws from its own stratum's proposal, counted in the cost); "
+                  "`joint_post_fill_refill` draws those extra draws instead as a new stratum per system from "
+                  "a fresh `post_fill` over the post-strata of all systems.",
+                  ""]
         lines += md_table(["protocol", "cost", "/ simple", "reached at submission", "final",
                            "coverage π / ρ / F1 (mean)", "min π coverage", "max |bias π| / SE"],
                           [[k, f"{alt['cost'][k]:.2f}", f"{alt['cost'][k] / alt['cost']['simple']:.3f}",
@@ -116,6 +157,23 @@ def markdown(a, summaries, df) -> list:
                   "Xₘ lies in cells that expect < 10 draws (at the mean draws of a 100-repeat run), where the "
                   "estimator is importance-sampling-like "
                   "(1/P(n_g ≥ 1) weight) rather than a cell mean."]
+    if "joint_post_fill" in alt["cost"]:
+        lines += ["", "Post-stratum-filling proposal, per setting (cost / simple; precision coverage min / mean / "
+                  "max over systems; systems with |bias π| > 3 SE; share of (run, system) pairs whose precision "
+                  "half-width is ≤ ε at submission and at the end):", ""]
+        rows = []
+        for o in summaries:
+            for k in POST_KINDS:
+                if k not in o["cost"]:
+                    continue
+                cov = [r["precision"][k]["coverage"] for r in o["systems"]]
+                nb = sum(bool(_biased(r["precision"][k]["bias"], r["precision"][k]["bias_se"])) for r in o["systems"])
+                rows.append([o["setting"], k, f"{o['cost'][k]:.2f}", f"{o['cost'][k] / o['cost']['simple']:.3f}",
+                             f"{min(cov):.3f} / {np.mean(cov):.3f} / {max(cov):.3f}", f"{nb} of {len(cov)}",
+                             f"{o['reached_at_submission'][k]:.3f}", f"{o['reached'][k]:.3f}"])
+        lines += md_table(["setting", "protocol", "cost", "/ simple", "π coverage", "|bias π| > 3 SE",
+                           "reached at submission", "final"], rows)
+        lines += [""] + NOTES
     lines += ["", "Per system (synthetic):", ""]
     lines += md_table(["system", "size", "true π", "true ρ", "draws simple", "draws joint", "new labels simple",
                        "new labels joint", "cov π joint", "cov ρ joint", "cov F1 joint"],
@@ -141,7 +199,7 @@ def main(argv=None):
             settings.append(sim.pool_setting(pd.read_parquet(path), 10, seed=a.seed, name=name))
     rows, summaries = [], []
     for s in settings:
-        kinds = (("simple", "joint") if a.no_alternatives else ("simple", "joint", "joint_post")
+        kinds = (("simple", "joint") if a.no_alternatives else ("simple", "joint") + POST_KINDS
                  if s is not settings[0] else tuple(sim.PROTOCOLS))
         out = sim.summarize(sim.simulate(s, a.epsilon, a.repeats, a.seed, pairs=((0, 1), (2, 3)), protocols=kinds))
         summaries.append(out)

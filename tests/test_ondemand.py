@@ -583,3 +583,116 @@ def test_post_variance_bound_decreases_and_bisection_is_minimal():
     for m in range(5):
         ratio = od.post_variance_bound(cells5, n.astype(float), m, rc) / pi[:, m].var()
         assert 0.8 < ratio < 1.6, (m, ratio)
+
+
+# ------------------------------------------------------------------ issue 17: post-stratified, per-stratum proposals
+# X₀ = {0, 1, 2}, X₁ = {1, 2, 3}, X₂ = {2, 3, 4} (uniform pᵢ); stratum 1 favours X₀ ∩ X₁ with a
+# proposal constant on the post-strata of systems {0, 1} — {1, 2} is one of them until X₂ splits it
+F3 = np.array([1, 0, 1, 1, 0])
+G3 = np.array([[1, 0, 0], [1, 1, 0], [1, 1, 1], [0, 1, 1], [0, 0, 1]], dtype=float)
+P3 = G3 / G3.sum(0)
+R3 = np.array([P3[:, 0], [0, .4, .4, .2, 0], [0, 0, .25, .5, .25]])   # r₀ = p₀, r₁, r₂ (per instance)
+
+
+@pytest.mark.parametrize("n", [(1, 2, 1), (2, 2, 1), (1, 1, 2)])
+def test_post_precision_unbiased_with_stratum_proposals_exact_enumeration(n):
+    """The post-stratified estimator with strata drawn from proposals constant on the post-strata
+    of the systems submitted before them (our extension of 003 §"Joint estimator"; P(n_g ≥ 1)
+    from the proposals' masses on g): E[π̂ᵢ] = πᵢ exactly over every sample of fixed sizes,
+    although system 2 splits the stratum stratum 1 favoured, and the variance estimate is
+    conservative; post_parts' pooled recall uses the same proposals."""
+    cells, cell = od.cells_of(P3)
+    Rp = _cell_values(R3, cell)
+    truth = (P3 * F3[:, None]).sum(0)
+    E, E2, EV, total = np.zeros(3), np.zeros(3), np.zeros(3), 0.0
+    for combo in itertools.product(*[list(itertools.product(range(5), repeat=k)) for k in n]):
+        prob = np.prod([np.prod(R3[j, list(c)]) for j, c in enumerate(combo)])
+        if prob == 0:
+            continue
+        items = np.array([x for c in combo for x in c], dtype=np.int64)
+        strata = np.array([j for j, c in enumerate(combo) for _ in c], dtype=np.int64)
+        T = od.tally(3, len(cells.size), strata, cell[items], F3[items])
+        pi, cov, _ = od.post_precision(cells, T, n, Rp=Rp)
+        total += prob
+        E += prob * pi
+        E2 += prob * pi ** 2
+        EV += prob * np.diag(cov)
+    assert total == pytest.approx(1.0)
+    np.testing.assert_allclose(E, truth, rtol=0, atol=1e-12)
+    assert np.all(EV >= E2 - E ** 2 - 1e-12), (EV, E2 - E ** 2)
+    # the same tallies read as uniform draws would be biased: the proposals matter
+    pi_p, _, _ = od.post_precision(cells, T, n)
+    pi_r, _, _ = od.post_precision(cells, T, n, Rp=Rp)
+    assert not np.allclose(pi_p, pi_r)
+    # post_parts passes the proposals on (its precision is post_precision's, ν̂'s q₀ their mixture)
+    pp = od.post_parts(cells, T, n, Rp=Rp)
+    np.testing.assert_allclose(pp[0], pi_r)
+    np.testing.assert_allclose(pp[1], od.pooled_recall_influence(cells, T, n, Rp)[0])
+
+
+def test_post_precision_proposals_must_be_constant_on_post_strata():
+    """A proposal that is not constant on a post-stratum is refused (a draw in it would not be
+    uniform there); rⱼ = pⱼ is the uniform estimator bit for bit."""
+    cells, cell = od.cells_of(P3)
+    T = od.tally(3, len(cells.size), np.array([0, 1, 2]), cell[[0, 1, 3]], F3[[0, 1, 3]])
+    n = np.array([1.0, 1.0, 1.0])
+    a = od.post_precision(cells, T, n)
+    b = od.post_precision(cells, T, n, Rp=cells.P.T)
+    for x, y in zip(a[:2], b[:2]):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-15)
+    bad = _cell_values(np.array([P3[:, 0], [0, .3, .5, .2, 0], R3[2]]), cell)   # splits {1, 2} unevenly
+    T2 = od.tally(3, len(cells.size), np.array([0, 1]), cell[[0, 1]], F3[[0, 1]])
+    with pytest.raises(ValueError, match="not constant"):         # {1, 2}: one post-stratum of {0, 1}
+        od.post_precision(cells, T2, np.array([1.0, 1.0, 0.0]), active=[True, True, False], Rp=bad)
+    od.post_precision(cells, T, n, Rp=bad)                        # X₂ splits it: constant on the cells
+
+
+def test_post_fill_tops_up_undersampled_post_strata_and_sizing_is_minimal():
+    """post_fill is a distribution constant on the post-strata of the active systems, gives no
+    draws to the post-strata earlier strata already sample at the water level, and water-fills
+    the rest towards N_g (proportional) or N_g σ_g (Neyman); post_required_draws with the
+    proposal depending on nₘ returns the smallest nₘ reaching ε under that proposal."""
+    s = sim.synthetic_setting(4, n_candidates=8_000, n_correct=500, seed=1)
+    cells, _ = od.cells_of(s.G[s.G.any(1)] / s.G.sum(0))
+    n = np.array([120.0, 80.0, 0.0, 0.0])
+    Rp = cells.P.T.copy()
+    D_prev = n @ Rp
+    act = np.arange(4) <= 2
+    ps = od.post_strata(cells, act)
+    r = od.post_fill(cells, D_prev, 2, 60.0, act)
+    assert (cells.size * r).sum() == pytest.approx(1.0)
+    assert np.all(r[cells.P[:, 2] == 0] == 0)
+    g_mean = (od._to_strata(cells.size * r, ps) / ps.size)[ps.group]
+    np.testing.assert_allclose(r, g_mean, rtol=1e-12)
+    lam_prev = od._to_strata(cells.size * D_prev, ps)
+    x = 60.0 * od._to_strata(cells.size * r, ps)
+    inm = ps.P[:, 2] > 0
+    level = (lam_prev + x)[inm & (x > 0)] / ps.size[inm & (x > 0)]
+    assert np.ptp(level) < 1e-6 * level.max()                 # the filled strata reach one level
+    assert np.all(lam_prev[inm & (x == 0)] / ps.size[inm & (x == 0)] >= level.max() - 1e-9)
+    fill = np.full(len(cells.size), 0.5)
+    fp = lambda k: od.post_fill(cells, D_prev, 2, np.maximum(k, 1), act)   # noqa: E731
+    k = int(od.post_required_draws(cells, n, 2, fill, 0.08, 5000, act, Rp=Rp, fill_prop=fp))
+
+    def hw(k):
+        R = Rp.copy()
+        R[2] = fp(k)
+        return od.Z95 * np.sqrt(od.post_variance_bound(cells, n + [0, 0, k, 0], 2, fill, act, R))
+    assert hw(k) <= 0.08 < hw(k - 1)
+    # the filled proposal needs fewer draws than pₘ for the same bound
+    assert k < int(od.post_required_draws(cells, n, 2, fill, 0.08, 5000, act))
+
+
+def test_simulation_post_fill_protocols_reach_epsilon_and_cover():
+    """joint_post_fill (post-stratified precision, each system drawn from post_fill) reaches ε at
+    every submission and covers near 95%; the final top-up protocols reach ε for every system at
+    the end too, their extra draws counted in the cost (our extension, issue 17)."""
+    s = sim.synthetic_setting(4, n_candidates=10_000, n_correct=600, seed=11)
+    kinds = ("simple", "joint", "joint_post_fill", "joint_post_fill_final", "joint_post_fill_refill")
+    out = sim.summarize(sim.simulate(s, epsilon=0.08, repeats=30, seed=0, protocols=kinds))
+    for k in kinds[2:]:
+        assert out["reached_at_submission"][k] == 1.0, k
+        cov = np.mean([row["precision"][k]["coverage"] for row in out["systems"]])
+        assert cov >= 0.85, (k, cov)
+    for k in kinds[3:]:
+        assert out["reached"][k] == 1.0, k
