@@ -612,7 +612,8 @@ def _cmd_report(args, bar):
               f"stage(s); draws {st['draws']}; effective sample "
               f"size (Σw)²/Σw² {_fmt(st['ess'], 1)}; largest weight {_fmt(st['max_weight'], 2)}.\n",
               "## Estimates\n", _md_table(summ[show].head(40)),
-              "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n"]
+              "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
+              "\n" + _clt_check_line(st["estimates"]) + " (per component: `clt_check` in summary.csv)\n"]
         skips = s.skip_summary()
         if skips is not None:
             p = os.path.join(args.out, "skipped.csv")

@@ -238,7 +238,8 @@ class SessionReports:
         measure_of = [m.name for m in self.measures for _ in m.names]
         ws = self.weight_stats()
         df = pd.DataFrame({"measure": measure_of, "component": self._names, "estimate": v, "std_error": sd,
-                           "clt_lower": v - z * sd, "clt_upper": v + z * sd})
+                           "clt_lower": v - z * sd, "clt_upper": v + z * sd,
+                           "clt_check": self.clt_check()})  # NaN: no check for this design
         if bayesian:
             b = self.bayesian_interval(level)
             if b is not None:
@@ -261,10 +262,12 @@ class SessionReports:
             parts.append(pd.DataFrame({
                 "stage": s.stage, "labels": s.labels, "draws": s.draws, "new_labels": s.n_new, "ess": s.ess,
                 "max_weight": s.max_weight, "opened_at": s.opened_at, "closed_at": s.closed_at,
-                "component": self._names, "estimate": v, "std_error": sd, "lower": v - z * sd, "upper": v + z * sd}))
+                "component": self._names, "estimate": v, "std_error": sd, "lower": v - z * sd, "upper": v + z * sd,
+                "clt_check": self.clt_check(i)}))
         if not parts:
             return pd.DataFrame(columns=["stage", "labels", "draws", "new_labels", "ess", "max_weight", "opened_at",
-                                         "closed_at", "component", "estimate", "std_error", "lower", "upper"])
+                                         "closed_at", "component", "estimate", "std_error", "lower", "upper",
+                                         "clt_check"])
         return pd.concat(parts, ignore_index=True)
 
     def labels(self) -> pd.DataFrame:
