@@ -116,6 +116,10 @@ def test_a_session_uses_the_model_assisted_variance(tmp_path):
     assert row["clt_check"] == pytest.approx(check, rel=1e-9)
     assert row["clt_reliable"] == (check <= MODEL_CHECK_MAX)
     assert row["std_error"] == pytest.approx(np.sqrt(float(assisted.var[0])), rel=1e-9)
+    # the report's tables carry it too (session report: summary.csv, history.csv)
+    assert s.summary()["clt_check"].iloc[0] == pytest.approx(check, rel=1e-9)
+    hist = s.history()
+    assert hist["clt_check"].iloc[-1] == pytest.approx(check, rel=1e-9) and len(hist) == 4
     # reopened from the file, the session replays to the same variance
     s2 = be.Session.open(str(tmp_path / "s.db"), pool)
     assert s2.status()["estimates"][0]["std_error"] == pytest.approx(row["std_error"], rel=1e-9)
