@@ -59,6 +59,7 @@ __all__ = [
     "Estimate",
     "MODEL_CHECK_MAX",
     "model_assisted",
+    "assisted_variance",
     "is_estimate",
     "is_estimate_draws",
     "stratified_estimate",
@@ -280,18 +281,28 @@ def stratified_estimate(g, loss, draws, stratum, stratum_mass, n_strata, full_co
 MODEL_CHECK_MAX = 5.0
 
 
+def assisted_variance(vo, vm, max_ratio: float = MODEL_CHECK_MAX):
+    """The rule of :func:`model_assisted` on marginal variances: ``(var, check, scale)`` --
+    max(own ``vo``, model ``vm``) where vm ≤ ``max_ratio`` × vo, else vo; ``check`` = vm ÷ vo
+    (∞ where vo is 0 and vm is not); ``scale`` = √(var ÷ vo), the factor that rescales a
+    covariance to the chosen variances (D Σ D keeps it PSD).  Shared by the draws' and the
+    Poisson rounds' estimates (``kernel.round_estimate``)."""
+    pos = vo > 0
+    safe = jnp.where(pos, vo, 1.0)
+    check = jnp.where(pos, vm / safe, jnp.where(vm > 0, jnp.inf, 1.0))
+    var = jnp.where(check <= max_ratio, jnp.maximum(vo, vm), vo)  # NaN compares False: own
+    return var, check, jnp.where(pos, jnp.sqrt(var / safe), 1.0)
+
+
 def model_assisted(own: Estimate, model: Estimate, max_ratio: float = MODEL_CHECK_MAX) -> Estimate:
     """``own`` (the own-weight martingale estimate) with the model-assisted variance:
     per component max(own, model) where model ≤ ``max_ratio`` × own, else own (module
-    docstring).  The covariance is rescaled to the chosen variances (D Σ D, PSD kept);
-    ``check`` carries the ratio model ÷ own (∞ where own is 0 and model is not)."""
-    vo, vm = own.var, model.var
-    ratio = jnp.where(vo > 0, vm / jnp.where(vo > 0, vo, 1.0), jnp.where(vm > 0, jnp.inf, 1.0))
-    use = ratio <= max_ratio  # NaN compares False: own
-    var = jnp.where(use, jnp.maximum(vo, vm), vo)
-    scale = jnp.where(vo > 0, jnp.sqrt(var / jnp.where(vo > 0, vo, 1.0)), 1.0)
+    docstring, :func:`assisted_variance`).  The covariance is rescaled to the chosen variances
+    (D Σ D, PSD kept); ``check`` carries the ratio model ÷ own (∞ where own is 0 and model is
+    not)."""
+    var, check, scale = assisted_variance(own.var, model.var, max_ratio)
     cov = None if own.cov is None else own.cov * scale[:, None] * scale[None, :]
-    return own._replace(var=var, cov=cov, check=ratio)
+    return own._replace(var=var, cov=cov, check=check)
 
 
 def normal_interval(value, cov, level: float = 0.95, var=None):

@@ -34,7 +34,7 @@ from . import _config  # noqa: F401
 from .cells import CellTable
 from .designs import Design, Observed, Proposal
 from .cells import leaf_counts
-from .estimators import MODEL_CHECK_MAX, is_estimate, model_assisted, stratified_estimate
+from .estimators import assisted_variance, is_estimate, model_assisted, stratified_estimate
 from .poisson_estimators import RoundRecord, combine
 
 __all__ = ["Tallies", "StageState", "RoundTallies", "RoundDraw", "RoundInfo", "empty_tallies", "draw_weights",
@@ -129,7 +129,8 @@ def add_draws(cells: CellTable, tallies: Tallies, proposal: Proposal, hits_label
     w2 = hits_labeled * w_a**2 + hits_unlabeled * w_b**2
     ew2_lab, ew2_unl = tallies.ew2_lab, tallies.ew2_unl
     if ew2_lab is not None:
-        ew2_lab, ew2_unl = expected_w2(cells, tallies, proposal, hits_labeled.sum() + hits_unlabeled.sum())
+        ew2_lab, ew2_unl = expected_w2(cells, tallies.labeled, ew2_lab, ew2_unl, proposal,
+                                       hits_labeled.sum() + hits_unlabeled.sum(), (w_a, w_b))
     return Tallies(
         labeled=tallies.labeled + new_labels,
         draws=tallies.draws + hits_labeled + hits_unlabeled,
@@ -141,15 +142,15 @@ def add_draws(cells: CellTable, tallies: Tallies, proposal: Proposal, hits_label
     )
 
 
-def expected_w2(cells: CellTable, tallies: Tallies, proposal: Proposal, n_stage):
-    """``(ew2_lab, ew2_unl)`` of ``tallies`` after a stage of ``n_stage`` draws from
-    ``proposal``: + n_t L q_lab w_a² per (cell, class) for the items labeled when the stage
-    began (L = ``tallies.labeled``), + n_t U q_unl w_b² per cell for the U unlabeled ones
-    (the expected Σ w² of the stage's draws, :class:`Tallies`)."""
-    w_a, w_b = draw_weights(cells, proposal)
-    unlabeled = cells.size - tallies.labeled.sum(axis=1)
-    return (tallies.ew2_lab + n_stage * tallies.labeled * proposal.lab * w_a**2,
-            tallies.ew2_unl + n_stage * unlabeled * proposal.unl * w_b[:, 0] ** 2)
+def expected_w2(cells: CellTable, labeled, ew2_lab, ew2_unl, proposal: Proposal, n_stage, weights=None):
+    """``(ew2_lab, ew2_unl)`` after a stage of ``n_stage`` draws from ``proposal``: + n_t L q_lab
+    w_a² per (cell, class) for the items labeled when the stage began (L = ``labeled``), + n_t U
+    q_unl w_b² per cell for the U unlabeled ones (the expected Σ w² of the stage's draws,
+    :class:`Tallies`).  ``weights``: :func:`draw_weights` of ``proposal`` if already at hand."""
+    w_a, w_b = draw_weights(cells, proposal) if weights is None else weights
+    unlabeled = cells.size - labeled.sum(axis=1)
+    return (ew2_lab + n_stage * labeled * proposal.lab * w_a**2,
+            ew2_unl + n_stage * unlabeled * proposal.unl * w_b[:, 0] ** 2)
 
 
 def current_risk(design: Design, cells: CellTable, tallies: Tallies, n_strata: int):
@@ -324,10 +325,7 @@ def round_estimate(design: Design, g, cells: CellTable, records: RoundRecord, t,
             return est
         mod = combine(g, cells, records, t, weights=pd.weights, variance="model", labeled_now=labeled_now,
                       pi_now=pi_check, complete_round=complete_round)
-        vo, vm = jnp.diagonal(est.cov), jnp.diagonal(mod.cov)
-        check = jnp.where(vo > 0, vm / jnp.where(vo > 0, vo, 1.0), jnp.where(vm > 0, jnp.inf, 1.0))
-        var = jnp.where(check <= MODEL_CHECK_MAX, jnp.maximum(vo, vm), vo)
-        scale = jnp.where(vo > 0, jnp.sqrt(var / jnp.where(vo > 0, vo, 1.0)), 1.0)
+        _, check, scale = assisted_variance(jnp.diagonal(est.cov), jnp.diagonal(mod.cov))
         return est._replace(cov=est.cov * scale[:, None] * scale[None, :], check=check)
     rec = jax.tree_util.tree_map(lambda a: jax.lax.dynamic_index_in_dim(a, t, 0, keepdims=True), records)
     return combine(g, cells, rec, 0, weights="equal", variance=pd.variance, labeled_now=labeled_now,

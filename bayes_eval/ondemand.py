@@ -209,7 +209,6 @@ def pooled_recall_influence(cells: Cells, T, n, Rp=None) -> tuple[np.ndarray, np
     scale = _ratio(1.0, N * B)                                # 1/(N B̂)
     a_minus = (G - nu[..., None, :]) * inv_q[..., :, None]    # (..., C, M): (gᵢ − ν̂ᵢ)/q₀
     f = np.array([0.0, 1.0])
-    M = cells.P.shape[1]
     psi = np.einsum("...,...ci,j,f->...ijcf", scale, a_minus, np.ones(T.shape[-3]), f)   # every stratum
     return nu, psi
 
@@ -531,12 +530,19 @@ def required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: int, jo
     """The smallest nₘ in [0, n_max] whose bound gives half-width z√V ≤ ε, by bisection
     (the bound decreases in nₘ; 003 §"Adaptively choosing the number of samples"); n_max
     where even n_max does not reach ε.  ``n[..., m]`` is ignored."""
+    O = overlaps(cells) if Rp is None else None
+    return _bisect_draws(lambda nn, R: variance_bound(cells, nn, m, fill, joint, O, Rp=R, rule=rule),
+                         n, m, epsilon, n_max, z, Rp, fill_prop)
+
+
+def _bisect_draws(bound, n, m: int, epsilon: float, n_max: int, z: float, Rp=None, fill_prop=None) -> np.ndarray:
+    """The smallest nₘ in [0, n_max] with z √bound(n, Rp) ≤ ε, by bisection (``bound`` falls
+    in nₘ); ``fill_prop(nₘ)``, when given, is stratum m's proposal at that size.  Shared by
+    :func:`required_draws` and :func:`post_required_draws`."""
     n = np.array(n, dtype=np.float64)
     target = (epsilon / z) ** 2
-    O = overlaps(cells) if Rp is None else None
-    batch = n.shape[:-1]
-    lo = np.zeros(batch)
-    hi = np.full(batch, float(n_max))
+    lo = np.zeros(n.shape[:-1])
+    hi = np.full(n.shape[:-1], float(n_max))
     while np.any(lo < hi):
         mid = np.floor((lo + hi) / 2)
         n[..., m] = mid
@@ -544,7 +550,7 @@ def required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: int, jo
         if fill_prop is not None:                            # stratum m's proposal depends on nₘ
             R = np.array(Rp, dtype=np.float64, copy=True)
             R[..., m, :] = fill_prop(mid)
-        ok = variance_bound(cells, n, m, fill, joint, O, Rp=R, rule=rule) <= target
+        ok = bound(n, R) <= target
         hi = np.where(ok, mid, hi)
         lo = np.where(ok, lo, mid + 1)
     return lo.astype(np.int64)
@@ -760,21 +766,8 @@ def post_required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: in
     """The smallest nₘ in [0, n_max] with z √(:func:`post_variance_bound`) ≤ ε, by bisection
     (the bound falls in nₘ); ``n[..., m]`` is ignored.  ``Rp``: the strata's proposals;
     ``fill_prop(nₘ)``: stratum m's proposal as a function of its size (:func:`post_fill`)."""
-    n = np.array(n, dtype=np.float64)
-    target = (epsilon / z) ** 2
-    lo = np.zeros(n.shape[:-1])
-    hi = np.full(n.shape[:-1], float(n_max))
-    while np.any(lo < hi):
-        mid = np.floor((lo + hi) / 2)
-        n[..., m] = mid
-        R = Rp
-        if fill_prop is not None:                            # stratum m's proposal depends on nₘ
-            R = np.array(Rp, dtype=np.float64, copy=True)
-            R[..., m, :] = fill_prop(mid)
-        ok = post_variance_bound(cells, n, m, fill, active, R) <= target
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid + 1)
-    return lo.astype(np.int64)
+    return _bisect_draws(lambda nn, R: post_variance_bound(cells, nn, m, fill, active, R),
+                         n, m, epsilon, n_max, z, Rp, fill_prop)
 
 
 def post_fill(cells: Cells, D_prev, m: int, n_new, active=None, weight=None, iters: int = 60) -> np.ndarray:

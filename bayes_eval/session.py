@@ -42,7 +42,6 @@ import pandas as pd
 from . import _config  # noqa: F401  (float64)
 from . import annotate, kernel
 from .drawing import draw_stage, order_positions, poisson_pick  # noqa: F401  (re-exported)
-from .kernel import Tallies
 from .session_core import SessionCore, clear_cache, core_for, ids_at, item_rows, pool_fingerprint  # noqa: F401  (re-exported)
 from .session_replay import SessionReplay
 from .session_reports import SessionReports
@@ -508,8 +507,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         ew2_lab = ew2_unl = None
         if self._kind.sampling == "draws":
             ew2_lab, ew2_unl = (np.asarray(a) for a in kernel.expected_w2(
-                self._core.cells, Tallies(self._labeled, None, None, None, None, self._ew2_lab, self._ew2_unl),
-                closing.prop_used, float(keep.sum())))
+                self._core.cells, self._labeled, self._ew2_lab, self._ew2_unl, closing.prop_used, float(keep.sum())))
         snap = StageSnapshot(
             stage=op["stage"], n_new=n_new, labels=self._n_labels + n_new, draws=n_draws, labeled=labeled,
             draw_counts=draw_counts, wsum=wsum, w2sum=w2sum, prop_used=closing.prop_used, prop=closing.prop,

@@ -52,7 +52,7 @@ class SessionReports:
             est = self._kind.estimate(self._snapshots, snap_index, j)
             chk = np.full(np.shape(est.value), np.nan) if getattr(est, "check", None) is None else np.asarray(est.check)
             self._est_cache[key] = (np.asarray(est.value), np.asarray(est.cov), np.asarray(est.risk), chk)
-        return self._est_cache[key][:3]
+        return self._est_cache[key]  # (value, cov, risk, check)
 
     def clt_check(self, snap_index: int = -1) -> np.ndarray:
         """Per component, the model-based ÷ own-weight variance of the CLT interval after a
@@ -65,8 +65,7 @@ class SessionReports:
         i = snap_index % len(self._snapshots)
         out = []
         for j in range(len(self.measures)):
-            self._est(i, j)
-            out.append(np.atleast_1d(self._est_cache[(i, j)][3]))
+            out.append(np.atleast_1d(self._est(i, j)[3]))
         return np.concatenate(out)
 
     def _values(self, snap_index=-1):
@@ -77,7 +76,7 @@ class SessionReports:
         i = snap_index % len(self._snapshots)
         vals, sds = [], []
         for j in range(len(self.measures)):
-            v, cov, _ = self._est(i, j)
+            v, cov, _, _ = self._est(i, j)
             vals.append(v)
             sds.append(np.sqrt(np.clip(np.diagonal(cov), 0.0, None)))
         return np.concatenate(vals), np.concatenate(sds)

@@ -473,6 +473,21 @@ def test_simulation_cost_is_to_reach_epsilon_for_every_protocol():
 
 
 # ------------------------------------------------------------------ issue 17: post-stratified precision
+def _assert_exact_and_conservative(samples, truth):
+    """Over every sample (prob, π̂, Cov π̂): the probabilities sum to 1, E[π̂] = π exactly and
+    E[v̂] ≥ Var π̂ (the variance estimate is conservative)."""
+    m = len(truth)
+    E, E2, EV, total = np.zeros(m), np.zeros(m), np.zeros(m), 0.0
+    for prob, pi, cov in samples:
+        total += prob
+        E += prob * pi
+        E2 += prob * pi ** 2
+        EV += prob * np.diag(cov)
+    assert total == pytest.approx(1.0)
+    np.testing.assert_allclose(E, truth, rtol=0, atol=1e-12)
+    assert np.all(EV >= E2 - E ** 2 - 1e-12), (EV, E2 - E ** 2)
+
+
 def _post_enumerate(n, P=P, F=F):
     """Every sample of fixed sizes n with its probability and the post-stratified precision."""
     cells, cell = od.cells_of(P)
@@ -494,16 +509,7 @@ def test_post_precision_unbiased_exact_enumeration(n):
     exactly: E[π̂ᵢ] = πᵢ over every sample of fixed sizes — empty strata included, through the
     1/P(n_g ≥ 1) weight — and its variance estimate is conservative (E[v̂] ≥ Var π̂: the +½
     prior, on a universe where most strata hold one or two draws)."""
-    truth = (P * F[:, None]).sum(0)
-    E, E2, EV, total = np.zeros(2), np.zeros(2), np.zeros(2), 0.0
-    for prob, pi, cov in _post_enumerate(n):
-        total += prob
-        E += prob * pi
-        E2 += prob * pi ** 2
-        EV += prob * np.diag(cov)
-    assert total == pytest.approx(1.0)
-    np.testing.assert_allclose(E, truth, rtol=0, atol=1e-12)
-    assert np.all(EV >= E2 - E ** 2 - 1e-12), (EV, E2 - E ** 2)
+    _assert_exact_and_conservative(_post_enumerate(n), (P * F[:, None]).sum(0))
 
 
 def test_post_strata_refine_when_a_system_arrives():
@@ -603,23 +609,21 @@ def test_post_precision_unbiased_with_stratum_proposals_exact_enumeration(n):
     conservative; post_parts' pooled recall uses the same proposals."""
     cells, cell = od.cells_of(P3)
     Rp = _cell_values(R3, cell)
-    truth = (P3 * F3[:, None]).sum(0)
-    E, E2, EV, total = np.zeros(3), np.zeros(3), np.zeros(3), 0.0
-    for combo in itertools.product(*[list(itertools.product(range(5), repeat=k)) for k in n]):
-        prob = np.prod([np.prod(R3[j, list(c)]) for j, c in enumerate(combo)])
-        if prob == 0:
-            continue
-        items = np.array([x for c in combo for x in c], dtype=np.int64)
-        strata = np.array([j for j, c in enumerate(combo) for _ in c], dtype=np.int64)
-        T = od.tally(3, len(cells.size), strata, cell[items], F3[items])
-        pi, cov, _ = od.post_precision(cells, T, n, Rp=Rp)
-        total += prob
-        E += prob * pi
-        E2 += prob * pi ** 2
-        EV += prob * np.diag(cov)
-    assert total == pytest.approx(1.0)
-    np.testing.assert_allclose(E, truth, rtol=0, atol=1e-12)
-    assert np.all(EV >= E2 - E ** 2 - 1e-12), (EV, E2 - E ** 2)
+    tallies = []
+
+    def samples():
+        for combo in itertools.product(*[list(itertools.product(range(5), repeat=k)) for k in n]):
+            prob = np.prod([np.prod(R3[j, list(c)]) for j, c in enumerate(combo)])
+            if prob == 0:
+                continue
+            items = np.array([x for c in combo for x in c], dtype=np.int64)
+            strata = np.array([j for j, c in enumerate(combo) for _ in c], dtype=np.int64)
+            tallies.append(od.tally(3, len(cells.size), strata, cell[items], F3[items]))
+            pi, cov, _ = od.post_precision(cells, tallies[-1], n, Rp=Rp)
+            yield prob, pi, cov
+
+    _assert_exact_and_conservative(samples(), (P3 * F3[:, None]).sum(0))
+    T = tallies[-1]
     # the same tallies read as uniform draws would be biased: the proposals matter
     pi_p, _, _ = od.post_precision(cells, T, n)
     pi_r, _, _ = od.post_precision(cells, T, n, Rp=Rp)
