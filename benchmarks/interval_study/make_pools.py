@@ -7,6 +7,11 @@ to POOL).
 
     python benchmarks/interval_study/make_pools.py /tmp/istudy
     python benchmarks/interval_study/make_pools.py /tmp/istudy --twin ../shared/data/abt-buy.parquet 20
+    python benchmarks/interval_study/make_pools.py /tmp/istudy --bump ../shared/data/abt-buy.parquet 15 10000 12000
+
+``--bump POOL K LO HI``: POOL with K negatives ranked in [LO, HI) by score made positive -- a
+bump of positives at low scores, where the positive rate is *not* monotone in the score (the
+negative control of the monotone posterior model, ``models/monotone.py``).
 """
 import os
 import sys
@@ -33,8 +38,25 @@ def twin(path, k, top=3000, seed=0):
     return df.assign(label=label)
 
 
-def main(out, twin_of=None, k=0):
+def bump(path, k, lo, hi, seed=0):
+    """POOL with ``k`` negatives ranked in [lo, hi) by score made positive (uniformly)."""
+    df = pd.read_parquet(path)
+    rank = np.argsort(np.argsort(-df["score"].to_numpy(), kind="stable"))
+    cand = np.flatnonzero((rank >= lo) & (rank < hi) & (df["label"].to_numpy() == 0))
+    pick = np.random.default_rng(seed).choice(cand, size=k, replace=False)
+    label = df["label"].to_numpy().astype(np.int8).copy()
+    label[pick] = 1
+    return df.assign(label=label)
+
+
+def main(out, twin_of=None, k=0, bump_range=None):
     os.makedirs(out, exist_ok=True)
+    if bump_range is not None:
+        df = bump(twin_of, k, *bump_range)
+        name = f"{os.path.splitext(os.path.basename(twin_of))[0]}-bump{k}"
+        df.to_parquet(os.path.join(out, f"{name}.parquet"))
+        print(name, len(df), int(df.label.sum()), "positives")
+        return
     if twin_of is not None:
         df = twin(twin_of, k)
         name = f"{os.path.splitext(os.path.basename(twin_of))[0]}-twin{k}"
@@ -52,7 +74,11 @@ def main(out, twin_of=None, k=0):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if "--twin" in args:
+    if "--bump" in args:
+        i = args.index("--bump")
+        main(args[0] if i > 0 else "/tmp/istudy", args[i + 1], int(args[i + 2]),
+             (int(args[i + 3]), int(args[i + 4])))
+    elif "--twin" in args:
         i = args.index("--twin")
         main(args[0] if i > 0 else "/tmp/istudy", args[i + 1], int(args[i + 2]))
     else:

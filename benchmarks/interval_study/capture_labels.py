@@ -1,0 +1,59 @@
+"""Capture the labeled tables of simulated runs at the checkpoints, for interval studies
+that try other posterior models on the same runs (issue 15, the monotone-model route).
+
+    taskset -c 0 python benchmarks/interval_study/capture_labels.py POOL --design ais \\
+        --repeats 200 --out /tmp/mono/abt-buy_ais.npz
+
+The npz holds ``labeled`` (R, n_checkpoints, X, C), the cells (``stratum``, ``size``,
+``weight``, ``loss``, ``truth``), ``leaf_probs`` (K, 2), the checkpoints, the true F1, the
+design's estimates at the checkpoints (``value``) and today's Bayesian interval
+(``bayes_lower`` / ``bayes_upper``) for comparison.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+
+from bayes_eval import measures as M  # noqa: E402
+from bayes_eval import simulate as S  # noqa: E402
+from bayes_eval.cells import leaf_probs  # noqa: E402
+from bayes_eval.registry import load_pool  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pool")
+    ap.add_argument("--design", default="ais")
+    ap.add_argument("--repeats", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    captured = {}
+    real = S.intervals_at_checkpoints
+
+    def spy(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95):
+        captured["labeled"] = np.asarray(labeled)
+        captured["n_strata"] = n_strata
+        return real(cells, model, g, n_strata, labeled, seed, n_draws, level)
+
+    S.intervals_at_checkpoints = spy
+    pool = load_pool(a.pool)
+    res, cells = S.run_simulation(pool, M.get("f1"), a.design, repeats=a.repeats, seed=a.seed, bayes=True)
+    k = captured["n_strata"]
+    np.savez_compressed(
+        a.out, labeled=captured["labeled"], stratum=np.asarray(cells.stratum), size=np.asarray(cells.size),
+        weight=np.asarray(cells.weight), loss=np.asarray(cells.loss), truth=np.asarray(cells.truth),
+        leaf_probs=np.asarray(leaf_probs(cells, k)), true_value=np.asarray(res.true_value),
+        value=np.asarray(res.checkpoint_value), bayes_lower=np.asarray(res.bayes_lower), bayes_upper=np.asarray(res.bayes_upper),
+        checkpoints=np.asarray(res.checkpoints), labels=np.asarray(res.checkpoint_labels))
+    print("saved", a.out, captured["labeled"].shape)
+
+
+if __name__ == "__main__":
+    main()
