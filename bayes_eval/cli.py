@@ -161,9 +161,12 @@ def build_parser():
                    help="a scripted stopping rule: each run stops at the first stage end where the interval "
                         "(--stop-interval) is at most W wide; the output gains a 'stopping' block (share stopped, "
                         "coverage at the stop, labels at the stop)")
-    s.add_argument("--stop-interval", choices=["clt-cs", "clt"], default="clt-cs",
+    s.add_argument("--stop-interval", choices=["clt-cs", "clt", "bayes", "bayes-cs"], default="clt-cs",
                    help="the interval the stopping rule looks at: clt-cs (default; the confidence sequence, valid "
-                        "uniformly over stages, as session status --target-width) or clt (the fixed-n interval)")
+                        "uniformly over stages, as session status --target-width), clt (the fixed-n interval) or "
+                        "bayes (the finite-pool Bayesian interval after every stage: one posterior per stage and "
+                        "run, ~40x the cost of --bayes yes at 40 stages) or bayes-cs (both the Bayesian interval "
+                        "and the confidence sequence, as session status --bayesian --target-width)")
     s.add_argument("--posterior-model", default="calibrated",
                    help="model of the Bayesian intervals: calibrated (default, binary), design, dirichlet-tree")
     _add_design_args(s)
@@ -237,9 +240,13 @@ def cmd_simulate(args):
     from .registry import design_spec
 
     bayes = {"yes": True, "no": False, "auto": design_spec(args.design).has_model}[args.bayes]
+    bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs")
+    if bayes_stages and args.bayes == "no":
+        raise CLIError(f"--stop-interval {args.stop_interval} needs the Bayesian interval: drop --bayes no")
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch,
-                                repeats=args.repeats, seed=args.seed, checkpoints=checkpoints, bayes=bayes,
-                                posterior_model=args.posterior_model, **_design_kw(args))
+                                repeats=args.repeats, seed=args.seed, checkpoints=checkpoints,
+                                bayes=bayes or bayes_stages, posterior_model=args.posterior_model,
+                                bayes_stages=bayes_stages, **_design_kw(args))
     summary = summarize(res)
     tv = res.true_value
     out = {

@@ -25,6 +25,9 @@ class StageRecord(NamedTuple):
     # (m_hist,) the CLT check after the stage (estimators.model_assisted; NaN without a model);
     # None: not recorded (Poisson rounds)
     check: jnp.ndarray | None = None
+    # (X, C) the labeled items after the stage -- kept only for per-stage Bayesian intervals
+    # (``simulate_runs(bayes_stages=True)``)
+    labeled: jnp.ndarray | None = None
 
 
 def schedule(budget: int, batch: int) -> np.ndarray:
@@ -60,6 +63,9 @@ class SimResult(NamedTuple):
     # (repeats, n_ck, m) model-based ÷ own-weight variance of the CLT interval (estimators.model_assisted;
     # NaN where the design has no calibrated model)
     checkpoint_check: np.ndarray | None = None
+    # (repeats, stages, m) the Bayesian finite-pool interval after every stage (``bayes_stages``)
+    stage_bayes_lower: np.ndarray | None = None
+    stage_bayes_upper: np.ndarray | None = None
 
 
 def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, seconds: float, compile_seconds: float,
@@ -87,6 +93,8 @@ def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, secon
         bayes_mean=bayes.get("bayes_mean"),
         bayes_seconds=bayes_seconds,
         checkpoint_check=None if ck.get("check") is None else np.asarray(ck["check"]),
+        stage_bayes_lower=bayes.get("stage_bayes_lower"),
+        stage_bayes_upper=bayes.get("stage_bayes_upper"),
     )
 
 
@@ -180,7 +188,7 @@ def summarize(res: SimResult) -> list[dict]:
 #: z_{0.975}: the stored CLT intervals are 95% (``simulate``'s level)
 _Z95 = 1.959963984540054
 #: the interval kinds a run can stop on (:func:`stopping`)
-STOP_INTERVALS = ("clt-cs", "clt")
+STOP_INTERVALS = ("clt-cs", "clt", "bayes", "bayes-cs")
 
 
 def cs_bounds(value, lower, upper, n, level: float = 0.95):
@@ -208,7 +216,12 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
 
     ``"clt"``: the fixed-n 95% interval (001 §3.3.2) -- looked at after every stage it
     does not keep 95% (the point of measuring it); ``"clt-cs"``: the asymptotic confidence
-    sequence, valid uniformly over stages.  A run may stop only once it holds
+    sequence, valid uniformly over stages; ``"bayes"``: the Bayesian finite-pool interval
+    after every stage (a simulation run with ``bayes_stages=True``; a posterior conditions on
+    the labels whatever rule chose to stop, 001 §4.2, so it needs neither the CLT check nor
+    a minimum of labels per class); ``"bayes-cs"``: the rule of ``session status --bayesian
+    --target-width`` -- both the Bayesian interval and the confidence sequence at most W
+    wide (no CLT check), coverage read on the Bayesian interval.  A CLT run may stop only once it holds
     ``min_class_labels`` labeled items of every class: before that the variance of a
     CLT interval is not estimable (a first stage whose positives were all predicted
     positive has F1 = 1 and variance 0), the rule ``session status --target-width`` keeps
@@ -225,15 +238,30 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
         raise ValueError(f"the stopping width must be a positive number, got {width}")
     h = res.history
     value, lo, hi = h.value, h.lower, h.upper  # (repeats, stages, m_hist)
-    if interval == "clt-cs":
-        lo, hi = cs_bounds(value, lo, hi, h.n_draws[..., None])
+    bayes = interval in ("bayes", "bayes-cs")
+    if interval in ("clt-cs", "bayes-cs"):
+        cs_lo, cs_hi = cs_bounds(value, lo, hi, h.n_draws[..., None])
+    if bayes:
+        if res.stage_bayes_lower is None:
+            raise ValueError("stopping on the Bayesian interval needs it after every stage: simulate with "
+                             "bayes_stages=True (bayes-eval simulate --stop-interval bayes does)")
+        m = value.shape[2]
+        lo, hi = np.asarray(res.stage_bayes_lower)[..., :m], np.asarray(res.stage_bayes_upper)[..., :m]
+        value = 0.5 * (lo + hi)
+    elif interval == "clt-cs":
+        lo, hi = cs_lo, cs_hi
     w = hi - lo
+    if interval == "bayes-cs":
+        w = np.maximum(w, np.where(np.isfinite(cs_hi - cs_lo), cs_hi - cs_lo, np.inf))
     ok = np.all(np.isfinite(value), axis=2) & np.all(np.isfinite(w), axis=2)
-    enough = np.all(h.n_class >= min_class_labels, axis=2)
-    # a zero width is a degenerate delta method (e.g. F1 = 1 where no error has been seen),
-    # not a narrow interval
-    narrow = ok & enough & np.all((w <= width) & (w > 0), axis=2)
-    checked = require_check and h.check is not None
+    if bayes:
+        narrow = ok & np.all(w <= width, axis=2)
+    else:
+        enough = np.all(h.n_class >= min_class_labels, axis=2)
+        # a zero width is a degenerate delta method (e.g. F1 = 1 where no error has been seen),
+        # not a narrow interval
+        narrow = ok & enough & np.all((w <= width) & (w > 0), axis=2)
+    checked = require_check and h.check is not None and not bayes
     if checked:
         from .estimators import MODEL_CHECK_MAX
 

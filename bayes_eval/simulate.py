@@ -140,10 +140,11 @@ def _kl_optimal(cells: CellTable, labeled, prop, a_true, stochastic):
 
 
 def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_stages, m_hist, a_true, max_chunks,
-             track_kl, bayes_model=None, level=0.95):
+             track_kl, bayes_model=None, level=0.95, keep_labeled=False):
     """One simulated run: ``lax.scan`` over the stages of each segment between checkpoints;
     at every checkpoint the CLT estimate and, with a ``bayes_model``, the finite-pool
-    posterior of G (:mod:`bayes_eval.posterior`)."""
+    posterior of G (:mod:`bayes_eval.posterior`); ``keep_labeled``: the record keeps every
+    stage's labeled table (for per-stage Bayesian intervals)."""
     stochastic = design.oracle == "stochastic"
     g_hist = lambda r: jnp.atleast_1d(g(r))[:m_hist]  # noqa: E731
     state = SimState(kernel.init(design, cells), jnp.asarray(0.0), jnp.asarray(False))
@@ -164,7 +165,8 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         kl = _kl_optimal(cells, tallies.labeled, st.proposal, a_true, stochastic) if track_kl else jnp.asarray(jnp.nan)
         new_state = SimState(st, n_labels, state.stalled | stalled)
         chk = jnp.full(est.value.shape, jnp.nan) if est.check is None else est.check
-        rec = StageRecord(n_labels, tallies.n_draws, est.value, lo, hi, kl, tallies.labeled.sum(0), chk)
+        rec = StageRecord(n_labels, tallies.n_draws, est.value, lo, hi, kl, tallies.labeled.sum(0), chk,
+                          tallies.labeled if keep_labeled else None)
         return new_state, rec
 
     stage_keys = jax.random.split(key, len(batches))
@@ -211,6 +213,7 @@ def simulate_runs(
     interval: str = "normal",
     level: float = 0.95,
     return_rounds: bool = False,
+    bayes_stages: bool = False,
 ) -> SimResult:
     """Run ``repeats`` simulated labeling runs, vmapped and jit-compiled: the one simulation
     driver, for both sampling kinds of the stage kernel (:mod:`bayes_eval.kernel`).
@@ -230,9 +233,13 @@ def simulate_runs(
     of every run (diagnostics).
 
     ``bayes_model`` adds the Bayesian finite-pool posterior interval at each checkpoint
-    (:func:`bayes_eval.posterior.intervals_at_checkpoints`).  Compilation is timed
-    separately (``compile_seconds``) from the run (``seconds``).
+    (:func:`bayes_eval.posterior.intervals_at_checkpoints`); with ``bayes_stages`` also after
+    every stage (``stage_bayes_lower`` / ``stage_bayes_upper``, for stopping on it: one
+    posterior per stage and run, the stages' labeled tables kept meanwhile).  Compilation is
+    timed separately (``compile_seconds``) from the run (``seconds``).
     """
+    if bayes_stages and bayes_model is None:
+        raise ValueError("per-stage Bayesian intervals need a bayes_model")
     rounds = design.sampling == "rounds"
     if rounds:
         if interval not in ("normal", "beta"):
@@ -270,7 +277,8 @@ def simulate_runs(
             out = dict(value=value[ck], var=var[ck], lower=lo[ck], upper=hi[ck], labels=n_labels[ck],
                        draws=n_labels[ck], labeled=lnow[ck], check=check[ck])
             hist = StageRecord(n_labels, n_labels, value[:, :m_hist], lo[:, :m_hist], hi[:, :m_hist],
-                               jnp.full(value.shape[0], jnp.nan), lnow.sum(1), check[:, :m_hist])
+                               jnp.full(value.shape[0], jnp.nan), lnow.sum(1), check[:, :m_hist],
+                               lnow if bayes_stages else None)
             return hist, out, (info if return_rounds else jnp.asarray(False))
     else:
         from .designs import importance
@@ -281,7 +289,7 @@ def simulate_runs(
             # cells are a traced argument, not a closure constant: XLA would otherwise
             # constant-fold operations on the (possibly large) loss table at compile time
             return _run_one(key, cells, batches, design, g, n_strata, ck_stages, m_hist, a_true, max_chunks,
-                            track_kl, bayes_model, level)
+                            track_kl, bayes_model, level, bayes_stages)
 
     fn = jax.jit(jax.vmap(run, in_axes=(0, None, None)))
     keys = jax.random.split(jax.random.PRNGKey(seed), repeats)
@@ -309,6 +317,11 @@ def simulate_runs(
     if bayes_model is not None:
         bayes = intervals_at_checkpoints(cells, bayes_model, g, n_strata, jnp.asarray(ck["labeled"]), seed,
                                          bayes_draws)
+    if bayes_stages:
+        stage = intervals_at_checkpoints(cells, bayes_model, g, n_strata, jnp.asarray(hist.labeled), seed + 1,
+                                         bayes_draws)
+        bayes["stage_bayes_lower"], bayes["stage_bayes_upper"] = stage["bayes_lower"], stage["bayes_upper"]
+        hist = hist._replace(labeled=None)
     t3 = time.perf_counter()
     lower = upper = None
     if rounds and interval == "beta":
@@ -324,7 +337,7 @@ def simulate_runs(
 def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repeats=100, seed=0,
                    checkpoints=(500, 1000, 2000), n_strata=256, depth=8, branching=None,
                    model="dirichlet-tree", lam=0.9, eps=1e-3, track_kl=True, n_fine=None, keep_empty=True, bayes=None,
-                   bayes_draws=200, posterior_model="calibrated", companion="auto", **design_kw):
+                   bayes_draws=200, posterior_model="calibrated", companion="auto", bayes_stages=False, **design_kw):
     """Build strata, cells and the design for a pool with ground truth, and simulate.
 
     Strata: CSF with a K-bin fine histogram, empty strata kept in place (``keep_empty``)
@@ -336,6 +349,8 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     ``companion``: the companion model of ``ais`` and ``poisson-adaptive``
     (:func:`bayes_eval.designs.resolve_companion`; ``"auto"``: the calibrated model on
     binary pools, ``"none"``: the designs of 001 / 000 with the oracle model alone).
+    ``bayes_stages``: the Bayesian interval after every stage too (with ``bayes``;
+    :func:`simulate_runs`).
     """
     from .cells import build_cells
     from .designs import resolve_companion
@@ -373,7 +388,7 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
                                             em_iters=design_kw.get("em_iters", 10))
     res = simulate_runs(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
                         checkpoints=checkpoints, n_strata=k, track_kl=track_kl, bayes_model=bayes_model,
-                        bayes_draws=bayes_draws, interval=interval)
+                        bayes_draws=bayes_draws, interval=interval, bayes_stages=bool(bayes_stages and bayes_model))
     return res, cells
 
 

@@ -7,6 +7,12 @@ coverage of both at the checkpoints.
 
     python benchmarks/stopping.py [--repeats 200] [--pools abt-buy,dblp-acm,demo]
         [--designs ais,poisson-adaptive] [--out benchmarks/results/stopping]
+    python benchmarks/stopping.py --bayes --repeats 100 --pools dblp-acm,abt-buy --designs ais \
+        --out benchmarks/results/stopping_bayes
+
+``--bayes``: the rule on the Bayesian finite-pool interval instead (the calibrated model's
+posterior after every stage: ``run_simulation(bayes_stages=True)``, one posterior per stage
+and run -- ~40x the cost of the checkpoint intervals).
 
 Writes OUT.csv and OUT.md.  Pin it to one core (``taskset -c 1``) and run it alone for
 timings; coverage does not depend on the load.
@@ -30,6 +36,7 @@ def main(argv=None):
     ap.add_argument("--designs", default="ais,poisson-adaptive")
     ap.add_argument("--widths", default="0.05,0.02")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "stopping"))
+    ap.add_argument("--bayes", action="store_true", help="stop on the Bayesian interval (every stage's posterior)")
     args = ap.parse_args(argv)
     import bayes_eval as be
     from bayes_eval.registry import load_pool, measure_from_args
@@ -46,14 +53,15 @@ def main(argv=None):
         for design in args.designs.split(","):
             t0 = time.perf_counter()
             res, _ = run_simulation(pool, measure_from_args("f1", pool), design, budget=2000, batch=50,
-                                    repeats=args.repeats, seed=0, bayes=False)
+                                    repeats=args.repeats, seed=0, bayes=args.bayes, bayes_stages=args.bayes)
             secs = time.perf_counter() - t0
             for c in summarize(res):
                 fixed.append(dict(pool=name, design=design, labels=c["labels"], rmse=c["mse"] ** 0.5,
                                   coverage_clt=c["coverage"], width_clt=c["mean_width"],
-                                  coverage_cs=c.get("coverage_cs"), width_cs=c.get("mean_width_cs")))
+                                  coverage_cs=c.get("coverage_cs"), width_cs=c.get("mean_width_cs"),
+                                  coverage_bayes=c.get("coverage_bayes"), width_bayes=c.get("mean_width_bayes")))
             for w in (float(v) for v in args.widths.split(",")):
-                for kind in ("clt", "clt-cs"):
+                for kind in (("bayes", "bayes-cs") if args.bayes else ("clt", "clt-cs")):
                     st = stopping(res, w, kind)
                     rows.append(dict(pool=name, design=design, repeats=args.repeats, **st))
                     print(name, design, w, kind, {k: st[k] for k in ("stopped", "coverage", "mean_labels")},
@@ -65,10 +73,11 @@ def main(argv=None):
     fx.to_csv(args.out + "_fixed.csv", index=False)
     with open(args.out + ".md", "w") as f:
         f.write(f"# Stopping on the interval (F1, budget 2000, batches of 50, {args.repeats} repeats)\n\n")
-        f.write("`python benchmarks/stopping.py --repeats %d`\n\n" % args.repeats)
-        f.write("A run stops at the first stage end where the interval is at most W wide (and it holds at "
-                "least 10 labels of each class); coverage = share of the stopped runs whose interval at the "
-                "stop holds the true F1 (± its binomial SE).\n\n")
+        f.write("`python benchmarks/stopping.py --repeats %d%s`\n\n" % (args.repeats, " --bayes" if args.bayes else ""))
+        f.write("A run stops at the first stage end where the interval is at most W wide"
+                + ("" if args.bayes else " (and it holds at least 10 labels of each class, and the CLT check passes)")
+                + "; coverage = share of the stopped runs whose interval at the stop holds the true F1 "
+                "(± its binomial SE).\n\n")
         f.write("| pool | design | W | interval | stopped | coverage at the stop | labels at the stop |\n")
         f.write("|---|---|---|---|---|---|---|\n")
         for r in rows:
@@ -76,12 +85,15 @@ def main(argv=None):
             lab = "—" if r["mean_labels"] is None else f"{r['mean_labels']:.0f}"
             f.write(f"| {r['pool']} | {r['design']} | {r['width']:g} | {r['interval']} | {r['stopped']:.2f} | "
                     f"{cov} | {lab} |\n")
-        f.write("\n## At fixed budgets: the CLT interval and the confidence sequence\n\n")
-        f.write("| pool | design | labels | RMSE | CLT coverage | CLT width | CS coverage | CS width |\n")
-        f.write("|---|---|---|---|---|---|---|---|\n")
+        f.write("\n## At fixed budgets: the CLT interval, the confidence sequence" + (", the Bayesian interval"
+                                                                                  if args.bayes else "") + "\n\n")
+        f.write("| pool | design | labels | RMSE | CLT coverage | CLT width | CS coverage | CS width |"
+                + (" Bayes coverage | Bayes width |\n" if args.bayes else "\n"))
+        f.write("|---|---|---|---|---|---|---|---|" + ("---|---|\n" if args.bayes else "\n"))
         for r in fixed:
             f.write(f"| {r['pool']} | {r['design']} | {r['labels']} | {r['rmse']:.4f} | {r['coverage_clt']:.3f} | "
-                    f"{r['width_clt']:.4f} | {r['coverage_cs']:.3f} | {r['width_cs']:.4f} |\n")
+                    f"{r['width_clt']:.4f} | {r['coverage_cs']:.3f} | {r['width_cs']:.4f} |"
+                    + (f" {r['coverage_bayes']:.3f} | {r['width_bayes']:.4f} |\n" if args.bayes else "\n"))
     print("wrote", args.out + ".md")
 
 

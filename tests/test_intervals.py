@@ -46,5 +46,39 @@ def test_stopping_on_the_confidence_sequence(sim):
     assert 50 <= st["mean_labels"] <= 400
     with pytest.raises(ValueError, match="stop interval"):
         stopping(sim, w, "bayes-at-every-stage")
+    with pytest.raises(ValueError, match="bayes_stages=True"):
+        stopping(sim, w, "bayes")  # no per-stage Bayesian interval in this simulation
     with pytest.raises(ValueError, match="positive"):
         stopping(sim, 0.0)
+
+
+@pytest.mark.slow
+def test_stopping_on_the_bayesian_interval_after_every_stage():
+    """``bayes_stages``: the finite-pool posterior after every stage; the stopping rule on it
+    stops at the first stage whose Bayesian interval is narrow enough (checked by hand from
+    the per-stage intervals), needs neither the CLT check nor labels of each class, and the
+    stopped runs' intervals hold the truth within the binomial band."""
+    import bayes_eval
+    from bayes_eval.registry import measure_from_args
+    from bayes_eval.simulate import run_simulation
+
+    pool = bayes_eval.demo_pool(n_items=3000, positive_rate=0.3, seed=2)
+    res, _ = run_simulation(pool, measure_from_args("f1", pool), "ais", budget=200, batch=50, repeats=30, seed=0,
+                            checkpoints=(200,), bayes=True, bayes_stages=True, bayes_draws=100, track_kl=False)
+    lo, hi = res.stage_bayes_lower[..., 0], res.stage_bayes_upper[..., 0]
+    assert lo.shape == (30, 4) and np.all(lo <= hi)
+    w = float(np.median(hi[:, 2] - lo[:, 2]))
+    st = stopping(res, w, "bayes")
+    narrow = (hi - lo) <= w
+    first = np.argmax(narrow, axis=1)
+    stopped = narrow.any(axis=1)
+    assert st["stopped"] == pytest.approx(stopped.mean()) and st["stopped"] >= 0.5
+    assert st["mean_labels"] == pytest.approx(res.history.n_labels[stopped, first[stopped]].mean())
+    assert st["check_required"] is False
+    r = np.flatnonzero(stopped)
+    held = (lo[r, first[r]] <= res.true_value[0]) & (res.true_value[0] <= hi[r, first[r]])
+    assert st["coverage"] == pytest.approx(held.mean())
+    assert st["coverage"] >= 0.95 - 3 * np.sqrt(0.05 * 0.95 / r.size)
+    # with the confidence sequence too (session status --bayesian --target-width): never earlier
+    both = stopping(res, w, "bayes-cs")
+    assert both["stopped"] <= st["stopped"] and both["interval"] == "bayes-cs"
