@@ -96,10 +96,12 @@ def truth_of(setting: Setting) -> np.ndarray:
     return np.concatenate([pi, rho, od.f1_of(pi, rho)])
 
 
-def _fill(cells, cell, verified, truth, group=None):
+def _fill(cells, cell, verified, truth, group=None, inX=None):
     """f̃ per cell and repeat: known labels, FILL for the unverified (ondemand.variance_bound).
     ``group[c]``: pool the cells' labels by post-stratum first (the posterior mean of the
-    stratum for its unverified instances; ondemand.post_variance_bound)."""
+    stratum for its unverified instances; ondemand.post_variance_bound).  ``inX`` (instances,
+    a system's Xᵢ): the prior's centre is Xᵢ's pooled rate (pos + 1)/(ver + 2) over its verified
+    instances instead of ½ (ondemand.cell_fill)."""
     R = verified.shape[0]
     C = len(cells.size)
     inx = cell >= 0
@@ -108,12 +110,16 @@ def _fill(cells, cell, verified, truth, group=None):
     v = verified[:, inx]
     pos = np.bincount(flat, weights=(v & truth[inx][None, :]).ravel(), minlength=R * C).reshape(R, C)
     ver = np.bincount(flat, weights=v.ravel(), minlength=R * C).reshape(R, C)
+    centre = od.FILL
+    if inX is not None:
+        vx = verified[:, inX]
+        centre = (((vx & truth[inX][None, :]).sum(1) + 1.0) / (vx.sum(1) + 2.0))[:, None]
     if group is None:
-        return od.cell_fill(cells.size, pos, ver)
+        return od.cell_fill(cells.size, pos, ver, centre)
     K = int(group.max()) + 1
     ind = np.zeros((C, K))
     ind[np.arange(C), group] = 1.0
-    return od.cell_fill(cells.size @ ind, pos @ ind, ver @ ind)[:, group]
+    return od.cell_fill(cells.size @ ind, pos @ ind, ver @ ind, centre)[:, group]
 
 
 def _tally_so_far(cells, cell, truth, draws, n, n_max):
@@ -144,16 +150,50 @@ PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_fill": ("f
              "joint_fill_overlap": ("fill", "overlap"), "joint_balance": ("p", "balance"),
              "joint_remainder": ("remainder", None), "joint_post": ("p", "post"),
              "joint_post_fill": ("postfill", "post"), "joint_post_final": ("p", "post"),
-             "joint_post_fill_final": ("postfill", "post"), "joint_post_fill_refill": ("postfill", "post")}
+             "joint_post_fill_final": ("postfill", "post"), "joint_post_fill_refill": ("postfill", "post"),
+             "joint_post_fill_final_bound": ("postfill", "post"), "joint_post_fill_all": ("postfill", "post"),
+             "joint_post_fill_all_final": ("postfill", "post"), "joint_post_fill_drift": ("postfill", "post"),
+             "joint_post_fill_drift_final": ("postfill", "post"), "joint_post_fill_final_both": ("postfill", "post"),
+             "joint_post_fill_refill_both": ("postfill", "post"), "joint_post_fill_refill_bound": ("postfill", "post"),
+             "joint_post_fill_rate": ("postfill", "post"), "joint_post_fill_rate_final": ("postfill", "post"),
+             "joint_post_fill_steps": ("postfill", "post"), "joint_post_fill_steps_final": ("postfill", "post"),
+             "joint_post_fill_steps_both": ("postfill", "post")}
+#: protocols whose sizing bound counts an unverified instance at the posterior mean of its post-stratum
+#: under a prior centred on the system's pooled rate (not ½): ``_fill(inX=...)``
+FILL_SYSTEM_RATE = frozenset({"joint_post_fill_rate", "joint_post_fill_rate_final"})
+#: protocols whose sizing rounds add a smaller share of the shortfall (``STEP_FRACTION``) in more
+#: rounds (``STEP_ROUNDS_N``): the first bound of a system counts its new instances at ½ and
+#: over-asks when the system's precision is low; half of that, drawn at once, overshoots
+STEP_ROUNDS = frozenset({"joint_post_fill_steps", "joint_post_fill_steps_final", "joint_post_fill_steps_both"})
+STEP_FRACTION = 0.25
+STEP_ROUNDS_N = 6
 #: joint_post_fill's proposal: the share mixed in of pₘ (defensive), and whether the water level
 #: is N_g σ_g (Neyman, σ_g from the fill of the variance bound) instead of N_g
 POST_FILL_DEFENSIVE = 0.3
 POST_FILL_NEYMAN = False
 #: protocols with a final top-up pass over all systems after the last submission
-FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final"})
+FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final", "joint_post_fill_final_both",
+                          "joint_post_fill_refill_both", "joint_post_fill_rate_final", "joint_post_fill_steps_final",
+                          "joint_post_fill_steps_both"})
+#: protocols whose final top-up is a new stratum per system (M + i) from a fresh post_fill over the
+#: post-strata of all systems, sized once, in advance, by system i's variance bound
+FINAL_REFILL_BOUND = frozenset({"joint_post_fill_refill_both", "joint_post_fill_refill_bound"})
 #: protocols whose final top-up draws each system's extra draws as a new stratum (M + i) from a fresh
 #: :func:`bayes_eval.ondemand.post_fill` proposal over the post-strata of all systems
 FINAL_REFILL = frozenset({"joint_post_fill_refill"})
+#: protocols whose final top-up is sized once, in advance, by the variance *bound* given the labels
+#: at the last submission (each system in turn, its own stratum's size bisected for its own bound),
+#: not by stopping on the realized half-width (which depends on the new labels)
+FINAL_BOUND = frozenset({"joint_post_fill_final_bound", "joint_post_fill_all_final", "joint_post_fill_drift_final",
+                         "joint_post_fill_final_both", "joint_post_fill_rate_final", "joint_post_fill_steps_both"})
+#: protocols whose stratum m is drawn from post_fill over the post-strata of *all* systems so far
+#: (``post_fill(systems=...)``) and sized for the largest bound of all of them, so the widening
+#: of the earlier systems' intervals as m splits their post-strata is paid for when it arises
+POST_FILL_ALL = frozenset({"joint_post_fill_all", "joint_post_fill_all_final", "joint_post_fill_drift",
+                           "joint_post_fill_drift_final"})
+#: of those, the ones where an earlier system's bound may stay at its value before m (m pays only
+#: for the widening it causes, not for an earlier bound already above (ε/z)²)
+POST_FILL_DRIFT = frozenset({"joint_post_fill_drift", "joint_post_fill_drift_final"})
 
 
 def _realized_hw(kind, cells, T, n, m, u=None, Rp=None):
@@ -216,7 +256,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
     fillp = prop == "fill"
     postfill = prop == "postfill"
     Rp = np.broadcast_to(cells.P.T, (R, M, len(cells.size))).copy()
-    refill = kind in FINAL_REFILL
+    refill = kind in FINAL_REFILL or kind in FINAL_REFILL_BOUND
     if remainder or fillp or postfill:
         draws = np.full_like(draws, -1)
     if refill:                                                # strata M + i: system i's final batch
@@ -259,21 +299,32 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
             act = np.arange(M) <= m
             D_prev = np.einsum("rj,rjc->rc", n, Rp)
             ps = od.post_strata(cells, act)
-            fill = _fill(cells, cell, verified, truth, ps.group)
+            fill = _fill(cells, cell, verified, truth, ps.group, G[:, m] if kind in FILL_SYSTEM_RATE else None)
             wt = None
             if POST_FILL_NEYMAN:                             # σ_g of the fill, per post-stratum
                 rg = fill[:, np.unique(ps.group, return_index=True)[1]]
                 wt = np.sqrt(rg * (1 - rg))
 
+            sy = act if kind in POST_FILL_ALL else None
+            allow = None
+            if kind in POST_FILL_DRIFT:                      # earlier bounds before m split their strata
+                prev_act = np.arange(M) < m
+                allow = np.where(prev_act, od.post_variance_bounds(
+                    cells, n, _fill(cells, cell, verified, truth, od.post_strata(cells, prev_act).group),
+                    prev_act, Rp), 0.0) if m > 0 else None
+
             def prop_of(k):
-                r = od.post_fill(cells, D_prev, m, k, act, weight=wt)
+                r = od.post_fill(cells, D_prev, m, k, act, weight=wt, systems=sy)
                 return (1 - POST_FILL_DEFENSIVE) * r + POST_FILL_DEFENSIVE * cells.P[:, m]
-            n_plan = od.post_required_draws(cells, n, m, fill, epsilon, n_max, act, Rp=Rp, fill_prop=prop_of)
+            n_plan = od.post_required_draws(cells, n, m, fill, epsilon, n_max, act, Rp=Rp, fill_prop=prop_of,
+                                            systems=sy, allow=allow)
             Rp[:, m] = prop_of(np.maximum(n_plan, 1))
             draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
-        for rnd in range(rounds):
+        steps = kind in STEP_ROUNDS
+        n_rounds = STEP_ROUNDS_N if steps else rounds
+        for rnd in range(n_rounds):
             group = od.post_strata(cells, np.arange(M) <= m).group if rule == "post" else None
-            fill = _fill(cells, cell, verified, truth, group)
+            fill = _fill(cells, cell, verified, truth, group, G[:, m] if kind in FILL_SYSTEM_RATE else None)
             if remainder:
                 ft = np.where(verified, truth[None, :], fill[:, np.maximum(cell, 0)])
                 rem = inXm[None, :] & ~Vm
@@ -281,11 +332,13 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
                 req = od.remainder_required(u[:, m], mu, epsilon, n_max)
             elif rule == "post":
                 req = od.post_required_draws(cells, n, m, fill, epsilon, n_max, np.arange(M) <= m,
-                                             Rp=Rp if postfill else None)
+                                             Rp=Rp if postfill else None,
+                                             systems=np.arange(M) <= m if kind in POST_FILL_ALL else None,
+                                             allow=allow if kind in POST_FILL_DRIFT else None)
             else:
                 req = od.required_draws(cells, n, m, fill, epsilon, n_max, joint=kind != "simple", Rp=Rp,
                                         rule=rule or "overlap")
-            add(m, od.round_size(req, n[:, m], rnd == rounds - 1))
+            add(m, od.round_size(req, n[:, m], rnd == n_rounds - 1, STEP_FRACTION if steps else 0.5))
         for _ in range(12 if fair else 0):
             T = _tally_so_far(cells, cell, truth, draws, n, n_max)
             hw = _realized_hw(kind, cells, T, n, m, u, Rp)
@@ -296,17 +349,47 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         T = _tally_so_far(cells, cell, truth, draws, n, n_max)
         hw_at[:, m] = _realized_hw(kind, cells, T, n, m, u, Rp)
         new[:, m] = verified.sum(1) - before
+    if kind in FINAL_BOUND:                                  # after the last submission, sized in advance
+        full = np.ones(M, dtype=bool)
+        group = od.post_strata(cells, full).group
+        fill = _fill(cells, cell, verified, truth, group)
+        for i in range(M):
+            if kind in FILL_SYSTEM_RATE:
+                fill = _fill(cells, cell, verified, truth, group, G[:, i])
+            req = od.post_required_draws(cells, n, i, fill, epsilon, n_max, full, Rp=Rp)
+            k = np.maximum(req - n[:, i], 0.0)
+            if np.any(k > 0):
+                before = verified.sum(1)
+                add(i, k)
+                new[:, i] += verified.sum(1) - before
+    if kind in FINAL_REFILL_BOUND:                           # after the last submission, sized in advance
+        full = np.ones(M, dtype=bool)
+        fill = _fill(cells, cell, verified, truth, od.post_strata(cells, full).group)
+        for i in range(M):                                   # system i's batch: stratum M + i
+            D_prev = np.einsum("rj,rjc->rc", n, Rp)
+
+            def prop_of(k, i=i, D_prev=D_prev):
+                r = od.post_fill(cells, D_prev, i, k, full)
+                return (1 - POST_FILL_DEFENSIVE) * r + POST_FILL_DEFENSIVE * cells.P[:, i]
+            k = od.post_required_draws(cells, n, M + i, fill, epsilon, n_max, full, Rp=Rp, fill_prop=prop_of,
+                                       systems=np.arange(M) == i).astype(np.float64)
+            Rp[:, M + i] = prop_of(np.maximum(k, 1))
+            draws[:, M + i] = _cell_draws(rng, Rp[:, M + i], cells, order, offset, n_max)
+            if np.any(k > 0):
+                before = verified.sum(1)
+                add(M + i, k)
+                new[:, i] += verified.sum(1) - before
     for _ in range(12 if kind in FINAL_TOP_UP else 0):       # after the last submission
         T = _tally_so_far(cells, cell, truth, draws, n, n_max)
         hw = _realized_hw(kind, cells, T, n, None, u, Rp)
-        k = od.top_up(hw, n, epsilon, n_max)
+        k = od.top_up(hw, n[:, :M], epsilon, n_max)
         if not np.any(k > 0):
             break
         for m in np.flatnonzero(np.any(k > 0, axis=0)):
             before = verified.sum(1)
             add(m, k[:, m])
             new[:, m] += verified.sum(1) - before
-    if refill:
+    if kind in FINAL_REFILL:
         full = np.ones(M, dtype=bool)
         inX = (cells.P > 0).T * cells.size                    # (M, C)
         for p in range(12):                                  # after the last submission
