@@ -69,7 +69,10 @@ their known sizes, π̂ᵢ = Σ_{g⊆Xᵢ} (N_g/|Xᵢ|) r̂_g; :func:`post_varia
 per-stratum proposal ``Rp`` that is constant on the post-strata of the systems submitted when
 it is used (a draw that lands in a post-stratum is then uniform on it); :func:`post_fill` is
 such a proposal for a new system: it tops up the post-strata of Xₘ that the earlier strata
-under-sample (our extension, issue 17).
+under-sample (our extension, issue 17) — or, with ``systems``, those of every system so far, and
+:func:`post_required_draws` (``systems``) then sizes it for the largest bound of those systems
+(:func:`post_variance_bounds`): measured, it over-asks (the bound of a system whose post-strata
+were split counts the fragments no label has reached at ½), ``benchmarks/results/ondemand.md``.
 """
 from __future__ import annotations
 
@@ -474,14 +477,12 @@ def top_up(hw, n, epsilon: float, n_max: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ adaptive sample size
-def cell_fill(size, pos, ver, centre=FILL):
+def cell_fill(size, pos, ver):
     """f̃ per cell for the variance bound: the known labels, and for each unverified
     instance the cell's posterior mean (pos + 1)/(ver + 2) under a uniform prior — ``FILL``
-    = ½ in a cell with no label yet (the worst case of one Bernoulli).  ``centre``: the prior's
-    mean instead of ½ (a Beta(2c, 2(1 − c)) prior; e.g. the system's pooled rate, so that a cell
-    with no label yet is counted at the rate of the system it belongs to — our extension)."""
+    = ½ in a cell with no label yet (the worst case of one Bernoulli)."""
     size = np.asarray(size, dtype=np.float64)
-    return (pos + (size - ver) * (pos + 2 * np.asarray(centre)) / (ver + 2)) / np.where(size > 0, size, 1.0)
+    return (pos + (size - ver) * (pos + 2 * FILL) / (ver + 2)) / np.where(size > 0, size, 1.0)
 
 
 def round_size(required, have, last: bool, frac: float = 0.5):
@@ -772,21 +773,17 @@ def post_variance_bounds(cells: Cells, n, fill, active=None, Rp=None) -> np.ndar
 
 
 def post_required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: int, active=None,
-                        z: float = Z95, Rp=None, fill_prop=None, systems=None, allow=None) -> np.ndarray:
+                        z: float = Z95, Rp=None, fill_prop=None, systems=None) -> np.ndarray:
     """The smallest nₘ in [0, n_max] with z √(:func:`post_variance_bound`) ≤ ε, by bisection
     (the bound falls in nₘ); ``n[..., m]`` is ignored.  ``Rp``: the strata's proposals;
     ``fill_prop(nₘ)``: stratum m's proposal as a function of its size (:func:`post_fill`).
     ``systems`` (a boolean mask): stratum m is sized for the *largest* bound of those systems
-    — every system whose post-strata m splits, not only m (our extension, issue 17); ``allow[..., i]``
-    (≥ (ε/z)²): system i's bound may be up to allow_i instead of (ε/z)² — e.g. its bound before m
-    split its post-strata, so that m pays only for the widening it causes."""
+    — every system whose post-strata m splits, not only m (our extension, issue 17)."""
     if systems is None:
         return _bisect_draws(lambda nn, R: post_variance_bound(cells, nn, m, fill, active, R),
                              n, m, epsilon, n_max, z, Rp, fill_prop)
     sel = np.asarray(systems, dtype=bool)
-    target = (epsilon / z) ** 2
-    scale = 1.0 if allow is None else target / np.maximum(np.asarray(allow, dtype=np.float64)[..., sel], target)
-    return _bisect_draws(lambda nn, R: (post_variance_bounds(cells, nn, fill, active, R)[..., sel] * scale).max(-1),
+    return _bisect_draws(lambda nn, R: post_variance_bounds(cells, nn, fill, active, R)[..., sel].max(-1),
                          n, m, epsilon, n_max, z, Rp, fill_prop)
 
 

@@ -35,7 +35,8 @@ DATA = "/work/shared/data"
 #: a mean error below this is round-off or a rare-event compensation, not bias (see the table's text)
 BIAS_FLOOR = 1e-6
 #: the post-stratified protocols run on every setting (the others on the synthetic one only)
-POST_KINDS = ("joint_post", "joint_post_fill", "joint_post_final", "joint_post_fill_final")
+POST_KINDS = ("joint_post", "joint_post_fill", "joint_post_final", "joint_post_fill_final", "joint_post_fill_steps",
+              "joint_post_fill_steps_final", "joint_post_fill_steps_both")
 
 
 def _biased(bias, se):
@@ -132,7 +133,16 @@ def markdown(a, summaries, df) -> list:
                   "plus top-up passes after the last submission over every system whose realized half-width "
                   "is above ε (each system's extra draws from its own stratum's proposal, counted in the cost); "
                   "`joint_post_fill_refill` draws those extra draws instead as a new stratum per system from "
-                  "a fresh `post_fill` over the post-strata of all systems.",
+                  "a fresh `post_fill` over the post-strata of all systems.  `joint_post_fill_steps`: "
+                  "`joint_post_fill` whose sizing rounds add a quarter of the bound's shortfall at a time in "
+                  f"{sim.STEP_ROUNDS_N} rounds instead of half of it in 4 (`ondemand.round_size(frac=)`, "
+                  "`ondemand_sim.STEP_ROUNDS`; our extension): a new system's first bound counts its "
+                  "instances no label has reached yet at ½ and over-asks when its precision is far from ½, "
+                  "and half of that, drawn at once, overshot; `joint_post_fill_steps_final` adds the final "
+                  "top-up passes (on the realized half-width), `joint_post_fill_steps_both` starts that "
+                  "final top-up with one pass sized in advance by each system's variance bound "
+                  "(`ondemand_sim.FINAL_BOUND`) and tops up on the realized half-width only what it left "
+                  "above ε.",
                   ""]
         lines += md_table(["protocol", "cost", "/ simple", "reached at submission", "final",
                            "coverage π / ρ / F1 (mean)", "min π coverage", "max |bias π| / SE"],
@@ -157,6 +167,17 @@ def markdown(a, summaries, df) -> list:
                   "Xₘ lies in cells that expect < 10 draws (at the mean draws of a 100-repeat run), where the "
                   "estimator is importance-sampling-like "
                   "(1/P(n_g ≥ 1) weight) rather than a cell mean."]
+    if "joint_post_fill_steps_final" in alt["cost"]:
+        lines += [""]
+        for k in ("joint_post_fill_steps_final", "joint_post_fill_steps_both"):
+            ratio = alt["cost"][k] / alt["cost"]["simple"]
+            cov = [r["precision"][k]["coverage"] for r in alt["systems"]]
+            nb = sum(bool(_biased(r["precision"][k]["bias"], r["precision"][k]["bias_se"])) for r in alt["systems"])
+            zmax = max(abs(r["precision"][k]["bias"]) / r["precision"][k]["bias_se"] for r in alt["systems"])
+            lines += [f"`{k}` on the synthetic setting: {ratio:.3f} × simple (target ≤ 0.5: "
+                      f"{'met' if ratio <= 0.5 else 'not met'}), {alt['reached'][k]:.3f} of (run, system) pairs at "
+                      f"ε at the end, precision coverage {min(cov):.3f}–{max(cov):.3f} (mean {np.mean(cov):.3f}), "
+                      f"{nb} of {len(cov)} systems with |bias| > 3 SE (largest {zmax:.2f} SE).", ""]
     if "joint_post_fill" in alt["cost"]:
         lines += ["", "Post-stratum-filling proposal, per setting (cost / simple; precision coverage min / mean / "
                   "max over systems; systems with |bias π| > 3 SE; share of (run, system) pairs whose precision "
@@ -200,7 +221,7 @@ def main(argv=None):
     rows, summaries = [], []
     for s in settings:
         kinds = (("simple", "joint") if a.no_alternatives else ("simple", "joint") + POST_KINDS
-                 if s is not settings[0] else tuple(sim.PROTOCOLS))
+                 if s is not settings[0] else tuple(k for k in sim.PROTOCOLS if k not in sim.DIAGNOSTIC))
         out = sim.summarize(sim.simulate(s, a.epsilon, a.repeats, a.seed, pairs=((0, 1), (2, 3)), protocols=kinds))
         summaries.append(out)
         for r in out["systems"]:

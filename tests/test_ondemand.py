@@ -455,6 +455,10 @@ def test_top_up_and_remainder_required():
     assert od.remainder_required(0.0, 0.3, 0.05, 1000) == 0
     assert od.remainder_required(1.0, 0.5, 0.05, 1000) == int(np.ceil(od.Z95 ** 2 / (4 * 0.05 ** 2)))
     assert od.remainder_required(0.5, 0.5, 0.05, 1000) == int(np.ceil(od.Z95 ** 2 / (16 * 0.05 ** 2)))
+    # sizing rounds: half the shortfall (003's rounds) or a given share, at least one, all of it last
+    np.testing.assert_array_equal(od.round_size([100, 10, 3], [20, 10, 2], False), [40, 0, 1])
+    np.testing.assert_array_equal(od.round_size([100, 10, 3], [20, 10, 2], False, frac=0.25), [20, 0, 1])
+    np.testing.assert_array_equal(od.round_size([100, 10, 3], [20, 10, 2], True, frac=0.25), [80, 0, 1])
 
 
 def test_simulation_cost_is_to_reach_epsilon_for_every_protocol():
@@ -689,17 +693,21 @@ def test_post_fill_tops_up_undersampled_post_strata_and_sizing_is_minimal():
 
 def test_simulation_post_fill_protocols_reach_epsilon_and_cover():
     """joint_post_fill (post-stratified precision, each system drawn from post_fill) reaches ε at
-    every submission and covers near 95%; the final top-up protocols reach ε for every system at
-    the end too, their extra draws counted in the cost (our extension, issue 17)."""
+    every submission and covers near 95%, with sizing rounds of a quarter of the shortfall too
+    (joint_post_fill_steps); the final top-up protocols reach ε for every system at the end too,
+    their extra draws counted in the cost (our extension, issue 17)."""
     s = sim.synthetic_setting(4, n_candidates=10_000, n_correct=600, seed=11)
-    kinds = ("simple", "joint", "joint_post_fill", "joint_post_fill_final", "joint_post_fill_refill")
+    kinds = ("simple", "joint", "joint_post_fill", "joint_post_fill_steps", "joint_post_fill_final",
+             "joint_post_fill_refill", "joint_post_fill_steps_final", "joint_post_fill_steps_both")
     out = sim.summarize(sim.simulate(s, epsilon=0.08, repeats=30, seed=0, protocols=kinds))
     for k in kinds[2:]:
         assert out["reached_at_submission"][k] == 1.0, k
         cov = np.mean([row["precision"][k]["coverage"] for row in out["systems"]])
         assert cov >= 0.85, (k, cov)
-    for k in kinds[3:]:
+    for k in kinds[4:]:
         assert out["reached"][k] == 1.0, k
+    # smaller sizing steps overshoot less: no more draws than 003's halves
+    assert out["cost"]["joint_post_fill_steps"] <= out["cost"]["joint_post_fill"] * 1.02
 
 
 # ------------------------------------------------------------------ issue 17: a stratum sized for every system it affects
@@ -740,8 +748,7 @@ def test_post_fill_over_all_systems_is_exactly_unbiased(n):
 def test_post_fill_systems_and_all_system_sizing():
     """post_fill(systems={m}) is the default proposal; post_variance_bounds is post_variance_bound of
     every system; post_required_draws(systems=...) returns the smallest nₘ with every selected
-    system's bound ≤ (ε/z)² (and no fewer than m's own requirement); ``allow`` relaxes a system's
-    bound to a given level."""
+    system's bound ≤ (ε/z)² (and no fewer than m's own requirement; systems = {m} is m's own)."""
     s = sim.synthetic_setting(4, n_candidates=8_000, n_correct=500, seed=1)
     cells, _ = od.cells_of(s.G[s.G.any(1)] / s.G.sum(0))
     n = np.array([120.0, 80.0, 0.0, 0.0])
@@ -765,7 +772,5 @@ def test_post_fill_systems_and_all_system_sizing():
     assert worst(k) <= eps < worst(k - 1)
     own = int(od.post_required_draws(cells, n, 2, fill, eps, 5000, act, Rp=Rp, fill_prop=fp))
     assert own <= k
-    big = np.full(4, 1.0)                                     # systems 0, 1 allowed any variance
-    big[2] = 0.0
-    assert int(od.post_required_draws(cells, n, 2, fill, eps, 5000, act, Rp=Rp, fill_prop=fp, systems=act,
-                                      allow=big)) == own
+    assert int(od.post_required_draws(cells, n, 2, fill, eps, 5000, act, Rp=Rp, fill_prop=fp,
+                                      systems=np.arange(4) == 2)) == own
