@@ -116,64 +116,6 @@ def _fill(cells, cell, verified, truth, group=None):
     return od.cell_fill(cells.size @ ind, pos @ ind, ver @ ind)[:, group]
 
 
-def _fill_dense(cells, cell, verified, truth, m, act, n, Rp, lam_min):
-    """The sizing fill of system m with post-strata where few draws are expected (λ_g < ``lam_min``,
-    where P(n_g ≥ 1) still moves with the sample size) counted at their pooled rate over Xₘ,
-    ignoring their own labels; the dense post-strata as in :func:`_fill`."""
-    ps = od.post_strata(cells, act)
-    fill = _fill(cells, cell, verified, truth, ps.group)           # (R, C), dense strata
-    _, lam = od.nonempty_prob(ps, n, od.stratum_mass(cells, ps, Rp))
-    sparse = (lam < lam_min) & (ps.P[:, m] > 0)[None, :]           # (R, G)
-    R = verified.shape[0]
-    C = len(cells.size)
-    inx = cell >= 0
-    flat = (np.arange(R)[:, None] * C + cell[inx][None, :]).ravel()
-    v = verified[:, inx]
-    pos = np.bincount(flat, weights=(v & truth[inx][None, :]).ravel(), minlength=R * C).reshape(R, C)
-    ver = np.bincount(flat, weights=v.ravel(), minlength=R * C).reshape(R, C)
-    sc = sparse[:, ps.group]                                       # (R, C)
-    if FILL_SPARSE_LABEL_FREE:
-        return np.where(sc, od.FILL, fill)
-    rate = ((pos * sc).sum(1) + 1.0) / ((ver * sc).sum(1) + 2.0)
-    return np.where(sc, rate[:, None], fill)
-
-
-def _dense_hw(cells, T, n, Rp, lam_min, prior: float = 0.5):
-    """A stopping criterion for the final top-up: every system's half-width with the realized
-    variance terms of the post-strata where many draws are expected (λ_g ≥ ``lam_min``: P(n_g ≥ 1)
-    ≈ 1 no longer moves with the sample size) and, for the others, their *expected* variance term
-    (ondemand.post_variance_bound's) at the rate pooled over the system's sparse post-strata — so
-    that whether to draw more does not depend on the label of a draw in a post-stratum few draws
-    reach (which would bias π̂ down through its 1/P(n_g ≥ 1) weight)."""
-    M = cells.P.shape[1]
-    ps = od.post_strata(cells, np.ones(M, dtype=bool))
-    T = np.asarray(T, dtype=np.float64)
-    kg = od._to_strata(T[..., 1].sum(-2), ps)
-    ng = od._to_strata(T.sum((-1, -3)), ps)
-    P1, lam = od.nonempty_prob(ps, n, od.stratum_mass(cells, ps, Rp))
-    Pz = np.where(P1 > 0, P1, 1.0)
-    hit = ng > 0
-    rt = (kg + prior) / (ng + 2 * prior)
-    v_real = np.where(hit, (rt * (1 - rt) / np.where(hit, ng, 1.0) + rt * rt * (1 - P1)) / Pz ** 2, 0.0)
-    A = ps.size[:, None] * ps.P                                       # (G, M)
-    sparse = lam < lam_min                                            # (R, G)
-    inX = (A > 0).astype(np.float64)
-    r = (np.einsum("rg,gi->ri", kg * sparse, inX) + 1.0) / (np.einsum("rg,gi->ri", ng * sparse, inX) + 2.0)
-    if FILL_SPARSE_LABEL_FREE:
-        r = np.full_like(r, od.FILL)
-    inv_n = od._inv_count_factor(lam) * od._ratio(P1, lam)
-    v_exp = (r[:, None, :] * (1 - r[:, None, :]) * (inv_n / Pz ** 2)[:, :, None]
-             + r[:, None, :] ** 2 * ((1 - P1) / Pz)[:, :, None])       # (R, G, M)
-    v = np.where(sparse[:, :, None], v_exp, v_real[:, :, None])
-    var = np.einsum("gi,rgi->ri", A * A, v)
-    return od.Z95 * np.sqrt(np.maximum(var, 0.0))
-
-
-def _pooled_group(cells, m):
-    """One group for Xₘ's cells, one for the rest: the sizing fill of system m pooled over Xₘ."""
-    return (cells.P[:, m] <= 0).astype(np.int64)
-
-
 def _tally_so_far(cells, cell, truth, draws, n, n_max):
     R, M, _ = draws.shape
     mask = np.arange(n_max)[None, None, :] < n[:, :, None]
@@ -197,42 +139,39 @@ def _tally_so_far(cells, cell, truth, draws, n, n_max):
 #: the post-strata of the systems so far; it tops up the ones earlier strata under-sample) and
 #: sized by the bound under that proposal; the protocols in :data:`FINAL_TOP_UP` add, after the
 #: last submission, top-up passes over every system whose realized half-width is above ε (their
-#: draws counted in the cost; our extension).  "joint_post_fill_steps*" size each system in
-#: smaller rounds (:data:`STEP_ROUNDS`) than the halves of 003 §"Summary" / §"Adaptively choosing
-#: the number of samples" (seed file 003_81088524ca3561c7.txt); "_final" adds the final top-up on the
-#: realized half-width, "_both" starts it with one pass sized by the bound (:data:`FINAL_BOUND`).
-#: The :data:`DIAGNOSTIC` ones were measured for issue 17 and are left out of the benchmark's run:
-#: "joint_post_fill_final_bound" (the final top-up sized by the bound only) and "joint_post_fill_all"
-#: (each system drawn from ``post_fill(systems=...)`` over every system so far and sized for the
-#: largest bound of all of them, :data:`POST_FILL_ALL`; our extensions).
+#: draws counted in the cost; our extension); "joint_post_fill_final_bound" sizes that final top-up
+#: once, in advance, by each system's variance bound instead (:data:`FINAL_BOUND`).
+#: "joint_post_fill_steps" / "_final" size each system in smaller rounds (:data:`STEP_ROUNDS`) than
+#: the halves of 003 §"Summary" / §"Adaptively choosing the number of samples" (seed file
+#: 003_81088524ca3561c7.txt) — cheaper, but measured biased (the sample size then follows the new
+#: system's own labels: a sequentially stopped mean).  The :data:`DIAGNOSTIC` ones were measured for
+#: issue 17 and are left out of the benchmark's run: "joint_post_fill_steps_nofair" (the steps
+#: without the per-submission top-up, :data:`NO_SUBMIT_TOP_UP`) and "joint_post_fill_all" (each
+#: system drawn from ``post_fill(systems=...)`` over every system so far and sized for the largest
+#: bound of all of them, :data:`POST_FILL_ALL`).  All of these are our extensions.
 PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_fill": ("fill", "balance"),
              "joint_fill_overlap": ("fill", "overlap"), "joint_balance": ("p", "balance"),
              "joint_remainder": ("remainder", None), "joint_post": ("p", "post"),
              "joint_post_fill": ("postfill", "post"), "joint_post_final": ("p", "post"),
              "joint_post_fill_final": ("postfill", "post"), "joint_post_fill_refill": ("postfill", "post"),
-             "joint_post_fill_steps": ("postfill", "post"), "joint_post_fill_steps_final": ("postfill", "post"),
-             "joint_post_fill_steps_both": ("postfill", "post"), "joint_post_fill_steps_pooled": ("postfill", "post"),
-             "joint_post_fill_steps_pooled_both": ("postfill", "post"), "joint_post_fill_steps_dense": ("postfill", "post"),
-             "joint_post_fill_steps_dense_final": ("postfill", "post"), "joint_post_fill_steps_nofair": ("postfill", "post"),
-             "joint_post_fill_final_bound": ("postfill", "post"), "joint_post_fill_all": ("postfill", "post")}
+             "joint_post_fill_final_bound": ("postfill", "post"), "joint_post_fill_steps": ("postfill", "post"),
+             "joint_post_fill_steps_final": ("postfill", "post"), "joint_post_fill_steps_nofair": ("postfill", "post"),
+             "joint_post_fill_all": ("postfill", "post")}
 #: protocols measured for the record but left out of the benchmark's default run (see
 #: benchmarks/results/ondemand.md, "Variants measured on the way")
-DIAGNOSTIC = frozenset({"joint_post_fill_final_bound", "joint_post_fill_all"})
+DIAGNOSTIC = frozenset({"joint_post_fill_steps_nofair", "joint_post_fill_all"})
+#: protocols without the per-submission top-up on the realized half-width (a diagnostic: the sized
+#: rounds alone)
+NO_SUBMIT_TOP_UP = frozenset({"joint_post_fill_steps_nofair"})
 #: protocols whose sizing rounds add a smaller share of the shortfall (``STEP_FRACTION``) in more
 #: rounds (``STEP_ROUNDS_N``; our extension): a new system's first bound counts its instances no
 #: label has reached at the worst case (½) and over-asks when its precision is far from ½, and half
 #: of that, drawn at once, overshoots (measured: systems 4–6 and 10 of the synthetic setting ended
-#: their submission at half-width ≈ 0.042 for ε = 0.05 with 003's halves)
-NO_SUBMIT_TOP_UP = frozenset({"joint_post_fill_steps_nofair"})
-STEP_ROUNDS = frozenset({"joint_post_fill_steps_dense", "joint_post_fill_steps_dense_final", "joint_post_fill_steps_nofair", "joint_post_fill_steps", "joint_post_fill_steps_final", "joint_post_fill_steps_both",
-                         "joint_post_fill_steps_pooled", "joint_post_fill_steps_pooled_both"})
-#: protocols whose sizing bound pools the labels over the whole of Xₘ (one rate for all its
-#: post-strata) instead of per post-stratum: the size then reacts to a label in a post-stratum few
-#: draws reach only through Xₘ's pooled rate
-FILL_DENSE = frozenset({"joint_post_fill_steps_dense", "joint_post_fill_steps_dense_final"})
-FILL_DENSE_LAMBDA = 5.0
-FILL_SPARSE_LABEL_FREE = True
-FILL_POOLED = frozenset({"joint_post_fill_steps_pooled", "joint_post_fill_steps_pooled_both"})
+#: their submission at half-width ≈ 0.042 for ε = 0.05 with 003's halves).  Smaller steps follow the
+#: bound down — and so make the sample size a function of the system's own labels (the bound grows
+#: with r̂(1 − r̂)): π̂ is then biased towards the extreme (down below ½), 5–7 Monte Carlo SE at
+#: 1000 repeats on the synthetic setting.  Measured, not adopted.
+STEP_ROUNDS = frozenset({"joint_post_fill_steps", "joint_post_fill_steps_final", "joint_post_fill_steps_nofair"})
 STEP_FRACTION = 0.25
 STEP_ROUNDS_N = 6
 #: joint_post_fill's proposal: the share mixed in of pₘ (defensive), and whether the water level
@@ -240,9 +179,7 @@ STEP_ROUNDS_N = 6
 POST_FILL_DEFENSIVE = 0.3
 POST_FILL_NEYMAN = False
 #: protocols with a final top-up pass over all systems after the last submission
-FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final", "joint_post_fill_steps_final",
-                          "joint_post_fill_steps_both", "joint_post_fill_steps_pooled_both",
-                          "joint_post_fill_steps_dense_final"})
+FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final", "joint_post_fill_steps_final"})
 #: protocols whose final top-up draws each system's extra draws as a new stratum (M + i) from a fresh
 #: :func:`bayes_eval.ondemand.post_fill` proposal over the post-strata of all systems
 FINAL_REFILL = frozenset({"joint_post_fill_refill"})
@@ -250,7 +187,7 @@ FINAL_REFILL = frozenset({"joint_post_fill_refill"})
 #: the labels at the last submission (each system in turn, its own stratum's size bisected for its
 #: own bound), not by stopping on the realized half-width (which depends on the new labels); those
 #: also in FINAL_TOP_UP then top up on the realized half-width what the bound left above ε
-FINAL_BOUND = frozenset({"joint_post_fill_final_bound", "joint_post_fill_steps_both", "joint_post_fill_steps_pooled_both"})
+FINAL_BOUND = frozenset({"joint_post_fill_final_bound"})
 #: protocols whose stratum m is drawn from post_fill over the post-strata of *all* systems so far
 #: (``post_fill(systems=...)``) and sized for the largest bound of all of them, so that the widening
 #: of the earlier systems' intervals as m splits their post-strata is paid for when it arises
@@ -360,9 +297,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
             act = np.arange(M) <= m
             D_prev = np.einsum("rj,rjc->rc", n, Rp)
             ps = od.post_strata(cells, act)
-            fill = _fill(cells, cell, verified, truth, _pooled_group(cells, m) if kind in FILL_POOLED else ps.group)
-            if kind in FILL_DENSE:
-                fill = _fill_dense(cells, cell, verified, truth, m, act, n, Rp, FILL_DENSE_LAMBDA)
+            fill = _fill(cells, cell, verified, truth, ps.group)
             wt = None
             if POST_FILL_NEYMAN:                             # σ_g of the fill, per post-stratum
                 rg = fill[:, np.unique(ps.group, return_index=True)[1]]
@@ -381,11 +316,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         n_rounds = STEP_ROUNDS_N if steps else rounds
         for rnd in range(n_rounds):
             group = od.post_strata(cells, np.arange(M) <= m).group if rule == "post" else None
-            if kind in FILL_POOLED:
-                group = _pooled_group(cells, m)
             fill = _fill(cells, cell, verified, truth, group)
-            if kind in FILL_DENSE:
-                fill = _fill_dense(cells, cell, verified, truth, m, np.arange(M) <= m, n, Rp, FILL_DENSE_LAMBDA)
             if remainder:
                 ft = np.where(verified, truth[None, :], fill[:, np.maximum(cell, 0)])
                 rem = inXm[None, :] & ~Vm
@@ -414,8 +345,6 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         group = od.post_strata(cells, full).group
         fill = _fill(cells, cell, verified, truth, group)
         for i in range(M):
-            if kind in FILL_POOLED:
-                fill = _fill(cells, cell, verified, truth, _pooled_group(cells, i))
             req = od.post_required_draws(cells, n, i, fill, epsilon, n_max, full, Rp=Rp)
             k = np.maximum(req - n[:, i], 0.0)
             if np.any(k > 0):
@@ -424,10 +353,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
                 new[:, i] += verified.sum(1) - before
     for _ in range(12 if kind in FINAL_TOP_UP else 0):       # after the last submission
         T = _tally_so_far(cells, cell, truth, draws, n, n_max)
-        if kind in FILL_DENSE:
-            hw = _dense_hw(cells, T, n, Rp, FILL_DENSE_LAMBDA)
-        else:
-            hw = _realized_hw(kind, cells, T, n, None, u, Rp)
+        hw = _realized_hw(kind, cells, T, n, None, u, Rp)
         k = od.top_up(hw, n, epsilon, n_max)
         if not np.any(k > 0):
             break

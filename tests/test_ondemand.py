@@ -694,18 +694,22 @@ def test_post_fill_tops_up_undersampled_post_strata_and_sizing_is_minimal():
 def test_simulation_post_fill_protocols_reach_epsilon_and_cover():
     """joint_post_fill (post-stratified precision, each system drawn from post_fill) reaches ε at
     every submission and covers near 95%, with sizing rounds of a quarter of the shortfall too
-    (joint_post_fill_steps); the final top-up protocols reach ε for every system at the end too,
-    their extra draws counted in the cost (our extension, issue 17)."""
+    (joint_post_fill_steps); the final top-up protocols on the realized half-width reach ε for every
+    system at the end too, their extra draws counted in the cost; the one sized by the bound at least
+    adds to the systems at ε (our extension, issue 17)."""
     s = sim.synthetic_setting(4, n_candidates=10_000, n_correct=600, seed=11)
-    kinds = ("simple", "joint", "joint_post_fill", "joint_post_fill_steps", "joint_post_fill_final",
-             "joint_post_fill_refill", "joint_post_fill_steps_final", "joint_post_fill_steps_both")
+    kinds = ("simple", "joint", "joint_post_fill", "joint_post_fill_steps", "joint_post_fill_final_bound",
+             "joint_post_fill_final", "joint_post_fill_refill", "joint_post_fill_steps_final")
     out = sim.summarize(sim.simulate(s, epsilon=0.08, repeats=30, seed=0, protocols=kinds))
     for k in kinds[2:]:
         assert out["reached_at_submission"][k] == 1.0, k
         cov = np.mean([row["precision"][k]["coverage"] for row in out["systems"]])
         assert cov >= 0.85, (k, cov)
-    for k in kinds[4:]:
+    for k in kinds[5:]:
         assert out["reached"][k] == 1.0, k
+    # the final top-up sized by the bound: more systems at ε at the end than none, its draws counted
+    assert out["reached"]["joint_post_fill_final_bound"] >= out["reached"]["joint_post_fill"]
+    assert out["cost"]["joint_post_fill_final_bound"] >= out["cost"]["joint_post_fill"]
     # smaller sizing steps overshoot less: no more draws than 003's halves
     assert out["cost"]["joint_post_fill_steps"] <= out["cost"]["joint_post_fill"] * 1.02
 
