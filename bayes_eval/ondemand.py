@@ -69,7 +69,10 @@ their known sizes, π̂ᵢ = Σ_{g⊆Xᵢ} (N_g/|Xᵢ|) r̂_g; :func:`post_varia
 per-stratum proposal ``Rp`` that is constant on the post-strata of the systems submitted when
 it is used (a draw that lands in a post-stratum is then uniform on it); :func:`post_fill` is
 such a proposal for a new system: it tops up the post-strata of Xₘ that the earlier strata
-under-sample (our extension, issue 17).
+under-sample (our extension, issue 17) — or, with ``systems``, those of every system so far, and
+:func:`post_required_draws` (``systems``) then sizes it for the largest bound of those systems
+(:func:`post_variance_bounds`): measured, it over-asks (the bound of a system whose post-strata
+were split counts the fragments no label has reached at ½), ``benchmarks/results/ondemand.md``.
 """
 from __future__ import annotations
 
@@ -84,7 +87,7 @@ __all__ = [
     "differences", "cell_fill", "round_size", "variance_bound", "required_draws", "required_exhaustive", "wilson", "f1_of",
     "first_cells", "remainder_parts", "remainder_required", "precision_half_width", "top_up",
     "post_strata", "nonempty_prob", "post_precision", "post_parts", "post_variance_bound", "post_required_draws",
-    "stratum_mass", "post_fill",
+    "stratum_mass", "post_fill", "post_variance_bounds",
 ]
 
 #: two-sided 95% normal quantile
@@ -482,12 +485,12 @@ def cell_fill(size, pos, ver):
     return (pos + (size - ver) * (pos + 2 * FILL) / (ver + 2)) / np.where(size > 0, size, 1.0)
 
 
-def round_size(required, have, last: bool):
+def round_size(required, have, last: bool, frac: float = 0.5):
     """Draws to add in one sizing round (003 §"Summary", done in rounds so that the bound
-    learns the new system's labels): half the shortfall, at least one, all of it in the
-    last round."""
+    learns the new system's labels): half the shortfall (``frac`` of it), at least one, all of
+    it in the last round."""
     short = np.maximum(np.asarray(required, dtype=np.float64) - have, 0.0)
-    return short if last else np.where(short > 0, np.maximum(np.ceil(short / 2), 1.0), 0.0)
+    return short if last else np.where(short > 0, np.maximum(np.ceil(short * frac), 1.0), 0.0)
 
 
 def variance_bound(cells: Cells, n, m: int, fill, joint: bool = True, O=None, Rp=None,
@@ -749,28 +752,43 @@ def post_variance_bound(cells: Cells, n, m: int, fill, active=None, Rp=None) -> 
     a²_mg [r_g(1−r_g) E[1[n_g ≥ 1]/n_g]/P² + r_g²(1−P)/P], n_g taken as Poisson(λ_g)
     (conservative for the binomial counts of fixed strata).  ``Rp``: the strata's proposals
     (:func:`post_precision`)."""
+    return post_variance_bounds(cells, n, fill, active, Rp)[..., m]
+
+
+def post_variance_bounds(cells: Cells, n, fill, active=None, Rp=None) -> np.ndarray:
+    """:func:`post_variance_bound` of every system at once, ``[..., i]`` (one pass over the
+    post-strata): the bound of a system with no post-stratum reachable is ``inf``, that of a
+    system outside the ``active`` ones is meaningless (its cells are merged with others)."""
     ps = post_strata(cells, active)
     fill = np.asarray(fill, dtype=np.float64)
     r = _ratio(_to_strata(fill * cells.size, ps), ps.size)    # (..., G)
     P1, lam = nonempty_prob(ps, n, stratum_mass(cells, ps, Rp))
-    a = ps.size * ps.P[:, m]                                  # (G,)
+    a = ps.size[:, None] * ps.P                               # (G, M)
     inv_n = _inv_count_factor(lam) * _ratio(P1, lam)          # E[1[n ≥ 1]/n]
     Pz = np.where(P1 > 0, P1, 1.0)
     v = r * (1 - r) * inv_n / Pz ** 2 + r * r * (1 - P1) / Pz
-    V = np.einsum("g,...g->...", a * a, np.where(a > 0, v, 0.0))
-    return np.where(np.any((a > 0) & (P1 <= 0), axis=-1), np.inf, V)
+    V = np.einsum("gi,...g->...i", a * a, np.where(P1 > 0, v, 0.0))
+    dead = np.einsum("gi,...g->...i", (a > 0).astype(np.float64), (P1 <= 0).astype(np.float64)) > 0
+    return np.where(dead, np.inf, V)
 
 
 def post_required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: int, active=None,
-                        z: float = Z95, Rp=None, fill_prop=None) -> np.ndarray:
+                        z: float = Z95, Rp=None, fill_prop=None, systems=None) -> np.ndarray:
     """The smallest nₘ in [0, n_max] with z √(:func:`post_variance_bound`) ≤ ε, by bisection
     (the bound falls in nₘ); ``n[..., m]`` is ignored.  ``Rp``: the strata's proposals;
-    ``fill_prop(nₘ)``: stratum m's proposal as a function of its size (:func:`post_fill`)."""
-    return _bisect_draws(lambda nn, R: post_variance_bound(cells, nn, m, fill, active, R),
+    ``fill_prop(nₘ)``: stratum m's proposal as a function of its size (:func:`post_fill`).
+    ``systems`` (a boolean mask): stratum m is sized for the *largest* bound of those systems
+    — every system whose post-strata m splits, not only m (our extension, issue 17)."""
+    if systems is None:
+        return _bisect_draws(lambda nn, R: post_variance_bound(cells, nn, m, fill, active, R),
+                             n, m, epsilon, n_max, z, Rp, fill_prop)
+    sel = np.asarray(systems, dtype=bool)
+    return _bisect_draws(lambda nn, R: post_variance_bounds(cells, nn, fill, active, R)[..., sel].max(-1),
                          n, m, epsilon, n_max, z, Rp, fill_prop)
 
 
-def post_fill(cells: Cells, D_prev, m: int, n_new, active=None, weight=None, iters: int = 60) -> np.ndarray:
+def post_fill(cells: Cells, D_prev, m: int, n_new, active=None, weight=None, iters: int = 60,
+              systems=None) -> np.ndarray:
     """A proposal for system m's stratum, constant on the post-strata of the ``active`` systems
     (so the post-stratified estimator stays exactly unbiased; :func:`post_precision`), that
     tops up the post-strata of Xₘ the earlier strata under-sample (our extension of 003
@@ -780,15 +798,27 @@ def post_fill(cells: Cells, D_prev, m: int, n_new, active=None, weight=None, ite
     the expected draws towards N_g w_g — for precision's variance Σ_g a²_mg σ²_g/n_g with
     a_mg = N_g/|Xₘ| the optimum has n_g ∝ N_g σ_g, so ``weight[..., g]`` = σ_g gives that
     (Neyman) allocation and the default w_g = 1 the proportional one.  Returns r[..., c] per
-    instance, Σ_c size_c r(c) = 1 (pₘ where nothing is to be drawn)."""
+    instance, Σ_c size_c r(c) = 1 (pₘ where nothing is to be drawn).
+
+    ``systems`` (a boolean mask over systems, our extension): fill the post-strata of the union
+    of those Xᵢ, towards N_g w_g maxᵢ pᵢ(g) — the density each system's own proportional
+    allocation would give g (pᵢ(g) = 1/|Xᵢ| for uniform pᵢ), the largest over the systems g
+    belongs to.  With ``systems`` = {m} it is the default proposal.  The proposal still depends
+    only on the sizes and the proposals so far, not on labels, and is constant on the post-strata
+    of the active systems (``systems`` must be among them)."""
     ps = post_strata(cells, active)
     pm = cells.P[:, m]
-    in_m = ps.P[:, m] > 0                                     # post-strata of Xₘ
     D_prev = np.asarray(D_prev, dtype=np.float64)
     n_new = np.asarray(n_new, dtype=np.float64)
     lam_prev = _to_strata(cells.size * D_prev, ps)            # (..., G)
     w = np.ones(len(ps.size)) if weight is None else np.asarray(weight, dtype=np.float64)
-    target = np.where(in_m, ps.size * w, 0.0)                 # (..., G)
+    if systems is None:
+        in_m = ps.P[:, m] > 0                                 # post-strata of Xₘ
+        target = np.where(in_m, ps.size * w, 0.0)             # (..., G)
+    else:
+        dens = np.where(np.asarray(systems, dtype=bool)[None, :], ps.P, 0.0).max(-1)   # maxᵢ pᵢ(g)
+        in_m = dens > 0
+        target = np.where(in_m, ps.size * w * dens, 0.0)
     prev = np.where(in_m, lam_prev, 0.0)
     tot = target.sum(-1)
     lo = np.zeros(np.broadcast_shapes(n_new.shape, tot.shape))

@@ -455,6 +455,10 @@ def test_top_up_and_remainder_required():
     assert od.remainder_required(0.0, 0.3, 0.05, 1000) == 0
     assert od.remainder_required(1.0, 0.5, 0.05, 1000) == int(np.ceil(od.Z95 ** 2 / (4 * 0.05 ** 2)))
     assert od.remainder_required(0.5, 0.5, 0.05, 1000) == int(np.ceil(od.Z95 ** 2 / (16 * 0.05 ** 2)))
+    # sizing rounds: half the shortfall (003's rounds) or a given share, at least one, all of it last
+    np.testing.assert_array_equal(od.round_size([100, 10, 3], [20, 10, 2], False), [40, 0, 1])
+    np.testing.assert_array_equal(od.round_size([100, 10, 3], [20, 10, 2], False, frac=0.25), [20, 0, 1])
+    np.testing.assert_array_equal(od.round_size([100, 10, 3], [20, 10, 2], True, frac=0.25), [80, 0, 1])
 
 
 def test_simulation_cost_is_to_reach_epsilon_for_every_protocol():
@@ -689,14 +693,88 @@ def test_post_fill_tops_up_undersampled_post_strata_and_sizing_is_minimal():
 
 def test_simulation_post_fill_protocols_reach_epsilon_and_cover():
     """joint_post_fill (post-stratified precision, each system drawn from post_fill) reaches ε at
-    every submission and covers near 95%; the final top-up protocols reach ε for every system at
-    the end too, their extra draws counted in the cost (our extension, issue 17)."""
+    every submission and covers near 95%, with sizing rounds of a quarter of the shortfall too
+    (joint_post_fill_steps); the final top-up protocols on the realized half-width reach ε for every
+    system at the end too, their extra draws counted in the cost; the one sized by the bound at least
+    adds to the systems at ε (our extension, issue 17)."""
     s = sim.synthetic_setting(4, n_candidates=10_000, n_correct=600, seed=11)
-    kinds = ("simple", "joint", "joint_post_fill", "joint_post_fill_final", "joint_post_fill_refill")
+    kinds = ("simple", "joint", "joint_post_fill", "joint_post_fill_steps", "joint_post_fill_final_bound",
+             "joint_post_fill_final", "joint_post_fill_refill", "joint_post_fill_steps_final")
     out = sim.summarize(sim.simulate(s, epsilon=0.08, repeats=30, seed=0, protocols=kinds))
     for k in kinds[2:]:
         assert out["reached_at_submission"][k] == 1.0, k
         cov = np.mean([row["precision"][k]["coverage"] for row in out["systems"]])
         assert cov >= 0.85, (k, cov)
-    for k in kinds[3:]:
+    for k in kinds[5:]:
         assert out["reached"][k] == 1.0, k
+    # the final top-up sized by the bound: more systems at ε at the end than none, its draws counted
+    assert out["reached"]["joint_post_fill_final_bound"] >= out["reached"]["joint_post_fill"]
+    assert out["cost"]["joint_post_fill_final_bound"] >= out["cost"]["joint_post_fill"]
+    # smaller sizing steps overshoot less: no more draws than 003's halves
+    assert out["cost"]["joint_post_fill_steps"] <= out["cost"]["joint_post_fill"] * 1.02
+
+
+# ------------------------------------------------------------------ issue 17: a stratum sized for every system it affects
+@pytest.mark.parametrize("n", [(1, 2, 1), (2, 1, 2), (1, 1, 3)])
+def test_post_fill_over_all_systems_is_exactly_unbiased(n):
+    """post_fill(systems=...) — stratum m water-filling the post-strata of the union of the systems so
+    far (our extension, issue 17) — is constant on the post-strata of the active systems and puts mass
+    outside Xₘ; with strata drawn from it, the post-stratified estimator is exactly unbiased over every
+    sample of fixed sizes and its variance estimate conservative (tiny universe, exact enumeration)."""
+    cells, cell = od.cells_of(P3)
+    M = 3
+    Rp = cells.P.T.copy()
+    for m in (1, 2):
+        act = np.arange(M) <= m
+        D_prev = np.asarray(n[:m], dtype=float) @ Rp[:m]
+        Rp[m] = od.post_fill(cells, D_prev, m, float(n[m]), act, systems=act)
+        ps = od.post_strata(cells, act)
+        mean = (od._to_strata(cells.size * Rp[m], ps) / ps.size)[ps.group]
+        np.testing.assert_allclose(Rp[m], mean, rtol=1e-12)
+        assert (cells.size * Rp[m]).sum() == pytest.approx(1.0)
+    assert np.any(Rp[1][cells.P[:, 1] == 0] > 0)              # stratum 1 also serves X₀ \ X₁
+    R_items = Rp[:, cell]
+
+    def samples():
+        for combo in itertools.product(*[list(itertools.product(range(5), repeat=k)) for k in n]):
+            prob = np.prod([np.prod(R_items[j, list(c)]) for j, c in enumerate(combo)])
+            if prob == 0:
+                continue
+            items = np.array([x for c in combo for x in c], dtype=np.int64)
+            strata = np.array([j for j, c in enumerate(combo) for _ in c], dtype=np.int64)
+            T = od.tally(M, len(cells.size), strata, cell[items], F3[items])
+            pi, cov, _ = od.post_precision(cells, T, n, Rp=Rp)
+            yield prob, pi, cov
+
+    _assert_exact_and_conservative(samples(), (P3 * F3[:, None]).sum(0))
+
+
+def test_post_fill_systems_and_all_system_sizing():
+    """post_fill(systems={m}) is the default proposal; post_variance_bounds is post_variance_bound of
+    every system; post_required_draws(systems=...) returns the smallest nₘ with every selected
+    system's bound ≤ (ε/z)² (and no fewer than m's own requirement; systems = {m} is m's own)."""
+    s = sim.synthetic_setting(4, n_candidates=8_000, n_correct=500, seed=1)
+    cells, _ = od.cells_of(s.G[s.G.any(1)] / s.G.sum(0))
+    n = np.array([120.0, 80.0, 0.0, 0.0])
+    Rp = cells.P.T.copy()
+    D_prev = n @ Rp
+    act = np.arange(4) <= 2
+    np.testing.assert_allclose(od.post_fill(cells, D_prev, 2, 60.0, act, systems=np.arange(4) == 2),
+                               od.post_fill(cells, D_prev, 2, 60.0, act), rtol=1e-9, atol=1e-15)
+    fill = np.full(len(cells.size), 0.5)
+    V = od.post_variance_bounds(cells, n + [0, 0, 50, 0], fill, act, Rp)
+    for m in range(3):
+        assert V[m] == pytest.approx(od.post_variance_bound(cells, n + [0, 0, 50, 0], m, fill, act, Rp), rel=1e-12)
+    fp = lambda k: od.post_fill(cells, D_prev, 2, np.maximum(k, 1), act, systems=act)   # noqa: E731
+    eps = 0.09
+    k = int(od.post_required_draws(cells, n, 2, fill, eps, 5000, act, Rp=Rp, fill_prop=fp, systems=act))
+
+    def worst(k, sel=act):
+        R = Rp.copy()
+        R[2] = fp(k)
+        return od.Z95 * np.sqrt(od.post_variance_bounds(cells, n + [0, 0, k, 0], fill, act, R)[sel].max())
+    assert worst(k) <= eps < worst(k - 1)
+    own = int(od.post_required_draws(cells, n, 2, fill, eps, 5000, act, Rp=Rp, fill_prop=fp))
+    assert own <= k
+    assert int(od.post_required_draws(cells, n, 2, fill, eps, 5000, act, Rp=Rp, fill_prop=fp,
+                                      systems=np.arange(4) == 2)) == own
