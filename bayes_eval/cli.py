@@ -163,7 +163,7 @@ def build_parser():
                         "coverage at the stop, labels at the stop)")
     s.add_argument("--stop-interval", choices=["clt-cs", "clt", "bayes", "bayes-cs"], default="clt-cs",
                    help="the interval the stopping rule looks at: clt-cs (default; the confidence sequence, valid "
-                        "uniformly over stages, as session status --target-width), clt (the fixed-n interval) or "
+                        "uniformly over stages, as session status --target-width), clt (the fixed-n interval), "
                         "bayes (the finite-pool Bayesian interval after every stage: one posterior per stage and "
                         "run, ~40x the cost of --bayes yes at 40 stages) or bayes-cs (both the Bayesian interval "
                         "and the confidence sequence, as session status --bayesian --target-width)")
