@@ -23,19 +23,25 @@ F = np.array([1, 0, 1, 1, 0])
 P = np.array([[.5, 0], [.3, .25], [.2, .25], [0, .25], [0, .25]])
 
 
+def _every_sample(R_items, n, cells, cell, F):
+    """Every sample of fixed sizes ``n`` (stratum j: n[j] draws with replacement from the
+    universe's items by ``R_items[j]``, shape (M, U)) with nonzero probability: (its
+    probability, its tally of the correct-flags ``F``)."""
+    M, U = R_items.shape
+    for combo in itertools.product(*[list(itertools.product(range(U), repeat=k)) for k in n]):
+        prob = np.prod([np.prod(R_items[j, list(c)]) for j, c in enumerate(combo)])
+        if prob == 0:
+            continue
+        items = np.array([x for c in combo for x in c], dtype=np.int64)
+        strata = np.array([j for j, c in enumerate(combo) for _ in c], dtype=np.int64)
+        yield prob, od.tally(M, len(cells.size), strata, cell[items], F[items])
+
+
 def _enumerate(n, P=P, F=F):
     """Every sample (ordered draws of n_j from p_j) with its probability and the joint
     estimates (003 §"Joint estimator")."""
     cells, cell = od.cells_of(P)
-    U, M = P.shape
-    seqs = [list(itertools.product(range(U), repeat=k)) for k in n]
-    for combo in itertools.product(*seqs):
-        prob = np.prod([np.prod(P[list(c), j]) for j, c in enumerate(combo)])
-        if prob == 0:
-            continue
-        items = np.array([x for c in combo for x in c])
-        strata = np.array([j for j, c in enumerate(combo) for _ in c])
-        T = od.tally(M, len(cells.size), strata, cell[items], F[items])
+    for prob, T in _every_sample(P.T, n, cells, cell, F):
         yield prob, od.joint_estimates(cells, T, n, np.array(1.0), np.array(0.0)), T, cells
 
 
@@ -495,14 +501,7 @@ def _assert_exact_and_conservative(samples, truth):
 def _post_enumerate(n, P=P, F=F):
     """Every sample of fixed sizes n with its probability and the post-stratified precision."""
     cells, cell = od.cells_of(P)
-    U, M = P.shape
-    for combo in itertools.product(*[list(itertools.product(range(U), repeat=k)) for k in n]):
-        prob = np.prod([np.prod(P[list(c), j]) for j, c in enumerate(combo)])
-        if prob == 0:
-            continue
-        items = np.array([x for c in combo for x in c], dtype=np.int64)
-        strata = np.array([j for j, c in enumerate(combo) for _ in c], dtype=np.int64)
-        T = od.tally(M, len(cells.size), strata, cell[items], F[items])
+    for prob, T in _every_sample(P.T, n, cells, cell, F):
         pi, cov, _ = od.post_precision(cells, T, n)
         yield prob, pi, cov
 
@@ -616,14 +615,9 @@ def test_post_precision_unbiased_with_stratum_proposals_exact_enumeration(n):
     tallies = []
 
     def samples():
-        for combo in itertools.product(*[list(itertools.product(range(5), repeat=k)) for k in n]):
-            prob = np.prod([np.prod(R3[j, list(c)]) for j, c in enumerate(combo)])
-            if prob == 0:
-                continue
-            items = np.array([x for c in combo for x in c], dtype=np.int64)
-            strata = np.array([j for j, c in enumerate(combo) for _ in c], dtype=np.int64)
-            tallies.append(od.tally(3, len(cells.size), strata, cell[items], F3[items]))
-            pi, cov, _ = od.post_precision(cells, tallies[-1], n, Rp=Rp)
+        for prob, T in _every_sample(R3, n, cells, cell, F3):
+            tallies.append(T)
+            pi, cov, _ = od.post_precision(cells, T, n, Rp=Rp)
             yield prob, pi, cov
 
     _assert_exact_and_conservative(samples(), (P3 * F3[:, None]).sum(0))
@@ -736,13 +730,7 @@ def test_post_fill_over_all_systems_is_exactly_unbiased(n):
     R_items = Rp[:, cell]
 
     def samples():
-        for combo in itertools.product(*[list(itertools.product(range(5), repeat=k)) for k in n]):
-            prob = np.prod([np.prod(R_items[j, list(c)]) for j, c in enumerate(combo)])
-            if prob == 0:
-                continue
-            items = np.array([x for c in combo for x in c], dtype=np.int64)
-            strata = np.array([j for j, c in enumerate(combo) for _ in c], dtype=np.int64)
-            T = od.tally(M, len(cells.size), strata, cell[items], F3[items])
+        for prob, T in _every_sample(R_items, n, cells, cell, F3):
             pi, cov, _ = od.post_precision(cells, T, n, Rp=Rp)
             yield prob, pi, cov
 

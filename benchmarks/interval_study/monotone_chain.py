@@ -20,8 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from bayes_eval.models.calibrated import PRIOR as CAL_PRIOR  # noqa: E402
-from bayes_eval.models.calibrated import CalibratedState, fit_mode  # noqa: E402
-from bayes_eval.models.oracle import OracleModel  # noqa: E402
+from bayes_eval.models.calibrated import calibrated_model, fit_mode  # noqa: E402
 from monotone_restricted import GRID, _student_t, chain_order  # noqa: E402  (same grid and order)
 
 #: (a, b) as in the calibrated model; ν the rate of drops per unit of z
@@ -106,17 +105,7 @@ def monotone_model(leaf_probs, n_proposals: int = 128, n_theta: int = 16, fit_it
     z = jnp.asarray(np.log(p) - np.log1p(-p))
     zc, oj = z[order], jnp.asarray(order)
     step = GRID[1] - GRID[0]
-
-    def init_state():
-        return CalibratedState(mode=jnp.array([m for m, _ in CAL_PRIOR.values()]),
-                               cov=jnp.diag(jnp.array([s**2 for _, s in CAL_PRIOR.values()])))
-
-    def fit(state, counts, unlabeled):
-        return fit_mode(z, counts, init=state, n_iter=fit_iters)
-
-    def predictive(state):
-        mu = jax.nn.sigmoid(state.mode[0] + state.mode[1] * z)
-        return jnp.stack([1 - mu, mu], axis=-1)
+    base = calibrated_model(lp, fit_iters=fit_iters)  # init_state, fit, predictive, posterior_predictive
 
     def chain_draws(key, t, n1, n0, n):
         msgs, _ = forward_log(t, zc, n1, n0)
@@ -151,7 +140,4 @@ def monotone_model(leaf_probs, n_proposals: int = 128, n_theta: int = 16, fit_it
         return {"pi": jnp.stack([1 - pi1, pi1], -1), "unlabeled_counts": jnp.stack([unlabeled[None, :] - m1, m1], -1),
                 "a": th[:, 0], "b": th[:, 1], "nu": jnp.exp(th[:, 2]), "importance_ess": 1.0 / jnp.sum(w**2)}
 
-    def posterior_predictive(state, counts):
-        return predictive(state)
-
-    return OracleModel("monotone-chain", init_state, fit, predictive, sample, posterior_predictive)
+    return base._replace(name="monotone-chain", sample=sample)

@@ -23,8 +23,8 @@ from jax.scipy.special import betaln
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from bayes_eval.models.calibrated import PRIOR as CAL_PRIOR  # noqa: E402
-from bayes_eval.models.calibrated import CalibratedState, fit_mode  # noqa: E402
-from bayes_eval.models.oracle import OracleModel  # noqa: E402
+from bayes_eval.models.calibrated import _student_t  # noqa: E402,F401  (study code: the calibrated proposal)
+from bayes_eval.models.calibrated import calibrated_model, fit_mode  # noqa: E402
 
 #: logit π grid: rates from 2e-9 to 1 − 6e-6 in steps of 0.1 in logit (±5 % in π at low rates)
 GRID = jnp.arange(-20.0, 12.0 + 1e-9, 0.1)
@@ -131,17 +131,6 @@ def log_marginal(theta, zc, n1, n0):
     return _log_prior_theta(theta) + lz1 - lz0
 
 
-def _student_t(key, mean, cov, n, df=5.0):
-    k1, k2 = jax.random.split(key)
-    chol = jnp.linalg.cholesky(cov + 1e-9 * jnp.eye(cov.shape[0]))
-    zs = jax.random.normal(k1, (n, mean.shape[0]))
-    g = jax.random.gamma(k2, df / 2.0, (n,)) / (df / 2.0)
-    x = mean + (zs @ chol.T) / jnp.sqrt(g)[:, None]
-    sol = jax.scipy.linalg.solve_triangular(chol, (x - mean).T, lower=True)
-    logq = -0.5 * (df + mean.shape[0]) * jnp.log1p(jnp.sum(sol**2, axis=0) / df)
-    return x, logq
-
-
 def monotone_model(leaf_probs, n_proposals: int = 64, n_theta: int = 16, fit_iters: int = 25,
                    jitter: bool = True):
     """The monotone calibrated model behind the ``OracleModel`` interface (binary pools).
@@ -163,18 +152,7 @@ def monotone_model(leaf_probs, n_proposals: int = 64, n_theta: int = 16, fit_ite
     z = jnp.asarray(np.log(p) - np.log1p(-p))
     zc = z[order]
     order_j = jnp.asarray(order)
-
-    def init_state():
-        return CalibratedState(mode=jnp.array([m for m, _ in CAL_PRIOR.values()]),
-                               cov=jnp.diag(jnp.array([s**2 for _, s in CAL_PRIOR.values()])))
-
-    def fit(state, counts, unlabeled):
-        return fit_mode(z, counts, init=state, n_iter=fit_iters)
-
-    def predictive(state):
-        a, b, _ = state.mode
-        mu = jax.nn.sigmoid(a + b * z)
-        return jnp.stack([1 - mu, mu], axis=-1)
+    base = calibrated_model(lp, fit_iters=fit_iters)  # init_state, fit, predictive, posterior_predictive
 
     def draw_pi(key, counts, n_draws, state):
         """Draws of π_1 (n, K) and of (a, b, log κ) from the constrained posterior."""
@@ -207,45 +185,5 @@ def monotone_model(leaf_probs, n_proposals: int = 64, n_theta: int = 16, fit_ite
         return {"pi": pi, "unlabeled_counts": m, "a": s.theta[:, 0], "b": s.theta[:, 1],
                 "kappa": jnp.exp(s.theta[:, 2]), "importance_ess": s.ess}
 
-    def posterior_predictive(state, counts):
-        kappa = jnp.exp(state.mode[2])
-        mu = predictive(state)[:, 1]
-        n = counts.sum(1)
-        p1 = (kappa * mu + counts[:, 1]) / (kappa + n)
-        return jnp.stack([1.0 - p1, p1], axis=-1)
+    return base._replace(name="monotone-calibrated", sample=sample)
 
-    return OracleModel("monotone-calibrated", init_state, fit, predictive, sample, posterior_predictive)
-
-
-def numpyro_model(zc, n1, n0):
-    """The monotone model in NumPyro, marginal over π: (a, b, log κ) with the calibrated
-    model's priors and the constrained marginal likelihood log Z(data) − log Z(no data) as a
-    factor (for NUTS and ArviZ diagnostics; π then by :func:`draw_given_theta`).  ``zc``,
-    ``n1``, ``n0``: the chain strata's z and label counts, in chain order."""
-    import numpyro
-    import numpyro.distributions as dist
-
-    a = numpyro.sample("a", dist.Normal(*CAL_PRIOR["a"]))
-    b = numpyro.sample("b", dist.Normal(*CAL_PRIOR["b"]))
-    lk = numpyro.sample("log_kappa", dist.Normal(*CAL_PRIOR["log_kappa"]))
-    theta = jnp.stack([a, b, lk])
-    _, lz1 = forward_log(_log_phi(theta, zc, n1, n0, True))
-    _, lz0 = forward_log(_log_phi(theta, zc, n1, n0, False))
-    numpyro.factor("ordered_labels", lz1 - lz0)
-
-
-def draw_given_theta(key, leaf_probs, counts, theta):
-    """Draws of π_1 (n, K) from the ordered posterior given draws of (a, b, log κ) (n, 3)
-    (forward filtering, backward sampling per draw; empty strata: their curve value)."""
-    lp = np.asarray(leaf_probs, dtype=np.float64)
-    order = chain_order(lp)
-    p = np.clip(lp[:, 1], 1e-12, 1 - 1e-12)
-    z = jnp.asarray(np.log(p) - np.log1p(-p))
-    oj = jnp.asarray(order)
-    zc, n1, n0 = z[oj], counts[oj, 1], counts[oj, 0]
-
-    def one(k, t):
-        mu = jax.nn.sigmoid(t[0] + t[1] * z)
-        return mu.at[oj].set(chain_draws(k, t, zc, n1, n0, 1)[0])
-
-    return jax.vmap(one)(jax.random.split(key, theta.shape[0]), theta)
