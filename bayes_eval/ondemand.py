@@ -188,12 +188,17 @@ def precision_influence(cells: Cells, n, W=None, Rp=None, rule: str = "overlap")
     return np.einsum("...ij,...ci,f->...ijcf", coef, H, f)
 
 
-def simple_precision_influence(cells: Cells, n) -> np.ndarray:
-    """ψ[..., i, j, c, f] = 1[i = j] f / nᵢ: the simple estimator (003 §"Simple estimator")."""
+def simple_precision_influence(cells: Cells, n, Rp=None) -> np.ndarray:
+    """ψ[..., i, j, c, f] = 1[i = j] f / nᵢ: the simple estimator (003 §"Simple estimator").
+    ``Rp[..., j, c]``: the proposal each stratum was drawn from, when not pⱼ — then each own
+    draw is importance weighted, ψ = 1[i = j] pᵢ(c) f / (nᵢ rᵢ(c)) (unbiased for fixed nᵢ)."""
     n = np.asarray(n, dtype=np.float64)
     M, C = cells.P.shape[1], cells.P.shape[0]
     coef = np.eye(M) * _ratio(1.0, n)[..., None, :]
-    return np.einsum("...ij,c,f->...ijcf", coef, np.ones(C), np.array([0.0, 1.0]))
+    H = np.ones(C) if Rp is None else np.swapaxes(_ratio(cells.P.T, np.asarray(Rp, dtype=np.float64)), -1, -2)
+    if Rp is None:
+        return np.einsum("...ij,c,f->...ijcf", coef, H, np.array([0.0, 1.0]))
+    return np.einsum("...ij,...ci,f->...ijcf", coef, H, np.array([0.0, 1.0]))
 
 
 def pooled_recall_influence(cells: Cells, T, n, Rp=None) -> tuple[np.ndarray, np.ndarray]:
@@ -332,12 +337,13 @@ def joint_estimates(cells: Cells, T, n, theta, var_theta, parts=None) -> Estimat
     return assemble(pi, (nu, np.asarray(theta, dtype=np.float64)), cov_in, joint=True)
 
 
-def simple_estimates(cells: Cells, T, n, rho, cov_rho) -> Estimates:
+def simple_estimates(cells: Cells, T, n, rho, cov_rho, Rp=None) -> Estimates:
     """The simple estimators (003 §"Simple estimator"): π̂ᵢ from X̂ᵢ alone, ρ̂ᵢ from Ŷ₀
-    (``rho``, ``cov_rho`` from :func:`exhaustive_stats`)."""
+    (``rho``, ``cov_rho`` from :func:`exhaustive_stats`); ``Rp``: the strata's proposals when
+    they are not the pⱼ (:func:`simple_precision_influence`)."""
     n = np.asarray(n, dtype=np.float64)
     M = cells.P.shape[1]
-    psi = simple_precision_influence(cells, n)
+    psi = simple_precision_influence(cells, n, Rp)
     pi = np.einsum("...jcf,...ijcf->...i", T, psi)
     cov_p = stratified_cov(T, psi)
     batch = pi.shape[:-1]
@@ -785,6 +791,22 @@ def post_required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: in
     sel = np.asarray(systems, dtype=bool)
     return _bisect_draws(lambda nn, R: post_variance_bounds(cells, nn, fill, active, R)[..., sel].max(-1),
                          n, m, epsilon, n_max, z, Rp, fill_prop)
+
+
+#: The share of pₘ mixed into :func:`post_fill_proposal` (defensive: every instance of Xₘ keeps
+#: probability ≥ 0.3 pₘ).  Measured on the synthetic setting (issue 17, 500 repeats): cost ÷ simple
+#: 0.499 at 0.1, 0.504 at 0.3; at 0.3 the intervals of earlier systems drift less after later
+#: submissions (benchmarks/results/ondemand.md).
+POST_FILL_DEFENSIVE = 0.3
+
+
+def post_fill_proposal(cells: Cells, D_prev, m: int, n_new, active=None, defensive: float = POST_FILL_DEFENSIVE,
+                       weight=None, systems=None) -> np.ndarray:
+    """System m's stratum proposal of the ``post-fill`` protocol: :func:`post_fill` mixed with
+    pₘ in share ``defensive``.  Both parts are constant on the post-strata of the ``active``
+    systems, so the mixture is too (:func:`post_precision` stays exactly unbiased)."""
+    r = post_fill(cells, D_prev, m, n_new, active, weight=weight, systems=systems)
+    return (1 - defensive) * r + defensive * cells.P[:, m]
 
 
 def post_fill(cells: Cells, D_prev, m: int, n_new, active=None, weight=None, iters: int = 60,

@@ -13,7 +13,7 @@ DESCRIPTION = """\
 Evaluate several systems (or versions, or thresholds) as they arrive, reusing every label
 (seed 003: joint precision and recall estimators with importance weights).
 
-  bayes-eval ondemand new eval.db --epsilon 0.05
+  bayes-eval ondemand new eval.db --epsilon 0.05       # [--protocol post-fill|post|joint]
   bayes-eval ondemand submit eval.db sysA sysA.csv      # CSV/Parquet: column item [, weight]
   bayes-eval ondemand next eval.db --out tasks.csv      # instances to verify (Label Studio compatible)
   bayes-eval ondemand ingest eval.db tasks_labeled.csv  # columns item,label (0/1); or LS JSON export
@@ -38,6 +38,10 @@ def add_ondemand_parser(subparsers):
                    help="cost of one instance found by exhaustive annotation (default 1.60)")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--rounds", type=int, default=4, help="sizing rounds per system (default 4)")
+    q.add_argument("--protocol", choices=("post-fill", "post", "joint"), default="post-fill",
+                   help="how systems are sampled and estimated: post-fill (default; draws favour the "
+                        "post-strata earlier systems under-sampled, post-stratified estimator), post (draws "
+                        "from each system's p, post-stratified estimator) or joint (seed 003's protocol)")
     q = sub.add_parser("submit", help="submit a system's predictions; prints the verifications it needs and why")
     q.add_argument("db")
     q.add_argument("name")
@@ -65,6 +69,10 @@ def add_ondemand_parser(subparsers):
     q.add_argument("--repeats", type=int, default=100)
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--rounds", type=int, default=4)
+    q.add_argument("--protocols", default="",
+                   help="comma-separated protocols to run beside simple and joint (their keys are added to the "
+                        "JSON), e.g. joint_post_fill — the session's post-fill protocol; names: "
+                        "bayes_eval.ondemand_sim.PROTOCOLS")
     q.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -88,21 +96,22 @@ def print_status(st, out=sys.stdout):
     def fmt(iv):
         return "   —" if iv is None else f"{iv['estimate']:.3f} ± {iv['half_width']:.3f}"
 
-    print(f"{'system':<12}{'draws':>7}{'new':>6}{'cost':>9}  {'precision (joint)':<18}{'recall (joint)':<18}"
-          f"{'F1 (joint)':<18}{'precision (simple)':<18}", file=out)
+    h = st.get("estimator", "joint")
+    print(f"{'system':<12}{'draws':>7}{'new':>6}{'cost':>9}  {f'precision ({h})':<18}{f'recall ({h})':<18}"
+          f"{f'F1 ({h})':<18}{'precision (simple)':<18}", file=out)
     for r in st["systems"]:
         g = (lambda m, k: r.get(m, {}).get(k) if isinstance(r.get(m), dict) else None)
         print(f"{r['name']:<12}{r['draws']:>7}{r['new_verifications']:>6}{r['cost']:>9.2f}  "
-              f"{fmt(g('precision', 'joint')):<18}{fmt(g('recall', 'joint')):<18}{fmt(g('f1', 'joint')):<18}"
+              f"{fmt(g('precision', h)):<18}{fmt(g('recall', h)):<18}{fmt(g('f1', h)):<18}"
               f"{fmt(g('precision', 'simple')):<18}", file=out)
     if st.get("pairs"):
-        print("paired differences (b − a, joint, 95%):", file=out)
+        print(f"paired differences (b − a, {h}, 95%):", file=out)
         for p in st["pairs"]:
             print(f"  {p['b']} − {p['a']}: precision {fmt(p['precision'])}, recall {fmt(p['recall'])}, "
                   f"F1 {fmt(p['f1'])}", file=out)
     if st.get("exhaustive_needed"):
         e = st["exhaustive_needed"]
-        print(f"exhaustive instances for recall ±{cfg['epsilon']}: joint "
+        print(f"exhaustive instances for recall ±{cfg['epsilon']}: {h} "
               f"{e['joint'] if e['joint'] is not None else 'not reachable by exhaustive samples alone'}, "
               f"simple {e['simple']}", file=out)
 
@@ -115,9 +124,10 @@ def cmd_ondemand(args) -> int:
     from .ondemand_session import OnDemand
 
     if verb == "new":
-        OnDemand.create(args.db, args.epsilon, args.cost_verify, args.cost_exhaustive, args.seed, args.rounds).close()
+        OnDemand.create(args.db, args.epsilon, args.cost_verify, args.cost_exhaustive, args.seed, args.rounds,
+                        args.protocol).close()
         print(f"created {args.db} (epsilon {args.epsilon}, verification ${args.cost_verify}, "
-              f"exhaustive ${args.cost_exhaustive})")
+              f"exhaustive ${args.cost_exhaustive}, protocol {args.protocol})")
         return 0
     with OnDemand.open(args.db) as ev:
         if verb == "submit":
@@ -132,7 +142,7 @@ def cmd_ondemand(args) -> int:
             if r["tasks"]:
                 print(f"wrote {r['tasks']} instances to verify to {args.out} ({r['new_draws']} new draws)")
             else:
-                print("nothing to verify: every system's bound is within epsilon or its rounds are done")
+                print("nothing to verify: every system's precision interval is within epsilon (or at its draw cap)")
         elif verb == "ingest":
             r = ev.ingest(args.labels, from_name=args.from_name)
             print(f"{args.labels}: already ingested (nothing changed)" if r["already"]
@@ -177,7 +187,12 @@ def _simulate(args) -> int:
                                  f"(no {col!r}; columns are {list(frame.columns)})")
         setting = sim.pool_setting(frame, args.systems, seed=args.seed,
                                    name=os.path.splitext(os.path.basename(args.setting))[0])
-    out = sim.summarize(sim.simulate(setting, args.epsilon, args.repeats, args.seed, rounds=args.rounds))
+    extra = tuple(p for p in (x.strip() for x in args.protocols.split(",")) if p and p not in ("simple", "joint"))
+    unknown = [p for p in extra if p not in sim.PROTOCOLS]
+    if unknown:
+        raise UsageError(f"--protocols: unknown {', '.join(unknown)}; known: {', '.join(sorted(sim.PROTOCOLS))}")
+    out = sim.summarize(sim.simulate(setting, args.epsilon, args.repeats, args.seed, rounds=args.rounds,
+                                     protocols=("simple", "joint") + extra))
     if args.format == "json":
         json.dump(out, sys.stdout, indent=1)
         print()
@@ -187,6 +202,9 @@ def _simulate(args) -> int:
         print(f"cost to epsilon on every precision: simple ${out['cost']['simple']:.2f}, joint "
               f"${out['cost']['joint']:.2f} (ratio {out['cost_ratio']:.2f}); recall (exhaustive): simple "
               f"${out['cost_recall']['simple']:.2f}, joint ${out['cost_recall']['joint']:.2f}")
+        for p in extra:
+            print(f"  {p}: ${out['cost'][p]:.2f} (ratio {out['cost'][p] / out['cost']['simple']:.2f}), "
+                  f"{out['reached'][p]:.0%} of (run, system) at epsilon at the end")
         for r in out["systems"]:
             print(f"  {r['name']:<7} precision {r['precision']['true']:.3f}: coverage simple "
                   f"{r['precision']['simple']['coverage']:.3f} joint {r['precision']['joint']['coverage']:.3f}; "

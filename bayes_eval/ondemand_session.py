@@ -9,10 +9,13 @@ item 3): :meth:`~OnDemand.create` (``new``), :meth:`~OnDemand.submit_file` /
 
 Protocol (003 §"Summary"): when system m is submitted, the number of verification draws
 it needs is the bisection of the variance bound given every label so far
-(:func:`bayes_eval.ondemand.required_draws`); instances already verified are reused at no
-cost.  The draws are made in ``rounds`` (default 4): the first at submission, the next by
-``next`` once the previous round's labels are in, each sized again with them
-(:func:`bayes_eval.ondemand.round_size`).  An instance found by exhaustive annotation is
+(:func:`bayes_eval.ondemand.required_draws`, or :func:`~bayes_eval.ondemand.post_required_draws`
+for the post-stratified estimator); instances already verified are reused at no cost.  The
+draws are made in ``rounds`` (default 4): the first at submission, the next by ``next`` once
+the previous round's labels are in, each sized again with them
+(:func:`bayes_eval.ondemand.round_size`); after the rounds ``next`` tops up any system whose
+realized half-width is still above ε (the protocol ``benchmarks/ondemand.py`` measures).
+Which proposal and estimator: :data:`PROTOCOLS`.  An instance found by exhaustive annotation is
 correct, so it needs no verification either.  Every write is one transaction of
 :class:`bayes_eval.ondemand_store.OnDemandStore`; every check runs before anything is
 written, so a refused input changes nothing; re-ingesting a file already ingested is a
@@ -32,9 +35,19 @@ from . import ondemand as od
 from .annotate import parse_labels, prepare_output, read_labels, write_batch_tmp, os_problem
 from .errors import (EmptyInputError, LabelConflictError, MalformedInputError, NotDrawnError, SessionError,
                      UnknownItemError)
+from .ondemand_status import headline_estimator, precision_half_widths
 from .ondemand_store import OnDemandStore
 
-__all__ = ["OnDemand", "read_system_file"]
+__all__ = ["OnDemand", "read_system_file", "PROTOCOLS", "DEFAULT_PROTOCOL"]
+
+#: ``ondemand new --protocol``: how each submitted system is sampled and sized, and which
+#: estimator leads (``status``'s ``"estimator"``).  ``post-fill`` (default): draws from
+#: :func:`bayes_eval.ondemand.post_fill_proposal`, the post-stratified estimator
+#: (:func:`bayes_eval.ondemand.post_precision`); ``post``: draws from pₘ, the post-stratified
+#: estimator; ``joint``: 003's protocol and joint estimator (files made before protocols existed).
+#: The post-stratified estimator and the post-fill proposal are our extensions of 003.
+PROTOCOLS = ("post-fill", "post", "joint")
+DEFAULT_PROTOCOL = "post-fill"
 
 
 def _sha(data: bytes) -> str:
@@ -85,11 +98,16 @@ class OnDemand:
     def __init__(self, store: OnDemandStore):
         self.store = store
         self.config = store.meta()["config"]
+        self.protocol = self.config.get("protocol", "joint")   # files made before protocols: 003's
+        self.estimator = headline_estimator(self.config)
 
     # ------------------------------------------------------------------ files
     @classmethod
     def create(cls, path, epsilon: float = 0.05, cost_verify: float = 0.18, cost_exhaustive: float = 1.60,
-               seed: int = 0, rounds: int = 4) -> "OnDemand":
+               seed: int = 0, rounds: int = 4, protocol: str = DEFAULT_PROTOCOL) -> "OnDemand":
+        if protocol not in PROTOCOLS:
+            raise SessionError(f"unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}",
+                               cli=f"--protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
         for name, v, lo in (("epsilon", epsilon, 0), ("cost_verify", cost_verify, 0),
                             ("cost_exhaustive", cost_exhaustive, 0)):
             if not np.isfinite(v) or v <= lo or (name == "epsilon" and v >= 1):
@@ -99,7 +117,8 @@ class OnDemand:
         if int(rounds) < 1:
             raise SessionError(f"rounds must be at least 1, got {rounds}")
         cfg = {"epsilon": float(epsilon), "cost_verify": float(cost_verify),
-               "cost_exhaustive": float(cost_exhaustive), "seed": int(seed), "rounds": int(rounds), "z": od.Z95}
+               "cost_exhaustive": float(cost_exhaustive), "seed": int(seed), "rounds": int(rounds), "z": od.Z95,
+               "protocol": protocol}
         return cls(OnDemandStore.create(path, cfg))
 
     @classmethod
@@ -134,10 +153,17 @@ class OnDemand:
         for it, _ in found:
             known[it] = 1
         draws = st.rows("SELECT draw, system, item, round, new FROM draws ORDER BY draw")
+        Rp = None
+        if self.protocol == "post-fill" and len(items):
+            Rp = cells.P.T.copy()                     # (M, C): each stratum's per-instance proposal
+            for s, it, q in st.rows("SELECT system, item, q FROM proposals"):
+                Rp[sidx[s], cell[index[it]]] = q
         return {"systems": systems, "sidx": sidx, "items": items, "index": index, "P": P, "cells": cells,
-                "cell": cell, "known": known, "found": found, "draws": draws}
+                "cell": cell, "known": known, "found": found, "draws": draws, "Rp": Rp}
 
-    def _fill(self, S):
+    def _fill(self, S, group=None):
+        """f̃ per cell for the variance bound (:func:`bayes_eval.ondemand.cell_fill`); ``group``:
+        the labels pooled by post-stratum first (the post-stratified bound)."""
         C = len(S["cells"].size)
         pos, ver = np.zeros(C), np.zeros(C)
         for it, lab in S["known"].items():
@@ -145,7 +171,10 @@ class OnDemand:
             if k is not None:
                 ver[S["cell"][k]] += 1
                 pos[S["cell"][k]] += lab
-        return od.cell_fill(S["cells"].size, pos, ver)
+        if group is None:
+            return od.cell_fill(S["cells"].size, pos, ver)
+        sz, ps_, vr = (np.bincount(group, weights=x) for x in (S["cells"].size, pos, ver))
+        return od.cell_fill(sz, ps_, vr)[group]
 
     def _n_draws(self, S):
         n = np.zeros(len(S["systems"]))
@@ -153,18 +182,45 @@ class OnDemand:
             n[S["sidx"][s]] += 1
         return n
 
+    def _n_max(self):
+        return int(np.ceil(2 * od.Z95 ** 2 / self.config["epsilon"] ** 2))
+
+    def _required(self, S, m, n, fill_prop=None):
+        """Draws system m needs in all by the bound of the protocol's estimator, given every
+        label so far (003 §"Adaptively choosing the number of samples")."""
+        eps, n_max, cells = self.config["epsilon"], self._n_max(), S["cells"]
+        if self.estimator == "joint":
+            return int(od.required_draws(cells, n, m, self._fill(S), eps, n_max))
+        fill = self._fill(S, od.post_strata(cells).group)
+        return int(od.post_required_draws(cells, n, m, fill, eps, n_max, Rp=S["Rp"], fill_prop=fill_prop))
+
     def _plan(self, S, m, last):
         """(required draws for system m by the bound, draws to add now)."""
         n = self._n_draws(S)
-        eps = self.config["epsilon"]
-        n_max = int(np.ceil(2 * od.Z95 ** 2 / eps ** 2))
-        req = int(od.required_draws(S["cells"], n, m, self._fill(S), eps, n_max))
+        req = self._required(S, m, n)
         return req, int(od.round_size(req, n[m], last))
 
+    def _proposal(self, S, m):
+        """The ``post-fill`` proposal of a newly submitted system m (constant on the post-strata of
+        the systems so far; :func:`bayes_eval.ondemand.post_fill_proposal`), sized by the bound
+        under itself: q per cell."""
+        cells = S["cells"]
+        n = self._n_draws(S)
+        D_prev = n @ S["Rp"]                                   # expected draws per instance so far
+        weight = od.post_strata(cells).P[:, m]                  # N_g pₘ(g): proportional to pₘ's mass
+
+        def prop_of(k):
+            return od.post_fill_proposal(cells, D_prev, m, k, weight=weight)
+        n_plan = self._required(S, m, n, fill_prop=prop_of)
+        return prop_of(max(n_plan, 1))
+
     def _draw(self, S, m, k, rnd):
-        """k draws from p_m (a pure function of seed, system, round)."""
+        """k draws from system m's stratum proposal (pₘ, or its stored post-fill proposal): a
+        pure function of seed, system, round."""
         system = S["systems"][m][0]
-        rows = self.store.rows("SELECT item, p FROM predictions WHERE system=? ORDER BY item", (system,))
+        table = "proposals" if self.protocol == "post-fill" else "predictions"
+        col = "q" if self.protocol == "post-fill" else "p"
+        rows = self.store.rows(f"SELECT item, {col} FROM {table} WHERE system=? ORDER BY item", (system,))
         items = [r[0] for r in rows]
         p = np.array([r[1] for r in rows])
         rng = np.random.default_rng([self.config["seed"], int(system), int(rnd)])
@@ -225,6 +281,11 @@ class OnDemand:
                              [(system, it, float(pi)) for it, pi in zip(items, p)])
             S = self._state()  # read inside the transaction: sees the new system
             m = S["sidx"][system]
+            if self.protocol == "post-fill":
+                q = self._proposal(S, m)
+                conn.executemany("INSERT INTO proposals(system, item, q) VALUES (?,?,?)",
+                                 [(system, it, float(q[S["cell"][S["index"][it]]])) for it in items])
+                S["Rp"][m] = q
             req, k = self._plan(S, m, self.config["rounds"] == 1)
             draws = self._draw(S, m, k, 0)
             conn.executemany("INSERT INTO draws(system, item, round, new) VALUES (?,?,?,?)", draws)
@@ -265,11 +326,14 @@ class OnDemand:
         return out
 
     def next(self, out=None, fmt: str | None = None) -> dict:
-        """Top up every system whose drawn instances are all labeled and whose bound is
-        still above ε (the next round), then list — and write to ``out``, Label Studio
-        compatible (:func:`bayes_eval.annotate.write_batch`) — every instance awaiting a
-        verification.  The file is written before the draws are stored, so a failed
-        ``next`` writes nothing."""
+        """Top up every system whose drawn instances are all labeled and whose precision is
+        not yet within ε — the next sizing round while its ``rounds`` last (each re-sized by
+        the bound with the labels so far), then, on the realized half-width of the protocol's
+        estimator, ``n((hw/ε)² − 1)`` more draws (:func:`bayes_eval.ondemand.top_up`, at most
+        2z²/ε² draws per system; earlier systems too, whose intervals later submissions
+        widened) — then list, and write to ``out``, Label Studio compatible
+        (:func:`bayes_eval.annotate.write_batch`), every instance awaiting a verification.
+        The file is written before the draws are stored, so a failed ``next`` writes nothing."""
         import pandas as pd
 
         if out is not None:
@@ -277,19 +341,32 @@ class OnDemand:
         S = self._state()
         pending = self._pending(S)
         new_draws = []
-        for m, (system, name, _, _) in enumerate(S["systems"]):
-            mine = [d for d in S["draws"] if d[1] == system]
-            rnd = max((d[3] for d in mine), default=-1) + 1
-            if any(d[2] in pending for d in mine) or rnd >= self.config["rounds"]:
-                continue
-            _, k = self._plan(S, m, rnd == self.config["rounds"] - 1)
-            if k > 0:
-                drawn = self._draw(S, m, k, rnd)
-                new_draws += drawn
-                S["draws"] = S["draws"] + [(None,) + tuple(d) for d in drawn]
-                for d in drawn:
-                    if d[1] not in S["known"]:
-                        pending.setdefault(d[1], set()).add(name)
+        # passes until no system gets a draw: a pass whose draws all reuse known labels gives that
+        # system no task, so it is planned again at once with those labels (no empty `next`)
+        for _ in range(1000):
+            made = len(new_draws)
+            hw = None
+            for m, (system, name, _, _) in enumerate(S["systems"]):
+                mine = [d for d in S["draws"] if d[1] == system]
+                rnd = max((d[3] for d in mine), default=-1) + 1
+                if any(d[2] in pending for d in mine):
+                    continue
+                k = 0
+                if rnd < self.config["rounds"]:
+                    _, k = self._plan(S, m, rnd == self.config["rounds"] - 1)
+                if k == 0:                    # rounds done or the bound met: top up on the realized width
+                    if hw is None:
+                        hw = precision_half_widths(S, self.estimator)
+                    k = int(od.top_up(hw[m], len(mine), self.config["epsilon"], self._n_max()))
+                if k > 0:
+                    drawn = self._draw(S, m, k, rnd)
+                    new_draws += drawn
+                    S["draws"] = S["draws"] + [(None,) + tuple(d) for d in drawn]
+                    for d in drawn:
+                        if d[1] not in S["known"]:
+                            pending.setdefault(d[1], set()).add(name)
+            if len(new_draws) == made:
+                break
         frame = pd.DataFrame({"item": list(pending), "systems": [";".join(sorted(v)) for v in pending.values()]})
         tmp = write_batch_tmp(frame, out, fmt) if out is not None and len(frame) else None
         try:

@@ -176,7 +176,7 @@ STEP_FRACTION = 0.25
 STEP_ROUNDS_N = 6
 #: joint_post_fill's proposal: the share mixed in of pₘ (defensive), and whether the water level
 #: is N_g σ_g (Neyman, σ_g from the fill of the variance bound) instead of N_g
-POST_FILL_DEFENSIVE = 0.3
+POST_FILL_DEFENSIVE = od.POST_FILL_DEFENSIVE
 POST_FILL_NEYMAN = False
 #: protocols with a final top-up pass over all systems after the last submission
 FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final", "joint_post_fill_steps_final"})
@@ -306,8 +306,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
             sy = act if kind in POST_FILL_ALL else None
 
             def prop_of(k):
-                r = od.post_fill(cells, D_prev, m, k, act, weight=wt, systems=sy)
-                return (1 - POST_FILL_DEFENSIVE) * r + POST_FILL_DEFENSIVE * cells.P[:, m]
+                return od.post_fill_proposal(cells, D_prev, m, k, act, POST_FILL_DEFENSIVE, weight=wt, systems=sy)
             n_plan = od.post_required_draws(cells, n, m, fill, epsilon, n_max, act, Rp=Rp, fill_prop=prop_of,
                                             systems=sy)
             Rp[:, m] = prop_of(np.maximum(n_plan, 1))
@@ -375,8 +374,8 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
             if p == 0:                                       # the batches' proposals, fixed from here
                 D_prev = np.einsum("rj,rjc->rc", n, Rp)
                 for i in range(M):
-                    r = od.post_fill(cells, D_prev, i, np.maximum(k[:, i], 1), full)
-                    Rp[:, M + i] = (1 - POST_FILL_DEFENSIVE) * r + POST_FILL_DEFENSIVE * cells.P[:, i]
+                    Rp[:, M + i] = od.post_fill_proposal(cells, D_prev, i, np.maximum(k[:, i], 1), full,
+                                                         POST_FILL_DEFENSIVE)
                     draws[:, M + i] = _cell_draws(rng, Rp[:, M + i], cells, order, offset, n_max)
             for i in np.flatnonzero(np.any(k > 0, axis=0)):
                 before = verified.sum(1)

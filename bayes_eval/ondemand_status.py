@@ -12,7 +12,7 @@ import numpy as np
 
 from . import ondemand as od
 
-__all__ = ["status_of", "MEASURES"]
+__all__ = ["status_of", "MEASURES", "ESTIMATOR_OF", "headline_estimator", "tallies", "precision_half_widths"]
 
 MEASURES = ("precision", "recall", "f1")
 
@@ -23,13 +23,22 @@ def _interval(v, hw):
     return {"estimate": float(v), "lo": float(v - hw), "hi": float(v + hw), "half_width": float(hw)}
 
 
-def status_of(S: dict, config: dict) -> dict:
-    """Estimates with 95% intervals per system, the paired differences, labels and costs."""
-    systems = S["systems"]
-    M = len(systems)
-    eps, cv, ce = config["epsilon"], config["cost_verify"], config["cost_exhaustive"]
-    cells, cell, index, known = S["cells"], S["cell"], S["index"], S["known"]
-    sidx = S["sidx"]
+#: the session protocols (``ondemand new --protocol``) and the estimator each leads with
+ESTIMATOR_OF = {"joint": "joint", "post": "post", "post-fill": "post"}
+
+
+def headline_estimator(config: dict) -> str:
+    """The estimator a session's sizing, ``reached`` and pairs use: 003's ``joint`` for the
+    ``joint`` protocol (and files made before protocols existed), the post-stratified
+    ``post`` for ``post`` and ``post-fill``."""
+    return ESTIMATOR_OF[config.get("protocol", "joint")]
+
+
+def tallies(S: dict):
+    """(T, n, drawn, new, (strata, cells, labels)): the labeled draws' tallies T[j, c, f], the
+    labeled draws n[j], all draws and new verifications per system."""
+    systems, cell, index, known, sidx = S["systems"], S["cell"], S["index"], S["known"], S["sidx"]
+    M, C = len(systems), len(S["cells"].size)
     strata, cs, fs = [], [], []
     drawn = np.zeros(M)
     new = np.zeros(M)
@@ -40,10 +49,41 @@ def status_of(S: dict, config: dict) -> dict:
             strata.append(sidx[s])
             cs.append(cell[index[it]])
             fs.append(known[it])
-    C = len(cells.size)
     T = od.tally(M, C, np.array(strata, dtype=np.int64), np.array(cs, dtype=np.int64),
                  np.array(fs, dtype=np.int64)) if M else np.zeros((0, C, 2))
     n = T.sum((-1, -2)) if M else np.zeros(0)
+    return T, n, drawn, new, (strata, cs, fs)
+
+
+def precision_half_widths(S: dict, estimator: str) -> np.ndarray:
+    """z √Var π̂ᵢ of every system under ``estimator`` ("joint" or "post") from the labeled draws
+    (the session's top-up after its sizing rounds reads it)."""
+    T, n, _, _, _ = tallies(S)
+    if estimator == "post":
+        _, cov, _ = od.post_precision(S["cells"], T, n, Rp=S.get("Rp"))
+        return od.Z95 * np.sqrt(np.maximum(np.diagonal(cov), 0.0))
+    return od.precision_half_width(T, od.precision_influence(S["cells"], n, Rp=S.get("Rp")))
+
+
+def _post_covered(cells, n, Rp) -> np.ndarray:
+    """Per system: every post-stratum of Xᵢ can get a draw (P(n_g ≥ 1) > 0) — else the
+    post-stratified π̂ᵢ leaves part of Xᵢ out."""
+    ps = od.post_strata(cells)
+    P1, _ = od.nonempty_prob(ps, n, od.stratum_mass(cells, ps, Rp))
+    return ~np.any((ps.P > 0) & (P1 <= 0)[:, None], axis=0)
+
+
+def status_of(S: dict, config: dict) -> dict:
+    """Estimates with 95% intervals per system (``simple``, 003's ``joint`` and the
+    post-stratified ``post``), the paired differences (headline estimator), labels and costs."""
+    systems = S["systems"]
+    M = len(systems)
+    eps, cv, ce = config["epsilon"], config["cost_verify"], config["cost_exhaustive"]
+    cells, cell, index, known = S["cells"], S["cell"], S["index"], S["known"]
+    Rp = S.get("Rp")
+    head = headline_estimator(config)
+    C = len(cells.size)
+    T, n, drawn, new, (strata, cs, fs) = tallies(S)
     # exhaustive sample: per unit, found instances in the pool X (systems with labeled draws), in each Xᵢ
     units = {}
     for it, u in S["found"]:
@@ -59,7 +99,7 @@ def status_of(S: dict, config: dict) -> dict:
                 t[k, 0] += pooled[cell[j]]
                 t[k, 1:] += cells.P[cell[j]] > 0
     have_recall = len(units) >= 2
-    out = {"config": config, "n_units": len(units), "n_found": int(m_u.sum()),
+    out = {"config": config, "estimator": head, "n_units": len(units), "n_found": int(m_u.sum()),
            "labels": {"verifications": int(sum(1 for it in known if it in index and it not in
                                                 {f for f, _ in S["found"]})),
                       "exhaustive": int(m_u.sum())},
@@ -73,26 +113,31 @@ def status_of(S: dict, config: dict) -> dict:
         return out
     est_e, cov_e = od.exhaustive_stats(t, m_u) if have_recall else (np.full(1 + M, np.nan),
                                                                      np.zeros((1 + M, 1 + M)))
-    parts = od.joint_parts(cells, T, n)
-    joint = od.joint_estimates(cells, T, n, est_e[0], cov_e[0, 0], parts=parts)
-    simple = od.simple_estimates(cells, T, n, est_e[1:], cov_e[1:, 1:])
-    Q = od.proposals(cells, od.mixture_weights(cells, n))
-    covered = ~np.any((cells.P > 0) & (Q <= 0), axis=0)
+    parts_j = od.joint_parts(cells, T, n, Rp=Rp)
+    parts_p = od.post_parts(cells, T, n, Rp=Rp)
+    est = {"joint": od.joint_estimates(cells, T, n, est_e[0], cov_e[0, 0], parts=parts_j),
+           "post": od.joint_estimates(cells, T, n, est_e[0], cov_e[0, 0], parts=parts_p),
+           "simple": od.simple_estimates(cells, T, n, est_e[1:], cov_e[1:, 1:], Rp=Rp)}
+    Q = od.proposals(cells, od.mixture_weights(cells, n, Rp=Rp), Rp)
+    cover = {"joint": ~np.any((cells.P > 0) & (Q <= 0), axis=0), "post": _post_covered(cells, n, Rp)}
+    covered = cover[head]
+    parts = parts_p if head == "post" else parts_j
     rows = []
     for i, s in enumerate(systems):
         row = {"name": s[1], "items": int(s[2]), "draws": int(drawn[i]), "labeled_draws": int(n[i]),
                "new_verifications": int(new[i]), "cost": float(new[i] * cv), "covered": bool(covered[i])}
         for k, meas in enumerate(MEASURES):
             j = k * M + i
-            ok_j = covered[i] and (k == 0 or have_recall)
-            ok_s = n[i] > 0 and (k == 0 or have_recall) and (k != 2 or n[i] > 0)
-            row[meas] = {"joint": _interval(joint.value[j], joint.half_width[j]) if ok_j else None,
-                         "simple": _interval(simple.value[j], simple.half_width[j]) if ok_s else None}
-        if n[i] > 0:
+            row[meas] = {}
+            for kind in ("joint", "simple", "post"):
+                ok = (cover[kind][i] if kind != "simple" else n[i] > 0) and (k == 0 or have_recall)
+                e = est[kind]
+                row[meas][kind] = _interval(e.value[j], e.half_width[j]) if ok else None
+        if n[i] > 0 and (Rp is None or np.allclose(Rp[i], cells.P[:, i])):   # own draws from pᵢ
             k1 = sum(fs[d] for d in range(len(fs)) if strata[d] == i)
             lo, hi = od.wilson(k1, n[i])
             row["precision"]["simple_wilson"] = {"lo": float(lo), "hi": float(hi)}
-        row["reached"] = bool(row["precision"]["joint"] is not None and row["precision"]["joint"]["half_width"] <= eps)
+        row["reached"] = bool(row["precision"][head] is not None and row["precision"][head]["half_width"] <= eps)
         rows.append(row)
     out["systems"] = rows
     pairs = []
@@ -100,7 +145,7 @@ def status_of(S: dict, config: dict) -> dict:
         for b in range(a + 1, M):
             if not (covered[a] and covered[b]):
                 continue
-            d, hw = od.differences(joint, a, b, M)
+            d, hw = od.differences(est[head], a, b, M)
             entry = {"a": systems[a][1], "b": systems[b][1]}
             for k, meas in enumerate(MEASURES):
                 entry[meas] = _interval(d[k], hw[k]) if (k == 0 or have_recall) else None

@@ -10,8 +10,9 @@ only: what the rows mean lives in :mod:`bayes_eval.ondemand_session`.
 
 Tables: ``meta(key, value)`` (JSON: config, revision, schema); ``systems`` (one per
 submission: name, file hash, size); ``predictions(system, item, p)``; ``draws(draw, system,
-item, round, new)`` (verification draws from pᵢ, with replacement; ``new``: the item needed
-a new verification when drawn); ``labels(item, label, ingest)`` (one verification per
+item, round, new)`` (verification draws from system i's stratum proposal — pᵢ, or under the
+``post-fill`` protocol the ``proposals(system, item, q)`` fixed at its submission — with
+replacement; ``new``: the item needed a new verification when drawn); ``labels(item, label, ingest)`` (one verification per
 item); ``exhaustive(item, unit, ingest)`` (instances found by exhaustive annotation);
 ``ingests(ingest, sha256, kind, source, n_rows, n_new, at)``.
 """
@@ -28,7 +29,7 @@ from .sqlite_store import describe_sqlite_error
 
 __all__ = ["OnDemandStore", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the proposals table (files of version 1 have none and use pᵢ)
 _KIND = "bayes_eval.ondemand"
 
 _SCHEMA = """
@@ -45,6 +46,8 @@ CREATE TABLE labels (item TEXT PRIMARY KEY, label INTEGER NOT NULL,
     ingest INTEGER NOT NULL REFERENCES ingests(ingest));
 CREATE TABLE exhaustive (id INTEGER PRIMARY KEY, item TEXT NOT NULL, unit TEXT NOT NULL,
     ingest INTEGER NOT NULL REFERENCES ingests(ingest), UNIQUE (unit, item));
+CREATE TABLE proposals (system INTEGER NOT NULL REFERENCES systems(system), item TEXT NOT NULL,
+    q REAL NOT NULL, PRIMARY KEY (system, item));
 """
 
 
@@ -108,8 +111,10 @@ class OnDemandStore:
 
     def dump(self) -> dict:
         """Every table's rows (tests check that a refused operation changed nothing)."""
+        tables = {r[0] for r in self.rows("SELECT name FROM sqlite_master WHERE type='table'")}
         return {t: self.rows(f"SELECT * FROM {t} ORDER BY 1")
-                for t in ("meta", "systems", "predictions", "draws", "ingests", "labels", "exhaustive")}
+                for t in ("meta", "systems", "predictions", "draws", "ingests", "labels", "exhaustive", "proposals")
+                if t in tables}
 
     # ------------------------------------------------------------------ writing
     @contextlib.contextmanager

@@ -213,10 +213,11 @@ def _label_round(ev, tmp_path, truth, k=[0]):
     return r["tasks"]
 
 
-def test_session_three_systems_end_to_end(tmp_path):
+@pytest.mark.parametrize("protocol", ["post-fill", "post", "joint"])
+def test_session_three_systems_end_to_end(tmp_path, protocol):
     s, paths, truth, found = _files(tmp_path)
     db = str(tmp_path / "ev.db")
-    with OnDemand.create(db, epsilon=0.08, rounds=2) as ev:
+    with OnDemand.create(db, epsilon=0.08, rounds=2, protocol=protocol) as ev:
         for i, p in enumerate(paths):
             r = ev.submit_file(f"sys{i + 1}", p)
             assert r["draws"] > 0 and "why" in r
@@ -224,17 +225,77 @@ def test_session_three_systems_end_to_end(tmp_path):
                 pass
         ev.add_exhaustive(found)
         st = ev.status()
+    head = {"post-fill": "post", "post": "post", "joint": "joint"}[protocol]
+    assert st["estimator"] == head and st["config"]["protocol"] == protocol
     assert [r["name"] for r in st["systems"]] == ["sys1", "sys2", "sys3"]
     true = sim.truth_of(s)
     for i, row in enumerate(st["systems"]):
         assert row["covered"]
+        # `next` tops up until the protocol's estimator is within ε (the draw cap is far away here)
+        assert row["reached"] and row["precision"][head]["half_width"] <= 0.08
         for k, m in enumerate(("precision", "recall", "f1")):
-            iv = row[m]["joint"]
-            assert abs(iv["estimate"] - true[k * 3 + i]) < 2.5 * iv["half_width"] + 0.02
+            for kind in ("joint", "post"):               # both are unbiased under every protocol's draws
+                iv = row[m][kind]
+                assert abs(iv["estimate"] - true[k * 3 + i]) < 2.5 * iv["half_width"] + 0.02
+        iv = row["precision"]["simple"]                  # own draws, importance weighted under post-fill
+        assert abs(iv["estimate"] - true[i]) < 2.5 * iv["half_width"] + 0.02
+        # the Wilson interval of the own draws' share needs draws from pᵢ: under post-fill only the
+        # first system's proposal is pᵢ (no earlier draws to make up for)
+        assert ("simple_wilson" in row["precision"]) == (protocol != "post-fill" or i == 0)
     assert len(st["pairs"]) == 3
     # reopening gives the same numbers (everything is in the file)
     with OnDemand.open(db) as ev:
         assert ev.status() == st
+
+
+def test_session_post_fill_proposals_are_stored_and_drawn_from(tmp_path):
+    """Under ``post-fill`` each system's proposal is fixed at submission and stored: a
+    distribution on Xₘ, positive on all of it (≥ the defensive share of pₘ), constant on the
+    post-strata of the systems submitted by then (so the post-stratified estimator stays
+    unbiased), and it favours what earlier draws left under-sampled; the draws come from it."""
+    s, paths, truth, _ = _files(tmp_path)
+    db = str(tmp_path / "ev.db")
+    with OnDemand.create(db, epsilon=0.08, rounds=2) as ev:
+        assert ev.protocol == "post-fill"
+        for i, p in enumerate(paths[:2]):
+            ev.submit_file(f"sys{i + 1}", p)
+            while _label_round(ev, tmp_path, truth):
+                pass
+        S = ev._state()
+        q = dict(((sy, it), v) for sy, it, v in ev.store.rows("SELECT system, item, q FROM proposals"))
+        draws = ev.store.rows("SELECT system, item FROM draws")
+    sys2 = S["systems"][1][0]
+    items2 = [it for (sy, it) in q if sy == sys2]
+    q2 = np.array([q[(sys2, it)] for it in items2])
+    assert len(items2) == S["systems"][1][2] and abs(q2.sum() - 1) < 1e-9
+    assert np.all(q2 >= od.POST_FILL_DEFENSIVE / len(items2) - 1e-15)
+    in1 = np.array([S["P"][S["index"][it], 0] > 0 for it in items2])
+    assert np.ptp(q2[in1]) < 1e-12 and np.ptp(q2[~in1]) < 1e-12   # constant on the post-strata at submission
+    assert q2[~in1][0] > q2[in1][0]          # the part sys1's draws did not reach is favoured
+    assert all((sy, it) in q for sy, it in draws)                      # every draw from its system's support
+
+
+def test_session_protocol_choice_and_old_files(tmp_path):
+    """A file made before protocols existed (no ``protocol`` in its config) keeps 003's joint
+    protocol; an unknown protocol is a clear error that creates nothing."""
+    s, paths, truth, _ = _files(tmp_path)
+    with pytest.raises(SessionError, match="unknown protocol"):
+        OnDemand.create(str(tmp_path / "x.db"), protocol="bogus")
+    assert not os.path.exists(tmp_path / "x.db")
+    db = str(tmp_path / "old.db")
+    with OnDemand.create(db, epsilon=0.1, protocol="joint") as ev:
+        cfg = ev.store.meta()["config"]
+        del cfg["protocol"]
+        with ev.store.transaction() as conn:
+            conn.execute("UPDATE meta SET value=? WHERE key='config'", (json.dumps(cfg),))
+    with OnDemand.open(db) as ev:
+        assert ev.protocol == "joint" and ev.estimator == "joint"
+        ev.submit_file("A", paths[0])
+        while _label_round(ev, tmp_path, truth):
+            pass
+        st = ev.status()
+        assert st["estimator"] == "joint" and st["systems"][0]["reached"]
+        assert ev.store.rows("SELECT COUNT(*) FROM proposals")[0][0] == 0
 
 
 def test_session_bad_input_changes_nothing(tmp_path):
@@ -322,6 +383,8 @@ def test_cli_verbs(tmp_path):
     def run(*a):
         return subprocess.run(exe + ["ondemand", *a], capture_output=True, text=True)
 
+    r = run("new", db, "--protocol", "bogus")
+    assert r.returncode == 2 and "--protocol" in r.stderr and not os.path.exists(db)
     assert run("new", db, "--epsilon", "0.1").returncode == 0
     r = run("submit", db, "A", paths[0])
     assert r.returncode == 0 and "new verifications" in r.stdout
