@@ -1,9 +1,10 @@
 """``bayes-eval ondemand report``: CSV + PNG of an on-demand evaluation (seed 003).
 
-Files: ``estimates.csv`` (per system and measure: joint and simple estimate with 95%
-interval), ``pairs.csv`` (paired differences, joint), ``estimates.png`` (intervals per
-system, joint vs simple), ``cost.png`` (cumulative verification cost against systems
-submitted: the joint protocol as run, and the simple estimator's z²/(4ε²) fresh draws per
+Files: ``estimates.csv`` (per system and measure: the joint, post-stratified and simple
+estimates with 95% intervals; column ``headline`` marks the session protocol's estimator),
+``pairs.csv`` (paired differences, the headline estimator), ``estimates.png`` (intervals per
+system, the headline estimator vs simple), ``cost.png`` (cumulative verification cost against
+systems submitted: the protocol as run, and the simple estimator's z²/(4ε²) fresh draws per
 system, expected distinct instances).
 """
 from __future__ import annotations
@@ -31,12 +32,13 @@ def write_report(ev, out_dir) -> list:
     except OSError as exc:
         raise SessionError(f"cannot create folder {out_dir}: {exc.strerror}") from None
     st = ev.status()
+    head = st.get("estimator", "joint")
     rows = []
     for r in st["systems"]:
         for m in ("precision", "recall", "f1"):
-            for kind in ("joint", "simple"):
+            for kind in ("joint", "post", "simple"):
                 iv = r.get(m, {}).get(kind) if isinstance(r.get(m), dict) else None
-                rows.append({"system": r["name"], "measure": m, "estimator": kind,
+                rows.append({"system": r["name"], "measure": m, "estimator": kind, "headline": kind == head,
                              "estimate": iv and iv["estimate"], "lo": iv and iv["lo"], "hi": iv and iv["hi"],
                              "draws": r["draws"], "new_verifications": r["new_verifications"], "cost": r["cost"]})
     files = [os.path.join(out_dir, "estimates.csv"), os.path.join(out_dir, "pairs.csv"),
@@ -48,7 +50,7 @@ def write_report(ev, out_dir) -> list:
     names = [r["name"] for r in st["systems"]]
     fig, axes = plt.subplots(1, 3, figsize=(12, 0.5 * len(names) + 2), sharey=True)
     for ax, m in zip(axes, ("precision", "recall", "f1")):
-        for off, kind, color in ((-0.15, "joint", "C0"), (0.15, "simple", "C1")):
+        for off, kind, color in ((-0.15, head, "C0"), (0.15, "simple", "C1")):
             for y, r in enumerate(st["systems"]):
                 iv = r.get(m, {}).get(kind) if isinstance(r.get(m), dict) else None
                 if iv:
@@ -70,7 +72,8 @@ def write_report(ev, out_dir) -> list:
               for r in st["systems"]]
     fig, ax = plt.subplots(figsize=(6, 4))
     x = np.arange(1, len(names) + 1)
-    ax.plot(x, np.cumsum([r["cost"] for r in st["systems"]]), "o-", label="joint (as run)")
+    ax.plot(x, np.cumsum([r["cost"] for r in st["systems"]]), "o-",
+            label=f"{st['config'].get('protocol', 'joint')} protocol (as run)")
     ax.plot(x, np.cumsum(simple), "s--", label=f"simple ({n_simple} fresh draws per system, expected)")
     ax.set_xticks(x, names)
     ax.set_xlabel("systems submitted")

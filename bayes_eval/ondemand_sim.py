@@ -156,7 +156,7 @@ PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_fill": ("f
              "joint_post_fill_final": ("postfill", "post"), "joint_post_fill_refill": ("postfill", "post"),
              "joint_post_fill_final_bound": ("postfill", "post"), "joint_post_fill_steps": ("postfill", "post"),
              "joint_post_fill_steps_final": ("postfill", "post"), "joint_post_fill_steps_nofair": ("postfill", "post"),
-             "joint_post_fill_all": ("postfill", "post")}
+             "joint_post_fill_all": ("postfill", "post"), "joint_post_fill_session": ("postfill", "post")}
 #: protocols measured for the record but left out of the benchmark's default run (see
 #: benchmarks/results/ondemand.md, "Variants measured on the way")
 DIAGNOSTIC = frozenset({"joint_post_fill_steps_nofair", "joint_post_fill_all"})
@@ -178,6 +178,10 @@ STEP_ROUNDS_N = 6
 #: is N_g σ_g (Neyman, σ_g from the fill of the variance bound) instead of N_g
 POST_FILL_DEFENSIVE = od.POST_FILL_DEFENSIVE
 POST_FILL_NEYMAN = False
+#: the protocol of an ``ondemand`` session with ``--protocol post-fill`` (the default): after each
+#: submission's rounds and top-up, top-up passes over the earlier systems whose realized
+#: half-width the new post-strata pushed above ε (``OnDemand.next`` does this at every call)
+SESSION_TOP_UP = frozenset({"joint_post_fill_session"})
 #: protocols with a final top-up pass over all systems after the last submission
 FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final", "joint_post_fill_steps_final"})
 #: protocols whose final top-up draws each system's extra draws as a new stratum (M + i) from a fresh
@@ -339,6 +343,17 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         T = _tally_so_far(cells, cell, truth, draws, n, n_max)
         hw_at[:, m] = _realized_hw(kind, cells, T, n, m, u, Rp)
         new[:, m] = verified.sum(1) - before
+        for _ in range(12 if kind in SESSION_TOP_UP and m > 0 else 0):   # earlier systems, as `next` does
+            T = _tally_so_far(cells, cell, truth, draws, n, n_max)
+            _, cov, _ = od.post_precision(cells, T, n, np.arange(M) <= m, Rp=Rp)
+            hw = od.Z95 * np.sqrt(np.maximum(np.diagonal(cov, axis1=-2, axis2=-1)[:, :m], 0.0))
+            k = od.top_up(hw, n[:, :m], epsilon, n_max)
+            if not np.any(k > 0):
+                break
+            for i in np.flatnonzero(np.any(k > 0, axis=0)):
+                before_i = verified.sum(1)
+                add(i, k[:, i])
+                new[:, i] += verified.sum(1) - before_i
     if kind in FINAL_BOUND:                                  # after the last submission, sized in advance
         full = np.ones(M, dtype=bool)
         group = od.post_strata(cells, full).group

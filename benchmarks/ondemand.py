@@ -63,7 +63,11 @@ NOTES = [
     "σ_g comes from the labels already drawn in g, so how many more draws g gets depends on its observed "
     "rate (an adaptively stopped mean): rejected.  `joint_post_fill_refill` (the final top-up drawn as a "
     "fresh post_fill stratum per system over all systems' post-strata, sized from the expected draws "
-    "landing in Xᵢ): 0.549 against 0.526 for the own-stratum top-up (50 repeats) — not better.",
+    "landing in Xᵢ): 0.549 against 0.526 for the own-stratum top-up (50 repeats) — not better.  "
+    "At 500 repeats (`benchmarks/ondemand_bias.py 500 joint_post_fill,joint_post_fill_final synthetic 0` with "
+    "the share set): share 0.1 → `joint_post_fill` 0.499, final 0.589, with the final top-up 0.533; share 0 → "
+    "0.499 / 0.549 / 0.541 — the cost at submission sits at 0.50 whatever the share, the top-up that keeps "
+    "every system at ε adds 0.03–0.04.",
     "",
     "**The last-system bias of `joint_post_fill_final`** (issue 17; `benchmarks/ondemand_bias.py REPEATS KINDS "
     "SETTING SEED`, which runs `simulate` with (\"simple\",) + KINDS; z = mean error / Monte Carlo SE of each "
