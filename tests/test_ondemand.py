@@ -413,6 +413,13 @@ def test_cli_verbs(tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["systems"][0]["name"] == "A"
     r = run("simulate", "synthetic", "--systems", "0")
     assert r.returncode == 2 and "--systems" in r.stderr
+    r = run("simulate", "synthetic", "--protocols", "joint_post_fill_session,bogus")
+    assert r.returncode == 2 and "bogus" in r.stderr
+    r = run("simulate", "synthetic", "--systems", "2", "--repeats", "3", "--protocols", "joint_post_fill_session",
+            "--format", "json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and set(out["cost"]) == {"simple", "joint", "joint_post_fill_session"}
+    assert "joint_post_fill_session" in out["systems"][0]["precision"]
 
 
 @pytest.mark.slow
@@ -770,7 +777,8 @@ def test_simulation_post_fill_protocols_reach_epsilon_and_cover():
     adds to the systems at ε (our extension, issue 17)."""
     s = sim.synthetic_setting(4, n_candidates=10_000, n_correct=600, seed=11)
     kinds = ("simple", "joint", "joint_post_fill", "joint_post_fill_steps", "joint_post_fill_final_bound",
-             "joint_post_fill_final", "joint_post_fill_refill", "joint_post_fill_steps_final")
+             "joint_post_fill_final", "joint_post_fill_refill", "joint_post_fill_steps_final",
+             "joint_post_fill_session")
     out = sim.summarize(sim.simulate(s, epsilon=0.08, repeats=30, seed=0, protocols=kinds))
     for k in kinds[2:]:
         assert out["reached_at_submission"][k] == 1.0, k
@@ -778,6 +786,8 @@ def test_simulation_post_fill_protocols_reach_epsilon_and_cover():
         assert cov >= 0.85, (k, cov)
     for k in kinds[5:]:
         assert out["reached"][k] == 1.0, k
+    # the session's protocol tops earlier systems up after each submission: dearer than none
+    assert out["cost"]["joint_post_fill_session"] >= out["cost"]["joint_post_fill"]
     # the final top-up sized by the bound: more systems at ε at the end than none, its draws counted
     assert out["reached"]["joint_post_fill_final_bound"] >= out["reached"]["joint_post_fill"]
     assert out["cost"]["joint_post_fill_final_bound"] >= out["cost"]["joint_post_fill"]
