@@ -55,24 +55,21 @@ the sized rounds (the simulation's fair comparison of costs to reach ε, issue 1
 **Other proposals** (issue 17, measured in ``benchmarks/results/ondemand.md``): the joint
 estimators take the proposal each stratum was actually drawn from, ``Rp[..., j, c]``
 (003's estimator generalizes to any per-stratum rⱼ: qᵢ = Σⱼ wᵢⱼ rⱼ, unbiased for fixed sizes
-and proposals), and ``rule="balance"`` weights wᵢⱼ ∝ nⱼ (the balance heuristic).
-:func:`water_fill` is a proposal for a new system that samples the cells earlier strata
-under-sample; :func:`remainder_parts` the estimator of a stratum drawn only from the
-instances not yet labeled (the labeled ones enter exactly).  Neither beat 003's protocol on
-the synthetic setting; the sessions draw from pₘ.
+and proposals), and ``rule="balance"`` weights wᵢⱼ ∝ nⱼ (the balance heuristic).  Measured
+and removed (their code is at commit 50942ac): a water-filling proposal over the cells earlier
+strata under-sample, and a known-part + remainder estimator (the labeled instances exactly,
+the rest drawn); neither beat 003's protocol on the synthetic setting.
 
 **Post-stratified joint precision** (our extension beyond 003's estimator; issue 17):
 :func:`post_parts` pools every verified draw by *post-stratum* — the cell pattern over the
 systems submitted so far (:func:`post_strata`) — and weights the strata's correct rates by
-their known sizes, π̂ᵢ = Σ_{g⊆Xᵢ} (N_g/|Xᵢ|) r̂_g; :func:`post_variance_bound` /
+their known sizes, π̂ᵢ = Σ_{g⊆Xᵢ} (N_g/|Xᵢ|) r̂_g (the pooled recall's variance sees the
+post-strata too); :func:`post_variance_bound` /
 :func:`post_required_draws` size a new system by it.  The strata may be drawn from any
 per-stratum proposal ``Rp`` that is constant on the post-strata of the systems submitted when
 it is used (a draw that lands in a post-stratum is then uniform on it); :func:`post_fill` is
 such a proposal for a new system: it tops up the post-strata of Xₘ that the earlier strata
-under-sample (our extension, issue 17) — or, with ``systems``, those of every system so far, and
-:func:`post_required_draws` (``systems``) then sizes it for the largest bound of those systems
-(:func:`post_variance_bounds`): measured, it over-asks (the bound of a system whose post-strata
-were split counts the fragments no label has reached at ½), ``benchmarks/results/ondemand.md``.
+under-sample (our extension, issue 17; ``benchmarks/results/ondemand.md``).
 """
 from __future__ import annotations
 
@@ -85,7 +82,7 @@ __all__ = [
     "tally", "precision_influence", "simple_precision_influence", "pooled_recall_influence",
     "stratified_cov", "exhaustive_stats", "Estimates", "assemble", "joint_parts", "joint_estimates", "simple_estimates",
     "differences", "cell_fill", "round_size", "variance_bound", "required_draws", "required_exhaustive", "wilson", "f1_of",
-    "first_cells", "remainder_parts", "remainder_required", "precision_half_width", "top_up",
+    "precision_half_width", "top_up",
     "post_strata", "nonempty_prob", "post_precision", "post_parts", "post_variance_bound", "post_required_draws",
     "stratum_mass", "post_fill", "post_variance_bounds",
 ]
@@ -377,95 +374,7 @@ def wilson(k, n, z: float = Z95):
     return np.where(n > 0, mid - half, 0.0), np.where(n > 0, mid + half, 1.0)
 
 
-# ------------------------------------------------------------------ the remainder proposal
-def first_cells(cells: Cells) -> np.ndarray:
-    """E[c, m]: the instances of cell c are first predicted by system m (in submission order:
-    m predicts them, no earlier system does).  The sets Eₘ partition the pool X."""
-    inX = cells.P > 0
-    earlier = np.cumsum(inX, axis=1) - inX                    # systems before m predicting c
-    return inX & (earlier == 0)
-
-
-def remainder_parts(cells: Cells, T, n, u, K, KA=None, KB=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(π̂, ν̂, Cov of (π̂, ν̂)) when stratum m was drawn from the *remainder proposal*:
-    pₘ restricted to the instances of Xₘ not yet labeled when m was submitted (the set Vₘ,
-    frozen at submission), rₘ(x) = pₘ(x) 1[x ∉ Vₘ] / uₘ with uₘ = Σ_{x∉Vₘ} pₘ(x).
-
-    Precision (known part + remainder, unbiased given Vₘ — and so unconditionally, as Vₘ is
-    fixed before stratum m is drawn): π̂ₘ = Kₘ + uₘ · (mean of f over stratum m's draws), with
-    Kₘ = Σ_{x∈Vₘ} pₘ(x) f(x) exact.  The labels bought for earlier systems enter exactly rather
-    than as samples: Var π̂ₘ = uₘ² Var_r(f)/nₘ, where 003's mixture over pⱼ keeps their
-    sampling variance.
-
-    Pooled recall ν̂ᵢ = Â_i / B̂ over the partition X = ⊔ₘ Eₘ (:func:`first_cells`): the count
-    of correct instances in Eₘ (in Eₘ ∩ Xᵢ) is its known part (``KB``, ``KA[..., i]``: the
-    labeled instances of Eₘ ∩ Vₘ summed over m) plus stratum m's estimate of the rest,
-    (1/nₘ) Σ f 1[x ∈ Eₘ] / rₘ(x).  Each stratum's terms are conditionally unbiased given the
-    earlier strata (a martingale), so the stratified covariance of the influence values holds.
-
-    ``T[..., j, c, f]`` tallies, ``n``, ``u``, ``K``: (..., M)."""
-    n = np.asarray(n, dtype=np.float64)
-    u = np.asarray(u, dtype=np.float64)
-    M, C = cells.P.shape[1], cells.P.shape[0]
-    f = np.array([0.0, 1.0])
-    coef = np.eye(M) * _ratio(u, n)[..., None, :]             # 1[i = j] uᵢ/nᵢ
-    psi_p = np.einsum("...ij,c,f->...ijcf", coef, np.ones(C), f)
-    pi = np.asarray(K, dtype=np.float64) + np.einsum("...jcf,...ijcf->...i", T, psi_p)
-    E = first_cells(cells).astype(np.float64)                 # (C, M)
-    G = (cells.P > 0).astype(np.float64)                      # (C, M)
-    # count-scale weight of one draw of stratum m in cell c: 1[c ∈ Eₘ] (uₘ/pₘ(c)) / nₘ
-    b = E * _ratio(u[..., None, :], cells.P) * _ratio(1.0, n)[..., None, :]     # (..., C, M)
-    T1 = T[..., 1]                                            # (..., M, C)
-    KB = 0.0 if KB is None else np.asarray(KB, dtype=np.float64)
-    KA = 0.0 if KA is None else np.asarray(KA, dtype=np.float64)
-    B = KB + np.einsum("...jc,...cj->...", T1, b)
-    A = KA + np.einsum("...jc,...cj,ci->...i", T1, b, G)
-    nu = _ratio(A, np.asarray(B)[..., None])
-    dev = (G - nu[..., None, :]) * _ratio(1.0, np.asarray(B))[..., None, None]  # (..., C, i)
-    psi_n = np.einsum("...cj,...ci,f->...ijcf", b, dev, f)
-    batch = np.broadcast_shapes(T.shape[:-3], psi_p.shape[:-4], psi_n.shape[:-4])
-    psi = np.concatenate([np.broadcast_to(psi_p, batch + psi_p.shape[-4:]),
-                          np.broadcast_to(psi_n, batch + psi_n.shape[-4:])], axis=-4)
-    return pi, nu, stratified_cov(T, psi)
-
-
-def remainder_required(u, mu, epsilon: float, n_max: int, z: float = Z95) -> np.ndarray:
-    """Draws from the remainder proposal for half-width z uₘ √(μ(1−μ)/nₘ) ≤ ε: μ the mean of
-    f̃ over the remainder under rₘ (known labels, the cell's posterior mean for the
-    unverified; :func:`cell_fill`).  Closed form of the bound 003 bisects; 0 when uₘ = 0
-    (every instance of Xₘ already labeled: π̂ₘ is exact)."""
-    u = np.asarray(u, dtype=np.float64)
-    mu = np.clip(np.asarray(mu, dtype=np.float64), 0.0, 1.0)
-    need = np.ceil(z * z * u * u * mu * (1 - mu) / epsilon ** 2 - 1e-9)
-    need = np.where(u > 0, np.maximum(need, 2.0), 0.0)        # two draws at least: a variance
-    return np.minimum(need, n_max).astype(np.int64)
-
-
-def water_fill(cells: Cells, D_prev, m: int, n_new, defensive: float = 0.0, iters: int = 60) -> np.ndarray:
-    """The proposal of a new stratum for system m that tops the sampling density of the
-    draws so far, ``D_prev[..., c]`` = Σⱼ nⱼ rⱼ(c), up towards λ pₘ: r ∝ max(λ pₘ − D_prev, 0)
-    with λ such that ``n_new`` draws fill it (the cells of Xₘ that earlier strata already
-    sample at the level λ pₘ get none); mixed with pₘ in share ``defensive``.  Returns
-    r[..., c] per instance, Σ_c size_c r(c) = 1."""
-    pm = cells.P[:, m]
-    size = cells.size
-    D_prev = np.asarray(D_prev, dtype=np.float64)
-    n_new = np.asarray(n_new, dtype=np.float64)
-    Dm = np.where(pm > 0, D_prev, 0.0)
-    lo = np.zeros(n_new.shape)
-    hi = n_new + np.einsum("c,...c->...", size, Dm) + 1e-12
-    for _ in range(iters):
-        mid = (lo + hi) / 2
-        fillv = np.einsum("c,...c->...", size, np.maximum(mid[..., None] * pm - Dm, 0.0))
-        big = fillv >= n_new
-        hi = np.where(big, mid, hi)
-        lo = np.where(big, lo, mid)
-    g = np.maximum(hi[..., None] * pm - Dm, 0.0)
-    z = np.einsum("c,...c->...", size, g)[..., None]
-    r = np.where(z > 0, g / np.where(z > 0, z, 1.0), pm)
-    return (1 - defensive) * r + defensive * pm
-
-
+# ------------------------------------------------------------------ realized widths, top-ups
 def precision_half_width(T, psi) -> np.ndarray:
     """z √Var π̂ᵢ for every system from the influence values of precision alone."""
     var = np.diagonal(stratified_cov(T, psi), axis1=-2, axis2=-1)
@@ -686,6 +595,17 @@ def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None,
     be constant on every post-stratum (``check`` raises otherwise): a draw landing in g is then
     still uniform on g, P(n_g ≥ 1) uses s_jg = the mass of rⱼ on g (:func:`stratum_mass`), and
     π̂ᵢ stays exactly unbiased for fixed sizes and proposals (our extension, issue 17)."""
+    ps, est, v, _, _, _ = _post_rates(cells, T, n, active, prior, Rp, check)
+    A = ps.size[:, None] * ps.P                               # a_ig, (G, M)
+    pi = np.einsum("...g,gi->...i", est, A)
+    cov = np.einsum("gi,...g,gk->...ik", A, v, A)
+    return pi, cov, ps
+
+
+def _post_rates(cells: Cells, T, n, active, prior: float, Rp, check: bool = True):
+    """(strata, e_g, v_g, k_g, n_g, P(n_g ≥ 1)): each post-stratum's weighted correct rate
+    e_g = r̂_g 1[n_g ≥ 1]/P(n_g ≥ 1) and its variance estimate v_g (:func:`post_precision`'s
+    docstring), with the correct draws, the draws and the chance of a draw they come from."""
     ps = post_strata(cells, active)
     T = np.asarray(T, dtype=np.float64)
     if Rp is not None and check:
@@ -694,15 +614,11 @@ def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None,
     ng = _to_strata(T.sum((-1, -3)), ps)                      # (..., G) draws
     P1, _ = nonempty_prob(ps, n, stratum_mass(cells, ps, Rp))
     hit = ng > 0
-    r_hat = _ratio(kg, ng)
-    A = ps.size[:, None] * ps.P                               # a_ig, (G, M)
-    est = np.where(hit, r_hat / np.where(P1 > 0, P1, 1.0), 0.0)
-    pi = np.einsum("...g,gi->...i", est, A)
+    Pd = np.where(P1 > 0, P1, 1.0)
+    est = np.where(hit, _ratio(kg, ng) / Pd, 0.0)
     rt = _ratio(kg + prior, ng + 2 * prior)
-    v = np.where(hit, (rt * (1 - rt) / np.where(hit, ng, 1.0) + rt * rt * (1 - P1))
-                 / np.where(P1 > 0, P1, 1.0) ** 2, 0.0)
-    cov = np.einsum("gi,...g,gk->...ik", A, v, A)
-    return pi, cov, ps
+    v = np.where(hit, (rt * (1 - rt) / np.where(hit, ng, 1.0) + rt * rt * (1 - P1)) / Pd ** 2, 0.0)
+    return ps, est, v, kg, ng, P1
 
 
 def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -710,16 +626,27 @@ def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None) -> 
     003's pooled recall (:func:`pooled_recall_influence`), the drop-in for :func:`joint_parts`.
     The π block of the covariance is :func:`post_precision`'s; the π–ν̂ block is the stratified
     covariance of the linearizations, π̂ᵢ's per draw in g being a_ig (f − r̂_g)/(n_g P_g).
-    ``Rp``: the strata's proposals (:func:`post_precision`; ν̂'s q₀ is then their mixture)."""
+
+    ν̂'s variance is the larger of two estimates: its linearization over the draws, and the
+    post-strata's, Σ_g (N_g 1[g ⊆ Xᵢ] − ν̃ᵢ N_g)² v_g / (Σ_g N_g e_g)², the delta method of
+    ν̃ᵢ = Σ_{g⊆Xᵢ} N_g e_g / Σ_g N_g e_g with e_g = r̂_g 1[n_g ≥ 1]/P(n_g ≥ 1) and v_g the
+    variances of :func:`post_precision` — added to the diagonal where it is
+    the larger, so the matrix stays positive semi-definite.  Why (issue 17, measured on
+    abt-buy): where Xᵢ holds all but one or two of the pool's correct instances the draws often
+    miss those few; ν̂ is then exactly 1 and its linearized variance exactly 0 (ν̂'s interval
+    covered 0.34 for systems with ν = 0.977, the recall interval 0.76), whereas a post-stratum
+    outside Xᵢ whose few draws were all incorrect keeps a variance through r̃.  ν̃ itself is
+    not the point estimate: its ratio of totals weighted by 1/P(n_g ≥ 1) was biased on
+    dblp-acm (Σz +25 over ten systems), 003's ν̂ is not.
+    ``Rp``: the strata's proposals (:func:`post_precision`)."""
     n = np.asarray(n, dtype=np.float64)
-    pi, cov_p, ps = post_precision(cells, T, n, active, prior, Rp)
+    ps, est, v, kg, ng, P1 = _post_rates(cells, T, n, active, prior, Rp)
+    A = ps.size[:, None] * ps.P                               # a_ig, (G, M)
+    pi = np.einsum("...g,gi->...i", est, A)
     nu, psi_n = pooled_recall_influence(cells, T, n, Rp)
-    ng = _to_strata(T.sum((-1, -3)), ps)
-    kg = _to_strata(T[..., 1].sum(-2), ps)
-    P1, _ = nonempty_prob(ps, n, stratum_mass(cells, ps, Rp))
     scale = _ratio(1.0, ng * P1)[..., ps.group]               # (..., C)
     r_c = _ratio(kg, ng)[..., ps.group]
-    A_c = (ps.size[:, None] * ps.P)[ps.group]                 # (C, M)
+    A_c = A[ps.group]                                         # (C, M)
     dev = np.stack([-r_c, 1 - r_c], -1) * scale[..., None]    # (..., C, f)
     M = cells.P.shape[1]
     psi_p = np.einsum("ci,...cf,j->...ijcf", A_c, dev, np.ones(T.shape[-3]))
@@ -727,7 +654,15 @@ def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None) -> 
     psi = np.concatenate([np.broadcast_to(psi_p, batch + psi_p.shape[-4:]),
                           np.broadcast_to(psi_n, batch + psi_n.shape[-4:])], axis=-4)
     cov = stratified_cov(T, psi)
-    cov[..., :M, :M] = cov_p
+    cov[..., :M, :M] = np.einsum("gi,...g,gk->...ik", A, v, A)      # post_precision's
+    # the post-strata's variance of the pooled recall
+    B = ps.size[:, None] * (ps.P > 0)                         # N_g 1[g ⊆ Xᵢ]
+    D = np.einsum("...g,g->...", est, ps.size)                # the pool's correct instances
+    nu_t = _ratio(np.einsum("...g,gi->...i", est, B), D[..., None])
+    grad = (B - nu_t[..., None, :] * ps.size[:, None]) * _ratio(1.0, D)[..., None, None]
+    var_post = np.einsum("...gi,...g->...i", grad ** 2, v)
+    idx = np.arange(M, 2 * M)
+    cov[..., idx, idx] += np.maximum(var_post - cov[..., idx, idx], 0.0)
     return pi, nu, cov
 
 
@@ -779,17 +714,11 @@ def post_variance_bounds(cells: Cells, n, fill, active=None, Rp=None) -> np.ndar
 
 
 def post_required_draws(cells: Cells, n, m: int, fill, epsilon: float, n_max: int, active=None,
-                        z: float = Z95, Rp=None, fill_prop=None, systems=None) -> np.ndarray:
+                        z: float = Z95, Rp=None, fill_prop=None) -> np.ndarray:
     """The smallest nₘ in [0, n_max] with z √(:func:`post_variance_bound`) ≤ ε, by bisection
     (the bound falls in nₘ); ``n[..., m]`` is ignored.  ``Rp``: the strata's proposals;
-    ``fill_prop(nₘ)``: stratum m's proposal as a function of its size (:func:`post_fill`).
-    ``systems`` (a boolean mask): stratum m is sized for the *largest* bound of those systems
-    — every system whose post-strata m splits, not only m (our extension, issue 17)."""
-    if systems is None:
-        return _bisect_draws(lambda nn, R: post_variance_bound(cells, nn, m, fill, active, R),
-                             n, m, epsilon, n_max, z, Rp, fill_prop)
-    sel = np.asarray(systems, dtype=bool)
-    return _bisect_draws(lambda nn, R: post_variance_bounds(cells, nn, fill, active, R)[..., sel].max(-1),
+    ``fill_prop(nₘ)``: stratum m's proposal as a function of its size (:func:`post_fill`)."""
+    return _bisect_draws(lambda nn, R: post_variance_bound(cells, nn, m, fill, active, R),
                          n, m, epsilon, n_max, z, Rp, fill_prop)
 
 
@@ -801,16 +730,15 @@ POST_FILL_DEFENSIVE = 0.3
 
 
 def post_fill_proposal(cells: Cells, D_prev, m: int, n_new, active=None, defensive: float = POST_FILL_DEFENSIVE,
-                       weight=None, systems=None) -> np.ndarray:
+                       weight=None) -> np.ndarray:
     """System m's stratum proposal of the ``post-fill`` protocol: :func:`post_fill` mixed with
     pₘ in share ``defensive``.  Both parts are constant on the post-strata of the ``active``
     systems, so the mixture is too (:func:`post_precision` stays exactly unbiased)."""
-    r = post_fill(cells, D_prev, m, n_new, active, weight=weight, systems=systems)
+    r = post_fill(cells, D_prev, m, n_new, active, weight=weight)
     return (1 - defensive) * r + defensive * cells.P[:, m]
 
 
-def post_fill(cells: Cells, D_prev, m: int, n_new, active=None, weight=None, iters: int = 60,
-              systems=None) -> np.ndarray:
+def post_fill(cells: Cells, D_prev, m: int, n_new, active=None, weight=None, iters: int = 60) -> np.ndarray:
     """A proposal for system m's stratum, constant on the post-strata of the ``active`` systems
     (so the post-stratified estimator stays exactly unbiased; :func:`post_precision`), that
     tops up the post-strata of Xₘ the earlier strata under-sample (our extension of 003
@@ -820,27 +748,16 @@ def post_fill(cells: Cells, D_prev, m: int, n_new, active=None, weight=None, ite
     the expected draws towards N_g w_g — for precision's variance Σ_g a²_mg σ²_g/n_g with
     a_mg = N_g/|Xₘ| the optimum has n_g ∝ N_g σ_g, so ``weight[..., g]`` = σ_g gives that
     (Neyman) allocation and the default w_g = 1 the proportional one.  Returns r[..., c] per
-    instance, Σ_c size_c r(c) = 1 (pₘ where nothing is to be drawn).
-
-    ``systems`` (a boolean mask over systems, our extension): fill the post-strata of the union
-    of those Xᵢ, towards N_g w_g maxᵢ pᵢ(g) — the density each system's own proportional
-    allocation would give g (pᵢ(g) = 1/|Xᵢ| for uniform pᵢ), the largest over the systems g
-    belongs to.  With ``systems`` = {m} it is the default proposal.  The proposal still depends
-    only on the sizes and the proposals so far, not on labels, and is constant on the post-strata
-    of the active systems (``systems`` must be among them)."""
+    instance, Σ_c size_c r(c) = 1 (pₘ where nothing is to be drawn).  It depends only on the
+    sizes and the proposals so far, not on labels."""
     ps = post_strata(cells, active)
     pm = cells.P[:, m]
     D_prev = np.asarray(D_prev, dtype=np.float64)
     n_new = np.asarray(n_new, dtype=np.float64)
     lam_prev = _to_strata(cells.size * D_prev, ps)            # (..., G)
     w = np.ones(len(ps.size)) if weight is None else np.asarray(weight, dtype=np.float64)
-    if systems is None:
-        in_m = ps.P[:, m] > 0                                 # post-strata of Xₘ
-        target = np.where(in_m, ps.size * w, 0.0)             # (..., G)
-    else:
-        dens = np.where(np.asarray(systems, dtype=bool)[None, :], ps.P, 0.0).max(-1)   # maxᵢ pᵢ(g)
-        in_m = dens > 0
-        target = np.where(in_m, ps.size * w * dens, 0.0)
+    in_m = ps.P[:, m] > 0                                     # post-strata of Xₘ
+    target = np.where(in_m, ps.size * w, 0.0)                 # (..., G)
     prev = np.where(in_m, lam_prev, 0.0)
     tot = target.sum(-1)
     lo = np.zeros(np.broadcast_shapes(n_new.shape, tot.shape))

@@ -125,80 +125,31 @@ def _tally_so_far(cells, cell, truth, draws, n, n_max):
                     truth[d].astype(np.int64).reshape(R, -1), mask.reshape(R, -1))
 
 
-#: the protocols :func:`simulate` knows: (stratum proposal, mixture-weight rule).  "simple" and
-#: "joint" are 003's estimators; the others are the alternatives measured for issue 17
-#: (benchmarks/results/ondemand.md): "joint_fill" draws system m from
-#: :func:`bayes_eval.ondemand.water_fill` (the cells earlier strata under-sample) with
-#: balance-heuristic weights, "joint_fill_overlap" the same with 003's weights,
-#: "joint_balance" pₘ with balance-heuristic weights, "joint_remainder" the known part + the
-#: remainder proposal (:func:`bayes_eval.ondemand.remainder_parts`); "joint_post" draws from pₘ
-#: like 003 but estimates precision post-stratified over the cells of the systems submitted so
-#: far and sizes each system by that estimator's bound (:func:`bayes_eval.ondemand.post_parts`,
-#: :func:`bayes_eval.ondemand.post_required_draws`; our extension beyond 003); "joint_post_fill"
-#: the same estimator with system m drawn from :func:`bayes_eval.ondemand.post_fill` (constant on
-#: the post-strata of the systems so far; it tops up the ones earlier strata under-sample) and
-#: sized by the bound under that proposal; the protocols in :data:`FINAL_TOP_UP` add, after the
-#: last submission, top-up passes over every system whose realized half-width is above ε (their
-#: draws counted in the cost; our extension); "joint_post_fill_final_bound" sizes that final top-up
-#: once, in advance, by each system's variance bound instead (:data:`FINAL_BOUND`).
-#: "joint_post_fill_steps" / "_final" size each system in smaller rounds (:data:`STEP_ROUNDS`) than
-#: the halves of 003 §"Summary" / §"Adaptively choosing the number of samples" (seed file
-#: 003_81088524ca3561c7.txt) — cheaper, but measured biased (the sample size then follows the new
-#: system's own labels: a sequentially stopped mean).  The :data:`DIAGNOSTIC` ones were measured for
-#: issue 17 and are left out of the benchmark's run: "joint_post_fill_steps_nofair" (the steps
-#: without the per-submission top-up, :data:`NO_SUBMIT_TOP_UP`) and "joint_post_fill_all" (each
-#: system drawn from ``post_fill(systems=...)`` over every system so far and sized for the largest
-#: bound of all of them, :data:`POST_FILL_ALL`).  All of these are our extensions.
-PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_fill": ("fill", "balance"),
-             "joint_fill_overlap": ("fill", "overlap"), "joint_balance": ("p", "balance"),
-             "joint_remainder": ("remainder", None), "joint_post": ("p", "post"),
-             "joint_post_fill": ("postfill", "post"), "joint_post_final": ("p", "post"),
-             "joint_post_fill_final": ("postfill", "post"), "joint_post_fill_refill": ("postfill", "post"),
-             "joint_post_fill_final_bound": ("postfill", "post"), "joint_post_fill_steps": ("postfill", "post"),
-             "joint_post_fill_steps_final": ("postfill", "post"), "joint_post_fill_steps_nofair": ("postfill", "post"),
-             "joint_post_fill_all": ("postfill", "post"), "joint_post_fill_session": ("postfill", "post")}
-#: protocols measured for the record but left out of the benchmark's default run (see
-#: benchmarks/results/ondemand.md, "Variants measured on the way")
-DIAGNOSTIC = frozenset({"joint_post_fill_steps_nofair", "joint_post_fill_all"})
-#: protocols without the per-submission top-up on the realized half-width (a diagnostic: the sized
-#: rounds alone)
-NO_SUBMIT_TOP_UP = frozenset({"joint_post_fill_steps_nofair"})
-#: protocols whose sizing rounds add a smaller share of the shortfall (``STEP_FRACTION``) in more
-#: rounds (``STEP_ROUNDS_N``; our extension): a new system's first bound counts its instances no
-#: label has reached at the worst case (½) and over-asks when its precision is far from ½, and half
-#: of that, drawn at once, overshoots (measured: systems 4–6 and 10 of the synthetic setting ended
-#: their submission at half-width ≈ 0.042 for ε = 0.05 with 003's halves).  Smaller steps follow the
-#: bound down — and so make the sample size a function of the system's own labels (the bound grows
-#: with r̂(1 − r̂)): π̂ is then biased towards the extreme (down below ½), 5–7 Monte Carlo SE at
-#: 1000 repeats on the synthetic setting.  Measured, not adopted.
-STEP_ROUNDS = frozenset({"joint_post_fill_steps", "joint_post_fill_steps_final", "joint_post_fill_steps_nofair"})
-STEP_FRACTION = 0.25
-STEP_ROUNDS_N = 6
-#: joint_post_fill's proposal: the share mixed in of pₘ (defensive), and whether the water level
-#: is N_g σ_g (Neyman, σ_g from the fill of the variance bound) instead of N_g
+#: the protocols :func:`simulate` knows: (stratum proposal, estimator rule).  "simple" and
+#: "joint" are 003's estimators; the others are our extensions (issue 17, measured in
+#: benchmarks/results/ondemand.md): "joint_post" draws from pₘ like 003 but estimates precision
+#: post-stratified over the cells of the systems submitted so far and sizes each system by that
+#: estimator's bound (:func:`bayes_eval.ondemand.post_parts`,
+#: :func:`bayes_eval.ondemand.post_required_draws`); "joint_post_fill" the same estimator with
+#: system m drawn from :func:`bayes_eval.ondemand.post_fill_proposal` (constant on the post-strata
+#: of the systems so far; it tops up the ones earlier strata under-sample) and sized by the bound
+#: under that proposal; "joint_post_fill_session" is the ``post-fill`` session's protocol
+#: (:data:`SESSION_TOP_UP`).  Measured and removed (code at commit 50942ac, figures in the
+#: benchmark notes): water-filling over cells, balance-heuristic weights, the remainder proposal,
+#: final top-up passes after the last submission (on the realized width: biased; by the bound:
+#: 11% of intervals above ε), smaller sizing steps (biased), sizing for every earlier system's
+#: bound (0.74 × simple).
+PROTOCOLS = {"simple": ("p", None), "joint": ("p", "overlap"), "joint_post": ("p", "post"),
+             "joint_post_fill": ("postfill", "post"), "joint_post_fill_session": ("postfill", "post")}
+#: joint_post_fill's proposal: the share mixed in of pₘ (defensive)
 POST_FILL_DEFENSIVE = od.POST_FILL_DEFENSIVE
-POST_FILL_NEYMAN = False
 #: the protocol of an ``ondemand`` session with ``--protocol post-fill`` (the default): after each
 #: submission's rounds and top-up, top-up passes over the earlier systems whose realized
 #: half-width the new post-strata pushed above ε (``OnDemand.next`` does this at every call)
 SESSION_TOP_UP = frozenset({"joint_post_fill_session"})
-#: protocols with a final top-up pass over all systems after the last submission
-FINAL_TOP_UP = frozenset({"joint_post_final", "joint_post_fill_final", "joint_post_fill_steps_final"})
-#: protocols whose final top-up draws each system's extra draws as a new stratum (M + i) from a fresh
-#: :func:`bayes_eval.ondemand.post_fill` proposal over the post-strata of all systems
-FINAL_REFILL = frozenset({"joint_post_fill_refill"})
-#: protocols whose final top-up starts with one pass sized in advance by the variance *bound* given
-#: the labels at the last submission (each system in turn, its own stratum's size bisected for its
-#: own bound), not by stopping on the realized half-width (which depends on the new labels); those
-#: also in FINAL_TOP_UP then top up on the realized half-width what the bound left above ε
-FINAL_BOUND = frozenset({"joint_post_fill_final_bound"})
-#: protocols whose stratum m is drawn from post_fill over the post-strata of *all* systems so far
-#: (``post_fill(systems=...)``) and sized for the largest bound of all of them, so that the widening
-#: of the earlier systems' intervals as m splits their post-strata is paid for when it arises
-POST_FILL_ALL = frozenset({"joint_post_fill_all"})
 
 
-def _realized_hw(kind, cells, T, n, m, u=None, Rp=None):
+def _realized_hw(kind, cells, T, n, m, Rp=None):
     """The realized half-width of π̂ₘ from the draws so far (the estimator's own variance);
     ``m`` None: of every system (post-stratified protocols only, all systems active)."""
     prop, rule = PROTOCOLS[kind]
@@ -210,24 +161,9 @@ def _realized_hw(kind, cells, T, n, m, u=None, Rp=None):
         return od.Z95 * np.sqrt(np.maximum(var, 0.0))
     if kind == "simple":
         psi = od.simple_precision_influence(cells, n)
-    elif prop != "remainder":
-        psi = od.precision_influence(cells, n, Rp=Rp, rule=rule)
     else:
-        M = n.shape[-1]
-        coef = np.eye(M) * np.where(n > 0, u / np.where(n > 0, n, 1.0), 0.0)[..., None, :]
-        psi = np.einsum("...ij,c,f->...ijcf", coef, np.ones(len(cells.size)), np.array([0.0, 1.0]))
+        psi = od.precision_influence(cells, n, Rp=Rp, rule=rule)
     return od.precision_half_width(T[..., :, :, :], psi[..., m:m + 1, :, :, :])[..., 0]
-
-
-def _remainder_draws(rng, inXm, Vm, n_max):
-    """n_max draws per repeat, uniform over Xₘ minus the instances labeled at submission."""
-    R = Vm.shape[0]
-    out = np.full((R, n_max), -1, dtype=np.int64)
-    for r in range(R):
-        idx = np.flatnonzero(inXm & ~Vm[r])
-        if len(idx):
-            out[r] = idx[rng.integers(0, len(idx), n_max)]
-    return out
 
 
 def _cell_draws(rng, r, cells, order, offset, n_max):
@@ -254,26 +190,16 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
     if kind not in PROTOCOLS:
         raise ValueError(f"unknown protocol {kind!r}; known: {sorted(PROTOCOLS)}")
     prop, rule = PROTOCOLS[kind]
-    remainder = prop == "remainder"
-    fillp = prop == "fill"
     postfill = prop == "postfill"
     Rp = np.broadcast_to(cells.P.T, (R, M, len(cells.size))).copy()
-    refill = kind in FINAL_REFILL
-    if remainder or fillp or postfill:
+    if postfill:
         draws = np.full_like(draws, -1)
-    if refill:                                                # strata M + i: system i's final batch
-        draws = np.concatenate([draws, np.full_like(draws, -1)], axis=1)
-        Rp = np.concatenate([Rp, Rp], axis=1)
-    if fillp or postfill:
         inX = cell >= 0
         order = np.flatnonzero(inX)[np.argsort(cell[inX], kind="stable")]
         offset = np.concatenate([[0], np.cumsum(cells.size)[:-1]]).astype(np.int64)
     verified = np.zeros((R, len(truth)), dtype=bool)
-    n = np.zeros((R, 2 * M if refill else M))
+    n = np.zeros((R, M))
     new = np.zeros((R, M))
-    u = np.ones((R, M))
-    K = np.zeros((R, M))
-    size = G.sum(0).astype(np.float64)
     rows = np.broadcast_to(np.arange(R)[:, None], (R, n_max))
     hw_at = np.zeros((R, M))
 
@@ -284,68 +210,37 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
 
     for m in range(M):
         before = verified.sum(1)
-        if remainder:
-            Vm = verified.copy()
-            inXm = G[:, m]
-            u[:, m] = (inXm[None, :] & ~Vm).sum(1) / size[m]
-            K[:, m] = (inXm[None, :] & Vm & truth[None, :]).sum(1) / size[m]
-            draws[:, m] = _remainder_draws(rng, inXm, Vm, n_max)
-        if fillp:
-            D_prev = np.einsum("rj,rjc->rc", n, Rp)
-            fill = _fill(cells, cell, verified, truth)
-            n_plan = od.required_draws(cells, n, m, fill, epsilon, n_max, Rp=Rp, rule=rule,
-                                       fill_prop=lambda k: od.water_fill(cells, D_prev, m, k))
-            Rp[:, m] = od.water_fill(cells, D_prev, m, np.maximum(n_plan, 1))
-            draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
+        act = np.arange(M) <= m
         if postfill:
-            act = np.arange(M) <= m
             D_prev = np.einsum("rj,rjc->rc", n, Rp)
-            ps = od.post_strata(cells, act)
-            fill = _fill(cells, cell, verified, truth, ps.group)
-            wt = None
-            if POST_FILL_NEYMAN:                             # σ_g of the fill, per post-stratum
-                rg = fill[:, np.unique(ps.group, return_index=True)[1]]
-                wt = np.sqrt(rg * (1 - rg))
-
-            sy = act if kind in POST_FILL_ALL else None
+            fill = _fill(cells, cell, verified, truth, od.post_strata(cells, act).group)
 
             def prop_of(k):
-                return od.post_fill_proposal(cells, D_prev, m, k, act, POST_FILL_DEFENSIVE, weight=wt, systems=sy)
-            n_plan = od.post_required_draws(cells, n, m, fill, epsilon, n_max, act, Rp=Rp, fill_prop=prop_of,
-                                            systems=sy)
+                return od.post_fill_proposal(cells, D_prev, m, k, act, POST_FILL_DEFENSIVE)
+            n_plan = od.post_required_draws(cells, n, m, fill, epsilon, n_max, act, Rp=Rp, fill_prop=prop_of)
             Rp[:, m] = prop_of(np.maximum(n_plan, 1))
             draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
-        steps = kind in STEP_ROUNDS
-        n_rounds = STEP_ROUNDS_N if steps else rounds
-        for rnd in range(n_rounds):
-            group = od.post_strata(cells, np.arange(M) <= m).group if rule == "post" else None
+        for rnd in range(rounds):
+            group = od.post_strata(cells, act).group if rule == "post" else None
             fill = _fill(cells, cell, verified, truth, group)
-            if remainder:
-                ft = np.where(verified, truth[None, :], fill[:, np.maximum(cell, 0)])
-                rem = inXm[None, :] & ~Vm
-                mu = np.where(u[:, m] > 0, (ft * rem).sum(1) / np.maximum(rem.sum(1), 1), 0.0)
-                req = od.remainder_required(u[:, m], mu, epsilon, n_max)
-            elif rule == "post":
-                req = od.post_required_draws(cells, n, m, fill, epsilon, n_max, np.arange(M) <= m,
-                                             Rp=Rp if postfill else None,
-                                             systems=np.arange(M) <= m if kind in POST_FILL_ALL else None)
+            if rule == "post":
+                req = od.post_required_draws(cells, n, m, fill, epsilon, n_max, act, Rp=Rp if postfill else None)
             else:
                 req = od.required_draws(cells, n, m, fill, epsilon, n_max, joint=kind != "simple", Rp=Rp,
                                         rule=rule or "overlap")
-            add(m, od.round_size(req, n[:, m], rnd == n_rounds - 1, STEP_FRACTION if steps else 0.5))
-        for _ in range(12 if fair and kind not in NO_SUBMIT_TOP_UP else 0):
+            add(m, od.round_size(req, n[:, m], rnd == rounds - 1))
+        for _ in range(12 if fair else 0):
             T = _tally_so_far(cells, cell, truth, draws, n, n_max)
-            hw = _realized_hw(kind, cells, T, n, m, u, Rp)
-            k = od.top_up(hw, n[:, m], epsilon, n_max)
+            k = od.top_up(_realized_hw(kind, cells, T, n, m, Rp), n[:, m], epsilon, n_max)
             if not np.any(k > 0):
                 break
             add(m, k)
         T = _tally_so_far(cells, cell, truth, draws, n, n_max)
-        hw_at[:, m] = _realized_hw(kind, cells, T, n, m, u, Rp)
+        hw_at[:, m] = _realized_hw(kind, cells, T, n, m, Rp)
         new[:, m] = verified.sum(1) - before
         for _ in range(12 if kind in SESSION_TOP_UP and m > 0 else 0):   # earlier systems, as `next` does
             T = _tally_so_far(cells, cell, truth, draws, n, n_max)
-            _, cov, _ = od.post_precision(cells, T, n, np.arange(M) <= m, Rp=Rp)
+            _, cov, _ = od.post_precision(cells, T, n, act, Rp=Rp)
             hw = od.Z95 * np.sqrt(np.maximum(np.diagonal(cov, axis1=-2, axis2=-1)[:, :m], 0.0))
             k = od.top_up(hw, n[:, :m], epsilon, n_max)
             if not np.any(k > 0):
@@ -354,48 +249,6 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
                 before_i = verified.sum(1)
                 add(i, k[:, i])
                 new[:, i] += verified.sum(1) - before_i
-    if kind in FINAL_BOUND:                                  # after the last submission, sized in advance
-        full = np.ones(M, dtype=bool)
-        group = od.post_strata(cells, full).group
-        fill = _fill(cells, cell, verified, truth, group)
-        for i in range(M):
-            req = od.post_required_draws(cells, n, i, fill, epsilon, n_max, full, Rp=Rp)
-            k = np.maximum(req - n[:, i], 0.0)
-            if np.any(k > 0):
-                before = verified.sum(1)
-                add(i, k)
-                new[:, i] += verified.sum(1) - before
-    for _ in range(12 if kind in FINAL_TOP_UP else 0):       # after the last submission
-        T = _tally_so_far(cells, cell, truth, draws, n, n_max)
-        hw = _realized_hw(kind, cells, T, n, None, u, Rp)
-        k = od.top_up(hw, n, epsilon, n_max)
-        if not np.any(k > 0):
-            break
-        for m in np.flatnonzero(np.any(k > 0, axis=0)):
-            before = verified.sum(1)
-            add(m, k[:, m])
-            new[:, m] += verified.sum(1) - before
-    if refill:
-        full = np.ones(M, dtype=bool)
-        inX = (cells.P > 0).T * cells.size                    # (M, C)
-        for p in range(12):                                  # after the last submission
-            T = _tally_so_far(cells, cell, truth, draws, n, n_max)
-            hw = _realized_hw(kind, cells, T, n, None, u, Rp)
-            base = np.einsum("rj,rjc,ic->ri", n, Rp, inX)     # expected draws landing in Xᵢ so far
-            k = np.maximum(np.ceil(base * ((hw / epsilon) ** 2 - 1) - 1e-9), 1.0)
-            k = np.where(hw > epsilon, np.minimum(k, n_max - n[:, M:]), 0.0)
-            if not np.any(k > 0):
-                break
-            if p == 0:                                       # the batches' proposals, fixed from here
-                D_prev = np.einsum("rj,rjc->rc", n, Rp)
-                for i in range(M):
-                    Rp[:, M + i] = od.post_fill_proposal(cells, D_prev, i, np.maximum(k[:, i], 1), full,
-                                                         POST_FILL_DEFENSIVE)
-                    draws[:, M + i] = _cell_draws(rng, Rp[:, M + i], cells, order, offset, n_max)
-            for i in np.flatnonzero(np.any(k > 0, axis=0)):
-                before = verified.sum(1)
-                add(M + i, k[:, i])
-                new[:, i] += verified.sum(1) - before
     T = _tally_so_far(cells, cell, truth, draws, n, n_max)
     # exhaustive: one instance per unit (document), uniform over 𝒴
     t = np.concatenate([G[exh].any(-1, keepdims=True), G[exh]], axis=-1).astype(np.float64)
@@ -404,9 +257,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
     smooth = (tp + 1) / (n0_pilot + 2)                      # sizing only: never 0 or 1
     joint = kind != "simple"
     if joint:
-        if remainder:
-            parts = od.remainder_parts(cells, T, n, u, K)
-        elif rule == "post":
+        if rule == "post":
             parts = od.post_parts(cells, T, n, Rp=Rp if postfill else None)
         else:
             parts = od.joint_parts(cells, T, n, Rp, rule)
@@ -421,7 +272,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         est = od.joint_estimates(cells, T, n, est_e[:, 0], cov_e[:, 0, 0], parts=parts)
     else:
         est = od.simple_estimates(cells, T, n, est_e[:, 1:], cov_e[:, 1:, 1:])
-    return {"value": est.value, "hw": est.half_width, "n": n[:, :M] + n[:, M:] if refill else n, "new": new, "n0": n0, "reach": reach,
+    return {"value": est.value, "hw": est.half_width, "n": n, "new": new, "n0": n0, "reach": reach,
             "cov": est.cov, "hw_at": hw_at}
 
 
@@ -429,8 +280,8 @@ def simulate(setting: Setting, epsilon: float = 0.05, repeats: int = 100, seed: 
              n0_pilot: int = 50, n0_max: int | None = None, n_max: int | None = None,
              pairs: tuple = ((0, 1),), rounds: int = 4, protocols: tuple = ("simple", "joint"),
              fair: bool = True) -> dict:
-    """Run the ``protocols`` ``repeats`` times on the same draws from the pₘ (the remainder
-    proposal's "joint" draws its own); returns per-repeat arrays (see :func:`summarize`).
+    """Run the ``protocols`` ``repeats`` times on the same draws from the pₘ (the post-fill
+    protocols draw their own); returns per-repeat arrays (see :func:`summarize`).
     ``protocols``: names of :data:`PROTOCOLS` ("simple" and "joint" are 003's estimators);
     ``fair``: after the sized rounds, top up every protocol alike until the realized
     half-width of the new system's precision is ≤ ε (or n_max draws) — the costs compared

@@ -9,8 +9,8 @@ pools (systems = top-k sets of noisy copies of the score).  Writes
 
 Costs are costs *to reach ε*: every protocol, simple and joint alike, is topped up after its
 sized rounds until the realized half-width of each new system's precision is ≤ ε
-(``ondemand_sim.simulate(fair=True)``).  On the synthetic setting the alternatives to 003's
-joint protocol (``ondemand_sim.PROTOCOLS``) are measured on the same universe and seed.
+(``ondemand_sim.simulate(fair=True)``).  The post-stratified protocols of
+``ondemand_sim.PROTOCOLS`` (our extensions) run on the same universes and seeds.
 """
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ DATA = "/work/shared/data"
 #: a mean error below this is round-off or a rare-event compensation, not bias (see the table's text)
 BIAS_FLOOR = 1e-6
 #: the post-stratified protocols run on every setting (the others on the synthetic one only)
-POST_KINDS = ("joint_post", "joint_post_fill", "joint_post_final", "joint_post_fill_final",
-              "joint_post_fill_final_bound", "joint_post_fill_steps", "joint_post_fill_steps_final")
+POST_KINDS = ("joint_post", "joint_post_fill", "joint_post_fill_session")
+#: the session's protocol (``ondemand new --protocol post-fill``, the default): the headline
+HEAD = "joint_post_fill_session"
 
 
 def _biased(bias, se):
@@ -47,6 +48,9 @@ def _biased(bias, se):
 #: measured notes on the post-stratum-filling proposal (issue 17), appended to the markdown; the
 #: variants were measured with ``ondemand_sim.simulate`` on the synthetic setting, seed 0, ε = 0.05
 NOTES = [
+    "**Variants measured and removed** (their code is at commit 50942ac: `ondemand_sim.PROTOCOLS` there; the "
+    "figures below are from that code).",
+    "",
     "What post_fill changes: each system's draws go to the post-strata of Xₘ that the earlier strata "
     "under-sample, so the synthetic cost falls from `joint_post`'s to `joint_post_fill`'s; but those draws "
     "then sit exactly at the level the bound asked for, and when later systems split the post-strata the "
@@ -162,39 +166,22 @@ def markdown(a, summaries, df) -> list:
                        if k in ("simple", "joint") + POST_KINDS])
     alt = summaries[0]
     if len(alt["cost"]) > 2:
-        lines += ["", "Alternatives to 003's joint protocol (synthetic, same universe and seed; `ondemand_sim.PROTOCOLS`): "
-                  "`joint_fill` draws each new system from the water-filling proposal (`ondemand.water_fill`: "
-                  "the cells of Xₘ the earlier strata under-sample, relative to pₘ) and weights by the balance "
-                  "heuristic; `joint_fill_overlap` the same proposal with 003's weights wᵢⱼ ∝ nⱼ Σ pᵢ rⱼ; "
-                  "`joint_balance` pₘ with balance-heuristic weights; `joint_remainder` draws only the instances "
-                  "not yet labeled and adds the labeled ones exactly (`ondemand.remainder_parts`).  Each estimator "
-                  "uses the proposal each stratum was actually drawn from (unbiased for fixed sizes: the "
-                  "exact-enumeration tests).  `joint_post` draws from pₘ like 003 but changes the estimator: "
-                  "precision post-stratified over the cells of the systems submitted so far, every draw in a "
-                  "cell pooled whatever system it was drawn for, each cell's rate weighted by its known size "
-                  "and by 1/P(the cell got a draw) (`ondemand.post_precision`; exactly unbiased for fixed sizes; "
-                  "our extension beyond 003), sized by its own bound (`ondemand.post_required_draws`).  "
-                  "`joint_post_fill` keeps that estimator and draws each new system from `ondemand.post_fill`: "
-                  "a proposal constant on the post-strata of the systems submitted so far (so a draw in a "
-                  "post-stratum is still uniform on it and the estimator stays exactly unbiased, with "
-                  "P(n_g ≥ 1) from the proposals' masses on g) that water-fills the expected draws of the "
-                  "post-strata of Xₘ the earlier strata under-sample towards a common level per instance, mixed "
-                  f"with pₘ in share {sim.POST_FILL_DEFENSIVE:g} (defensive), sized by the bound under that "
-                  "proposal (our extension).  `joint_post_final` / `joint_post_fill_final`: the same protocols "
-                  "plus top-up passes after the last submission over every system whose realized half-width "
-                  "is above ε (each system's extra draws from its own stratum's proposal, counted in the cost); "
-                  "`joint_post_fill_refill` draws those extra draws instead as a new stratum per system from "
-                  "a fresh `post_fill` over the post-strata of all systems.  `joint_post_fill_steps`: "
-                  "`joint_post_fill` whose sizing rounds add a quarter of the bound's shortfall at a time in "
-                  f"{sim.STEP_ROUNDS_N} rounds instead of half of it in 4 (`ondemand.round_size(frac=)`, "
-                  "`ondemand_sim.STEP_ROUNDS`; our extension): a new system's first bound counts its "
-                  "instances no label has reached yet at ½ and over-asks when its precision is far from ½, "
-                  "and half of that, drawn at once, overshot; `joint_post_fill_steps_final` adds the final "
-                  "top-up passes (on the realized half-width).  `joint_post_fill_final_bound`: "
-                  "`joint_post_fill` with the final top-up sized once, in advance, by each system's variance "
-                  "bound given the labels at the last submission (its own stratum's size bisected for its "
-                  "own bound; `ondemand_sim.FINAL_BOUND`) instead of passes until the realized half-width "
-                  "is ≤ ε.",
+        lines += ["", "The protocols (synthetic, same universe and seed; `ondemand_sim.PROTOCOLS`): `joint_post` "
+                  "draws from pₘ like 003 but changes the estimator: precision post-stratified over the cells of "
+                  "the systems submitted so far, every draw in a cell pooled whatever system it was drawn for, "
+                  "each cell's rate weighted by its known size and by 1/P(the cell got a draw) "
+                  "(`ondemand.post_precision`; exactly unbiased for fixed sizes; our extension beyond 003), sized "
+                  "by its own bound (`ondemand.post_required_draws`).  `joint_post_fill` keeps that estimator and "
+                  "draws each new system from `ondemand.post_fill_proposal`: constant on the post-strata of the "
+                  "systems submitted so far (a draw in a post-stratum is still uniform on it, so the estimator "
+                  "stays exactly unbiased, with P(n_g ≥ 1) from the proposals' masses on g), it water-fills the "
+                  "expected draws of the post-strata of Xₘ the earlier strata under-sample towards a common level, "
+                  f"mixed with pₘ in share {sim.POST_FILL_DEFENSIVE:g}, sized by the bound under that proposal.  "
+                  f"`{HEAD}` is the session's protocol (`ondemand new`, default `post-fill`): `joint_post_fill` "
+                  "plus, after each submission, the top-ups of the earlier systems whose realized half-width the "
+                  "new post-strata pushed above ε (what `ondemand next` does), counted in the cost.  Recall: "
+                  "θ̂ × 003's pooled ν̂ for every joint protocol; under the post-stratified ones ν̂'s variance is "
+                  "the larger of its linearization and the post-strata's (`ondemand.post_parts`).",
                   ""]
         lines += md_table(["protocol", "cost", "/ simple", "reached at submission", "final",
                            "coverage π / ρ / F1 (mean)", "min π coverage", "max |bias π| / SE"],
@@ -219,17 +206,16 @@ def markdown(a, summaries, df) -> list:
                   "Xₘ lies in cells that expect < 10 draws (at the mean draws of a 100-repeat run), where the "
                   "estimator is importance-sampling-like "
                   "(1/P(n_g ≥ 1) weight) rather than a cell mean."]
-    if "joint_post_fill_steps_final" in alt["cost"]:
-        lines += [""]
-        for k in ("joint_post_fill_final", "joint_post_fill_final_bound", "joint_post_fill_steps_final"):
-            ratio = alt["cost"][k] / alt["cost"]["simple"]
-            cov = [r["precision"][k]["coverage"] for r in alt["systems"]]
-            nb = sum(bool(_biased(r["precision"][k]["bias"], r["precision"][k]["bias_se"])) for r in alt["systems"])
-            zmax = max(abs(r["precision"][k]["bias"]) / r["precision"][k]["bias_se"] for r in alt["systems"])
-            lines += [f"`{k}` on the synthetic setting: {ratio:.3f} × simple (target ≤ 0.5: "
-                      f"{'met' if ratio <= 0.5 else 'not met'}), {alt['reached'][k]:.3f} of (run, system) pairs at "
-                      f"ε at the end, precision coverage {min(cov):.3f}–{max(cov):.3f} (mean {np.mean(cov):.3f}), "
-                      f"{nb} of {len(cov)} systems with |bias| > 3 SE (largest {zmax:.2f} SE).", ""]
+    if HEAD in alt["cost"]:
+        k = HEAD
+        ratio = alt["cost"][k] / alt["cost"]["simple"]
+        z = [r["precision"][k]["bias"] / r["precision"][k]["bias_se"] for r in alt["systems"]]
+        cov = {m: [r[m][k]["coverage"] for r in alt["systems"]] for m in ("precision", "recall", "f1")}
+        lines += ["", f"**The session's protocol** (`{k}`) on the synthetic setting: {ratio:.3f} × simple "
+                  f"(target ≤ 0.5: {'met' if ratio <= 0.5 else 'not met'}), {alt['reached'][k]:.3f} of (run, system) "
+                  f"pairs at ε at the end, coverage π {min(cov['precision']):.3f}–{max(cov['precision']):.3f}, "
+                  f"ρ {min(cov['recall']):.3f}–{max(cov['recall']):.3f}, F1 {min(cov['f1']):.3f}–{max(cov['f1']):.3f}; "
+                  f"precision bias: largest |z| {max(map(abs, z)):.2f} SE, Σz {sum(z):+.1f} over the systems.", ""]
     if "joint_post_fill" in alt["cost"]:
         lines += ["", "Post-stratum-filling proposal, per setting (cost / simple; precision coverage min / mean / "
                   "max over systems; systems with |bias π| > 3 SE; share of (run, system) pairs whose precision "
@@ -272,8 +258,7 @@ def main(argv=None):
             settings.append(sim.pool_setting(pd.read_parquet(path), 10, seed=a.seed, name=name))
     rows, summaries = [], []
     for s in settings:
-        kinds = (("simple", "joint") if a.no_alternatives else ("simple", "joint") + POST_KINDS
-                 if s is not settings[0] else tuple(k for k in sim.PROTOCOLS if k not in sim.DIAGNOSTIC))
+        kinds = ("simple", "joint") if a.no_alternatives else ("simple", "joint") + POST_KINDS
         out = sim.summarize(sim.simulate(s, a.epsilon, a.repeats, a.seed, pairs=((0, 1), (2, 3)), protocols=kinds))
         summaries.append(out)
         for r in out["systems"]:
@@ -307,8 +292,8 @@ def main(argv=None):
     for ax, o in zip(np.atleast_1d(axes), summaries):
         x = np.arange(1, len(o["systems"]) + 1)
         for k in o["cost_after"]:
-            st = {"simple": "s--", "joint": "o-"}.get(k, ":")
-            ax.plot(x, o["cost_after"][k], st, label=k, lw=2 if k in ("simple", "joint") else 1)
+            st = {"simple": "s--", "joint": "o-", HEAD: "d-"}.get(k, ":")
+            ax.plot(x, o["cost_after"][k], st, label=k, lw=2 if k in ("simple", "joint", HEAD) else 1)
         ax.set_title(f"{o['setting']}: joint/simple = {o['cost_ratio']:.2f}")
         ax.set_xlabel("systems submitted")
         ax.set_ylabel("verification cost to ε ($)")
@@ -320,8 +305,10 @@ def main(argv=None):
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
     syn = df[df.setting == df.setting.iloc[0]]
     for ax, m in zip(axes, ("precision", "recall", "f1")):
-        for off, k in ((-0.15, "simple"), (0.15, "joint")):
+        for off, k in ((-0.2, "simple"), (0.0, "joint"), (0.2, HEAD)):
             g = syn[(syn.measure == m) & (syn.estimator == k)]
+            if not len(g):
+                continue
             se = np.sqrt(0.95 * 0.05 / a.repeats)
             ax.errorbar(np.arange(len(g)) + off, g["coverage"], yerr=1.96 * se, fmt="o", label=k, capsize=2)
         ax.axhspan(0.93, 0.97, color="green", alpha=0.1)
