@@ -104,8 +104,13 @@ def add_session_parser(subparsers):
     s.add_argument("--target-width", type=float, default=None,
                    help="stopping rule: is the interval narrower than W, and how many more labels (extrapolated)")
     s.add_argument("--level", type=float, default=0.95)
-    s.add_argument("--bayesian", action="store_true",
-                   help="also the Bayesian interval (designs with a model); the stopping rule then uses the wider")
+    bz = s.add_mutually_exclusive_group()
+    bz.add_argument("--bayesian", action="store_const", const=True, dest="bayesian", default="auto",
+                    help="always add the Bayesian interval (designs with a model; by default it is added, and read "
+                         "first, only where the CLT check fails); the stopping rule then uses the wider of it and "
+                         "the confidence sequence")
+    bz.add_argument("--no-bayesian", action="store_const", const=False, dest="bayesian",
+                    help="never compute the Bayesian interval (faster: its first computation compiles for a while)")
 
     r = ss.add_parser("report", help="tables (CSV, markdown) and PNG plots in a folder")
     common(r)
@@ -181,9 +186,10 @@ class _Bar:
             self._last = ""
 
 
-def _clt_check_line(comps) -> str:
+def _clt_check_line(comps, bayes_shown: bool | None = None) -> str:
     """The CLT check of ``session status`` (estimators.model_assisted): whether the design's
-    calibrated model and the draws agree on the variance."""
+    calibrated model and the draws agree on the variance; ``bayes_shown``: the Bayesian interval
+    is shown first beside it (default: whether ``comps`` carry it)."""
     checked = [c for c in comps if "clt_reliable" in c]
     if not checked:
         return ("CLT check: not available for this design; the CLT-based intervals rest on the positives found so "
@@ -193,10 +199,13 @@ def _clt_check_line(comps) -> str:
     if bad:
         c = bad[0]
         r = "an unbounded" if c["clt_check"] is None else f"{c['clt_check']:.3g}×"
+        if bayes_shown is None:
+            bayes_shown = any("bayes_lower" in x for x in comps)
+        read = "read the Bayesian interval (shown first)" if bayes_shown else "read the --bayesian interval"
         return (f"CLT check: NOT RELIABLE for {', '.join(b['component'] for b in bad[:4])}: the calibrated model "
                 f"expects {r} the variance the draws show ({c['component']}) — positives may hide where the design "
                 f"draws few items, which no draw so far can confirm or refute; the CLT-based intervals (own-weight "
-                f"variance) miss more often than 5% there: read the --bayesian interval")
+                f"variance) miss more often than 5% there: {read}")
     worst = max(c["clt_check"] for c in checked)
     return (f"CLT check: passed (the calibrated model's variance is at most {worst:.3g}× the draws'; the CLT "
             f"interval uses the larger of the two; measured on nine pools, a passed check with an interval that "
@@ -433,26 +442,28 @@ def _status_text(st):
     comps = st["estimates"]
     has_b = any("bayes_lower" in c for c in comps)
     w = max(9, max(len(c["component"]) for c in comps) if comps else 9)
-    head = (f"{'component':<{w}}  {'estimate':>9}  {f'{lvl}% confidence sequence':>26}  "
-            f"{f'{lvl}% CLT interval':>22}")
+    # the headline interval first (issue 15, item 4): the Bayesian one where the CLT check fails
+    cols = [("cs", f"{lvl}% confidence sequence", 26), ("clt", f"{lvl}% CLT interval", 22)]
     if has_b:
-        head += f"  {f'{lvl}% Bayesian interval':>24}"
-    lines.append(head)
+        b = ("bayes", f"{lvl}% Bayesian interval", 24)
+        cols = [b] + cols if st.get("headline_interval") == "bayes" else cols + [b]
+    lines.append(f"{'component':<{w}}  {'estimate':>9}" + "".join(f"  {t:>{n}}" for _, t, n in cols))
     for c in comps[:12]:
-        cs = (f"[{_fmt(c.get('cs_lower'))}, {_fmt(c.get('cs_upper'))}]" if c.get("cs_lower") is not None
-              else "undefined")
-        ci = (f"[{_fmt(c.get('clt_lower'))}, {_fmt(c.get('clt_upper'))}]" if c.get("clt_lower") is not None
-              else "undefined")
-        row = f"{c['component']:<{w}}  {_fmt(c['estimate']):>9}  {cs:>26}  {ci:>22}"
-        if has_b:
-            bi = (f"[{_fmt(c.get('bayes_lower'))}, {_fmt(c.get('bayes_upper'))}]" if c.get("bayes_lower") is not None
-                  else "undefined")
-            row += f"  {bi:>24}"
+        row = f"{c['component']:<{w}}  {_fmt(c['estimate']):>9}"
+        for key, _, n in cols:
+            iv = (f"[{_fmt(c.get(key + '_lower'))}, {_fmt(c.get(key + '_upper'))}]"
+                  if c.get(key + "_lower") is not None else "undefined")
+            row += f"  {iv:>{n}}"
         lines.append(row)
     if len(comps) > 12:
         lines.append(f"... {len(comps) - 12} more component(s); --format json lists all")
+    if st.get("headline_interval") == "bayes":
+        lines.append("read first: the Bayesian interval (the finite-pool posterior: it accounts for the items nobody "
+                     "labeled)" + (", added because the CLT check fails" if st.get("bayesian_auto") else "")
+                     + "; the confidence sequence and the CLT interval are for comparison.")
     lines.append("the confidence sequence widens the CLT interval for looking after every stage (the stopping rule "
-                 "uses it); the CLT interval is for one fixed budget.")
+                 "uses it" + (" with the Bayesian interval, the wider of the two" if has_b else "")
+                 + "); the CLT interval is for one fixed budget.")
     lines.append(_clt_check_line(comps))
     if st.get("fully_labeled"):
         ex = ", ".join(f"{k} = {_fmt(v)}" for k, v in list(st["exact"].items())[:12])
@@ -596,14 +607,19 @@ def _cmd_report(args, bar):
                 files.append(p)
             except SessionError as exc:
                 pr_note = f"PR curve not drawn: {exc}"
-        stop = s.stopping(args.target_width, args.level) if args.target_width else None
         bar("writing the report", 3, 4)
         st = s.status(level=args.level)
+        # issue 15, item 4: where the CLT check fails, the Bayesian interval leads and the rule stops on it too
+        lead_bayes = "bayes_lower" in summ.columns and any(not c.get("clt_reliable", True) for c in st["estimates"])
+        stop = s.stopping(args.target_width, args.level, bayesian=lead_bayes) if args.target_width else None
         first = s.components[: len(s.measures[0].names)][:8]
         hshort = hist[hist["component"].isin(first)][["stage", "labels", "draws", "ess", "max_weight", "component",
                                                       "estimate", "lower", "upper"]]
-        show = [c for c in ("measure", "component", "estimate", "std_error", "clt_lower", "clt_upper", "bayes_lower",
-                            "bayes_upper") if c in summ.columns]
+        order = (("measure", "component", "estimate", "bayes_lower", "bayes_upper", "std_error", "clt_lower",
+                  "clt_upper") if lead_bayes else
+                 ("measure", "component", "estimate", "std_error", "clt_lower", "clt_upper", "bayes_lower",
+                  "bayes_upper"))
+        show = [c for c in order if c in summ.columns]
         md = ["# Labeling session report\n",
               f"Session `{s.path}` — pool `{s.config['pool'].get('name')}` ({s.pool.n_items:,} items), "
               f"measure(s) {', '.join(m.name for m in s.measures)}, design `{s.design_name}`, oracle "
@@ -611,9 +627,13 @@ def _cmd_report(args, bar):
               f"Labels spent: **{st['labels']}** ({st['labels_in_estimate']} in the estimate) in {st['stages']} "
               f"stage(s); draws {st['draws']}; effective sample "
               f"size (Σw)²/Σw² {_fmt(st['ess'], 1)}; largest weight {_fmt(st['max_weight'], 2)}.\n",
-              "## Estimates\n", _md_table(summ[show].head(40)),
+              "## Estimates\n",
+              ("**Read first: the Bayesian interval** (`bayes_lower`, `bayes_upper`: the finite-pool posterior, which "
+               "accounts for the items nobody labeled); the CLT check fails, so the CLT interval is for comparison "
+               "only.\n\n" if lead_bayes else ""),
+              _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
-              "\n" + _clt_check_line(st["estimates"]) + " (per component: `clt_check` in summary.csv)\n"]
+              "\n" + _clt_check_line(st["estimates"], lead_bayes) + " (per component: `clt_check` in summary.csv)\n"]
         skips = s.skip_summary()
         if skips is not None:
             p = os.path.join(args.out, "skipped.csv")

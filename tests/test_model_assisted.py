@@ -4,10 +4,16 @@ positives are many (with a negative control that must fail), the check flagging 
 whose positives hide in the low-score bulk, and a session using the same variance."""
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
+import pandas as pd
 import pytest
 
 import bayes_eval as be
+from bayes_eval.cli import main as cli_main
+from bayes_eval.session_cli import _status_text
 from bayes_eval.estimators import MODEL_CHECK_MAX, Estimate, model_assisted
 from bayes_eval.registry import measure_from_args
 from bayes_eval.results import covers, stopping, summarize
@@ -81,17 +87,39 @@ def test_the_check_flags_positives_hidden_in_the_bulk():
     assert st["stopped"] <= 0.5 * free["stopped"], (st, free)
 
 
-def test_a_session_does_not_stop_on_a_failed_check(tmp_path):
+@pytest.fixture(scope="module")
+def failing_session(tmp_path_factory):
+    """A session of 200 AIS labels on a pool whose positives hide in the low-score bulk (the
+    check fails), from a pool file the CLI can reopen: (db path, pool file)."""
+    d = tmp_path_factory.mktemp("failing")
     pool = be.demo_pool(n_items=20_000, seed=0)
-    truth = dict(zip(np.asarray(pool.ids).tolist(), np.asarray(pool.labels).tolist()))
-    s = be.Session.create(str(tmp_path / "s.db"), pool, "f1", "ais", seed=0)
+    pool_file = d / "pool.parquet"
+    df = pd.DataFrame({"score": pool.scores[:, 0], "pred": pool.preds[:, 0], "label": pool.labels})
+    df.index.name = "item"
+    df.to_parquet(pool_file)
+    pool = be.Pool.from_file(str(pool_file))
+    labels = dict(zip(np.asarray(pool.ids).tolist(), np.asarray(pool.labels).tolist()))
+    db = str(d / "s.db")
+    s = be.Session.create(db, pool, "f1", "ais", seed=0)
     for _ in range(4):
         b = s.next_batch(50)
-        s.add_labels(b["item"], [truth[i] for i in b["item"]])
+        s.add_labels(b["item"], [labels[i] for i in b["item"]])
+    s.close()
+    return db, str(pool_file)
+
+
+def test_a_session_does_not_stop_on_a_failed_check(failing_session):
+    db, pool_file = failing_session
+    s = be.Session.open(db, be.Pool.from_file(pool_file))
     assert s.clt_check()[0] > MODEL_CHECK_MAX  # positives may hide in the bulk: the check fails here
     st = s.stopping(10.0)  # any interval is narrower than 10
     assert st["reached"] is False and st["clt_check_passed"] is False and "CLT check fails" in st["note"]
     assert st["width"] < 10.0
+    # the Python API's status keeps its default: no posterior, the confidence sequence leads
+    st = s.status()
+    assert st["headline_interval"] == "clt-cs" and not st["bayesian_auto"]
+    assert "bayes_lower" not in st["estimates"][0]
+    s.close()
 
 
 def test_a_session_uses_the_model_assisted_variance(tmp_path):
@@ -123,6 +151,43 @@ def test_a_session_uses_the_model_assisted_variance(tmp_path):
     # reopened from the file, the session replays to the same variance
     s2 = be.Session.open(str(tmp_path / "s.db"), pool)
     assert s2.status()["estimates"][0]["std_error"] == pytest.approx(row["std_error"], rel=1e-9)
+    # status(bayesian="auto") computes the posterior only where the check fails
+    auto = s2.status(bayesian="auto")
+    assert auto["bayesian_auto"] == (check > MODEL_CHECK_MAX)
+    assert ("bayes_lower" in auto["estimates"][0]) == (check > MODEL_CHECK_MAX)
+
+
+def test_status_leads_with_the_bayesian_interval_where_the_check_fails(failing_session, capsys):
+    """Issue 15, item 4: where the CLT check fails, `session status` adds the Bayesian interval
+    by default, shows it first and stops on it (the wider of it and the confidence sequence);
+    --no-bayesian keeps the CLT-based intervals alone."""
+    db, pool_file = failing_session
+    assert cli_main(["session", "status", db, "--pool", pool_file, "--format", "json", "--target-width", "0.001",
+                     "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    row = out["estimates"][0]
+    assert out["headline_interval"] == "bayes" and out["bayesian_auto"] is True
+    assert 0 <= row["bayes_lower"] <= row["bayes_upper"] <= 1
+    stop = out["stopping"]
+    assert stop["reached"] is False and stop["width"] >= row["bayes_upper"] - row["bayes_lower"] - 1e-12
+    assert stop["width"] >= row["cs_upper"] - row["cs_lower"] - 1e-12
+    text = _status_text(out)                                  # what the CLI prints without --format json
+    header = next(line for line in text.splitlines() if line.startswith("component"))
+    assert header.index("Bayesian interval") < header.index("confidence sequence") < header.index("CLT interval")
+    assert "read first: the Bayesian interval" in text and "read the Bayesian interval (shown first)" in text
+    assert cli_main(["session", "status", db, "--pool", pool_file, "--no-bayesian", "--format", "json",
+                     "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["headline_interval"] == "clt-cs" and not out["bayesian_auto"]
+    assert "bayes_lower" not in out["estimates"][0]
+    # session report: report.md's estimates table leads with the Bayesian interval too
+    rep = os.path.join(os.path.dirname(db), "report")
+    assert cli_main(["session", "report", db, "--pool", pool_file, "--out", rep, "--no-progress"]) == 0
+    capsys.readouterr()
+    with open(os.path.join(rep, "report.md"), encoding="utf-8") as f:
+        md = f.read()
+    table = next(line for line in md.splitlines() if line.startswith("| measure"))
+    assert "Read first: the Bayesian interval" in md and table.index("bayes_lower") < table.index("clt_lower")
 
 
 @pytest.mark.slow
