@@ -299,13 +299,24 @@ class SessionReports:
             return {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels,
                     "width": 0.0, "component": self._names[0], "kind": "exact", "reached": True, "more_labels": 0,
                     "exact": True, "note": exact}
-        iv = self.intervals(level, bayesian=bayesian, sequence=True)
-        iv = iv[iv["kind"] != "clt"]
         m0 = len(self.measures[0].names)
         first = set(self._names[:m0])
+        out = {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels}
+        if bayesian and self._snapshots:
+            cs = self.confidence_sequence(level)
+            cs = cs[cs["component"].isin(first)]
+            if np.any(np.isnan((cs["upper"] - cs["lower"]).to_numpy())):
+                # the rule is the wider of the two: an undefined confidence sequence is not a narrow one
+                # (a posterior can look sure before ten items of each class are labeled: issue 15, item 3)
+                out.update(width=None, component=None, kind=None, reached=False, more_labels=None,
+                           note="the confidence sequence is not defined yet (it needs at least 10 labeled items "
+                                "of each class) and the rule uses the wider of it and the Bayesian interval; label "
+                                "more items")
+                return out
+        iv = self.intervals(level, bayesian=bayesian, sequence=True)
+        iv = iv[iv["kind"] != "clt"]
         iv = iv[iv["component"].isin(first)]
         width = (iv["upper"] - iv["lower"]).to_numpy()
-        out = {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels}
         if not self._snapshots or not np.isfinite(width).any():
             out.update(width=None, component=None, kind=None, reached=False, more_labels=None,
                        note="the interval is not defined yet (it needs at least 10 labeled items of each class); "

@@ -23,6 +23,7 @@ import argparse
 import os
 import time
 
+import numpy as np
 import pandas as pd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,6 +38,8 @@ def main(argv=None):
     ap.add_argument("--widths", default="0.05,0.02")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "stopping"))
     ap.add_argument("--bayes", action="store_true", help="stop on the Bayesian interval (every stage's posterior)")
+    ap.add_argument("--save-stages", action="store_true",
+                    help="also write every stage's intervals per pool and design (OUT_POOL_DESIGN.npz)")
     args = ap.parse_args(argv)
     import bayes_eval as be
     from bayes_eval.registry import load_pool, measure_from_args
@@ -55,13 +58,22 @@ def main(argv=None):
             res, _ = run_simulation(pool, measure_from_args("f1", pool), design, budget=2000, batch=50,
                                     repeats=args.repeats, seed=0, bayes=args.bayes, bayes_stages=args.bayes)
             secs = time.perf_counter() - t0
+            if args.save_stages:                              # every stage's intervals, for rules tried later
+                h = res.history
+                np.savez_compressed(f"{args.out}_{name}_{design}.npz", value=h.value, lower=h.lower, upper=h.upper,
+                                    n_draws=h.n_draws, n_class=h.n_class, n_labels=h.n_labels,
+                                    check=h.check if h.check is not None else np.zeros(0),
+                                    bayes_lower=res.stage_bayes_lower if res.stage_bayes_lower is not None
+                                    else np.zeros(0),
+                                    bayes_upper=res.stage_bayes_upper if res.stage_bayes_upper is not None
+                                    else np.zeros(0), true_value=res.true_value)
             for c in summarize(res):
                 fixed.append(dict(pool=name, design=design, labels=c["labels"], rmse=c["mse"] ** 0.5,
                                   coverage_clt=c["coverage"], width_clt=c["mean_width"],
                                   coverage_cs=c.get("coverage_cs"), width_cs=c.get("mean_width_cs"),
                                   coverage_bayes=c.get("coverage_bayes"), width_bayes=c.get("mean_width_bayes")))
             for w in (float(v) for v in args.widths.split(",")):
-                for kind in (("bayes", "bayes-cs") if args.bayes else ("clt", "clt-cs")):
+                for kind in (("bayes", "bayes-cs", "auto") if args.bayes else ("clt", "clt-cs")):
                     st = stopping(res, w, kind)
                     rows.append(dict(pool=name, design=design, repeats=args.repeats, **st))
                     print(name, design, w, kind, {k: st[k] for k in ("stopped", "coverage", "mean_labels")},

@@ -52,6 +52,38 @@ def test_stopping_on_the_confidence_sequence(sim):
         stopping(sim, 0.0)
 
 
+def test_the_auto_rule_switches_interval_with_the_check(sim):
+    """``"auto"`` (session status --target-width's default rule, issue 15 item 4): at a stage whose
+    CLT check passes it is the confidence sequence; at one whose check fails, the wider of the
+    Bayesian interval and the confidence sequence, read on the Bayesian one — checked against the
+    two rules it combines, on per-stage Bayesian intervals and checks set by hand."""
+    from bayes_eval.estimators import MODEL_CHECK_MAX
+
+    h = sim.history
+    R, S, m = h.value.shape
+    w = float(np.median(np.asarray(summarize(sim)[0]["mean_width_cs"])))
+    with pytest.raises(ValueError, match="bayes_stages=True"):
+        stopping(sim, w, "auto")
+    # a Bayesian interval 0.8 × the CLT one, around the truth shifted by 0.3 (it misses: a marker)
+    mid = np.broadcast_to(sim.true_value[:m] + 0.3, h.value.shape)
+    half = 0.4 * (h.upper - h.lower)
+    passing = sim._replace(history=h._replace(check=np.ones((R, S, m))),
+                           stage_bayes_lower=mid - half, stage_bayes_upper=mid + half)
+    a, cs = stopping(passing, w, "auto"), stopping(passing, w, "clt-cs")
+    for k in ("stopped", "coverage", "mean_labels"):
+        assert a[k] == pytest.approx(cs[k]), k                # the check passes everywhere: the sequence
+    failing = passing._replace(history=h._replace(check=np.full((R, S, m), 2 * MODEL_CHECK_MAX)))
+    a, bc = stopping(failing, w, "auto"), stopping(failing, w, "bayes-cs")
+    for k in ("stopped", "coverage", "mean_labels"):
+        assert a[k] == pytest.approx(bc[k]), k                # it fails everywhere: the wider of the two
+    assert a["stopped"] > 0 and a["coverage"] == 0.0          # read on the (shifted) Bayesian interval
+    # the check fails at the first half of the stages only: a run stops no earlier than on the sequence
+    mixed = passing._replace(history=h._replace(check=np.where(np.arange(S)[None, :, None] < S // 2,
+                                                               2 * MODEL_CHECK_MAX, 1.0) * np.ones((R, S, m))))
+    a = stopping(mixed, w, "auto")
+    assert a["stopped"] <= cs["stopped"] + 1e-12 and a["stopped"] > 0
+
+
 @pytest.mark.slow
 def test_stopping_on_the_bayesian_interval_after_every_stage():
     """``bayes_stages``: the finite-pool posterior after every stage; the stopping rule on it

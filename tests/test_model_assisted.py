@@ -120,6 +120,16 @@ def test_a_session_does_not_stop_on_a_failed_check(failing_session):
     assert st["headline_interval"] == "clt-cs" and not st["bayesian_auto"]
     assert "bayes_lower" not in st["estimates"][0]
     s.close()
+    # with the Bayesian interval the rule is the wider of it and the confidence sequence: while the
+    # sequence is undefined (fewer than 10 labeled items of a class) a run never stops on the posterior
+    pool = be.Pool.from_file(pool_file)
+    s = be.Session.create(db + ".early", pool, "f1", "ais", seed=0)
+    b = s.next_batch(20)
+    s.add_labels(b["item"], pool.labels[pool.index_of(b["item"].to_numpy())])
+    assert np.asarray(s._labeled).sum(0).min() < 10
+    st = s.stopping(10.0, bayesian=True)
+    assert st["reached"] is False and "confidence sequence is not defined" in st["note"]
+    s.close()
 
 
 def test_a_session_uses_the_model_assisted_variance(tmp_path):
