@@ -251,6 +251,8 @@ def simulate_runs(
     batches = schedule(budget, batch)
     cum = np.cumsum(batches)
     checkpoints = [int(c) for c in checkpoints if 0 < c <= budget]
+    if not checkpoints:                # every checkpoint past the budget: report at the budget
+        checkpoints = [int(budget)]
     ck_stages = [int(np.searchsorted(cum, c)) for c in checkpoints]
     if rounds and design.settings.n_strata:
         n_strata = design.settings.n_strata

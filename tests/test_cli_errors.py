@@ -384,3 +384,12 @@ def test_simulate_prints_the_pools_notes(tmp_path, capsys, pool_file):
                         "--score-kind", "margin")
     assert rc == 0, err
     assert "margin" in err and "true f1" in out
+
+
+def test_simulate_reports_at_the_budget_when_every_checkpoint_is_past_it(tmp_path, capsys, pool_file):
+    """`simulate --budget 40` with the default checkpoints (500, 1000, 2000) used to fail with a
+    KeyError (no checkpoint within the budget): the run's end is now its checkpoint."""
+    rc, out, err = _cli(capsys, "simulate", pool_file, "--design", "passive", "--budget", "40", "--batch", "20",
+                        "--repeats", "2", "--strata", "4", "--bayes", "no", "--format", "json")
+    assert rc == 0, err
+    assert [c["labels"] for c in json.loads(out)["checkpoints"]] == [40]
