@@ -161,14 +161,14 @@ def build_parser():
                    help="a scripted stopping rule: each run stops at the first stage end where the interval "
                         "(--stop-interval) is at most W wide; the output gains a 'stopping' block (share stopped, "
                         "coverage at the stop, labels at the stop)")
-    s.add_argument("--stop-interval", choices=["clt-cs", "clt", "bayes", "bayes-cs", "auto"], default="clt-cs",
+    s.add_argument("--stop-interval", choices=["clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable"], default="clt-cs",
                    help="the interval the stopping rule looks at: clt-cs (default; the confidence sequence, valid "
-                        "uniformly over stages, as session status --target-width where the CLT check passes), clt "
+                        "uniformly over stages, as session status --target-width --no-bayesian), clt "
                         "(the fixed-n interval), bayes (the finite-pool Bayesian interval after every stage: one "
                         "posterior per stage and run, ~40x the cost of --bayes yes at 40 stages), bayes-cs (both the "
-                        "Bayesian interval and the confidence sequence, as session status --bayesian --target-width) "
-                        "or auto (session status --target-width's default rule: clt-cs at a stage whose CLT check "
-                        "passes, bayes-cs at one whose check fails; as costly as bayes)")
+                        "Bayesian interval and the confidence sequence) or bayes-stable (the Bayesian interval at "
+                        "most W wide after each of the last 3 stages: session status --target-width's rule for "
+                        "designs with a posterior; as costly as bayes)")
     s.add_argument("--posterior-model", default="calibrated",
                    help="model of the Bayesian intervals: calibrated (default, binary), design, dirichlet-tree")
     _add_design_args(s)
@@ -242,7 +242,7 @@ def cmd_simulate(args):
     from .registry import design_spec
 
     bayes = {"yes": True, "no": False, "auto": design_spec(args.design).has_model}[args.bayes]
-    bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "auto")
+    bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "bayes-stable")
     if bayes_stages and args.bayes == "no":
         raise CLIError(f"--stop-interval {args.stop_interval} needs the Bayesian interval: drop --bayes no")
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch,

@@ -107,10 +107,11 @@ def add_session_parser(subparsers):
     bz = s.add_mutually_exclusive_group()
     bz.add_argument("--bayesian", action="store_const", const=True, dest="bayesian", default="auto",
                     help="always add the Bayesian interval (designs with a model; by default it is added, and read "
-                         "first, only where the CLT check fails); the stopping rule then uses the wider of it and "
-                         "the confidence sequence")
+                         "first, where the CLT check fails, and --target-width stops on it: narrow enough after "
+                         "each of the last 3 stages)")
     bz.add_argument("--no-bayesian", action="store_const", const=False, dest="bayesian",
-                    help="never compute the Bayesian interval (faster: its first computation compiles for a while)")
+                    help="never compute the Bayesian interval (faster: its first computation compiles for a while); "
+                         "--target-width then stops on the confidence sequence where the CLT check passes")
 
     r = ss.add_parser("report", help="tables (CSV, markdown) and PNG plots in a folder")
     common(r)
@@ -420,7 +421,7 @@ def _cmd_ingest(args, bar):
     return 0
 
 
-_KIND = {"clt": "CLT", "clt-cs": "confidence-sequence", "bayes": "Bayesian"}
+_KIND = {"clt": "CLT", "clt-cs": "confidence-sequence", "bayes": "Bayesian", "bayes-stable": "Bayesian"}
 
 
 def _status_text(st):
@@ -461,9 +462,12 @@ def _status_text(st):
         lines.append("read first: the Bayesian interval (the finite-pool posterior: it accounts for the items nobody "
                      "labeled)" + (", added because the CLT check fails" if st.get("bayesian_auto") else "")
                      + "; the confidence sequence and the CLT interval are for comparison.")
-    lines.append("the confidence sequence widens the CLT interval for looking after every stage (the stopping rule "
-                 "uses it" + (" with the Bayesian interval, the wider of the two" if has_b else "")
-                 + "); the CLT interval is for one fixed budget.")
+    stop_kind = (st.get("stopping") or {}).get("kind")
+    lines.append("the confidence sequence widens the CLT interval for looking after every stage"
+                 + (" (the stopping rule uses it where the CLT check passes)" if stop_kind in (None, "clt-cs") else "")
+                 + "; the CLT interval is for one fixed budget."
+                 + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
+                    "(a posterior narrow once may be narrow by luck)." if stop_kind == "bayes-stable" else ""))
     lines.append(_clt_check_line(comps))
     if st.get("fully_labeled"):
         ex = ", ".join(f"{k} = {_fmt(v)}" for k, v in list(st["exact"].items())[:12])
@@ -480,8 +484,9 @@ def _status_text(st):
         elif stop["width"] is None:
             lines.append(f"stopping rule (width < {tw:g}): {stop['note']}")
         elif stop["reached"]:
+            stable = " after each of the last 3 stages" if stop["kind"] == "bayes-stable" else ""
             lines.append(f"stopping rule: the {lvl}% {_KIND[stop['kind']]} interval of {stop['component']} has width "
-                         f"{stop['width']:.4f} < {tw:g}: reached — you can stop")
+                         f"{stop['width']:.4f} < {tw:g}{stable}: reached — you can stop")
         elif stop["more_labels"] is None:
             lines.append(f"stopping rule (width < {tw:g}): {stop['note']}")
         else:
@@ -611,7 +616,7 @@ def _cmd_report(args, bar):
         st = s.status(level=args.level)
         # issue 15, item 4: where the CLT check fails, the Bayesian interval leads and the rule stops on it too
         lead_bayes = "bayes_lower" in summ.columns and any(not c.get("clt_reliable", True) for c in st["estimates"])
-        stop = s.stopping(args.target_width, args.level, bayesian=lead_bayes) if args.target_width else None
+        stop = s.stopping(args.target_width, args.level, bayesian=bayes) if args.target_width else None
         first = s.components[: len(s.measures[0].names)][:8]
         hshort = hist[hist["component"].isin(first)][["stage", "labels", "draws", "ess", "max_weight", "component",
                                                       "estimate", "lower", "upper"]]

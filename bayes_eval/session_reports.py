@@ -182,7 +182,7 @@ class SessionReports:
         whatever chose the items: the selection is ignorable, 001 §4.2)."""
         return core_posterior_model(self._core, self.config, self._n_classes)
 
-    def posterior(self, n_draws: int = 1000, seed: int | None = None) -> np.ndarray | None:
+    def posterior(self, n_draws: int = 1000, seed: int | None = None, snap_index: int = -1) -> np.ndarray | None:
         """Draws (n, m) of every component of G on this pool, or None.
 
         The Bayesian finite-pool posterior (``docs/architecture.md``, "Intervals"): None unless the
@@ -193,11 +193,25 @@ class SessionReports:
         simulation's Bayesian intervals.  The same key serves every measure, so the draws
         of different measures come from the same completed pools.  For NUTS, ArviZ
         diagnostics and posterior predictive checks see
-        :func:`bayes_eval.report.report_from_session`.
+        :func:`bayes_eval.report.report_from_session`.  ``snap_index``: after an earlier
+        closed stage (the labels it held; -1, the last, by default).
         """
         model = self.posterior_model()
-        if model is None or self._stochastic:
-            return None
+        if model is None or self._stochastic or not self._snapshots:
+            return None if model is None or self._stochastic else self._posterior_now(model, n_draws, seed)
+        i = snap_index % len(self._snapshots)
+        if i == len(self._snapshots) - 1:
+            return self._posterior_now(model, n_draws, seed)
+        seed = self.seed if seed is None else int(seed)
+        key = (int(n_draws), seed, i)
+        if key not in self._post_cache:
+            fn = posterior_sampler(self._core, model, self.measures,
+                                   self.config.get("posterior_model") or "calibrated", n_draws)
+            rkey = jax.random.fold_in(jax.random.PRNGKey(seed), i + 1)
+            self._post_cache[key] = np.asarray(fn(rkey, jnp.asarray(self._snapshots[i].labeled)))
+        return self._post_cache[key]
+
+    def _posterior_now(self, model, n_draws: int, seed: int | None) -> np.ndarray:
         seed = self.seed if seed is None else int(seed)
         key = (int(n_draws), seed)
         if key in self._post_cache:
@@ -209,11 +223,12 @@ class SessionReports:
         self._post_cache[key] = draws
         return draws
 
-    def bayesian_interval(self, level: float = 0.95, n_draws: int = 1000, seed: int | None = None):
-        """Equal-tailed Bayesian intervals of every component from :meth:`posterior`, or
-        None when the design has no oracle model.  Columns as :meth:`intervals`
-        (``kind="bayes"``, ``estimate`` = posterior median)."""
-        draws = self.posterior(n_draws, seed)
+    def bayesian_interval(self, level: float = 0.95, n_draws: int = 1000, seed: int | None = None,
+                          snap_index: int = -1):
+        """Equal-tailed Bayesian intervals of every component from :meth:`posterior` (after
+        closed stage ``snap_index``), or None when the design has no oracle model.  Columns as
+        :meth:`intervals` (``kind="bayes"``, ``estimate`` = posterior median)."""
+        draws = self.posterior(n_draws, seed, snap_index)
         if draws is None:
             return None
         a = (1 - level) / 2
@@ -284,12 +299,16 @@ class SessionReports:
         more labels that is expected to take.
 
         The interval is the confidence sequence (:meth:`confidence_sequence`, widened for
-        looking after every stage) of the first measure's widest component — with
-        ``bayesian=True`` and a design that carries a model, the wider of it and the
-        Bayesian interval.  Its width
-        is extrapolated as width ∝ 1/sqrt(labels) from the current value: an
-        *extrapolation*, not a promise (AIS typically does better, the first stages
-        worse).
+        looking after every stage) of the first measure's widest component, and a run may
+        stop on it only where the CLT check passes.  With ``bayesian=True`` and a design whose
+        posterior is available, the rule is instead ``bayes-stable``: the Bayesian interval of
+        every component at most ``target_width`` wide after each of the last
+        :data:`~bayes_eval.results.STABLE_STAGES` closed stages (issue 15, item 3: measured in
+        ``benchmarks/results/stopping_bayes.md``, no stop on a wrong interval on dblp-acm,
+        abt-buy, the demo pool and a 10%-positive pool, where stopping on the posterior the
+        first time it is narrow stopped wrong runs).  The width is extrapolated as
+        width ∝ 1/sqrt(labels) from the current value: an *extrapolation*, not a promise
+        (AIS typically does better, the first stages worse).
         """
         if not target_width > 0:
             raise SessionError(f"the target width must be positive, got {target_width}",
@@ -302,18 +321,9 @@ class SessionReports:
         m0 = len(self.measures[0].names)
         first = set(self._names[:m0])
         out = {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels}
-        if bayesian and self._snapshots:
-            cs = self.confidence_sequence(level)
-            cs = cs[cs["component"].isin(first)]
-            if np.any(np.isnan((cs["upper"] - cs["lower"]).to_numpy())):
-                # the rule is the wider of the two: an undefined confidence sequence is not a narrow one
-                # (a posterior can look sure before ten items of each class are labeled: issue 15, item 3)
-                out.update(width=None, component=None, kind=None, reached=False, more_labels=None,
-                           note="the confidence sequence is not defined yet (it needs at least 10 labeled items "
-                                "of each class) and the rule uses the wider of it and the Bayesian interval; label "
-                                "more items")
-                return out
-        iv = self.intervals(level, bayesian=bayesian, sequence=True)
+        if bayesian and self.posterior_model() is not None and not self._stochastic:
+            return self._stopping_stable(target_width, level, first, out)
+        iv = self.intervals(level, bayesian=False, sequence=True)
         iv = iv[iv["kind"] != "clt"]
         iv = iv[iv["component"].isin(first)]
         width = (iv["upper"] - iv["lower"]).to_numpy()
@@ -330,21 +340,60 @@ class SessionReports:
                        note="the interval has zero width (too few informative labels for the CLT); label more items")
             return out
         reached = wmax < target_width
-        if not bayesian:
-            chk = self.clt_check()[:m0]
-            failed = [self._names[k] for k in range(m0) if chk[k] > MODEL_CHECK_MAX]
-            out["clt_check_passed"] = not failed
-            if failed and reached:
-                # issue 15, item 3: a narrow CLT-based interval resting on positives not found yet
-                out.update(reached=False, more_labels=None,
-                           note=f"the interval is narrow enough, but the CLT check fails for {', '.join(failed[:4])} "
-                                f"(positives may hide where the design draws few items): not a reason to stop; "
-                                f"add --bayesian (the wider of the confidence sequence and the Bayesian interval)")
-                return out
+        chk = self.clt_check()[:m0]           # the confidence sequence: only where the CLT check passes
+        failed = [self._names[k] for k in range(m0) if chk[k] > MODEL_CHECK_MAX]
+        out["clt_check_passed"] = not failed
+        if failed and reached:
+            # issue 15, item 3: a narrow CLT-based interval resting on positives not found yet
+            out.update(reached=False, more_labels=None,
+                       note=f"the interval is narrow enough, but the CLT check fails for {', '.join(failed[:4])} "
+                            f"(positives may hide where the design draws few items): not a reason to stop; "
+                            f"drop --no-bayesian (the rule then stops on the Bayesian interval)")
+            return out
         need = self._n_labels * (wmax / target_width) ** 2
         more = 0 if reached else int(math.ceil(need - self._n_labels))
         out.update(reached=bool(reached), more_labels=more,
                    note="extrapolation: width assumed to shrink as 1/sqrt(labels) from the current width")
+        return out
+
+    def _stopping_stable(self, target_width: float, level: float, first: set, out: dict) -> dict:
+        """:meth:`stopping`'s ``bayes-stable`` rule: the widest Bayesian interval of the first
+        measure after each of the last ``STABLE_STAGES`` closed stages (the posterior of each
+        stage's labels), reached when every one is narrower than ``target_width``."""
+        from .results import STABLE_STAGES
+
+        k = STABLE_STAGES
+        if len(self._snapshots) < k:
+            out.update(width=None, component=None, kind="bayes-stable", reached=False, more_labels=None,
+                       note=f"the rule needs the Bayesian interval after {k} closed stages; label more items")
+            return out
+        widths, comp = [], None
+        for i in range(-k, 0):
+            b = self.bayesian_interval(level, snap_index=i)
+            b = b[b["component"].isin(first)]
+            w = (b["upper"] - b["lower"]).to_numpy()
+            if not np.isfinite(w).any():
+                widths.append(np.inf)
+                continue
+            j = int(np.nanargmax(w))
+            widths.append(float(w[j]))
+            comp = str(b["component"].iloc[j])
+        wmax = widths[-1]
+        out.update(width=wmax if np.isfinite(wmax) else None, component=comp, kind="bayes-stable",
+                   stable_widths=[w if np.isfinite(w) else None for w in widths])
+        if not np.isfinite(wmax):
+            out.update(reached=False, more_labels=None, note="the Bayesian interval is not defined; label more items")
+            return out
+        reached = all(w < target_width for w in widths)
+        need = self._n_labels * (wmax / target_width) ** 2
+        more = 0 if reached else max(int(math.ceil(need - self._n_labels)), 0)
+        note = ("extrapolation: width assumed to shrink as 1/sqrt(labels) from the current width"
+                if wmax >= target_width else
+                f"the Bayesian interval is narrow enough now but not yet after each of the last {k} stages "
+                f"(label at least one more stage)" if not reached else
+                f"the Bayesian interval has been narrower than {target_width:g} after each of the last {k} stages")
+        out.update(reached=bool(reached), more_labels=None if (not reached and wmax < target_width) else more,
+                   note=note)
         return out
 
     @property
@@ -443,7 +492,9 @@ class SessionReports:
         if exact is not None:
             out["exact"] = {k: _f(v) for k, v in exact.items()}
         if target_width is not None:
-            out["stopping"] = self.stopping(target_width, level, bayesian=bool(bayesian))
+            # the stopping rule: bayes-stable wherever a posterior exists, unless bayesian=False
+            stop_bayes = bool(bayesian) or (auto and self.posterior_model() is not None and not self._stochastic)
+            out["stopping"] = self.stopping(target_width, level, bayesian=stop_bayes)
         return out
 
 

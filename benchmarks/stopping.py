@@ -33,7 +33,8 @@ SHARED = os.path.join(HERE, "..", "..", "shared", "data")
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=200)
-    ap.add_argument("--pools", default="abt-buy,dblp-acm,demo")
+    ap.add_argument("--pools", default="abt-buy,dblp-acm,demo",
+                    help="comma-separated: names under ../shared/data, 'demo', or Parquet files")
     ap.add_argument("--designs", default="ais,poisson-adaptive")
     ap.add_argument("--widths", default="0.05,0.02")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "stopping"))
@@ -48,7 +49,8 @@ def main(argv=None):
 
     rows, fixed = [], []
     for name in args.pools.split(","):
-        path = os.path.join(SHARED, f"{name}.parquet")
+        path = name if name.endswith(".parquet") else os.path.join(SHARED, f"{name}.parquet")   # a file, or a name
+        name = os.path.basename(name)[:-len(".parquet")] if name.endswith(".parquet") else name
         if name != "demo" and not os.path.exists(path):
             print(f"skip {name}: {path} not found")
             continue
@@ -73,7 +75,7 @@ def main(argv=None):
                                   coverage_cs=c.get("coverage_cs"), width_cs=c.get("mean_width_cs"),
                                   coverage_bayes=c.get("coverage_bayes"), width_bayes=c.get("mean_width_bayes")))
             for w in (float(v) for v in args.widths.split(",")):
-                for kind in (("bayes", "bayes-cs", "auto") if args.bayes else ("clt", "clt-cs")):
+                for kind in (("bayes", "bayes-cs", "bayes-stable") if args.bayes else ("clt", "clt-cs")):
                     st = stopping(res, w, kind)
                     rows.append(dict(pool=name, design=design, repeats=args.repeats, **st))
                     print(name, design, w, kind, {k: st[k] for k in ("stopped", "coverage", "mean_labels")},

@@ -52,36 +52,36 @@ def test_stopping_on_the_confidence_sequence(sim):
         stopping(sim, 0.0)
 
 
-def test_the_auto_rule_switches_interval_with_the_check(sim):
-    """``"auto"`` (session status --target-width's default rule, issue 15 item 4): at a stage whose
-    CLT check passes it is the confidence sequence; at one whose check fails, the wider of the
-    Bayesian interval and the confidence sequence, read on the Bayesian one — checked against the
-    two rules it combines, on per-stage Bayesian intervals and checks set by hand."""
-    from bayes_eval.estimators import MODEL_CHECK_MAX
+def test_the_stable_bayesian_rule_needs_consecutive_narrow_stages(sim):
+    """``"bayes-stable"`` (session status --target-width's rule for designs with a posterior, issue
+    15): a run stops at the first stage end whose Bayesian interval, and those of the
+    STABLE_STAGES − 1 stage ends before it, are at most W wide; coverage read on the Bayesian
+    interval — checked by hand on per-stage intervals set by hand."""
+    from bayes_eval.results import STABLE_STAGES
 
     h = sim.history
     R, S, m = h.value.shape
-    w = float(np.median(np.asarray(summarize(sim)[0]["mean_width_cs"])))
+    rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="bayes_stages=True"):
-        stopping(sim, w, "auto")
-    # a Bayesian interval 0.8 × the CLT one, around the truth shifted by 0.3 (it misses: a marker)
-    mid = np.broadcast_to(sim.true_value[:m] + 0.3, h.value.shape)
-    half = 0.4 * (h.upper - h.lower)
-    passing = sim._replace(history=h._replace(check=np.ones((R, S, m))),
-                           stage_bayes_lower=mid - half, stage_bayes_upper=mid + half)
-    a, cs = stopping(passing, w, "auto"), stopping(passing, w, "clt-cs")
-    for k in ("stopped", "coverage", "mean_labels"):
-        assert a[k] == pytest.approx(cs[k]), k                # the check passes everywhere: the sequence
-    failing = passing._replace(history=h._replace(check=np.full((R, S, m), 2 * MODEL_CHECK_MAX)))
-    a, bc = stopping(failing, w, "auto"), stopping(failing, w, "bayes-cs")
-    for k in ("stopped", "coverage", "mean_labels"):
-        assert a[k] == pytest.approx(bc[k]), k                # it fails everywhere: the wider of the two
-    assert a["stopped"] > 0 and a["coverage"] == 0.0          # read on the (shifted) Bayesian interval
-    # the check fails at the first half of the stages only: a run stops no earlier than on the sequence
-    mixed = passing._replace(history=h._replace(check=np.where(np.arange(S)[None, :, None] < S // 2,
-                                                               2 * MODEL_CHECK_MAX, 1.0) * np.ones((R, S, m))))
-    a = stopping(mixed, w, "auto")
-    assert a["stopped"] <= cs["stopped"] + 1e-12 and a["stopped"] > 0
+        stopping(sim, 0.1, "bayes-stable")
+    # widths that wander below and above W = 0.1 at random; centres on the truth, or off it by 0.3
+    wid = rng.uniform(0.05, 0.15, (R, S, m))
+    off = np.where(rng.uniform(size=(R, 1, 1)) < 0.5, 0.0, 0.3)
+    mid = sim.true_value[:m] + off + 0 * wid
+    res = sim._replace(stage_bayes_lower=mid - wid / 2, stage_bayes_upper=mid + wid / 2)
+    st = stopping(res, 0.1, "bayes-stable")
+    narrow = np.all(wid <= 0.1, axis=2)
+    run = np.zeros_like(narrow)
+    for t in range(STABLE_STAGES - 1, S):
+        run[:, t] = narrow[:, t - STABLE_STAGES + 1:t + 1].all(axis=1)
+    stopped = run.any(axis=1)
+    first = np.argmax(run, axis=1)
+    assert st["stopped"] == pytest.approx(stopped.mean()) and 0 < st["stopped"] < 1
+    assert st["mean_labels"] == pytest.approx(h.n_labels[stopped, first[stopped]].mean())
+    assert st["coverage"] == pytest.approx(np.mean(off[stopped, 0, 0] == 0.0))
+    # never earlier, nor more often, than stopping the first time the posterior is narrow
+    once = stopping(res, 0.1, "bayes")
+    assert st["stopped"] <= once["stopped"] and st["mean_labels"] >= once["mean_labels"] - 1e-9
 
 
 @pytest.mark.slow

@@ -120,15 +120,14 @@ def test_a_session_does_not_stop_on_a_failed_check(failing_session):
     assert st["headline_interval"] == "clt-cs" and not st["bayesian_auto"]
     assert "bayes_lower" not in st["estimates"][0]
     s.close()
-    # with the Bayesian interval the rule is the wider of it and the confidence sequence: while the
-    # sequence is undefined (fewer than 10 labeled items of a class) a run never stops on the posterior
+    # on the Bayesian interval the rule needs it narrow after each of the last 3 closed stages: one
+    # stage of 20 labels never stops, however wide the target
     pool = be.Pool.from_file(pool_file)
     s = be.Session.create(db + ".early", pool, "f1", "ais", seed=0)
     b = s.next_batch(20)
     s.add_labels(b["item"], pool.labels[pool.index_of(b["item"].to_numpy())])
-    assert np.asarray(s._labeled).sum(0).min() < 10
     st = s.stopping(10.0, bayesian=True)
-    assert st["reached"] is False and "confidence sequence is not defined" in st["note"]
+    assert st["reached"] is False and st["kind"] == "bayes-stable" and "3 closed stages" in st["note"]
     s.close()
 
 
@@ -178,9 +177,9 @@ def test_status_leads_with_the_bayesian_interval_where_the_check_fails(failing_s
     row = out["estimates"][0]
     assert out["headline_interval"] == "bayes" and out["bayesian_auto"] is True
     assert 0 <= row["bayes_lower"] <= row["bayes_upper"] <= 1
-    stop = out["stopping"]
-    assert stop["reached"] is False and stop["width"] >= row["bayes_upper"] - row["bayes_lower"] - 1e-12
-    assert stop["width"] >= row["cs_upper"] - row["cs_lower"] - 1e-12
+    stop = out["stopping"]                                    # the rule: narrow after each of the last 3 stages
+    assert stop["kind"] == "bayes-stable" and stop["reached"] is False and len(stop["stable_widths"]) == 3
+    assert stop["width"] == pytest.approx(row["bayes_upper"] - row["bayes_lower"], rel=1e-9)
     text = _status_text(out)                                  # what the CLI prints without --format json
     header = next(line for line in text.splitlines() if line.startswith("component"))
     assert header.index("Bayesian interval") < header.index("confidence sequence") < header.index("CLT interval")

@@ -1,0 +1,103 @@
+"""Stopping rules compared on saved per-stage intervals (issue 15, items 3 and 4).
+
+    python benchmarks/stopping.py --bayes --repeats 100 --pools dblp-acm,abt-buy --designs ais --save-stages
+    python benchmarks/stopping_rules.py benchmarks/results/stages/*.npz [--out benchmarks/results/stopping_rules.md]
+
+``benchmarks/stopping.py --save-stages`` keeps every stage's CLT interval, check and Bayesian
+interval of each run (the expensive part: one posterior per stage and run); this script reads
+them back and applies each rule at W = 0.1, 0.05, 0.02: the library's
+(:func:`bayes_eval.results.stopping`: ``clt-cs`` with the CLT check, ``bayes``, ``bayes-cs``,
+``bayes-stable``) and variants measured for the record (the Bayesian interval at most W wide
+with the confidence sequence at most κW; narrow at k stage ends in a row).  A rule is honest
+when the runs it stops hold the truth ≥ 93% of the time (or it stops none: honest by abstention).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from bayes_eval.results import STABLE_STAGES, StageRecord, covers, cs_bounds, stopping  # noqa: E402
+
+WIDTHS = (0.1, 0.05, 0.02)
+
+
+class _Saved:
+    """The parts of a SimResult that :func:`stopping` reads, from a saved .npz."""
+
+    def __init__(self, path):
+        z = np.load(path)
+        self.history = StageRecord(n_labels=z["n_labels"], n_draws=z["n_draws"], value=z["value"], lower=z["lower"],
+                                   upper=z["upper"], kl=None, n_class=z["n_class"],
+                                   check=z["check"] if z["check"].size else None)
+        self.true_value = z["true_value"]
+        self.stage_bayes_lower, self.stage_bayes_upper = z["bayes_lower"], z["bayes_upper"]
+
+
+def _first(res, narrow, lo, hi):
+    stopped = narrow.any(1)
+    first = np.argmax(narrow, 1)
+    r = np.arange(len(first))
+    cov = np.all(covers(lo[r, first], hi[r, first], res.true_value[:lo.shape[2]]), axis=1)
+    n = int(stopped.sum())
+    return {"stopped": float(stopped.mean()), "coverage": float(cov[stopped].mean()) if n else None,
+            "mean_labels": float(res.history.n_labels[r, first][stopped].mean()) if n else None, "stopped_runs": n}
+
+
+def variant(res, w, kappa=None, consecutive=1):
+    """The Bayesian interval ≤ w (and the confidence sequence ≤ κw), at ``consecutive`` stage ends in a row."""
+    h = res.history
+    m = h.value.shape[2]
+    lo, hi = res.stage_bayes_lower[..., :m], res.stage_bayes_upper[..., :m]
+    ok = np.all(hi - lo <= w, 2)
+    if kappa is not None:
+        cl, ch = cs_bounds(h.value, h.lower, h.upper, h.n_draws[..., None])
+        ok &= np.all(np.where(np.isfinite(ch - cl), ch - cl, np.inf) <= kappa * w, 2)
+    run = ok.copy()
+    for k in range(1, consecutive):
+        run[:, k:] &= ok[:, :-k]
+        run[:, :k] = False
+    return _first(res, run, lo, hi)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                                  "stopping_rules.md"))
+    a = ap.parse_args(argv)
+    rules = [("clt-cs (with the CLT check)", lambda r, w: stopping(r, w, "clt-cs")),
+             ("bayes", lambda r, w: stopping(r, w, "bayes")),
+             ("bayes-cs", lambda r, w: stopping(r, w, "bayes-cs")),
+             (f"**bayes-stable** ({STABLE_STAGES} in a row; the session's rule)", lambda r, w: stopping(r, w, "bayes-stable")),
+             ("bayes, 2 in a row", lambda r, w: variant(r, w, consecutive=2)),
+             ("bayes, 5 in a row", lambda r, w: variant(r, w, consecutive=5)),
+             ("bayes & CS ≤ 1.5W", lambda r, w: variant(r, w, kappa=1.5)),
+             ("bayes & CS ≤ 2W", lambda r, w: variant(r, w, kappa=2.0))]
+    lines = ["# Stopping rules on saved per-stage intervals (F1, ais, budget 2000, batches of 50)", "",
+             "`python benchmarks/stopping_rules.py " + " ".join(a.files) + "`", "",
+             "Per pool (100 runs each, `benchmarks/stopping.py --bayes --save-stages`): share of runs stopped within "
+             "the budget, coverage of the interval the rule stopped on over the stopped runs (runs), labels at the "
+             "stop.  A rule is honest at W when its coverage is ≥ 0.93 or it stops no run.", "",
+             "| pool | rule | " + " | ".join(f"W = {w:g}" for w in WIDTHS) + " |",
+             "|---|---|" + "---|" * len(WIDTHS)]
+    for path in a.files:
+        res = _Saved(path)
+        name = os.path.basename(path)[:-4]
+        for label, fn in rules:
+            cells = []
+            for w in WIDTHS:
+                st = fn(res, w)
+                cells.append("never" if not st["stopped_runs"] else
+                             f"{st['stopped']:.2f}, {st['coverage']:.2f} ({st['stopped_runs']}), {st['mean_labels']:.0f}")
+            lines.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
+    with open(a.out, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
