@@ -221,9 +221,9 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     sequence, valid uniformly over stages; ``"bayes"``: the Bayesian finite-pool interval
     after every stage (a simulation run with ``bayes_stages=True``; a posterior conditions on
     the labels whatever rule chose to stop, 001 §4.2, so it needs neither the CLT check nor
-    a minimum of labels per class); ``"bayes-cs"``: the rule of ``session status --bayesian
-    --target-width`` -- both the Bayesian interval and the confidence sequence at most W
-    wide (no CLT check), coverage read on the Bayesian interval; ``"bayes-stable"``: the rule of
+    a minimum of labels per class); ``"bayes-cs"``: both the Bayesian interval and the
+    confidence sequence at most W wide (no CLT check), coverage read on the Bayesian interval
+    (measured: it stopped a wrong abt-buy run at W = 0.1, ``benchmarks/results/stopping_rules.md``); ``"bayes-stable"``: the rule of
     ``session status --target-width`` for designs with a posterior -- the Bayesian interval at most
     W wide after each of the last :data:`STABLE_STAGES` stages (a posterior that is narrow once may
     be narrow by luck: stopping on ``"bayes"`` at W = 0.02 on dblp-acm stopped 9% of runs and 2 of
@@ -279,17 +279,10 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
 
         chk = np.asarray(h.check)
         narrow &= np.all(np.isnan(chk) | (chk <= MODEL_CHECK_MAX), axis=2)
-    return _first_stop(res, narrow, lo, hi, width, interval, checked)
-
-
-def _first_stop(res: SimResult, narrow, lo, hi, width: float, interval: str, checked: bool) -> dict:
-    """The result of :func:`stopping` from the stages where each run may stop (``narrow``,
-    (repeats, stages)) and the interval read there (``lo``, ``hi``, (repeats, stages, m))."""
-    h = res.history
     stopped = narrow.any(axis=1)
     first = np.argmax(narrow, axis=1)
-    truth = res.true_value[: lo.shape[2]]
-    r = np.arange(lo.shape[0])
+    truth = res.true_value[: value.shape[2]]
+    r = np.arange(value.shape[0])
     cov = np.all(covers(lo[r, first], hi[r, first], truth), axis=1)
     n_stop = int(stopped.sum())
     c = float(cov[stopped].mean()) if n_stop else None
