@@ -447,13 +447,14 @@ def test_cli_walkthrough(tmp_path, capsys, pool):
         b.to_csv(batch, index=False)
         rc, out, err = _cli(capsys, "session", "ingest", db, batch)
         assert rc == 0 and "30 new label(s)" in out, err
-    rc, out, err = _cli(capsys, "session", "status", db, "--format", "json", "--target-width", "0.05")
+    rc, out, err = _cli(capsys, "session", "status", db, "--format", "json", "--target-width", "0.05",
+                        "--no-bayesian")
     assert rc == 0, err
     st_ = json.loads(out)
     assert st_["labels"] == 90 and st_["stages"] == 3 and st_["estimates"][0]["component"] == "f1"
     assert {"ess", "max_weight", "draws", "stopping"} <= set(st_)
     assert "extrapolation" in st_["stopping"]["note"] or st_["stopping"]["reached"]
-    rc, out, err = _cli(capsys, "session", "status", db, "--target-width", "0.05")
+    rc, out, err = _cli(capsys, "session", "status", db, "--target-width", "0.05", "--no-bayesian")
     assert rc == 0 and "labels spent: 90" in out and "CLT" in out
     rep = tmp_path / "report"
     rc, out, err = _cli(capsys, "session", "report", db, "--out", str(rep), "--pr-curve", "--thresholds", "16",

@@ -346,13 +346,14 @@ def test_cli_poisson_adaptive_session(tmp_path, capsys, pool):
         b.to_csv(batch, index=False)
         rc, out, err = _cli(capsys, "session", "ingest", db, batch)
         assert rc == 0 and "25 new label(s)" in out, err
-    rc, out, err = _cli(capsys, "session", "status", db, "--format", "json", "--target-width", "0.05")
+    rc, out, err = _cli(capsys, "session", "status", db, "--format", "json", "--target-width", "0.05",
+                        "--no-bayesian")
     assert rc == 0, err
     st = json.loads(out)
     assert st["labels"] == 75 and st["stages"] == 3 and st["design"] == "poisson-adaptive"
     assert st["estimates"][0]["component"] == "f1" and st["estimates"][0]["clt_lower"] is not None
     assert {"ess", "max_weight", "draws", "stopping", "poisson"} <= set(st) and st["draws"] == 75
-    rc, out, err = _cli(capsys, "session", "status", db)
+    rc, out, err = _cli(capsys, "session", "status", db, "--no-bayesian")
     assert rc == 0 and "labels spent: 75" in out and "Poisson rounds: 3 (exact size)" in out
     rep = tmp_path / "report"
     rc, out, err = _cli(capsys, "session", "report", db, "--out", str(rep), "--no-bayesian")

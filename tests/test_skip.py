@@ -147,7 +147,7 @@ def test_cli_skip(tmp_path, capsys, pool):
     assert "skipped 2 item(s)" in out and "2 label(s) still missing" in out and "can be labeled" in out
     assert cli_main(["session", "skip", db, *items[2:], "--format", "json", "--no-progress"]) == 0
     assert json.loads(capsys.readouterr().out)["stage_closed"] is True
-    assert cli_main(["session", "status", db, "--no-progress"]) == 0
+    assert cli_main(["session", "status", db, "--no-progress", "--no-bayesian"]) == 0
     assert "skipped: 4 item(s)" in capsys.readouterr().out
     assert cli_main(["session", "skip", db, "nope", "--no-progress"]) == 2
     assert "nope" in capsys.readouterr().err
