@@ -304,7 +304,7 @@ class SessionReports:
         posterior is available, the rule is instead ``bayes-stable``: the Bayesian interval of
         every component at most ``target_width`` wide after each of the last
         :data:`~bayes_eval.results.STABLE_STAGES` closed stages (issue 15, item 3: measured in
-        ``benchmarks/results/stopping_bayes.md``, no stop on a wrong interval on dblp-acm,
+        ``benchmarks/results/stopping_rules.md``: coverage at the stop 0.96-1.00 or no stop, on dblp-acm,
         abt-buy, the demo pool and a 10%-positive pool, where stopping on the posterior the
         first time it is narrow stopped wrong runs).  The width is extrapolated as
         width ∝ 1/sqrt(labels) from the current value: an *extrapolation*, not a promise
