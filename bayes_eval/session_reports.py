@@ -197,29 +197,19 @@ class SessionReports:
         closed stage (the labels it held; -1, the last, by default).
         """
         model = self.posterior_model()
-        if model is None or self._stochastic or not self._snapshots:
-            return None if model is None or self._stochastic else self._posterior_now(model, n_draws, seed)
-        i = snap_index % len(self._snapshots)
-        if i == len(self._snapshots) - 1:
-            return self._posterior_now(model, n_draws, seed)
+        if model is None or self._stochastic:
+            return None
         seed = self.seed if seed is None else int(seed)
-        key = (int(n_draws), seed, i)
-        if key not in self._post_cache:
-            fn = posterior_sampler(self._core, model, self.measures,
-                                   self.config.get("posterior_model") or "calibrated", n_draws)
-            rkey = jax.random.fold_in(jax.random.PRNGKey(seed), i + 1)
-            self._post_cache[key] = np.asarray(fn(rkey, jnp.asarray(self._snapshots[i].labeled)))
-        return self._post_cache[key]
-
-    def _posterior_now(self, model, n_draws: int, seed: int | None) -> np.ndarray:
-        seed = self.seed if seed is None else int(seed)
-        key = (int(n_draws), seed)
+        last = len(self._snapshots) - 1
+        i = snap_index % len(self._snapshots) if self._snapshots else last
+        key = (int(n_draws), seed) if i == last else (int(n_draws), seed, i)
         if key in self._post_cache:
             return self._post_cache[key]
         fn = posterior_sampler(self._core, model, self.measures, self.config.get("posterior_model") or "calibrated",
                                n_draws)
-        rkey = jax.random.fold_in(jax.random.PRNGKey(seed), len(self._snapshots))
-        draws = np.asarray(fn(rkey, jnp.asarray(self._labeled)))
+        labeled = self._labeled if i == last else self._snapshots[i].labeled
+        rkey = jax.random.fold_in(jax.random.PRNGKey(seed), i + 1)
+        draws = np.asarray(fn(rkey, jnp.asarray(labeled)))
         self._post_cache[key] = draws
         return draws
 
