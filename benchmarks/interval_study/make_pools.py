@@ -11,7 +11,8 @@ to POOL).
 
 ``--bump POOL K LO HI``: POOL with K negatives ranked in [LO, HI) by score made positive -- a
 bump of positives at low scores, where the positive rate is *not* monotone in the score (the
-negative control of the monotone posterior model, ``models/monotone.py``).
+negative control of the monotone posterior models, ``monotone_restricted.py`` and
+``monotone_chain.py`` beside this file).
 """
 import os
 import sys
@@ -72,14 +73,22 @@ def main(out, twin_of=None, k=0, bump_range=None):
         print(name, len(df), df.label.mean(), df.pred.mean())
 
 
+def parse(argv=None):
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", nargs="?", default="/tmp/istudy", help="directory to write the Parquet pools to")
+    ap.add_argument("--twin", nargs=2, metavar=("POOL", "K"), help="also POOL with K tail negatives made positive")
+    ap.add_argument("--bump", nargs=4, metavar=("POOL", "K", "LO", "HI"),
+                    help="POOL with K negatives ranked in [LO, HI) by score made positive")
+    return ap.parse_args(argv)
+
+
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if "--bump" in args:
-        i = args.index("--bump")
-        main(args[0] if i > 0 else "/tmp/istudy", args[i + 1], int(args[i + 2]),
-             (int(args[i + 3]), int(args[i + 4])))
-    elif "--twin" in args:
-        i = args.index("--twin")
-        main(args[0] if i > 0 else "/tmp/istudy", args[i + 1], int(args[i + 2]))
+    a = parse()
+    if a.bump:
+        main(a.out, a.bump[0], int(a.bump[1]), (int(a.bump[2]), int(a.bump[3])))
+    elif a.twin:
+        main(a.out, a.twin[0], int(a.twin[1]))
     else:
-        main(args[0] if args else "/tmp/istudy")
+        main(a.out)
