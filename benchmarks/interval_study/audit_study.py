@@ -32,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
 OUT = os.path.join(ROOT, "benchmarks", "results", "audit")
 TABLE = os.path.join(ROOT, "benchmarks", "results", "interval_audit.md")
+MARK = "## What this says"
 
 
 def pool_path(p):
@@ -106,8 +107,13 @@ def table():
             fmt([c.get("mean_width_bayes") / r if c.get("mean_width_bayes") is not None and r > 0 else None
                  for c, r in zip(cps, rmse)], "{:.1f}"),
         ]) + " |")
-    with open(TABLE, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    kept = ""  # the hand-written reading below the table survives a regeneration
+    if os.path.exists(TABLE):
+        old = open(TABLE, encoding="utf-8").read()
+        if MARK in old:
+            kept = "\n" + old[old.index(MARK):]
+    with open(TABLE, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n" + kept)
     print("\n".join(lines))
 
 
