@@ -161,8 +161,11 @@ def build_parser():
                    help="a scripted stopping rule: each run stops at the first stage end where the interval "
                         "(--stop-interval) is at most W wide; the output gains a 'stopping' block (share stopped, "
                         "coverage at the stop, labels at the stop)")
-    s.add_argument("--stop-interval", choices=["clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable"], default="clt-cs",
-                   help="the interval the stopping rule looks at: clt-cs (default; the confidence sequence, valid "
+    s.add_argument("--stop-interval", choices=["auto", "clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable"],
+                   default="auto",
+                   help="the interval the stopping rule looks at: auto (default: the rule session status "
+                        "--target-width uses -- bayes-stable for designs with a posterior under the deterministic "
+                        "oracle, unless --bayes no; else clt-cs), clt-cs (the confidence sequence, valid "
                         "uniformly over stages, as session status --target-width --no-bayesian), clt "
                         "(the fixed-n interval), bayes (the finite-pool Bayesian interval after every stage: one "
                         "posterior per stage and run, ~40x the cost of --bayes yes at 40 stages), bayes-cs (both the "
@@ -227,6 +230,17 @@ def _companion_of(args, pool):
     return resolve_companion(args.companion, pool.n_classes, args.design)
 
 
+def stop_interval_of(spec, oracle: str, bayes: str) -> str:
+    """``--stop-interval auto``: the rule ``session status --target-width`` applies to a
+    session of the same design -- ``bayes-stable`` where the session has a posterior (a
+    design with an oracle model or Poisson rounds, deterministic oracle) and the Bayesian
+    interval is not turned off (``--bayes no``, the session's ``--no-bayesian``), else the
+    confidence sequence (issue 15, item 3: "default: the one session status --target-width
+    uses")."""
+    has_posterior = (spec.has_model or spec.kind == "rounds") and oracle == "deterministic"
+    return "bayes-stable" if has_posterior and bayes != "no" else "clt-cs"
+
+
 def cmd_simulate(args):
     from .simulate import run_simulation, summarize
 
@@ -241,7 +255,10 @@ def cmd_simulate(args):
     checkpoints = [int(c) for c in args.checkpoints.split(",") if c.strip()]  # checked by check_args
     from .registry import design_spec
 
-    bayes = {"yes": True, "no": False, "auto": design_spec(args.design).has_model}[args.bayes]
+    spec = design_spec(args.design)
+    bayes = {"yes": True, "no": False, "auto": spec.has_model}[args.bayes]
+    if args.stop_interval == "auto":
+        args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes)
     bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "bayes-stable")
     if bayes_stages and args.bayes == "no":
         raise CLIError(f"--stop-interval {args.stop_interval} needs the Bayesian interval: drop --bayes no")

@@ -217,3 +217,61 @@ def test_repeats_in_memory_bounded_chunks_give_the_same_runs(monkeypatch):
     np.testing.assert_allclose(a.checkpoint_value, b.checkpoint_value, rtol=1e-10, equal_nan=True)
     np.testing.assert_allclose(a.history.value, b.history.value, rtol=1e-10, equal_nan=True)
     assert b.checkpoint_value.shape[0] == 5
+
+
+def test_stop_interval_auto_is_the_session_status_rule():
+    """Issue 15, item 3: `simulate --stop-width` stops by default on the interval `session
+    status --target-width` uses: bayes-stable where a session has a posterior (a design with
+    an oracle model or Poisson rounds, deterministic oracle, the Bayesian interval not turned
+    off), else the confidence sequence."""
+    from bayes_eval.cli import stop_interval_of
+    from bayes_eval.registry import DESIGNS
+
+    for name in ("ais", "poisson", "poisson-adaptive"):
+        assert stop_interval_of(DESIGNS[name], "deterministic", "auto") == "bayes-stable", name
+        assert stop_interval_of(DESIGNS[name], "deterministic", "yes") == "bayes-stable", name
+        assert stop_interval_of(DESIGNS[name], "deterministic", "no") == "clt-cs", name
+    assert stop_interval_of(DESIGNS["ais"], "stochastic", "auto") == "clt-cs"
+    for name in ("passive", "stratified", "is", "oasis"):
+        assert stop_interval_of(DESIGNS[name], "deterministic", "auto") == "clt-cs", name
+
+
+def test_cli_stop_width_reports_the_interval_it_stopped_on(capsys):
+    """The JSON's stopping block names the resolved interval and is consistent: the share
+    stopped in [0, 1], coverage over the stopped runs, labels at the stop within the budget;
+    an explicit --stop-interval is kept; an impossible combination exits 2."""
+    from bayes_eval.cli import main
+
+    args = ["simulate", "demo", "--budget", "300", "--batch", "50", "--repeats", "6", "--checkpoints", "300",
+            "--format", "json", "--stop-width", "0.8"]
+    assert main(args + ["--design", "stratified"]) == 0
+    st = json.loads(capsys.readouterr().out)["stopping"]
+    assert st["interval"] == "clt-cs" and st["width"] == 0.8
+    assert 0.0 <= st["stopped"] <= 1.0
+    if st["stopped"] > 0:
+        assert 0.0 <= st["coverage"] <= 1.0 and 0 < st["mean_labels"] <= 300
+    assert main(args + ["--design", "ais", "--bayes", "no", "--companion", "none"]) == 0
+    assert json.loads(capsys.readouterr().out)["stopping"]["interval"] == "clt-cs"
+    assert main(args + ["--design", "stratified", "--stop-interval", "clt"]) == 0
+    assert json.loads(capsys.readouterr().out)["stopping"]["interval"] == "clt"
+    assert main(args + ["--design", "ais", "--bayes", "no", "--stop-interval", "bayes-stable"]) == 2
+    assert "--bayes no" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_stop_width_defaults_to_bayes_stable_for_ais(capsys, tmp_path):
+    """End to end: AIS with --stop-width and no --stop-interval stops on bayes-stable (a
+    posterior after every stage); no run stops before 3 stages are closed."""
+    import pandas as pd
+
+    from bayes_eval.cli import main
+
+    pool = demo_pool(n_items=3000, positive_rate=0.2, seed=2)
+    f = str(tmp_path / "p.parquet")
+    pd.DataFrame({"score": np.asarray(pool.scores[:, 0]), "pred": np.asarray(pool.preds[:, 0]).astype(np.int8),
+                  "label": np.asarray(pool.labels).astype(np.int8)}).to_parquet(f)
+    assert main(["simulate", f, "--design", "ais", "--budget", "400", "--batch", "50", "--repeats", "6",
+                 "--checkpoints", "400", "--format", "json", "--stop-width", "0.5", "--strata", "16"]) == 0
+    st = json.loads(capsys.readouterr().out)["stopping"]
+    assert st["interval"] == "bayes-stable"
+    assert st["stopped"] > 0 and st["mean_labels"] >= 150
