@@ -136,7 +136,8 @@ def choose_engine(files, fraction: float = 0.25) -> tuple[str, str]:
 def connect(scheduler: str | None = None, n_workers: int | None = None, memory_limit: str = "4GiB",
             processes: bool = True):
     """``(client, cluster)``: a client of the ``dask.distributed`` scheduler at ``scheduler``
-    (cluster None), or of a new local cluster whose workers each have ``memory_limit``."""
+    (cluster None), or of a new local cluster whose workers each have ``memory_limit``
+    (worker processes; threads in this process, ``processes=False``, have no limit)."""
     distributed = require_dask()
     if scheduler:
         return distributed.Client(scheduler), None
@@ -144,7 +145,11 @@ def connect(scheduler: str | None = None, n_workers: int | None = None, memory_l
     # a private local cluster lives as long as the command: its workers leaving at exit is not news
     # (distributed logs a warning per worker that "lost computed tasks" then)
     # dashboard on a free port (None meant the default :8787 here: two clusters at once collided)
-    cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, memory_limit=memory_limit,
+    # in-process workers (processes=False) measure the memory of the whole process -- the driver's
+    # JAX programs and arrays included -- against their limit, and pause at 80% of it: a driver
+    # past 3.2 GiB then waited forever on a paused worker (seen as a hung test). No limit there.
+    cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1,
+                                       memory_limit=memory_limit if processes else 0,
                                        processes=processes, dashboard_address=":0", silence_logs=logging.ERROR)
     logging.getLogger("distributed").setLevel(logging.ERROR)
     return distributed.Client(cluster), cluster

@@ -110,6 +110,16 @@ def test_reopening_replays_and_a_crash_reissues_the_batch(small, client, tmp_pat
     s.close()
 
 
+def test_in_process_workers_do_not_pause_on_the_drivers_memory(client):
+    """Threads in this process (``connect(processes=False)``) count the whole process's
+    memory -- JAX's compiled programs included -- against a worker's limit and pause at 80%
+    of it; with the 4 GiB default a driver past 3.2 GiB waited forever on ``Future.result``
+    (a default-tier run hung in test_reopening... once the test process had grown). They get
+    no limit; worker processes keep theirs."""
+    workers = client.scheduler_info()["workers"].values()
+    assert workers and all(not w.get("memory_limit") for w in workers)
+
+
 def test_a_changed_partition_is_refused(tmp_path, client):
     d = str(tmp_path / "pool")
     write_pool(d, 20_000, 5)
