@@ -1,7 +1,8 @@
 """Coverage and width of the Bayesian interval of F1 under several posterior models, on the
 same simulated runs (the labeled tables captured by ``capture_labels.py``): the library's
-calibrated Beta-binomial and the two monotone models of the issue-15 study
-(``monotone_restricted.py``, ``monotone_chain.py``).
+calibrated Beta-binomial, the two monotone models of the issue-15 study
+(``monotone_restricted.py``, ``monotone_chain.py``) and the logit-normal departure
+(``logit_normal.py``).
 
     taskset -c 0 python benchmarks/interval_study/monotone_study.py /tmp/mono/abt-buy_ais.npz \
         [--repeats 50] [--models calibrated,restricted,chain]
@@ -29,10 +30,12 @@ from bayes_eval.posterior import intervals_at_checkpoints  # noqa: E402
 from bayes_eval.models.registry import make_oracle_model  # noqa: E402
 
 sys.path.insert(0, HERE)
+import logit_normal  # noqa: E402
 import monotone_chain  # noqa: E402
 import monotone_restricted  # noqa: E402
 
-STUDY_MODELS = {"restricted": monotone_restricted.monotone_model, "chain": monotone_chain.monotone_model}
+STUDY_MODELS = {"restricted": monotone_restricted.monotone_model, "chain": monotone_chain.monotone_model,
+                "logit-normal": logit_normal.logit_normal_model}
 
 
 def cells_of(d):
