@@ -37,7 +37,9 @@ def _add_design_args(p):
     p.add_argument("--oracle", default="deterministic", choices=["deterministic", "stochastic"])
     p.add_argument("--lam", type=float, default=0.9, help="λ-mixing toward 1/C for static IS (000 eq. 13)")
     p.add_argument("--delta", type=float, default=0.0,
-                   help="AIS: mix δ of p(x) into every proposal, for reusing the labels for other measures (001 §3.3.1)")
+                   help="AIS: mix δ of p(x) into every proposal, for reusing the labels for other measures (001 §3.3.1); "
+                        "also an audit share of the low-score region: on rare-positive pools it costs 2-4.5x the MSE "
+                        "for a 9-12%% narrower Bayesian interval (benchmarks/results/interval_audit.md)")
     p.add_argument("--strength", type=float, default=1.0, help="AIS: weight of the classifier's scores in the model prior")
     p.add_argument("--companion", default="auto", choices=["auto", "calibrated", "none"],
                    help="ais / poisson-adaptive: companion model mixed into the proposals (auto: the calibrated "
