@@ -83,10 +83,13 @@ def _prior_cov():
     return jnp.diag(jnp.array([s**2 for _, s in PRIOR.values()]))
 
 
-def fit_mode(z, counts, init=None, n_iter: int = 40):
-    """Damped Newton ascent to the posterior mode; returns CalibratedState."""
+def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
+    """Damped Newton ascent to the posterior mode; returns CalibratedState.  ``log_post``:
+    another ``(theta, z, counts) -> log density`` of three parameters (study models reuse
+    the fit; default :func:`log_posterior`)."""
+    log_post = log_posterior if log_post is None else log_post
     theta = _prior_mode() if init is None else init.mode
-    f = lambda t: log_posterior(t, z, counts)  # noqa: E731
+    f = lambda t: log_post(t, z, counts)  # noqa: E731
     grad = jax.grad(f)
     hess = jax.hessian(f)
 
@@ -122,11 +125,13 @@ def _student_t(key, mean, cov, n, df=5.0):
     return x, logq
 
 
-def sample_params(key, z, counts, state: CalibratedState, n_draws: int, n_proposals: int = 1024):
-    """Draws of (a, b, log κ): Laplace-t importance sampling with systematic resampling."""
+def sample_params(key, z, counts, state: CalibratedState, n_draws: int, n_proposals: int = 1024, log_post=None):
+    """Draws of (a, b, log κ): Laplace-t importance sampling with systematic resampling
+    (``log_post`` as in :func:`fit_mode`)."""
+    log_post = log_posterior if log_post is None else log_post
     k1, k2 = jax.random.split(key)
     x, logq = _student_t(k1, state.mode, 1.5 * state.cov, n_proposals)
-    logp = jax.vmap(lambda t: log_posterior(t, z, counts))(x)
+    logp = jax.vmap(lambda t: log_post(t, z, counts))(x)
     logw = jnp.where(jnp.isfinite(logp), logp - logq, -jnp.inf)
     w = jnp.exp(logw - jnp.max(logw))
     w = w / jnp.sum(w)

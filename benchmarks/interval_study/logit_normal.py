@@ -11,8 +11,8 @@ one κ, learned where the strata are dense, lets a tail stratum whose curve says
 at ten times that.  A logit-normal departure keeps the *relative* spread (on the odds
 scale) the same at every level.
 
-Inference as the library's: (a, b, log σ) by Laplace-t importance resampling on their
-marginal posterior, each stratum's likelihood integrated over ε_k by Gauss–Hermite
+Inference is the library's (``calibrated.fit_mode`` and ``sample_params`` with this model's
+``log_posterior``): (a, b, log σ) by Laplace-t importance resampling on their marginal posterior, each stratum's likelihood integrated over ε_k by Gauss–Hermite
 quadrature (``NODES`` nodes); given θ, ε_k is drawn from its posterior on the quadrature
 grid (a discrete approximation, jittered within the node's cell).
 Priors: a ~ N(0, 3²), b ~ N(1, 1.5²), log σ ~ N(0, 1).
@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bayes_eval.models.calibrated import _student_t, _z_of, calibrated_model  # noqa: E402
+from bayes_eval.models.calibrated import CalibratedState, _z_of, calibrated_model, fit_mode, sample_params  # noqa: E402
 
 PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_sigma": (0.0, 1.0)}
 NODES = 48
@@ -53,39 +53,15 @@ def log_posterior(theta, z, counts):
     return ll + lp
 
 
-def fit_mode(z, counts, n_iter=40):
-    theta = jnp.array([m for m, _ in PRIOR.values()])
-    f = lambda t: log_posterior(t, z, counts)  # noqa: E731
-    grad, hess = jax.grad(f), jax.hessian(f)
-
-    def step(t, _):
-        g, h = grad(t), hess(t)
-        lam = jnp.maximum(0.0, jnp.max(jnp.linalg.eigvalsh(h))) + 1e-3
-        d = jnp.linalg.solve(-(h - lam * jnp.eye(3)), g)
-        d = d * jnp.minimum(1.0, 2.0 / jnp.maximum(jnp.linalg.norm(d), 1e-12))
-        return jnp.where(f(t + d) >= f(t), t + d, t + 0.25 * d), None
-
-    theta, _ = jax.lax.scan(step, theta, None, length=n_iter)
-    h = hess(theta)
-    cov = jnp.linalg.inv(-h)
-    ok = jnp.all(jnp.isfinite(cov)) & jnp.all(jnp.linalg.eigvalsh(-h) > 0)
-    return theta, jnp.where(ok, 0.5 * (cov + cov.T), jnp.diag(jnp.array([s**2 for _, s in PRIOR.values()])))
-
-
 def logit_normal_model(leaf_probs, n_proposals=1024):
     z = _z_of(leaf_probs)
     base = calibrated_model(leaf_probs)
 
     def sample(key, counts, unlabeled, n_draws, state=None):
-        mode, cov = fit_mode(z, counts)
-        k1, k2, k3, k4, k5 = jax.random.split(key, 5)
-        x, logq = _student_t(k1, mode, 1.5 * cov, n_proposals)
-        logp = jax.vmap(lambda t: log_posterior(t, z, counts))(x)
-        logw = jnp.where(jnp.isfinite(logp), logp - logq, -jnp.inf)
-        w = jnp.exp(logw - jnp.max(logw))
-        w = w / jnp.sum(w)
-        u = (jax.random.uniform(k2) + jnp.arange(n_draws)) / n_draws
-        th = x[jnp.clip(jnp.searchsorted(jnp.cumsum(w), u), 0, n_proposals - 1)]
+        init = CalibratedState(jnp.array([m for m, _ in PRIOR.values()]), jnp.diag(jnp.array([s**2 for _, s in PRIOR.values()])))
+        st = fit_mode(z, counts, init=init, log_post=log_posterior)
+        k1, k3, k4, k5 = jax.random.split(key, 4)
+        th, _ = sample_params(k1, z, counts, st, n_draws, n_proposals, log_post=log_posterior)
         nl = jax.vmap(lambda t: _node_loglik(t, z, counts))(th)           # (n, K, NODES)
         j = jax.random.categorical(k3, nl, axis=-1)                        # (n, K)
         gap = jnp.diff(GH_X)
