@@ -7,7 +7,11 @@ result is the posterior of the measure *on this pool* (001 Remark 2: the sample-
 measure), for any measure, vector measures included.
 
 Because the design only looks at observed labels, the observation process is ignorable
-(001 §4.2) and this posterior is valid whatever design chose the labeled items.
+(001 §4.2) and this posterior is valid whatever design chose the labeled items -- provided
+the model does not pool items the design draws at different rates.  The model's units
+(its "leaves") are therefore the design's cells where the model allows it
+(:func:`bayes_eval.cells.posterior_units`, :func:`units_for_model`): the calibrated
+model's class rate is per cell, the Dirichlet tree's per stratum.
 
 Pieces:
 
@@ -47,7 +51,20 @@ __all__ = [
     "replicate_labeled",
     "ppc_tail_probabilities",
     "labeled_table",
+    "units_for_model",
 ]
+
+#: the posterior models whose units are the cells rather than the strata
+#: (:func:`bayes_eval.cells.posterior_units`): a model with no structure over the strata
+#: (the calibrated one: a curve in the score and a departure per unit) can follow the
+#: design's cells; the Dirichlet tree's leaves are the strata in score order.
+CELL_UNIT_MODELS = ("calibrated",)
+
+
+def units_for_model(name: str) -> str:
+    """``"cell"`` or ``"stratum"``: the units :func:`bayes_eval.cells.posterior_units`
+    builds for the posterior model ``name``."""
+    return "cell" if name in CELL_UNIT_MODELS else "stratum"
 
 
 class PosteriorDraws(NamedTuple):

@@ -136,7 +136,9 @@ class FinitePoolFit:
         ``theta`` (chain, draw, C) and ``phi`` (chain, draw, C, node, branch)
         (Dirichlet-tree, nodes in breadth-first order).
     pi : numpy.ndarray, shape (chain, draw, K, C)
-        π(y|k) of every stratum.
+        π(y|k) of every stratum: the item-weighted mean of the class rates of its
+        posterior units (the calibrated model's units are cells,
+        :func:`bayes_eval.cells.posterior_units`; 1/C for a stratum without items).
     unlabeled_counts : numpy.ndarray, shape (chain, draw, K, C)
         Drawn classes of the unlabeled items per stratum.
     replicated_counts : numpy.ndarray, shape (chain, draw, K, C)
@@ -295,7 +297,9 @@ def fit_finite_pool(
         ``thin``-th of ``num_samples * thin``; each chain an independent run, so R-hat
         compares runs rather than dispersed starting points.
     leaf_probs : array, shape (K, C), optional
-        s(y|k); default :func:`bayes_eval.cells.leaf_probs` of ``cells``.
+        s(y|k); default :func:`bayes_eval.cells.leaf_probs` of ``cells``.  Given, the
+        model's units are the strata; by default the calibrated model's are the cells
+        (:func:`bayes_eval.cells.posterior_units`).
     depth, branching, strength : tree shape and prior strength (Dirichlet-tree only).
     num_chains, num_warmup, num_samples, thin, n_proposals : sampler settings.
     chain_method : {"vectorized", "sequential", "parallel"}, default "vectorized"
@@ -330,27 +334,43 @@ def fit_finite_pool(
     if bool(jnp.any(labeled > cells.size[:, None] + 1e-9)) or bool(jnp.any(labeled.sum(1) > cells.size + 1e-9)):
         raise ValueError("labeled counts exceed the items of a cell")
     draws_of = posterior_sampler(model, c)
-    if leaf_probs is None:
-        from .cells import leaf_probs as _lp
+    from .cells import leaf_probs as _lp
+    from .cells import posterior_units
+    from .posterior import units_for_model
 
-        leaf_probs = _lp(cells, n_strata)
-    lp = jnp.asarray(leaf_probs, dtype=jnp.float64)
+    # the model's units: cells for the calibrated model unless the caller fixes the
+    # strata's probabilities (``leaf_probs``), the strata otherwise
+    by = "stratum" if leaf_probs is not None else units_for_model(model)
+    units = posterior_units(cells, n_strata, by)
+    lp = jnp.asarray(_lp(cells, n_strata) if leaf_probs is None else leaf_probs, dtype=jnp.float64)
+    lp_units = lp if leaf_probs is not None else jnp.asarray(units.probs, dtype=jnp.float64)
     counts, unl = leaf_counts(cells, labeled, n_strata)
+    counts_u, unl_u = leaf_counts(units.cells, labeled, units.n_units)
     sizes = jax.ops.segment_sum(cells.size, cells.stratum, num_segments=n_strata)
     key = jax.random.PRNGKey(int(seed))
     k_fit, k_pi, k_pool, k_rep = jax.random.split(key, 4)
     t0, c0 = time.perf_counter(), time.process_time()
-    d = draws_of(k_fit, k_pi, lp, counts, unl, method=method, num_chains=int(num_chains),
+    d = draws_of(k_fit, k_pi, lp_units, counts_u, unl_u, method=method, num_chains=int(num_chains),
                  num_warmup=int(num_warmup), num_samples=int(num_samples), thin=int(thin),
                  n_proposals=int(n_proposals), chain_method=chain_method, nuts_kwargs=dict(nuts_kwargs or {}),
                  extra_fields=_NUTS_FIELDS, sampler=sampler, depth=depth, branching=branching, strength=strength)
     info: dict[str, Any] = dict(d.info)
     stats = _nuts_stats(d.mcmc) if d.mcmc is not None else None
-    params, pi, prior = d.params, d.pi, d.prior
+    params, pi_u, prior = d.params, d.pi, d.prior
+    info["units"] = units.n_units
 
-    post = _pool_posterior_jit(k_pool, measure.g, cells, labeled, pi, n_strata)
-    rep = _replicate_jit(k_rep, counts, pi)
-    jax.block_until_ready((post, rep))
+    post = _pool_posterior_jit(k_pool, measure.g, units.cells, labeled, pi_u, units.n_units)
+    rep_u = _replicate_jit(k_rep, counts_u, pi_u)
+    jax.block_until_ready((post, rep_u))
+    # per stratum: counts are sums over the stratum's units; π the item-weighted mean
+    to_k = jax.vmap(lambda a: jax.ops.segment_sum(a, jnp.asarray(units.stratum), num_segments=n_strata))
+    rep, unl_draws = to_k(rep_u), to_k(post.unlabeled_counts)
+    size_u = jax.ops.segment_sum(units.cells.size, units.cells.stratum, num_segments=units.n_units)
+    if by == "stratum":
+        pi = pi_u
+    else:
+        pi = to_k(pi_u * size_u[None, :, None]) / jnp.maximum(sizes, 1.0)[None, :, None]
+        pi = jnp.where((sizes > 0)[None, :, None], pi, 1.0 / c)
     seconds = time.perf_counter() - t0
     info["cpu_seconds"] = round(time.process_time() - c0, 3)
     return FinitePoolFit(
@@ -360,7 +380,7 @@ def fit_finite_pool(
         value=_grouped(post.value, num_chains),
         params=params,
         pi=_grouped(pi, num_chains),
-        unlabeled_counts=_grouped(post.unlabeled_counts, num_chains),
+        unlabeled_counts=_grouped(unl_draws, num_chains),
         replicated_counts=_grouped(rep, num_chains),
         observed_counts=np.asarray(counts),
         unlabeled=np.asarray(unl),

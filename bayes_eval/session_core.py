@@ -331,14 +331,17 @@ def posterior_model(core: SessionCore, config: dict, n_classes: int):
     choice = config.get("posterior_model") or "calibrated"
     if ("posterior_model", choice) in core.jitted:
         return core.jitted[("posterior_model", choice)]
-    from .cells import leaf_probs
+    from .cells import leaf_probs, posterior_units
     from .models.registry import make_oracle_model
+    from .posterior import units_for_model
 
     dkw = config["design"]
     model = None
     lp = leaf_probs(core.cells, core.n_strata)
+    units = posterior_units(core.cells, core.n_strata, "stratum")
     if choice == "calibrated" and n_classes == 2:
-        model = make_oracle_model("calibrated", lp)
+        units = posterior_units(core.cells, core.n_strata, units_for_model("calibrated"))
+        model = make_oracle_model("calibrated", units.probs)
     if model is None:
         if choice in ("design", "calibrated", dkw.get("model")):
             model = design.model
@@ -349,6 +352,7 @@ def posterior_model(core: SessionCore, config: dict, n_classes: int):
         else:
             model = make_oracle_model(choice, lp, depth=dkw.get("depth", 8), branching=dkw.get("branching"))
     core.jitted[("posterior_model", choice)] = model
+    core.jitted[("posterior_units", choice)] = units
     return model
 
 
@@ -356,21 +360,23 @@ def posterior_sampler(core: SessionCore, model, measures, choice: str, n_draws: 
     """``(key, labeled) -> (n_draws, m)`` draws of every measure's components on the pool
     (:func:`~bayes_eval.posterior.finite_pool_posterior` with ``model`` fitted to the labeled
     counts; one key for every measure), jit-compiled once per core, choice and ``n_draws``."""
-    from .cells import leaf_counts
+    from .cells import leaf_counts, posterior_units
     from .posterior import finite_pool_posterior
 
     fkey = ("posterior", choice, int(n_draws))
     fn = core.jitted.get(fkey)
     if fn is None:
         measures = tuple(measures)
+        units = core.jitted.get(("posterior_units", choice)) or posterior_units(core.cells, core.n_strata, "stratum")
+        ucells, n_units = units.cells, units.n_units
 
         def all_measures(rkey, labeled):
-            cnt, unl = leaf_counts(core.cells, labeled, core.n_strata)
+            cnt, unl = leaf_counts(ucells, labeled, n_units)
             state = model.fit(model.init_state(), cnt, unl)
             out = []
             for j, m in enumerate(measures):
-                cells_j = core.cells._replace(loss=core.loss_tables[j])
-                post = finite_pool_posterior(rkey, model, cells_j, labeled, core.n_strata, m.g,
+                cells_j = ucells._replace(loss=core.loss_tables[j])
+                post = finite_pool_posterior(rkey, model, cells_j, labeled, n_units, m.g,
                                              n_draws=int(n_draws), state=state)
                 out.append(post.value)
             return jnp.concatenate(out, axis=1)

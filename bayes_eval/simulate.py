@@ -21,9 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
-from .cells import CellTable, prior_key
+from .cells import CellTable, leaf_probs, posterior_units, prior_key
 from . import kernel
-from .cells import leaf_probs
 from .models.registry import make_oracle_model
 from .poisson_designs import (
     MAX_SIM_LOSS_DIM,
@@ -37,7 +36,7 @@ from .poisson_estimators import beta_limits
 from .designs import Design
 from .kernel import StageState
 from .estimators import normal_interval
-from .posterior import intervals_at_checkpoints
+from .posterior import intervals_at_checkpoints, units_for_model
 from .results import SimResult, StageRecord, make_result, schedule, summarize  # noqa: F401  (re-exported)
 
 __all__ = ["SimState", "StageRecord", "SimResult", "schedule", "simulate_runs", "summarize", "run_simulation", "simulate_poisson"]
@@ -214,6 +213,7 @@ def simulate_runs(
     level: float = 0.95,
     return_rounds: bool = False,
     bayes_stages: bool = False,
+    bayes_units=None,
 ) -> SimResult:
     """Run ``repeats`` simulated labeling runs, vmapped and jit-compiled: the one simulation
     driver, for both sampling kinds of the stage kernel (:mod:`bayes_eval.kernel`).
@@ -236,7 +236,10 @@ def simulate_runs(
     (:func:`bayes_eval.posterior.intervals_at_checkpoints`); with ``bayes_stages`` also after
     every stage (``stage_bayes_lower`` / ``stage_bayes_upper``, for stopping on it: one
     posterior per stage and run, the stages' labeled tables kept meanwhile).  Compilation is
-    timed separately (``compile_seconds``) from the run (``seconds``).
+    timed separately (``compile_seconds``) from the run (``seconds``).  ``bayes_units``
+    (:class:`~bayes_eval.cells.PosteriorUnits`): the groups of items ``bayes_model`` is
+    built over (default: the strata; the calibrated model's are the cells,
+    :func:`bayes_eval.posterior.units_for_model`).
     """
     if bayes_stages and bayes_model is None:
         raise ValueError("per-stage Bayesian intervals need a bayes_model")
@@ -317,10 +320,11 @@ def simulate_runs(
     ck = {k_: np.asarray(v) for k_, v in ck.items()}
     bayes = {}
     if bayes_model is not None:
-        bayes = intervals_at_checkpoints(cells, bayes_model, g, n_strata, jnp.asarray(ck["labeled"]), seed,
+        bu = bayes_units if bayes_units is not None else posterior_units(cells, n_strata, "stratum")
+        bayes = intervals_at_checkpoints(bu.cells, bayes_model, g, bu.n_units, jnp.asarray(ck["labeled"]), seed,
                                          bayes_draws)
     if bayes_stages:
-        stage = intervals_at_checkpoints(cells, bayes_model, g, n_strata, jnp.asarray(hist.labeled), seed + 1,
+        stage = intervals_at_checkpoints(bu.cells, bayes_model, g, bu.n_units, jnp.asarray(hist.labeled), seed + 1,
                                          bayes_draws)
         bayes["stage_bayes_lower"], bayes["stage_bayes_upper"] = stage["bayes_lower"], stage["bayes_upper"]
         hist = hist._replace(labeled=None)
@@ -377,10 +381,11 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     settings = dict(design_kw, model=model, depth=depth, branching=branching, lam=lam, eps=eps,
                     companion=resolve_companion(companion, cells.loss.shape[1], design_name))
     design = build_design(design_name, measure, cells, k, **settings)
-    bayes_model = None
+    bayes_model = bayes_units = None
     if bayes:
         if posterior_model == "calibrated" and pool.n_classes == 2:
-            bayes_model = make_oracle_model("calibrated", leaf_probs(cells, k))
+            bayes_units = posterior_units(cells, k, units_for_model("calibrated"))
+            bayes_model = make_oracle_model("calibrated", bayes_units.probs)
         elif design.model is not None and posterior_model in ("design", model):
             bayes_model = design.model
         else:
@@ -390,7 +395,8 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
                                             em_iters=design_kw.get("em_iters", 10))
     res = simulate_runs(cells, design, measure, budget=budget, batch=batch, repeats=repeats, seed=seed,
                         checkpoints=checkpoints, n_strata=k, track_kl=track_kl, bayes_model=bayes_model,
-                        bayes_draws=bayes_draws, interval=interval, bayes_stages=bool(bayes_stages and bayes_model))
+                        bayes_draws=bayes_draws, interval=interval, bayes_stages=bool(bayes_stages and bayes_model),
+                        bayes_units=bayes_units)
     return res, cells
 
 

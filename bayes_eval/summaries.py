@@ -136,8 +136,8 @@ def ppc_table(obj, alpha: float = 0.05) -> pd.DataFrame:
         class, labels in the stratum, observed count, predictive mean and central
         1 − alpha interval, P(rep ≥ obs), P(rep ≤ obs), flag.  ``attrs["ppp_chi2"]``
         holds the posterior predictive p-value of the discrepancy
-        Σ_k (count − n_k π_k)² / (n_k π_k (1 − π_k)) over all labeled strata: small
-        values say the model misfits the labels as a whole.
+        Σ_k (count − E rep_k)² / Var rep_k over all labeled strata (the replicates'
+        moments): small values say the model misfits the labels as a whole.
     """
     obs, rep, lp = _ppc_arrays(obj)
     k, c = obs.shape
@@ -162,16 +162,20 @@ def ppc_table(obj, alpha: float = 0.05) -> pd.DataFrame:
 
 
 def _ppp_chi2(obj, obs, rep, classes):
-    pi = obj.pi if _is_fit(obj) else np.asarray(
-        obj.posterior["pi"].transpose("chain", "draw", "stratum", "class").values)
-    pi = pi.reshape(rep.shape)
+    """Posterior predictive p-value of a χ² discrepancy over the labeled strata.
+
+    T(y) = Σ_k (y_k − E y_k^rep)² / Var y_k^rep, the moments those of the replicates, so
+    T depends on the data only (any model's units: the calibrated model's π is per cell,
+    and a stratum's labeled items are not spread over its cells as its items are);
+    p = P(T(y^rep) ≥ T(y)).
+    """
     n_k = obs.sum(1)
     seen = n_k > 0
     if not seen.any():
         return float("nan")
-    e = n_k[None, :, None] * pi
-    v = np.maximum(n_k[None, :, None] * pi * (1 - pi), 1e-9)
+    e = rep.mean(0)
+    v = np.maximum(rep.var(0), 1e-9)
     cls = np.asarray(classes)
-    t_obs = (((obs[None] - e) ** 2 / v)[:, seen][..., cls]).sum((1, 2))
-    t_rep = (((rep - e) ** 2 / v)[:, seen][..., cls]).sum((1, 2))
+    t_obs = (((obs - e) ** 2 / v)[seen][..., cls]).sum()
+    t_rep = (((rep - e[None]) ** 2 / v[None])[:, seen][..., cls]).sum((1, 2))
     return float(np.mean(t_rep >= t_obs))
