@@ -24,6 +24,12 @@ unlabeled ones (the positive rate falls steeply with score), the Beta lets each 
 follow its own labels.  Unlabeled items do not enter the likelihood (ignorability,
 001 §4.2), so nothing feeds back.
 
+"Stratum" here is the model's unit, whatever the caller groups items by (``leaf_probs``
+has one row per unit).  For intervals the library's units are the design's cells
+(stratum × loss pattern × weight, ``bayes_eval.cells.posterior_units``): ignorability
+holds for a right model, and a rate shared by a stratum's predicted positives and
+predicted negatives, which the designs label at very different rates, is not one.
+
 Priors: a ~ N(0, 3²), b ~ N(1, 1.5²), log κ ~ N(log 20, 1.5²).
 
 Inference: given (a, b, κ), π_k | labels ~ Beta(κμ_k + n_k1, κ(1−μ_k) + n_k0) exactly, so

@@ -255,3 +255,84 @@ def test_sbc_coverage_and_ranks_slow(sbc_runner):
         hist = np.bincount(np.minimum((r / 401 * 10).astype(int), 9), minlength=10)
         p = stats.chisquare(hist).pvalue
         assert p > 1e-3, (j, hist, p)
+
+
+# ---------------------------------------------------------------------------------------
+# posterior units: the calibrated model's class rate is per cell, not per stratum
+# ---------------------------------------------------------------------------------------
+def _straddling_pool():
+    """Seven negative strata and one stratum that straddles the threshold: 20 items
+    predicted positive (all positive) and 20 predicted negative (all negative).  Labeled:
+    20 items of each negative stratum, all 20 predicted positives and 10 of the predicted
+    negatives -- what a design that favours predicted positives leaves (AIS for F1)."""
+    levels = np.linspace(-5.0, -1.5, 7)
+    scores = np.r_[np.repeat(levels, 100), np.full(20, 1.5), np.full(20, -0.5)]
+    labels = np.r_[np.zeros(700, int), np.ones(20, int), np.zeros(20, int)]
+    idx = np.r_[np.repeat(np.arange(7), 100), np.full(40, 7)].astype(np.int32)
+    pool = Pool.from_arrays(scores=scores, labels=labels, threshold=0)
+    strata = Strata(index=idx, sizes=np.bincount(idx), lower=np.r_[levels, -0.5], upper=np.r_[levels, 1.5],
+                    method="manual")
+    cells, item_cell = build_cells(pool, strata, MEASURE)
+    rows = np.r_[np.concatenate([np.arange(s * 100, s * 100 + 20) for s in range(7)]), np.arange(700, 730)]
+    lab = jnp.asarray(labeled_table(item_cell, cells.n_cells, 2, rows, labels[rows]))
+    return pool, cells, lab
+
+
+def test_calibrated_posterior_per_cell_does_not_spread_a_strata_labels_over_its_other_cell():
+    """Per stratum, the straddling stratum's 20 positives of 30 labels put ~6 positives
+    among its 10 unlabeled predicted negatives, and the F1 interval misses the truth (1.0:
+    nothing hidden) -- the negative control.  Per cell (the default units), the predicted
+    negatives' rate comes from their own 10 negative labels and the curve: under 1.5
+    expected, and the interval holds the truth."""
+    from bayes_eval.cells import posterior_units
+    from bayes_eval.posterior import units_for_model
+
+    pool, cells, lab = _straddling_pool()
+    truth = float(np.asarray(pool.true_value(MEASURE))[0])
+    assert truth == 1.0 and units_for_model("calibrated") == "cell" and units_for_model("dirichlet-tree") == "stratum"
+    out = {}
+    for by in ("cell", "stratum"):
+        u = posterior_units(cells, 8, by)
+        model = cal.calibrated_model(u.probs)
+        cnt, unl = leaf_counts(u.cells, lab, u.n_units)
+        post = finite_pool_posterior(jax.random.PRNGKey(0), model, u.cells, lab, u.n_units, MEASURE.g, n_draws=400,
+                                     state=model.fit(model.init_state(), cnt, unl))
+        hidden = np.asarray(post.unlabeled_counts[..., 1])[:, np.asarray(u.stratum) == 7].sum(1)
+        lo, hi = equal_tailed(post.value, 0.95)
+        out[by] = (hidden.mean(), float(lo[0]), float(hi[0]))
+    assert out["cell"][0] < 1.5 and out["cell"][1] <= truth <= out["cell"][2] + 1e-12, out
+    assert out["stratum"][0] > 4.0 and out["stratum"][2] < truth, out
+
+
+def test_posterior_units_group_cells_by_stratum_pattern_and_weight():
+    """Units are the (stratum, loss pattern, weight) groups: the cells of a design without
+    a per-item proposal, and the prior-keyed cells of static IS merged back; their
+    probabilities are the item-weighted means; by stratum they are the strata."""
+    from bayes_eval.cells import leaf_probs, posterior_units, prior_key
+    from bayes_eval.pool import demo_pool
+    from bayes_eval.strata import stratify
+
+    pool = demo_pool()
+    strata = stratify(pool, 64, keep_empty=True)
+    plain, _ = build_cells(pool, strata, M.f1())
+    fine, _ = build_cells(pool, strata, M.f1(), extra_key=prior_key(pool))
+    u_plain, u_fine = posterior_units(plain, 64), posterior_units(fine, 64)
+    assert u_plain.n_units == plain.n_cells < fine.n_cells and u_fine.n_units == u_plain.n_units
+    for u, c in ((u_plain, plain), (u_fine, fine)):
+        unit = np.asarray(u.cells.stratum)
+        size_u = np.bincount(unit, weights=np.asarray(c.size))
+        np.testing.assert_allclose(size_u, np.bincount(np.asarray(u_plain.cells.stratum), weights=np.asarray(plain.size)))
+        # every unit lies in one stratum and holds one loss pattern
+        assert np.all(u.stratum[unit] == np.asarray(c.stratum))
+        loss = np.asarray(c.loss).reshape(c.n_cells, -1)
+        for j in range(u.n_units):
+            assert np.all(loss[unit == j] == loss[unit == j][0])
+        np.testing.assert_allclose(u.probs * size_u[:, None],
+                                   np.stack([np.bincount(unit, weights=np.asarray(c.size) * np.asarray(c.prior)[:, y])
+                                             for y in range(2)], 1), rtol=1e-12)
+    np.testing.assert_allclose(u_fine.probs, u_plain.probs, rtol=1e-9, atol=1e-15)
+    by_stratum = posterior_units(fine, 64, "stratum")
+    assert by_stratum.n_units == 64 and np.array_equal(np.asarray(by_stratum.cells.stratum), np.asarray(fine.stratum))
+    np.testing.assert_allclose(by_stratum.probs, leaf_probs(fine, 64))
+    with pytest.raises(ValueError, match="by 'cell' or by 'stratum'"):
+        posterior_units(plain, 64, "item")
