@@ -48,25 +48,49 @@ def pool_name(p):
     return os.path.splitext(os.path.basename(p))[0]
 
 
-def run_one(pool, delta, repeats, seed, force):
-    os.makedirs(OUT, exist_ok=True)
-    out = os.path.join(OUT, f"{pool_name(pool)}_d{delta:g}.json")
+def simulate_to(out, args, extra, force, code=ROOT):
+    """One ``bayes-eval simulate ... --format json`` (``args`` after ``simulate``), run by the
+    package in ``code``, written with ``extra`` keys to ``out`` atomically as it ends; an
+    existing ``out`` is kept unless ``force``."""
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     if os.path.exists(out) and not force:
         print("kept", out, flush=True)
         return
-    cmd = [sys.executable, "-m", "bayes_eval.cli", "simulate", pool_path(pool), "--design", "ais",
-           "--delta", f"{delta:g}", "--repeats", str(repeats), "--seed", str(seed), "--bayes", "yes",
-           "--format", "json"]
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    cmd = [sys.executable, "-m", "bayes_eval.cli", "simulate", *args, "--format", "json"]
+    env = dict(os.environ, PYTHONPATH=code)
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=code, env=env)
     if res.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{res.stderr[-2000:]}")
     d = json.loads(res.stdout)
-    d["delta"] = delta
+    d.update(extra)
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(d, f, indent=1)
     os.replace(tmp, out)
     print("wrote", out, f"({d['seconds'] + d['compile_seconds'] + d.get('bayes_seconds', 0):.0f} s)", flush=True)
+
+
+def run_one(pool, delta, repeats, seed, force):
+    simulate_to(os.path.join(OUT, f"{pool_name(pool)}_d{delta:g}.json"),
+                [os.path.abspath(pool_path(pool)), "--design", "ais", "--delta", f"{delta:g}", "--repeats",
+                 str(repeats), "--seed", str(seed), "--bayes", "yes"], {"delta": delta}, force)
+
+
+def fmt(vals, f):
+    """Values of the checkpoints joined by " / " (– for None)."""
+    return " / ".join("–" if v is None else f.format(v) for v in vals)
+
+
+def write_table(path, lines):
+    """Write ``lines`` to ``path``, keeping the hand-written reading below :data:`MARK`."""
+    kept = ""
+    if os.path.exists(path):
+        old = open(path, encoding="utf-8").read()
+        if MARK in old:
+            kept = "\n" + old[old.index(MARK):]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n" + kept)
+    print("\n".join(lines))
 
 
 def table():
@@ -91,9 +115,6 @@ def table():
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
-    def fmt(vals, f):
-        return " / ".join("–" if v is None else f.format(v) for v in vals)
-
     for d in rows:
         cps = d["checkpoints"]
         rmse = [c["mse"] ** 0.5 for c in cps]
@@ -107,14 +128,7 @@ def table():
             fmt([c.get("mean_width_bayes") / r if c.get("mean_width_bayes") is not None and r > 0 else None
                  for c, r in zip(cps, rmse)], "{:.1f}"),
         ]) + " |")
-    kept = ""  # the hand-written reading below the table survives a regeneration
-    if os.path.exists(TABLE):
-        old = open(TABLE, encoding="utf-8").read()
-        if MARK in old:
-            kept = "\n" + old[old.index(MARK):]
-    with open(TABLE, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n" + kept)
-    print("\n".join(lines))
+    write_table(TABLE, lines)
 
 
 def main(argv=None):

@@ -24,38 +24,21 @@ import argparse
 import glob
 import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from audit_study import pool_name, pool_path  # noqa: E402
+from audit_study import fmt, pool_name, pool_path, simulate_to, write_table  # noqa: E402
 
 OUT = os.path.join(ROOT, "benchmarks", "results", "units")
 TABLE = os.path.join(ROOT, "benchmarks", "results", "interval_units.md")
-MARK = "## What this says"
 
 
 def run_one(pool, design, tag, code, repeats, seed, force):
-    os.makedirs(OUT, exist_ok=True)
-    out = os.path.join(OUT, f"{pool_name(pool)}_{design}_{tag}.json")
-    if os.path.exists(out) and not force:
-        print("kept", out, flush=True)
-        return
-    cmd = [sys.executable, "-m", "bayes_eval.cli", "simulate", os.path.abspath(pool_path(pool)), "--design", design,
-           "--repeats", str(repeats), "--seed", str(seed), "--bayes", "yes", "--format", "json"]
-    env = dict(os.environ, PYTHONPATH=code)
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=code, env=env)
-    if res.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{res.stderr[-2000:]}")
-    d = json.loads(res.stdout)
-    d["units"], d["code"] = tag, os.path.abspath(code)
-    tmp = out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(d, f, indent=1)
-    os.replace(tmp, out)
-    print("wrote", out, f"({d['seconds'] + d['compile_seconds'] + d.get('bayes_seconds', 0):.0f} s)", flush=True)
+    simulate_to(os.path.join(OUT, f"{pool_name(pool)}_{design}_{tag}.json"),
+                [os.path.abspath(pool_path(pool)), "--design", design, "--repeats", str(repeats), "--seed",
+                 str(seed), "--bayes", "yes"], {"units": tag, "code": os.path.abspath(code)}, force, code)
 
 
 def table():
@@ -75,9 +58,6 @@ def table():
         "|---|---|---|---|---|---|---|---|",
     ]
 
-    def fmt(vals, f):
-        return " / ".join("–" if v is None else f.format(v) for v in vals)
-
     for d in rows:
         cps = d["checkpoints"]
         rmse = [c["mse"] ** 0.5 for c in cps]
@@ -88,14 +68,7 @@ def table():
             fmt([c.get("mean_width_bayes") / r if c.get("mean_width_bayes") is not None and r > 0 else None
                  for c, r in zip(cps, rmse)], "{:.1f}"),
         ]) + " |")
-    kept = ""
-    if os.path.exists(TABLE):
-        old = open(TABLE, encoding="utf-8").read()
-        if MARK in old:
-            kept = "\n" + old[old.index(MARK):]
-    with open(TABLE, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n" + kept)
-    print("\n".join(lines))
+    write_table(TABLE, lines)
 
 
 def main(argv=None):
