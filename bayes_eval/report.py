@@ -365,10 +365,10 @@ def fit_finite_pool(
     # per stratum: counts are sums over the stratum's units; π the item-weighted mean
     to_k = jax.vmap(lambda a: jax.ops.segment_sum(a, jnp.asarray(units.stratum), num_segments=n_strata))
     rep, unl_draws = to_k(rep_u), to_k(post.unlabeled_counts)
-    size_u = jax.ops.segment_sum(units.cells.size, units.cells.stratum, num_segments=units.n_units)
     if by == "stratum":
         pi = pi_u
     else:
+        size_u = jax.ops.segment_sum(units.cells.size, units.cells.stratum, num_segments=units.n_units)
         pi = to_k(pi_u * size_u[None, :, None]) / jnp.maximum(sizes, 1.0)[None, :, None]
         pi = jnp.where((sizes > 0)[None, :, None], pi, 1.0 / c)
     seconds = time.perf_counter() - t0
