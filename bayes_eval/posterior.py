@@ -23,7 +23,8 @@ Pieces:
 * :func:`replicate_labeled`, :func:`ppc_tail_probabilities` — the posterior predictive
   check of the labeled items' classes;
 * :func:`labeled_table` — the (X, C) table of labeled items from item rows and labels;
-* :func:`equal_tailed` — central posterior intervals.
+* :func:`equal_tailed` — central posterior intervals; :func:`collapsed` — whether one
+  holds a single completed-pool value while an unlabeled item can still change G.
 
 Reporting (ArviZ, tables, plots) lives in :mod:`bayes_eval.report`; the CLT interval it
 is compared with is 001 §3.3.2.
@@ -45,6 +46,7 @@ __all__ = [
     "complete_pool_draws",
     "finite_pool_posterior",
     "equal_tailed",
+    "collapsed",
     "PosteriorDraws",
     "pool_posterior_from_pi",
     "calibrated_pi",
@@ -351,9 +353,45 @@ def equal_tailed(draws, level: float = 0.95):
     return lo, hi
 
 
+def collapsed(draws, labeled, cells: CellTable, level: float = 0.95, rtol: float = 1e-9):
+    """Whether the ``level`` equal-tailed interval of each component has collapsed onto one
+    completed-pool value while some unlabeled item can still change G.
+
+    The finite-pool posterior is discrete: G takes one value per completion of the pool.
+    When at least ``level`` of the draws sit on one value -- the outer order statistics of
+    the two tails (not interpolated, so a tail that just reaches the next value counts) are
+    equal -- the interval has width 0.  Where every item whose class changes its loss is
+    labeled that is the exact answer; otherwise it is the model's bet that none of the
+    unlabeled items changes G, which rests wholly on its tail beyond the labels.  Measured
+    on dblp-acm (20 positives; one hidden positive moves F1 by 0.026): 23 such stage
+    intervals in 100 AIS runs, of which 5 held the truth, and a stopping rule that took
+    them for narrow stopped 4 runs at W = 0.02, all wrong (issue 15, item 3;
+    ``benchmarks/results/stopping_rules_cells.md``).  :func:`bayes_eval.results.stopping`
+    and ``session status --target-width`` do not stop on them.
+
+    ``draws`` (n, m); ``labeled`` (X, C) over ``cells``; returns (m,) bool.
+    """
+    a = (1.0 - level) / 2.0
+    lo = jnp.nanquantile(draws, a, axis=0, method="lower")
+    hi = jnp.nanquantile(draws, 1.0 - a, axis=0, method="higher")
+    point = (hi - lo) <= rtol * jnp.maximum(1.0, jnp.abs(lo))
+    return point & unlabeled_items_matter(cells, labeled)
+
+
+def unlabeled_items_matter(cells: CellTable, labeled):
+    """Whether some unlabeled item's class changes its loss (so G is not yet known exactly).
+    ``labeled`` (X, C): labeled items per cell and class."""
+    unl = jnp.asarray(cells.size) - jnp.sum(labeled, axis=-1)
+    loss = jnp.asarray(cells.loss)
+    depends = jnp.any(jnp.abs(loss - loss[:, :1, :]) > 0, axis=(1, 2))
+    return jnp.any((unl > 0.5) & depends)
+
+
 def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95):
     """Finite-pool posterior of G at every checkpoint of every run, one compiled vmapped
-    function over (repeats × checkpoints) labeled tables."""
+    function over (repeats × checkpoints) labeled tables: ``bayes_lower`` / ``bayes_upper``
+    (the ``level`` equal-tailed interval), ``bayes_mean``, and ``bayes_collapsed``
+    (:func:`collapsed`), each (repeats, checkpoints, m)."""
     r, n_ck = labeled.shape[:2]
     flat = labeled.reshape((r * n_ck,) + labeled.shape[2:])
 
@@ -362,11 +400,12 @@ def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, 
         mstate = model.fit(model.init_state(), cnt, unl)
         post = finite_pool_posterior(key, model, cells, lab, n_strata, g, n_draws=n_draws, state=mstate)
         lo, hi = equal_tailed(post.value, level)
-        return lo, hi, jnp.nanmean(post.value, axis=0)
+        return lo, hi, jnp.nanmean(post.value, axis=0), collapsed(post.value, lab, cells, level)
 
     keys = jax.random.split(jax.random.PRNGKey(seed + 7919), r * n_ck)
     # batched map, not one big vmap: each posterior holds (proposals × strata) temporaries
-    lo, hi, mean = jax.jit(lambda k, f: jax.lax.map(lambda a: one(*a), (k, f), batch_size=16))(keys, flat)
+    lo, hi, mean, flat_collapsed = jax.jit(lambda k, f: jax.lax.map(lambda a: one(*a), (k, f), batch_size=16))(keys,
+                                                                                                               flat)
     shape = (r, n_ck, -1)
     return {"bayes_lower": np.asarray(lo).reshape(shape), "bayes_upper": np.asarray(hi).reshape(shape),
-            "bayes_mean": np.asarray(mean).reshape(shape)}
+            "bayes_mean": np.asarray(mean).reshape(shape), "bayes_collapsed": np.asarray(flat_collapsed).reshape(shape)}

@@ -234,7 +234,8 @@ def simulate_runs(
 
     ``bayes_model`` adds the Bayesian finite-pool posterior interval at each checkpoint
     (:func:`bayes_eval.posterior.intervals_at_checkpoints`); with ``bayes_stages`` also after
-    every stage (``stage_bayes_lower`` / ``stage_bayes_upper``, for stopping on it: one
+    every stage (``stage_bayes_lower`` / ``stage_bayes_upper``, and ``stage_bayes_collapsed``:
+    :func:`bayes_eval.posterior.collapsed`; for stopping on it: one
     posterior per stage and run, the stages' labeled tables kept meanwhile).  Compilation is
     timed separately (``compile_seconds``) from the run (``seconds``).  ``bayes_units``
     (:class:`~bayes_eval.cells.PosteriorUnits`): the groups of items ``bayes_model`` is
@@ -327,6 +328,7 @@ def simulate_runs(
         stage = intervals_at_checkpoints(bu.cells, bayes_model, g, bu.n_units, jnp.asarray(hist.labeled), seed + 1,
                                          bayes_draws)
         bayes["stage_bayes_lower"], bayes["stage_bayes_upper"] = stage["bayes_lower"], stage["bayes_upper"]
+        bayes["stage_bayes_collapsed"] = stage["bayes_collapsed"]
         hist = hist._replace(labeled=None)
     t3 = time.perf_counter()
     lower = upper = None

@@ -68,7 +68,9 @@ def main(argv=None):
                                     bayes_lower=res.stage_bayes_lower if res.stage_bayes_lower is not None
                                     else np.zeros(0),
                                     bayes_upper=res.stage_bayes_upper if res.stage_bayes_upper is not None
-                                    else np.zeros(0), true_value=res.true_value)
+                                    else np.zeros(0), true_value=res.true_value,
+                                    bayes_collapsed=res.stage_bayes_collapsed if res.stage_bayes_collapsed is not None
+                                    else np.zeros(0))
             for c in summarize(res):
                 fixed.append(dict(pool=name, design=design, labels=c["labels"], rmse=c["mse"] ** 0.5,
                                   coverage_clt=c["coverage"], width_clt=c["mean_width"],

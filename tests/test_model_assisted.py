@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
@@ -177,6 +178,7 @@ def test_status_leads_with_the_bayesian_interval_where_the_check_fails(failing_s
     row = out["estimates"][0]
     assert out["headline_interval"] == "bayes" and out["bayesian_auto"] is True
     assert 0 <= row["bayes_lower"] <= row["bayes_upper"] <= 1
+    assert row["bayes_collapsed"] is False                    # a proper interval, not a point
     stop = out["stopping"]                                    # the rule: narrow after each of the last 3 stages
     assert stop["kind"] == "bayes-stable" and stop["reached"] is False and len(stop["stable_widths"]) == 3
     assert stop["width"] == pytest.approx(row["bayes_upper"] - row["bayes_lower"], rel=1e-9)
@@ -218,3 +220,35 @@ def test_poisson_rounds_carry_the_check_in_simulations_and_sessions(tmp_path):
                                                          and row["clt_check"] <= MODEL_CHECK_MAX)
     s2 = be.Session.open(str(tmp_path / "p.db"), pool)
     assert s2.status()["estimates"][0]["std_error"] == pytest.approx(row["std_error"], rel=1e-9)
+
+
+def test_a_session_does_not_stop_on_a_collapsed_posterior(tmp_path):
+    """Issue 15, item 3: once every positive is found and the low-score items left unlabeled
+    look negative, the posterior puts >= 95% on one completion of the pool and the interval
+    has width 0: narrower than any target, but only the model's bet that nothing is hidden.
+    The bayes-stable rule does not stop on it while those items can still change F1."""
+    from bayes_eval.posterior import collapsed
+
+    rng = np.random.default_rng(0)
+    n = 400
+    scores = np.concatenate([rng.normal(3.0, 0.3, 8), rng.normal(-6.0, 0.5, n - 8)])
+    pool = be.Pool.from_arrays(scores=scores, labels=(np.arange(n) < 8).astype(int), threshold=0.0)
+    s = be.Session.create(str(tmp_path / "c.db"), pool, "f1", "ais", seed=0)
+    widths = []
+    for _ in range(6):
+        b = s.next_batch(50)
+        s.add_labels(b["item"], pool.labels[pool.index_of(b["item"].to_numpy())])
+        iv = s.bayesian_interval()
+        widths.append(float(iv["upper"].iloc[0] - iv["lower"].iloc[0]))
+    # the last three stages' intervals are points (F1 = 1 with nothing hidden), items remain
+    assert widths[-3:] == [0.0, 0.0, 0.0] and int(np.sum(s._labeled)) < n, widths
+    draws = s.posterior()
+    assert bool(collapsed(jnp.asarray(draws[:, :1]), jnp.asarray(s._labeled), s._core.cells)[0])
+    st = s.stopping(0.05, bayesian=True)
+    assert st["kind"] == "bayes-stable" and st["stable_widths"] == [0.0, 0.0, 0.0]
+    assert st["reached"] is False and st["collapsed"] is True and "collapsed onto a single value" in st["note"]
+    # status flags the interval, and the CLI says so where the user reads it
+    out = s.status(target_width=0.05, bayesian=True)
+    assert out["estimates"][0]["bayes_collapsed"] is True
+    text = _status_text(out)
+    assert "collapsed onto a single value" in text and "is a single value" in text

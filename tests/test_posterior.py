@@ -336,3 +336,38 @@ def test_posterior_units_group_cells_by_stratum_pattern_and_weight():
     np.testing.assert_allclose(by_stratum.probs, leaf_probs(fine, 64))
     with pytest.raises(ValueError, match="by 'cell' or by 'stratum'"):
         posterior_units(plain, 64, "item")
+
+
+def test_collapsed_flags_a_point_mass_only_while_an_unlabeled_item_can_change_the_value():
+    """Issue 15, item 3: an interval that holds one completed-pool value is the model's bet
+    that nothing is hidden, unless every item whose class changes its loss is labeled."""
+    from bayes_eval.cells import CellTable
+    from bayes_eval.posterior import collapsed, unlabeled_items_matter
+
+    # two cells: predicted positives (loss depends on the class) and predicted negatives
+    # (F1's FN term: depends on the class too); a third whose loss ignores the class
+    loss = jnp.array([[[0.0, 0.0], [1.0, 1.0]], [[0.0, 0.0], [0.0, 0.5]], [[0.0, 0.0], [0.0, 0.0]]])
+    cells = CellTable(stratum=jnp.array([0, 1, 2]), size=jnp.array([10.0, 30.0, 5.0]),
+                      weight=jnp.full(3, 1 / 45), loss=loss, prior=jnp.full((3, 2), 0.5),
+                      truth=jnp.zeros((3, 2)))
+    open_ = jnp.array([[0.0, 10.0], [29.0, 0.0], [0.0, 0.0]])       # one predicted negative unlabeled
+    done = jnp.array([[0.0, 10.0], [30.0, 0.0], [0.0, 0.0]])        # only class-blind items unlabeled
+    assert bool(unlabeled_items_matter(cells, open_)) and not bool(unlabeled_items_matter(cells, done))
+    n = 1000
+    point = jnp.full((n, 1), 0.973)
+    assert bool(collapsed(point, open_, cells)[0]) and not bool(collapsed(point, done, cells)[0])
+    # 2% of the draws one step lower: the equal-tailed 95% interval is still the point ...
+    two = point.at[:20].set(0.947)
+    lo, hi = equal_tailed(two)
+    assert float((hi - lo)[0]) == 0.0 and bool(collapsed(two, open_, cells)[0])
+    # ... 3% lower: the lower tail reaches the next value and the interval is no point
+    three = point.at[:30].set(0.947)
+    assert not bool(collapsed(three, open_, cells)[0])
+    # just past the edge, where interpolated quantiles give a sliver of width, it is still no point
+    edge = point.at[:25].set(0.947)
+    lo, hi = equal_tailed(edge)
+    assert 0.0 < float((hi - lo)[0]) < 0.001 and not bool(collapsed(edge, open_, cells)[0])
+    # continuous draws never collapse; a 99% interval asks for more mass on the point
+    rng = np.random.default_rng(0)
+    assert not bool(collapsed(jnp.asarray(rng.normal(0.5, 0.01, (n, 1))), open_, cells)[0])
+    assert not bool(collapsed(two, open_, cells, level=0.99)[0])
