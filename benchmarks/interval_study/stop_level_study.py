@@ -21,7 +21,6 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
-from bayes_eval import posterior as P  # noqa: E402
 from bayes_eval import simulate as S  # noqa: E402
 
 SHARED = os.path.join(HERE, "..", "..", "..", "shared", "data")
