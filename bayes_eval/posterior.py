@@ -24,7 +24,9 @@ Pieces:
   check of the labeled items' classes;
 * :func:`labeled_table` — the (X, C) table of labeled items from item rows and labels;
 * :func:`equal_tailed` — central posterior intervals; :func:`collapsed` — whether one
-  holds a single completed-pool value while an unlabeled item can still change G.
+  holds a single completed-pool value while an unlabeled item can still change G;
+  :func:`resolved_interval` — the interval every caller reports: equal-tailed, widened
+  where it collapsed to what one unlabeled item's label can change (:func:`one_item_range`).
 
 Reporting (ArviZ, tables, plots) lives in :mod:`bayes_eval.report`; the CLT interval it
 is compared with is 001 §3.3.2.
@@ -47,6 +49,8 @@ __all__ = [
     "finite_pool_posterior",
     "equal_tailed",
     "collapsed",
+    "resolved_interval",
+    "one_item_range",
     "PosteriorDraws",
     "pool_posterior_from_pi",
     "calibrated_pi",
@@ -74,13 +78,15 @@ class PosteriorDraws(NamedTuple):
 
     ``value`` (n, m): G on the completed pool; ``risk`` (n, d); ``pi`` (n, K, C) the
     model's π(y|k); ``unlabeled_counts`` (n, K, C) the drawn classes of the unlabeled
-    items per stratum.
+    items per stratum; ``one_item`` (2, m): the lowest and highest G one unlabeled item's
+    class away from the median completion (:func:`one_item_range`; None where not computed).
     """
 
     value: jnp.ndarray
     risk: jnp.ndarray
     pi: jnp.ndarray
     unlabeled_counts: jnp.ndarray
+    one_item: jnp.ndarray | None = None
 
 
 def _multinomial_counts(key, n, p):
@@ -192,7 +198,54 @@ def pool_posterior_from_pi(key, g, cells: CellTable, labeled, pi_leaf, n_strata:
     """
     value, risk, m = complete_pool_draws(key, g, cells, labeled, pi_leaf)
     m_leaf = jax.vmap(lambda mm: jax.ops.segment_sum(mm, cells.stratum, num_segments=n_strata))(m)
-    return PosteriorDraws(value=value, risk=risk, pi=pi_leaf, unlabeled_counts=m_leaf)
+    return PosteriorDraws(value=value, risk=risk, pi=pi_leaf, unlabeled_counts=m_leaf,
+                          one_item=one_item_range(value, risk, m, cells, g))
+
+
+def one_item_range(value, risk, unlabeled_cells, cells: CellTable, g):
+    """(2, m): the lowest and highest G over the completions one unlabeled item's class away
+    from the posterior's median completion (the draw nearest the componentwise median),
+    that completion's own value included.
+
+    An item of cell x that the completion gives class c, relabeled c', moves the risk by
+    p(x) (ℓ(x, c') − ℓ(x, c)) (001 §2.2); every cell and class pair the completion allows
+    (at least one unlabeled item of class c in x) is tried.  This is the measure's
+    resolution at that completion: how far one label nobody has seen yet can move G.
+    ``unlabeled_cells`` (n, X, C): the draws' classes of the unlabeled items per cell.
+    """
+    med = jnp.nanmedian(value, axis=0)
+    j = jnp.argmin(jnp.nansum(jnp.abs(value - med), axis=1))
+    m, r, v = unlabeled_cells[j], risk[j], value[j]
+    loss = jnp.asarray(cells.loss)                                   # (X, C, d)
+    x, c, d = loss.shape
+    step = loss[:, None, :, :] - loss[:, :, None, :]                 # (X, from, to, d)
+    moved = r + jnp.asarray(cells.weight)[:, None, None, None] * step
+    ok = (m[:, :, None] >= 0.5) & jnp.any(step != 0, axis=-1)        # (X, from, to)
+    gv = jax.vmap(lambda rr: jnp.atleast_1d(g(rr)))(moved.reshape(-1, d))   # (X·C·C, m)
+    ok = ok.reshape(-1, 1) & jnp.isfinite(gv)
+    lo = jnp.minimum(v, jnp.min(jnp.where(ok, gv, jnp.inf), axis=0))
+    hi = jnp.maximum(v, jnp.max(jnp.where(ok, gv, -jnp.inf), axis=0))
+    return jnp.stack([lo, hi])
+
+
+def resolved_interval(post: PosteriorDraws, labeled, cells: CellTable, level: float = 0.95):
+    """The equal-tailed ``level`` interval of each component, widened where it has
+    :func:`collapsed` to the values one unlabeled item's class away
+    (:attr:`PosteriorDraws.one_item`).  Returns (lower, upper, collapsed), each (m,).
+
+    Why: a collapsed interval (width 0 while an unlabeled item can still change G) is the
+    model's bet that nothing is hidden.  On dblp-acm (20 positives; one hidden positive
+    moves F1 by 0.026) 23 such stage intervals in 100 AIS runs held the truth 5 times, and
+    a stopping rule that took them for narrow stopped 4 runs at W = 0.02, all wrong (issue
+    15, item 3; ``benchmarks/results/stopping_rules_cells.md``).  No interval is narrower
+    than what one label nobody has seen can change: the widened one is the measure's
+    resolution at the posterior's completion, so a width below it is never reached.
+    """
+    lo, hi = equal_tailed(post.value, level)
+    col = collapsed(post.value, labeled, cells, level)
+    if post.one_item is None:
+        return lo, hi, col
+    return jnp.where(col, jnp.minimum(lo, post.one_item[0]), lo), jnp.where(col, jnp.maximum(hi, post.one_item[1]), hi), col
 
 
 def calibrated_pi(key, leaf_probs, counts, a, b, kappa):
@@ -362,12 +415,8 @@ def collapsed(draws, labeled, cells: CellTable, level: float = 0.95, rtol: float
     the two tails (not interpolated, so a tail that just reaches the next value counts) are
     equal -- the interval has width 0.  Where every item whose class changes its loss is
     labeled that is the exact answer; otherwise it is the model's bet that none of the
-    unlabeled items changes G, which rests wholly on its tail beyond the labels.  Measured
-    on dblp-acm (20 positives; one hidden positive moves F1 by 0.026): 23 such stage
-    intervals in 100 AIS runs, of which 5 held the truth, and a stopping rule that took
-    them for narrow stopped 4 runs at W = 0.02, all wrong (issue 15, item 3;
-    ``benchmarks/results/stopping_rules_cells.md``).  :func:`bayes_eval.results.stopping`
-    and ``session status --target-width`` do not stop on them.
+    unlabeled items changes G, which rests wholly on its tail beyond the labels:
+    :func:`resolved_interval` widens it.
 
     ``draws`` (n, m); ``labeled`` (X, C) over ``cells``; returns (m,) bool.
     """
@@ -390,8 +439,8 @@ def unlabeled_items_matter(cells: CellTable, labeled):
 def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95):
     """Finite-pool posterior of G at every checkpoint of every run, one compiled vmapped
     function over (repeats × checkpoints) labeled tables: ``bayes_lower`` / ``bayes_upper``
-    (the ``level`` equal-tailed interval), ``bayes_mean``, and ``bayes_collapsed``
-    (:func:`collapsed`), each (repeats, checkpoints, m)."""
+    (the ``level`` equal-tailed interval, :func:`resolved_interval`), ``bayes_mean``, and
+    ``bayes_collapsed`` (:func:`collapsed`: where it was widened), each (repeats, checkpoints, m)."""
     r, n_ck = labeled.shape[:2]
     flat = labeled.reshape((r * n_ck,) + labeled.shape[2:])
 
@@ -399,8 +448,8 @@ def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, 
         cnt, unl = leaf_counts(cells, lab, n_strata)
         mstate = model.fit(model.init_state(), cnt, unl)
         post = finite_pool_posterior(key, model, cells, lab, n_strata, g, n_draws=n_draws, state=mstate)
-        lo, hi = equal_tailed(post.value, level)
-        return lo, hi, jnp.nanmean(post.value, axis=0), collapsed(post.value, lab, cells, level)
+        lo, hi, col = resolved_interval(post, lab, cells, level)
+        return lo, hi, jnp.nanmean(post.value, axis=0), col
 
     keys = jax.random.split(jax.random.PRNGKey(seed + 7919), r * n_ck)
     # batched map, not one big vmap: each posterior holds (proposals × strata) temporaries

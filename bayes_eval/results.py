@@ -67,7 +67,7 @@ class SimResult(NamedTuple):
     stage_bayes_lower: np.ndarray | None = None
     stage_bayes_upper: np.ndarray | None = None
     # (repeats, stages, m) whether that interval collapsed onto one completed-pool value while an
-    # unlabeled item could still change G (posterior.collapsed): not a narrow interval to stop on
+    # unlabeled item could still change G (posterior.collapsed), and was widened (posterior.resolved_interval)
     stage_bayes_collapsed: np.ndarray | None = None
 
 
@@ -231,11 +231,12 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     ``session status --target-width`` for designs with a posterior -- the Bayesian interval at most
     W wide after each of the last :data:`STABLE_STAGES` stages (a posterior that is narrow once may
     be narrow by luck: stopping on ``"bayes"`` at W = 0.02 on dblp-acm stopped 9% of runs and 2 of
-    the 9 covered; issue 15, items 3 and 4).  No Bayesian rule stops on an interval that has collapsed
-    onto one completed-pool value while an unlabeled item can still change G
-    (``res.stage_bayes_collapsed``, :func:`bayes_eval.posterior.collapsed`): that is the
-    model's bet that nothing is hidden, the Bayesian counterpart of the CLT's zero width
-    (measured on dblp-acm: 4 of 100 runs stopped on one at W = 0.02, all wrong).  A CLT run may stop only once it holds
+    the 9 covered; issue 15, items 3 and 4).  The Bayesian interval is
+    :func:`bayes_eval.posterior.resolved_interval`: where it collapsed onto one completed-pool
+    value while an unlabeled item can still change G (``res.stage_bayes_collapsed``) it is
+    widened to what one unlabeled item's class can change, so no rule stops below the
+    measure's resolution on the model's bet that nothing is hidden (before: 4 of 100
+    dblp-acm runs stopped on a width-0 interval at W = 0.02, all wrong).  A CLT run may stop only once it holds
     ``min_class_labels`` labeled items of every class: before that the variance of a
     CLT interval is not estimable (a first stage whose positives were all predicted
     positive has F1 = 1 and variance 0), the rule ``session status --target-width`` keeps
@@ -270,8 +271,6 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     ok = np.all(np.isfinite(value), axis=2) & np.all(np.isfinite(w), axis=2)
     if bayes:
         narrow = ok & np.all(w <= width, axis=2)
-        if res.stage_bayes_collapsed is not None:     # a posterior's bet that nothing is hidden, not a narrow interval
-            narrow &= ~np.any(np.asarray(res.stage_bayes_collapsed), axis=2)
         if interval == "bayes-stable":                      # narrow after each of the last STABLE_STAGES
             run = narrow.copy()
             for k in range(1, STABLE_STAGES):

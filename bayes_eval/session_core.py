@@ -357,9 +357,12 @@ def posterior_model(core: SessionCore, config: dict, n_classes: int):
 
 
 def posterior_sampler(core: SessionCore, model, measures, choice: str, n_draws: int) -> Callable:
-    """``(key, labeled) -> (n_draws, m)`` draws of every measure's components on the pool
-    (:func:`~bayes_eval.posterior.finite_pool_posterior` with ``model`` fitted to the labeled
-    counts; one key for every measure), jit-compiled once per core, choice and ``n_draws``."""
+    """``(key, labeled) -> ((n_draws, m), (2, m))``: draws of every measure's components on the
+    pool (:func:`~bayes_eval.posterior.finite_pool_posterior` with ``model`` fitted to the
+    labeled counts; one key for every measure) and each component's range one unlabeled
+    item's class away from the median completion (:attr:`~bayes_eval.posterior.PosteriorDraws.one_item`,
+    for :func:`~bayes_eval.posterior.resolved_interval`); jit-compiled once per core, choice
+    and ``n_draws``."""
     from .cells import leaf_counts, posterior_units
     from .posterior import finite_pool_posterior
 
@@ -373,13 +376,14 @@ def posterior_sampler(core: SessionCore, model, measures, choice: str, n_draws: 
         def all_measures(rkey, labeled):
             cnt, unl = leaf_counts(ucells, labeled, n_units)
             state = model.fit(model.init_state(), cnt, unl)
-            out = []
+            out, one = [], []
             for j, m in enumerate(measures):
                 cells_j = ucells._replace(loss=core.loss_tables[j])
                 post = finite_pool_posterior(rkey, model, cells_j, labeled, n_units, m.g,
                                              n_draws=int(n_draws), state=state)
                 out.append(post.value)
-            return jnp.concatenate(out, axis=1)
+                one.append(post.one_item)
+            return jnp.concatenate(out, axis=1), jnp.concatenate(one, axis=1)
 
         fn = jax.jit(all_measures)
         core.jitted[fkey] = fn

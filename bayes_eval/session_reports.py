@@ -134,7 +134,7 @@ class SessionReports:
         if bayesian:
             b = self.bayesian_interval(level)
             if b is not None:
-                df = pd.concat([df, b], ignore_index=True)
+                df = pd.concat([df, b.drop(columns="collapsed")], ignore_index=True)
         return df
 
     def confidence_sequence(self, level: float = 0.95) -> pd.DataFrame:
@@ -204,20 +204,24 @@ class SessionReports:
         i = snap_index % len(self._snapshots) if self._snapshots else last
         key = (int(n_draws), seed) if i == last else (int(n_draws), seed, i)
         if key in self._post_cache:
-            return self._post_cache[key]
+            return self._post_cache[key][0]
         fn = posterior_sampler(self._core, model, self.measures, self.config.get("posterior_model") or "calibrated",
                                n_draws)
         labeled = self._labeled if i == last else self._snapshots[i].labeled
         rkey = jax.random.fold_in(jax.random.PRNGKey(seed), i + 1)
-        draws = np.asarray(fn(rkey, jnp.asarray(labeled)))
-        self._post_cache[key] = draws
+        draws, one_item = fn(rkey, jnp.asarray(labeled))
+        draws = np.asarray(draws)
+        self._post_cache[key] = (draws, np.asarray(one_item))
         return draws
 
     def bayesian_interval(self, level: float = 0.95, n_draws: int = 1000, seed: int | None = None,
                           snap_index: int = -1):
         """Equal-tailed Bayesian intervals of every component from :meth:`posterior` (after
         closed stage ``snap_index``), or None when the design has no oracle model.  Columns as
-        :meth:`intervals` (``kind="bayes"``, ``estimate`` = posterior median)."""
+        :meth:`intervals` (``kind="bayes"``, ``estimate`` = posterior median) and ``collapsed``:
+        where the interval had collapsed onto one completed-pool value while an unlabeled item
+        can still change it, and is therefore widened to the values one unlabeled item's class
+        away (:func:`bayes_eval.posterior.resolved_interval`, the simulation's interval too)."""
         draws = self.posterior(n_draws, seed, snap_index)
         if draws is None:
             return None
@@ -226,8 +230,13 @@ class SessionReports:
             lo = np.nanquantile(draws, a, axis=0) if np.isfinite(draws).any() else np.full(draws.shape[1], np.nan)
             hi = np.nanquantile(draws, 1 - a, axis=0) if np.isfinite(draws).any() else lo
             med = np.nanmedian(draws, axis=0) if np.isfinite(draws).any() else lo
+        # posterior.resolved_interval: a collapsed interval is widened to what one unlabeled item can change
+        col = self._collapsed(level, snap_index, n_draws, seed)
+        if col.any():
+            one = self._one_item(n_draws, seed, snap_index)
+            lo, hi = np.where(col, np.minimum(lo, one[0]), lo), np.where(col, np.maximum(hi, one[1]), hi)
         return pd.DataFrame({"component": self._names, "kind": "bayes", "level": level, "estimate": med,
-                             "lower": lo, "upper": hi})
+                             "lower": lo, "upper": hi, "collapsed": col})
 
     def weight_stats(self) -> dict:
         """Effective sample size (Σw)²/Σw² and the largest weight of the draws so far."""
@@ -249,6 +258,7 @@ class SessionReports:
             if b is not None:
                 df["bayes_lower"] = b["lower"].to_numpy()
                 df["bayes_upper"] = b["upper"].to_numpy()
+                df["bayes_collapsed"] = b["collapsed"].to_numpy()  # widened: posterior.resolved_interval
         df["level"] = level
         df["labels"] = self._n_labels
         df["draws"] = ws["draws"]
@@ -293,9 +303,9 @@ class SessionReports:
         stop on it only where the CLT check passes.  With ``bayesian=True`` and a design whose
         posterior is available, the rule is instead ``bayes-stable``: the Bayesian interval of
         every component at most ``target_width`` wide after each of the last
-        :data:`~bayes_eval.results.STABLE_STAGES` closed stages, none of them collapsed onto one
-        completed-pool value while unlabeled items can still change it
-        (:func:`bayes_eval.posterior.collapsed`) (issue 15, item 3: measured in
+        :data:`~bayes_eval.results.STABLE_STAGES` closed stages -- an interval that collapsed onto
+        one completed-pool value counts at the width one unlabeled item can change
+        (:meth:`bayesian_interval`) (issue 15, item 3: measured in
         ``benchmarks/results/stopping_rules.md``: coverage at the stop 0.96-1.00 or no stop, on dblp-acm,
         abt-buy, the demo pool and a 10%-positive pool, where stopping on the posterior the
         first time it is narrow stopped wrong runs).  The width is extrapolated as
@@ -360,12 +370,11 @@ class SessionReports:
                        note=f"the rule needs the Bayesian interval after {k} closed stages; label more items")
             return out
         widths, comp, collapsed_at = [], None, []
-        m0 = len(self.measures[0].names)
         for i in range(-k, 0):
             b = self.bayesian_interval(level, snap_index=i)
             b = b[b["component"].isin(first)]
             w = (b["upper"] - b["lower"]).to_numpy()
-            if self._collapsed(level, i)[:m0].any():
+            if b["collapsed"].any():
                 collapsed_at.append(i)
             if not np.isfinite(w).any():
                 widths.append(np.inf)
@@ -379,16 +388,6 @@ class SessionReports:
         if not np.isfinite(wmax):
             out.update(reached=False, more_labels=None, note="the Bayesian interval is not defined; label more items")
             return out
-        if collapsed_at and all(w < target_width for w in widths):
-            # issue 15, item 3: a posterior with >= level of its mass on one completed pool, while
-            # unlabeled items can still change the value, is a bet that nothing is hidden
-            out.update(reached=False, more_labels=None,
-                       note=f"the Bayesian interval has collapsed onto a single value (at least {level:.0%} of the "
-                            f"posterior on one completion of the pool) while unlabeled items can still change it: "
-                            f"that is the model's bet that nothing is hidden, not a narrow interval -- not a reason "
-                            f"to stop (measured on dblp-acm: such intervals held the truth in 5 of 23 stages); "
-                            f"label more items, or aim for a width the measure can resolve")
-            return out
         reached = all(w < target_width for w in widths)
         need = self._n_labels * (wmax / target_width) ** 2
         more = 0 if reached else max(int(math.ceil(need - self._n_labels)), 0)
@@ -401,18 +400,29 @@ class SessionReports:
                    note=note)
         return out
 
-    def _collapsed(self, level: float, snap_index: int = -1) -> np.ndarray:
-        """(m,) bool: whether the Bayesian interval of each component after closed stage
-        ``snap_index`` has collapsed onto one completed-pool value while an unlabeled item
-        can still change it (:func:`bayes_eval.posterior.collapsed`, with each measure's
+    def _snap_key(self, n_draws: int, seed: int | None, snap_index: int):
+        seed = self.seed if seed is None else int(seed)
+        last = len(self._snapshots) - 1
+        i = snap_index % len(self._snapshots) if self._snapshots else last
+        return ((int(n_draws), seed) if i == last else (int(n_draws), seed, i)), i, last
+
+    def _one_item(self, n_draws: int = 1000, seed: int | None = None, snap_index: int = -1) -> np.ndarray:
+        """(2, m): each component's range one unlabeled item's class away from the median
+        completion (:func:`bayes_eval.posterior.one_item_range`), from :meth:`posterior`'s draws."""
+        self.posterior(n_draws, seed, snap_index)
+        return self._post_cache[self._snap_key(n_draws, seed, snap_index)[0]][1]
+
+    def _collapsed(self, level: float, snap_index: int = -1, n_draws: int = 1000, seed: int | None = None) -> np.ndarray:
+        """(m,) bool: whether the equal-tailed Bayesian interval of each component after closed
+        stage ``snap_index`` has collapsed onto one completed-pool value while an unlabeled
+        item can still change it (:func:`bayes_eval.posterior.collapsed`, with each measure's
         loss).  All False where there is no posterior."""
         from .posterior import collapsed
 
-        draws = self.posterior(snap_index=snap_index)
+        draws = self.posterior(n_draws, seed, snap_index)
         if draws is None or not self._snapshots:
             return np.zeros(len(self._names), bool)
-        last = len(self._snapshots) - 1
-        i = snap_index % len(self._snapshots)
+        _, i, last = self._snap_key(n_draws, seed, snap_index)
         labeled = jnp.asarray(self._labeled if i == last else self._snapshots[i].labeled)
         out, c = [], 0
         for j, m in enumerate(self.measures):

@@ -83,24 +83,6 @@ def test_the_stable_bayesian_rule_needs_consecutive_narrow_stages(sim):
     once = stopping(res, 0.1, "bayes")
     assert st["stopped"] <= once["stopped"] and st["mean_labels"] >= once["mean_labels"] - 1e-9
 
-    # a stage whose interval collapsed onto one completed pool (posterior.collapsed) is not narrow:
-    # runs collapsed from the start never stop, the others stop STABLE_STAGES stages after their
-    # last collapsed stage at the earliest; res.stage_bayes_collapsed None (older results) = none
-    col = np.zeros((R, S, m), bool)
-    col[: R // 4] = True                                   # a quarter of the runs: every stage
-    col[R // 4: R // 2, : S // 2] = True                   # a quarter: the first half of the stages
-    held = stopping(res._replace(stage_bayes_collapsed=col), 0.1, "bayes-stable")
-    run_c = np.zeros_like(narrow)
-    ok = narrow & ~col.any(axis=2)
-    for t in range(STABLE_STAGES - 1, S):
-        run_c[:, t] = ok[:, t - STABLE_STAGES + 1:t + 1].all(axis=1)
-    assert not run_c[: R // 4].any() and not run_c[R // 4: R // 2, : S // 2 + STABLE_STAGES - 1].any()
-    assert held["stopped"] == pytest.approx(run_c.any(axis=1).mean()) and held["stopped"] < st["stopped"]
-    stopped_c, first_c = run_c.any(axis=1), np.argmax(run_c, axis=1)
-    assert held["mean_labels"] == pytest.approx(h.n_labels[stopped_c, first_c[stopped_c]].mean())
-    assert stopping(res._replace(stage_bayes_collapsed=col), 0.1, "bayes")["stopped"] < once["stopped"]
-    assert stopping(res._replace(stage_bayes_collapsed=np.zeros_like(col)), 0.1, "bayes-stable") == st
-
 
 @pytest.mark.slow
 def test_stopping_on_the_bayesian_interval_after_every_stage():

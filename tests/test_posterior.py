@@ -371,3 +371,48 @@ def test_collapsed_flags_a_point_mass_only_while_an_unlabeled_item_can_change_th
     rng = np.random.default_rng(0)
     assert not bool(collapsed(jnp.asarray(rng.normal(0.5, 0.01, (n, 1))), open_, cells)[0])
     assert not bool(collapsed(two, open_, cells, level=0.99)[0])
+
+
+def test_a_collapsed_interval_is_widened_to_what_one_unlabeled_item_can_change():
+    """posterior.resolved_interval: where >= 95% of the draws complete the pool alike while an
+    unlabeled item can still change F1, the interval is the values one item's class away --
+    the dblp-acm case in miniature (every predicted positive labeled positive, one positive
+    hidden among predicted negatives whose other items are labeled negative)."""
+    from bayes_eval.cells import CellTable
+    from bayes_eval.posterior import complete_pool_draws, one_item_range, PosteriorDraws, resolved_interval
+
+    f1 = M.get("f1").g
+    # F1's loss: (TP, (predicted + true positives) / 2) per item
+    pp = [[0.0, 0.5], [1.0, 1.0]]          # predicted positive: y = 0 -> FP, y = 1 -> TP
+    pn = [[0.0, 0.0], [0.0, 0.5]]          # predicted negative: y = 1 -> FN
+    cells = CellTable(stratum=jnp.array([0, 1, 2]), size=jnp.array([18.0, 30.0, 2.0]),
+                      weight=jnp.full(3, 1 / 50), loss=jnp.array([pp, pn, pn]), prior=jnp.full((3, 2), 0.5),
+                      truth=jnp.zeros((3, 2)))
+    labeled = jnp.array([[0.0, 18.0], [29.0, 0.0], [1.0, 1.0]])   # 1 unlabeled item in cell 1
+    n = 400
+    pi = jnp.broadcast_to(jnp.array([[0.0, 1.0], [0.99, 0.01], [0.5, 0.5]]), (n, 3, 2))
+    value, risk, m = complete_pool_draws(jax.random.PRNGKey(0), f1, cells, labeled, pi)
+    found = 2 * 18 / (2 * 18 + 1)           # 18 TP, 1 FN found: 0.973
+    hidden = 2 * 18 / (2 * 18 + 2)          # one more FN: 0.947
+    assert 0.0 < float(jnp.mean(jnp.isclose(value[:, 0], hidden))) < 0.025   # the 1% draws, under the 2.5% tail
+    post = PosteriorDraws(value=value, risk=risk, pi=pi, unlabeled_counts=m,
+                          one_item=one_item_range(value, risk, m, cells, f1))
+    lo0, hi0 = equal_tailed(value)
+    assert float(lo0[0]) == pytest.approx(found) and float(hi0[0]) == pytest.approx(found)  # width 0: misses 0.947
+    lo, hi, col = resolved_interval(post, labeled, cells)
+    assert bool(col[0])
+    # widened to one hidden positive below; nothing above (no unlabeled positive to relabel)
+    assert float(lo[0]) == pytest.approx(hidden) and float(hi[0]) == pytest.approx(found)
+    # where nothing that matters is unlabeled the point is the answer and stays a point
+    full = labeled.at[1, 0].set(30.0)
+    v2, r2, m2 = complete_pool_draws(jax.random.PRNGKey(1), f1, cells, full, pi)
+    post2 = PosteriorDraws(value=v2, risk=r2, pi=pi, unlabeled_counts=m2, one_item=one_item_range(v2, r2, m2, cells, f1))
+    lo2, hi2, col2 = resolved_interval(post2, full, cells)
+    assert not bool(col2[0]) and float(hi2[0] - lo2[0]) == 0.0
+    # an interval that already spans several completions is left as it is
+    pi3 = pi.at[:, 1].set(jnp.array([0.5, 0.5]))
+    v3, r3, m3 = complete_pool_draws(jax.random.PRNGKey(2), f1, cells, labeled, pi3)
+    post3 = PosteriorDraws(value=v3, risk=r3, pi=pi3, unlabeled_counts=m3, one_item=one_item_range(v3, r3, m3, cells, f1))
+    lo3, hi3, col3 = resolved_interval(post3, labeled, cells)
+    e3 = equal_tailed(v3)
+    assert not bool(col3[0]) and float(lo3[0]) == float(e3[0][0]) and float(hi3[0]) == float(e3[1][0])
