@@ -35,7 +35,7 @@ class _Saved:
                                    check=z["check"] if z["check"].size else None)
         self.true_value = z["true_value"]
         self.stage_bayes_lower, self.stage_bayes_upper = z["bayes_lower"], z["bayes_upper"]
-        # posterior.collapsed after every stage (saved since stop 31; older files: not known)
+        # where each stage's interval collapsed and was widened (posterior.resolved_interval; saved since stop 31)
         c = z["bayes_collapsed"] if "bayes_collapsed" in z.files else np.zeros(0)
         self.stage_bayes_collapsed = c if c.size else None
 
@@ -50,23 +50,12 @@ def _first(res, narrow, lo, hi):
             "mean_labels": float(res.history.n_labels[r, first][stopped].mean()) if n else None, "stopped_runs": n}
 
 
-def unguarded(res):
-    """The same saved runs without the per-stage collapse flags (:func:`bayes_eval.posterior.collapsed`)."""
-    import copy
-
-    out = copy.copy(res)
-    out.stage_bayes_collapsed = None
-    return out
-
-
 def variant(res, w, kappa=None, consecutive=1):
     """The Bayesian interval ≤ w (and the confidence sequence ≤ κw), at ``consecutive`` stage ends in a row."""
     h = res.history
     m = h.value.shape[2]
     lo, hi = res.stage_bayes_lower[..., :m], res.stage_bayes_upper[..., :m]
     ok = np.all(hi - lo <= w, 2)
-    if res.stage_bayes_collapsed is not None:     # as results.stopping: a collapsed posterior is not narrow
-        ok &= ~np.any(res.stage_bayes_collapsed, 2)
     if kappa is not None:
         cl, ch = cs_bounds(h.value, h.lower, h.upper, h.n_draws[..., None])
         ok &= np.all(np.where(np.isfinite(ch - cl), ch - cl, np.inf) <= kappa * w, 2)
@@ -87,7 +76,6 @@ def main(argv=None):
              ("bayes", lambda r, w: stopping(r, w, "bayes")),
              ("bayes-cs", lambda r, w: stopping(r, w, "bayes-cs")),
              (f"**bayes-stable** ({STABLE_STAGES} in a row; the session's rule)", lambda r, w: stopping(r, w, "bayes-stable")),
-             ("bayes-stable without the collapse guard (stop 30)", lambda r, w: stopping(unguarded(r), w, "bayes-stable")),
              ("bayes, 2 in a row", lambda r, w: variant(r, w, consecutive=2)),
              ("bayes, 5 in a row", lambda r, w: variant(r, w, consecutive=5)),
              ("bayes & CS ≤ 1.5W", lambda r, w: variant(r, w, kappa=1.5)),
