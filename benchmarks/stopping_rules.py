@@ -70,7 +70,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("files", nargs="+")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                                  "stopping_rules.md"))
+                                                  "stopping_rules_cells.md"))
     a = ap.parse_args(argv)
     rules = [("clt-cs (with the CLT check)", lambda r, w: stopping(r, w, "clt-cs")),
              ("bayes", lambda r, w: stopping(r, w, "bayes")),
