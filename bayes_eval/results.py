@@ -230,8 +230,8 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     (measured: it stopped a wrong abt-buy run at W = 0.1, ``benchmarks/results/stopping_rules.md``); ``"bayes-stable"``: the rule of
     ``session status --target-width`` for designs with a posterior -- the Bayesian interval at most
     W wide after each of the last :data:`STABLE_STAGES` stages (a posterior that is narrow once may
-    be narrow by luck: stopping on ``"bayes"`` at W = 0.02 on dblp-acm stopped 9% of runs and 2 of
-    the 9 covered; issue 15, items 3 and 4).  The Bayesian interval is
+    be narrow by luck: stopping on ``"bayes"`` at W = 0.02 on dblp-acm stopped 17% of runs and 11 of
+    the 17 covered, ``benchmarks/results/stopping_rules_cells.md``; issue 15, items 3 and 4).  The Bayesian interval is
     :func:`bayes_eval.posterior.resolved_interval`: where it collapsed onto one completed-pool
     value while an unlabeled item can still change G (``res.stage_bayes_collapsed``) it is
     widened to what one unlabeled item's class can change, so no rule stops below the

@@ -199,10 +199,8 @@ class SessionReports:
         model = self.posterior_model()
         if model is None or self._stochastic:
             return None
+        key, i, last = self._snap_key(n_draws, seed, snap_index)
         seed = self.seed if seed is None else int(seed)
-        last = len(self._snapshots) - 1
-        i = snap_index % len(self._snapshots) if self._snapshots else last
-        key = (int(n_draws), seed) if i == last else (int(n_draws), seed, i)
         if key in self._post_cache:
             return self._post_cache[key][0]
         fn = posterior_sampler(self._core, model, self.measures, self.config.get("posterior_model") or "calibrated",
@@ -306,7 +304,7 @@ class SessionReports:
         :data:`~bayes_eval.results.STABLE_STAGES` closed stages -- an interval that collapsed onto
         one completed-pool value counts at the width one unlabeled item can change
         (:meth:`bayesian_interval`) (issue 15, item 3: measured in
-        ``benchmarks/results/stopping_rules.md``: coverage at the stop 0.96-1.00 or no stop, on dblp-acm,
+        ``benchmarks/results/stopping_rules_cells.md``: coverage at the stop 0.95-1.00 or no stop, on dblp-acm,
         abt-buy, the demo pool and a 10%-positive pool, where stopping on the posterior the
         first time it is narrow stopped wrong runs).  The width is extrapolated as
         width ∝ 1/sqrt(labels) from the current value: an *extrapolation*, not a promise
@@ -401,6 +399,7 @@ class SessionReports:
         return out
 
     def _snap_key(self, n_draws: int, seed: int | None, snap_index: int):
+        """(cache key of :meth:`posterior`, closed-stage index, last index)."""
         seed = self.seed if seed is None else int(seed)
         last = len(self._snapshots) - 1
         i = snap_index % len(self._snapshots) if self._snapshots else last
