@@ -199,7 +199,9 @@ def _clt_check_line(comps, bayes_shown: bool | None = None) -> str:
     bad = [c for c in checked if not c["clt_reliable"]]
     if bad:
         c = bad[0]
-        r = "an unbounded" if c["clt_check"] is None else f"{c['clt_check']:.3g}×"
+        # a ratio over 10^6 means the draws' own variance is ~0 (e.g. every draw so far the same): say so
+        r = ("an unbounded multiple of" if c["clt_check"] is None else
+             "over 10^6 ×" if c["clt_check"] > 1e6 else f"{c['clt_check']:.3g}×")
         if bayes_shown is None:
             bayes_shown = any("bayes_lower" in x for x in comps)
         read = "read the Bayesian interval (shown first)" if bayes_shown else "read the --bayesian interval"

@@ -256,3 +256,14 @@ def test_a_session_widens_a_collapsed_posterior_to_one_items_change(tmp_path):
     assert out["estimates"][0]["bayes_lower"] == pytest.approx(16 / 17)
     assert "widened to what one unlabeled item's label can change" in _status_text(out)
     assert bool(s.summary(bayesian=True)["bayes_collapsed"].iloc[0])
+
+
+def test_the_clt_check_line_reads_huge_and_unbounded_ratios_in_words():
+    from bayes_eval.session_cli import _clt_check_line
+
+    def line(ratio):
+        return _clt_check_line([{"component": "f1", "clt_reliable": False, "clt_check": ratio}])
+
+    assert "expects 80× the variance" in line(80.0)
+    assert "expects over 10^6 × the variance" in line(8.74e30) and "e+30" not in line(8.74e30)
+    assert "expects an unbounded multiple of the variance" in line(None)
