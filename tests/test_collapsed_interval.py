@@ -1,0 +1,131 @@
+"""Issue 15, item 3: a Bayesian interval is never narrower than one unlabeled item's label
+(``posterior.collapsed``, ``posterior.one_item_range``, ``posterior.resolved_interval``), in
+the pure functions and in a session (its own file, so the test runner can place it apart
+from the heavier posterior and session files)."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayes_eval as be
+from bayes_eval import measures as M
+from bayes_eval.posterior import equal_tailed
+from bayes_eval.session_cli import _status_text
+
+
+def test_collapsed_flags_a_point_mass_only_while_an_unlabeled_item_can_change_the_value():
+    """Issue 15, item 3: an interval that holds one completed-pool value is the model's bet
+    that nothing is hidden, unless every item whose class changes its loss is labeled."""
+    from bayes_eval.cells import CellTable
+    from bayes_eval.posterior import collapsed, unlabeled_items_matter
+
+    # two cells: predicted positives (loss depends on the class) and predicted negatives
+    # (F1's FN term: depends on the class too); a third whose loss ignores the class
+    loss = jnp.array([[[0.0, 0.0], [1.0, 1.0]], [[0.0, 0.0], [0.0, 0.5]], [[0.0, 0.0], [0.0, 0.0]]])
+    cells = CellTable(stratum=jnp.array([0, 1, 2]), size=jnp.array([10.0, 30.0, 5.0]),
+                      weight=jnp.full(3, 1 / 45), loss=loss, prior=jnp.full((3, 2), 0.5),
+                      truth=jnp.zeros((3, 2)))
+    open_ = jnp.array([[0.0, 10.0], [29.0, 0.0], [0.0, 0.0]])       # one predicted negative unlabeled
+    done = jnp.array([[0.0, 10.0], [30.0, 0.0], [0.0, 0.0]])        # only class-blind items unlabeled
+    assert bool(unlabeled_items_matter(cells, open_)) and not bool(unlabeled_items_matter(cells, done))
+    n = 1000
+    point = jnp.full((n, 1), 0.973)
+    assert bool(collapsed(point, open_, cells)[0]) and not bool(collapsed(point, done, cells)[0])
+    # 2% of the draws one step lower: the equal-tailed 95% interval is still the point ...
+    two = point.at[:20].set(0.947)
+    lo, hi = equal_tailed(two)
+    assert float((hi - lo)[0]) == 0.0 and bool(collapsed(two, open_, cells)[0])
+    # ... 3% lower: the lower tail reaches the next value and the interval is no point
+    three = point.at[:30].set(0.947)
+    assert not bool(collapsed(three, open_, cells)[0])
+    # just past the edge, where interpolated quantiles give a sliver of width, it is still no point
+    edge = point.at[:25].set(0.947)
+    lo, hi = equal_tailed(edge)
+    assert 0.0 < float((hi - lo)[0]) < 0.001 and not bool(collapsed(edge, open_, cells)[0])
+    # continuous draws never collapse; a 99% interval asks for more mass on the point
+    rng = np.random.default_rng(0)
+    assert not bool(collapsed(jnp.asarray(rng.normal(0.5, 0.01, (n, 1))), open_, cells)[0])
+    assert not bool(collapsed(two, open_, cells, level=0.99)[0])
+
+
+def test_a_collapsed_interval_is_widened_to_what_one_unlabeled_item_can_change():
+    """posterior.resolved_interval: where >= 95% of the draws complete the pool alike while an
+    unlabeled item can still change F1, the interval is the values one item's class away --
+    the dblp-acm case in miniature (every predicted positive labeled positive, one positive
+    hidden among predicted negatives whose other items are labeled negative)."""
+    from bayes_eval.cells import CellTable
+    from bayes_eval.posterior import complete_pool_draws, one_item_range, PosteriorDraws, resolved_interval
+
+    f1 = M.get("f1").g
+    # F1's loss: (TP, (predicted + true positives) / 2) per item
+    pp = [[0.0, 0.5], [1.0, 1.0]]          # predicted positive: y = 0 -> FP, y = 1 -> TP
+    pn = [[0.0, 0.0], [0.0, 0.5]]          # predicted negative: y = 1 -> FN
+    cells = CellTable(stratum=jnp.array([0, 1, 2]), size=jnp.array([18.0, 30.0, 2.0]),
+                      weight=jnp.full(3, 1 / 50), loss=jnp.array([pp, pn, pn]), prior=jnp.full((3, 2), 0.5),
+                      truth=jnp.zeros((3, 2)))
+    labeled = jnp.array([[0.0, 18.0], [29.0, 0.0], [1.0, 1.0]])   # 1 unlabeled item in cell 1
+    n = 400
+    pi = jnp.broadcast_to(jnp.array([[0.0, 1.0], [0.99, 0.01], [0.5, 0.5]]), (n, 3, 2))
+    value, risk, m = complete_pool_draws(jax.random.PRNGKey(0), f1, cells, labeled, pi)
+    found = 2 * 18 / (2 * 18 + 1)           # 18 TP, 1 FN found: 0.973
+    hidden = 2 * 18 / (2 * 18 + 2)          # one more FN: 0.947
+    assert 0.0 < float(jnp.mean(jnp.isclose(value[:, 0], hidden))) < 0.025   # the 1% draws, under the 2.5% tail
+    post = PosteriorDraws(value=value, risk=risk, pi=pi, unlabeled_counts=m,
+                          one_item=one_item_range(value, risk, m, cells, f1))
+    lo0, hi0 = equal_tailed(value)
+    assert float(lo0[0]) == pytest.approx(found) and float(hi0[0]) == pytest.approx(found)  # width 0: misses 0.947
+    lo, hi, col = resolved_interval(post, labeled, cells)
+    assert bool(col[0])
+    # widened to one hidden positive below; nothing above (no unlabeled positive to relabel)
+    assert float(lo[0]) == pytest.approx(hidden) and float(hi[0]) == pytest.approx(found)
+    # where nothing that matters is unlabeled the point is the answer and stays a point
+    full = labeled.at[1, 0].set(30.0)
+    v2, r2, m2 = complete_pool_draws(jax.random.PRNGKey(1), f1, cells, full, pi)
+    post2 = PosteriorDraws(value=v2, risk=r2, pi=pi, unlabeled_counts=m2, one_item=one_item_range(v2, r2, m2, cells, f1))
+    lo2, hi2, col2 = resolved_interval(post2, full, cells)
+    assert not bool(col2[0]) and float(hi2[0] - lo2[0]) == 0.0
+    # an interval that already spans several completions is left as it is
+    pi3 = pi.at[:, 1].set(jnp.array([0.5, 0.5]))
+    v3, r3, m3 = complete_pool_draws(jax.random.PRNGKey(2), f1, cells, labeled, pi3)
+    post3 = PosteriorDraws(value=v3, risk=r3, pi=pi3, unlabeled_counts=m3, one_item=one_item_range(v3, r3, m3, cells, f1))
+    lo3, hi3, col3 = resolved_interval(post3, labeled, cells)
+    e3 = equal_tailed(v3)
+    assert not bool(col3[0]) and float(lo3[0]) == float(e3[0][0]) and float(hi3[0]) == float(e3[1][0])
+
+
+def test_a_session_widens_a_collapsed_posterior_to_one_items_change(tmp_path):
+    """Issue 15, item 3: once every positive is found and the low-score items left unlabeled
+    look negative, the posterior puts >= 95% on one completion of the pool and its
+    equal-tailed interval has width 0 -- the model's bet that nothing is hidden.  The session
+    shows it widened to what one unlabeled item's label can change (one hidden positive:
+    F1 16/17), flags it, and the stopping rule reads that width: it cannot stop below it."""
+    from bayes_eval.posterior import collapsed
+
+    rng = np.random.default_rng(0)
+    n = 400
+    scores = np.concatenate([rng.normal(3.0, 0.3, 8), rng.normal(-6.0, 0.5, n - 8)])
+    pool = be.Pool.from_arrays(scores=scores, labels=(np.arange(n) < 8).astype(int), threshold=0.0)
+    s = be.Session.create(str(tmp_path / "c.db"), pool, "f1", "ais", seed=0)
+    for _ in range(6):
+        b = s.next_batch(50)
+        s.add_labels(b["item"], pool.labels[pool.index_of(b["item"].to_numpy())])
+    draws = s.posterior()
+    assert int(np.sum(s._labeled)) < n
+    assert bool(collapsed(jnp.asarray(draws[:, :1]), jnp.asarray(s._labeled), s._core.cells)[0])
+    assert np.quantile(draws[:, 0], 0.025) == np.quantile(draws[:, 0], 0.975) == 1.0   # width 0 before widening
+    iv = s.bayesian_interval()
+    assert bool(iv["collapsed"].iloc[0])
+    assert iv["lower"].iloc[0] == pytest.approx(16 / 17) and iv["upper"].iloc[0] == pytest.approx(1.0)
+    # the rule reads the widened width: below one item's change it is not reached, above it it is
+    st = s.stopping(0.05, bayesian=True)
+    assert st["kind"] == "bayes-stable" and st["collapsed"] is True and st["reached"] is False
+    assert st["width"] == pytest.approx(1 - 16 / 17)
+    assert s.stopping(0.1, bayesian=True)["reached"] is True
+    # status flags the interval, the CLI says so, and summary.csv of session report carries it
+    out = s.status(target_width=0.05, bayesian=True)
+    assert out["estimates"][0]["bayes_collapsed"] is True
+    assert out["estimates"][0]["bayes_lower"] == pytest.approx(16 / 17)
+    assert "widened to what one unlabeled item's label can change" in _status_text(out)
+    assert bool(s.summary(bayesian=True)["bayes_collapsed"].iloc[0])
