@@ -294,9 +294,13 @@ def test_calibrated_posterior_per_cell_does_not_spread_a_strata_labels_over_its_
     for by in ("cell", "stratum"):
         u = posterior_units(cells, 8, by)
         model = cal.calibrated_model(u.probs)
-        cnt, unl = leaf_counts(u.cells, lab, u.n_units)
-        post = finite_pool_posterior(jax.random.PRNGKey(0), model, u.cells, lab, u.n_units, MEASURE.g, n_draws=400,
-                                     state=model.fit(model.init_state(), cnt, unl))
+
+        def draw(key, labeled, u=u, model=model):   # jit-compiled: one compilation instead of op-by-op dispatch
+            cnt, unl = leaf_counts(u.cells, labeled, u.n_units)
+            return finite_pool_posterior(key, model, u.cells, labeled, u.n_units, MEASURE.g, n_draws=400,
+                                         state=model.fit(model.init_state(), cnt, unl))
+
+        post = jax.jit(draw)(jax.random.PRNGKey(0), lab)
         hidden = np.asarray(post.unlabeled_counts[..., 1])[:, np.asarray(u.stratum) == 7].sum(1)
         lo, hi = equal_tailed(post.value, 0.95)
         out[by] = (hidden.mean(), float(lo[0]), float(hi[0]))
