@@ -5,10 +5,34 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # the CLI commands run in-process here: no persistent compilation cache written to the home folder
 os.environ.setdefault("BAYES_EVAL_CACHE_DIR", "")
 
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import bayes_eval  # noqa: E402,F401  (enables x64)
+
+# One JAX compilation cache for the whole test run, in a temporary folder that the process
+# which made it (the xdist controller, or the one process with -n 0) removes at the end; the
+# workers inherit its path.  Tests build the same programs over and over (a demo pool's
+# session, its posterior sampler) in fresh closures, and what one test or worker compiled
+# the others load instead of compiling again -- the CLI's own cache (bayes_eval._config),
+# confined to this run.  BAYES_EVAL_TEST_CACHE=0 turns it off.
+_RUN_CACHE_OWNER = False
+if os.environ.get("BAYES_EVAL_TEST_CACHE", "1") != "0":
+    if not os.environ.get("BAYES_EVAL_TEST_JAX_CACHE"):
+        os.environ["BAYES_EVAL_TEST_JAX_CACHE"] = tempfile.mkdtemp(prefix="bayes_eval-test-jax-")
+        _RUN_CACHE_OWNER = True
+    import jax  # noqa: E402
+
+    jax.config.update("jax_compilation_cache_dir", os.environ["BAYES_EVAL_TEST_JAX_CACHE"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _RUN_CACHE_OWNER and not hasattr(session.config, "workerinput"):
+        shutil.rmtree(os.environ["BAYES_EVAL_TEST_JAX_CACHE"], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
