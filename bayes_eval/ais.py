@@ -35,7 +35,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from . import _config  # noqa: F401
-from .cells import CellTable, leaf_counts, leaf_probs
+from .cells import CellTable, leaf_counts, leaf_probs, posterior_units
 from .designs import Design, Observed, importance, mix, model_risk, normalize, sweep_share
 from .models.registry import make_companion_model, make_oracle_model
 
@@ -64,7 +64,8 @@ def ais_proposal(g, cells: CellTable, labeled, pi_cell, risk, eps0: float, delta
 
 def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree", depth: int = 8,
                branching: int | None = None, strength: float = 1.0, eps0: float = 1e-3, delta: float = 0.0,
-               oracle: str = "deterministic", plugin: str = "model", em_iters: int = 10, companion: str | None = None):
+               oracle: str = "deterministic", plugin: str = "model", em_iters: int = 10, companion: str | None = None,
+               companion_units: str = "stratum", check_units: str | None = None):
     """Build the AIS design for a cell table.  Returns ``(design, n_strata)``.
 
     ``companion="calibrated"`` makes every stage's proposal the mixture
@@ -77,6 +78,28 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
     balanced synthetic pool the depth-8 tree alone gives MSE 3.6e-3 (passive: 1.8e-4),
     with the companion 1.8e-4; on a 10% pool 1.1e-2 → 7.9e-4; on abt-buy 2.0e-4 both, on
     dblp-acm 3.1e-4 → 6.8e-5.
+
+    ``companion_units`` / ``check_units`` (``"stratum"`` or ``"cell"``; ``check_units``
+    None: as ``companion_units``): the units the companion is fitted on for the proposal,
+    and for ``Design.shares`` -- the class shares behind the model-assisted variance and the
+    CLT check (``docs/architecture.md``).  A stratum that straddles the decision threshold is
+    drawn unevenly (for F1 its predicted positives far more than its predicted negatives),
+    so a per-stratum fit lends the labeled predicted positives' rate to the unlabeled
+    predicted negatives -- the reason the finite-pool posterior is fitted per cell
+    (``cells.posterior_units``).  Both stay per stratum by default; measured on the same
+    seeds (``benchmarks/results/companion_units.md``, F1, 2000 runs on dblp-acm, the one
+    shared pool with a straddling stratum):
+
+    * ``check_units="cell"`` (the curve (a, b, κ) refitted on the cells for the check,
+      warm-started from the proposal's fit; the proposals, hence the estimates, unchanged):
+      the check passes at 500 labels in 0.89 of runs instead of 0.78, every one of them
+      covering; but where it passes at 1000 labels the CLT interval covers 0.92 instead of
+      0.94 (binomial SE 0.006) -- the per-stratum shares over-state the straddling
+      stratum's hidden positives, and that over-statement was holding coverage up -- and
+      the refit is one more fit per stage: 40% more time per simulated run.
+    * ``companion_units="cell"``: the same check gain, but the MSE of F1 on dblp-acm is
+      6-9% larger (1.4-1.7 Monte Carlo SE at each checkpoint) while on the 10% synthetic
+      pool it is 5-10% smaller (1-1.5 SE): no consistent gain for changing every proposal.
     """
     if oracle not in ("deterministic", "stochastic"):
         raise ValueError(f"oracle must be 'deterministic' or 'stochastic', got {oracle!r}")
@@ -91,18 +114,51 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
     design = model_design(name, g, om, n_strata, predictive="point", **kw)
     if companion in (None, "none"):
         return design, n_strata
-    cm = make_companion_model(companion, probs_k)
-    mate = model_design(name, g, cm, n_strata, predictive="posterior", **kw)
+    if companion_units == "stratum":
+        n_units, unit_probs, unit_of = n_strata, probs_k, None
+    elif companion_units == "cell":
+        units = posterior_units(cells, n_strata, "cell")
+        n_units, unit_probs, unit_of = units.n_units, units.probs, units.cells.stratum
+    else:
+        raise ValueError(f"companion_units must be 'stratum' or 'cell', got {companion_units!r}")
+
+    def on_units(c):
+        # the companion's units: the strata, or (by cell) posterior_units' cells
+        return c if unit_of is None else c._replace(stratum=unit_of)
+
+    cm = make_companion_model(companion, unit_probs)
+    per_unit = model_design(name, g, cm, n_units, predictive="posterior", **kw)
+    mate = per_unit._replace(init=lambda c: per_unit.init(on_units(c)),
+                             propose=lambda st, c, o: per_unit.propose(st, on_units(c), o),
+                             update=lambda st, c, o: per_unit.update(st, on_units(c), o))
 
     def share(state, cells, obs: Observed):
         # ρ_t from the companion's predictive, before the stage is drawn
-        counts = leaf_counts(cells, obs.labeled, n_strata)[0]
-        return sweep_share(cells, obs.labeled, cm.posterior_predictive(state.second, counts)[cells.stratum])
+        u = on_units(cells)
+        counts = leaf_counts(u, obs.labeled, n_units)[0]
+        return sweep_share(cells, obs.labeled, cm.posterior_predictive(state.second, counts)[u.stratum])
+
+    check_units = companion_units if check_units is None else check_units
+    if check_units not in ("stratum", "cell"):
+        raise ValueError(f"check_units must be 'stratum' or 'cell', got {check_units!r}")
+    if check_units == companion_units:
+        def share_pi(state, cells, labeled):
+            u = on_units(cells)
+            counts = leaf_counts(u, labeled, n_units)[0]
+            return cm.posterior_predictive(state.second, counts)[u.stratum]
+    else:
+        cu = posterior_units(cells, n_strata, check_units)
+        cm_check = make_companion_model(companion, cu.probs)
+
+        def share_pi(state, cells, labeled):
+            # the companion's calibration curve (a, b, κ), each check unit at its own score and labels
+            u = cells._replace(stratum=cu.cells.stratum)
+            counts, unl = leaf_counts(u, labeled, cu.n_units)
+            return cm_check.posterior_predictive(cm_check.fit(state.second, counts, unl), counts)[u.stratum]
 
     def shares(state, cells, labeled):
         # the companion's class shares per cell, labeled items at their labels (Design.shares)
-        counts = leaf_counts(cells, labeled, n_strata)[0]
-        pi = cm.posterior_predictive(state.second, counts)[cells.stratum]
+        pi = share_pi(state, cells, labeled)
         unlabeled = cells.size - labeled.sum(axis=1)
         return (labeled + unlabeled[:, None] * pi) / jnp.maximum(cells.size, 1.0)[:, None]
 

@@ -81,7 +81,8 @@ def _ais(measure, cells, n_strata, s):
                            depth=s.get("depth", 8), branching=s.get("branching"), strength=s.get("strength", 1.0),
                            eps0=s.get("eps", 1e-3), delta=s.get("delta", 0.0),
                            oracle=s.get("oracle", "deterministic"), plugin=s.get("plugin", "model"),
-                           em_iters=s.get("em_iters", 10), companion=s.get("companion"))
+                           em_iters=s.get("em_iters", 10), companion=s.get("companion"),
+                           companion_units=s.get("companion_units", "stratum"), check_units=s.get("check_units"))
     return design
 
 
