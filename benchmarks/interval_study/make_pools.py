@@ -9,6 +9,9 @@ to POOL).
     python benchmarks/interval_study/make_pools.py /tmp/istudy --twin ../shared/data/abt-buy.parquet 20
     python benchmarks/interval_study/make_pools.py /tmp/istudy --bump ../shared/data/abt-buy.parquet 15 10000 12000
 
+``--kinds``: the held-out kinds (:func:`held_out_kinds`: probability scores with heavy ties,
+and a balanced pool of probability scores) instead of the synthetic pools.
+
 ``--bump POOL K LO HI``: POOL with K negatives ranked in [LO, HI) by score made positive -- a
 bump of positives at low scores, where the positive rate is *not* monotone in the score (the
 negative control of the monotone posterior models, ``monotone_restricted.py`` and
@@ -50,8 +53,35 @@ def bump(path, k, lo, hi, seed=0):
     return df.assign(label=label)
 
 
-def main(out, twin_of=None, k=0, bump_range=None):
+def held_out_kinds(seed=7):
+    """Two pools of the kinds the project is also checked on and the shared pools are not
+    (issue 15's held-out kinds), from one generator in this order:
+
+    * ``prob_ties``: 40,000 items, 0.4% positive, *probability* scores of an over-confident
+      classifier (sigmoid of twice the margin) rounded to two decimals -- 80 distinct
+      scores, 30,000 items tied at 0.00 (a heavy-ties pool, probability-valued);
+    * ``balanced_prob``: 20,000 items, 50% positive, probability scores.
+    """
+    rng = np.random.default_rng(seed)
+    n = 40000
+    y = (rng.random(n) < 0.004).astype(np.int8)
+    s = np.where(y == 1, rng.normal(0.5, 1.3, n), rng.normal(-3.2, 0.8, n))
+    p = np.round(1 / (1 + np.exp(-2.0 * s)), 2)
+    yield "prob_ties", pd.DataFrame({"score": p, "pred": (p >= 0.5).astype(np.int8), "label": y})
+    n = 20000
+    y = (rng.random(n) < 0.5).astype(np.int8)
+    s = np.where(y == 1, rng.normal(0.8, 1.0, n), rng.normal(-0.8, 1.0, n))
+    p = 1 / (1 + np.exp(-s))
+    yield "balanced_prob", pd.DataFrame({"score": p, "pred": (p >= 0.5).astype(np.int8), "label": y})
+
+
+def main(out, twin_of=None, k=0, bump_range=None, kinds=False):
     os.makedirs(out, exist_ok=True)
+    if kinds:
+        for name, df in held_out_kinds():
+            df.to_parquet(os.path.join(out, f"{name}.parquet"))
+            print(name, len(df), int(df.label.sum()), "positives,", df.score.nunique(), "distinct scores")
+        return
     if bump_range is not None:
         df = bump(twin_of, k, *bump_range)
         name = f"{os.path.splitext(os.path.basename(twin_of))[0]}-bump{k}"
@@ -81,12 +111,16 @@ def parse(argv=None):
     ap.add_argument("--twin", nargs=2, metavar=("POOL", "K"), help="also POOL with K tail negatives made positive")
     ap.add_argument("--bump", nargs=4, metavar=("POOL", "K", "LO", "HI"),
                     help="POOL with K negatives ranked in [LO, HI) by score made positive")
+    ap.add_argument("--kinds", action="store_true",
+                    help="the held-out kinds instead: prob_ties (probability scores, heavy ties) and balanced_prob")
     return ap.parse_args(argv)
 
 
 if __name__ == "__main__":
     a = parse()
-    if a.bump:
+    if a.kinds:
+        main(a.out, kinds=True)
+    elif a.bump:
         main(a.out, a.bump[0], int(a.bump[1]), (int(a.bump[2]), int(a.bump[3])))
     elif a.twin:
         main(a.out, a.twin[0], int(a.twin[1]))
