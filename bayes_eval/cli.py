@@ -72,6 +72,7 @@ _RULES = {
     "level": (lambda v: _FINITE(v) and 0 < v < 1, "in (0, 1)"),
     "target_width": (lambda v: v is None or (_FINITE(v) and v > 0), "> 0"),
     "stop_width": (lambda v: v is None or (_FINITE(v) and v > 0), "> 0"),
+    "bayes_draws": (lambda v: v >= 40, ">= 40 (a 95% interval's tails need draws)"),
     "threshold": (lambda v: v is None or _FINITE(v), "a finite number"),
 }
 
@@ -176,6 +177,10 @@ def build_parser():
                         "designs with a posterior; as costly as bayes)")
     s.add_argument("--posterior-model", default="calibrated",
                    help="model of the Bayesian intervals: calibrated (default, binary), design, dirichlet-tree")
+    s.add_argument("--bayes-draws", type=int, default=200, metavar="N",
+                   help="posterior draws per Bayesian interval (default 200; a session uses 1000). The "
+                        "equal-tailed interval of N draws holds on average 94.0%% of the posterior's mass at "
+                        "N = 200 and 94.8%% at 1000; the cost of the Bayesian intervals grows with N")
     _add_design_args(s)
     s.add_argument("--poisson-size", default="random", choices=["random", "exact", "pareto", "sequential"],
                    help="Poisson designs: random-size rounds (true Poisson sampling, mean = the batch; default) or "
@@ -267,7 +272,7 @@ def cmd_simulate(args):
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch,
                                 repeats=args.repeats, seed=args.seed, checkpoints=checkpoints,
                                 bayes=bayes or bayes_stages, posterior_model=args.posterior_model,
-                                bayes_stages=bayes_stages, **_design_kw(args))
+                                bayes_draws=args.bayes_draws, bayes_stages=bayes_stages, **_design_kw(args))
     summary = summarize(res)
     tv = res.true_value
     out = {
@@ -291,6 +296,7 @@ def cmd_simulate(args):
         "seconds_per_run": res.seconds / args.repeats,
         "bayes_seconds": res.bayes_seconds,
         "posterior_model": args.posterior_model if res.bayes_lower is not None else None,
+        "bayes_draws": args.bayes_draws if res.bayes_lower is not None else None,
         "stalled_runs": int(res.stalled.sum()),
         "checkpoints": summary,
     }

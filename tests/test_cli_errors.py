@@ -134,6 +134,7 @@ def test_failed_next_records_no_stage(tmp_path, capsys, pool_file, pool):
     (["simulate", "{pool}", "--budget", "-5"], "--budget must be a positive integer, got -5"),
     (["simulate", "{pool}", "--batch", "0"], "--batch must be a positive integer, got 0"),
     (["simulate", "{pool}", "--checkpoints", "0,10"], "--checkpoints must be positive"),
+    (["simulate", "{pool}", "--bayes-draws", "10"], "--bayes-draws must be >= 40"),
     (["demo", "--budget", "0"], "--budget must be a positive integer, got 0"),
 ])
 def test_bad_option_values_are_refused_before_anything_runs(tmp_path, capsys, monkeypatch, pool_file, argv, flag):

@@ -258,6 +258,29 @@ def test_cli_stop_width_reports_the_interval_it_stopped_on(capsys):
     assert "--bayes no" in capsys.readouterr().err
 
 
+def test_cli_bayes_draws_sets_the_posterior_draws_of_the_bayesian_intervals(capsys, monkeypatch):
+    """--bayes-draws reaches the simulation (the default is 200) and the JSON says how many
+    draws each Bayesian interval had; without Bayesian intervals it is null."""
+    from bayes_eval import cli, simulate
+
+    seen = []
+    real = simulate.run_simulation
+
+    def spy(*a, **kw):
+        seen.append(kw.get("bayes_draws"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(simulate, "run_simulation", spy)
+    args = ["simulate", "demo", "--design", "ais", "--budget", "100", "--batch", "50", "--repeats", "2",
+            "--checkpoints", "100", "--format", "json"]
+    assert cli.main(args + ["--bayes", "yes", "--bayes-draws", "60"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert seen == [60] and out["bayes_draws"] == 60 and out["checkpoints"][0]["coverage_bayes"] is not None
+    assert cli.main(args + ["--bayes", "no"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert seen == [60, 200] and out["bayes_draws"] is None
+
+
 @pytest.mark.slow
 def test_cli_stop_width_defaults_to_bayes_stable_for_ais(capsys, tmp_path):
     """End to end: AIS with --stop-width and no --stop-interval stops on bayes-stable (a
