@@ -27,7 +27,9 @@ from golden.make_golden import DESIGNS, HERE, TIMING_KEYS, session_transcript, s
 #: the confidence sequence's coverage and width per checkpoint (issue 15); the CLT check (issue 15)
 ADDED_KEYS = {"coverage_cs", "mean_width_cs",
               # the CLT check of the model-assisted variance (issue 15, stop 25)
-              "clt_check_passed", "coverage_checked", "clt_check", "clt_reliable"}
+              "clt_check_passed", "coverage_checked", "clt_check", "clt_reliable",
+              # simulate --bayes-draws: the posterior draws of each Bayesian interval (stop 32)
+              "bayes_draws"}
 RTOL = 1e-7
 ATOL = 1e-10
 
