@@ -132,20 +132,21 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
                              propose=lambda st, c, o: per_unit.propose(st, on_units(c), o),
                              update=lambda st, c, o: per_unit.update(st, on_units(c), o))
 
+    def companion_pi(state, cells, labeled):
+        # the companion's posterior predictive per cell, from the labels per unit
+        u = on_units(cells)
+        counts = leaf_counts(u, labeled, n_units)[0]
+        return cm.posterior_predictive(state.second, counts)[u.stratum]
+
     def share(state, cells, obs: Observed):
         # ρ_t from the companion's predictive, before the stage is drawn
-        u = on_units(cells)
-        counts = leaf_counts(u, obs.labeled, n_units)[0]
-        return sweep_share(cells, obs.labeled, cm.posterior_predictive(state.second, counts)[u.stratum])
+        return sweep_share(cells, obs.labeled, companion_pi(state, cells, obs.labeled))
 
     check_units = companion_units if check_units is None else check_units
     if check_units not in ("stratum", "cell"):
         raise ValueError(f"check_units must be 'stratum' or 'cell', got {check_units!r}")
     if check_units == companion_units:
-        def share_pi(state, cells, labeled):
-            u = on_units(cells)
-            counts = leaf_counts(u, labeled, n_units)[0]
-            return cm.posterior_predictive(state.second, counts)[u.stratum]
+        share_pi = companion_pi
     else:
         cu = posterior_units(cells, n_strata, check_units)
         cm_check = make_companion_model(companion, cu.probs)
