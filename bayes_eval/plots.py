@@ -163,7 +163,7 @@ def plot_density(obj, component=0, estimate=None, clt=None, *, truth=None, level
         ax.axvline(t, color="black", lw=1.6, ls="--", label=f"truth {t:.3f}")
     step = 0.07 * ymax
     y = -step
-    eq = np.quantile(x, [a, 1 - a])
+    eq = np.quantile(x, [a, 1 - a], method="weibull")   # as posterior.equal_tailed
     h = hdi(x, level)
     ax.plot(eq, [y, y], color="tab:blue", lw=5, solid_capstyle="butt",
             label=f"{level:.0%} equal-tailed ({main}) [{eq[0]:.3f}, {eq[1]:.3f}]")
@@ -175,7 +175,7 @@ def plot_density(obj, component=0, estimate=None, clt=None, *, truth=None, level
         if xi.size == 0:
             continue
         y -= step
-        e = np.quantile(xi, [a, 1 - a])
+        e = np.quantile(xi, [a, 1 - a], method="weibull")
         ax.plot(e, [y, y], color=colors[i % 4], lw=5, solid_capstyle="butt",
                 label=f"{level:.0%} equal-tailed ({lab}) [{e[0]:.3f}, {e[1]:.3f}]")
         ax.plot([np.median(xi)], [y], "o", color="white", mec=colors[i % 4], ms=6)
@@ -245,8 +245,8 @@ def plot_pr_band(obj, estimate=None, clt=None, *, truth=None, level: float = 0.9
     for ax, idx, lab in ((axes[0], ip, "precision"), (axes[1], ir, "recall")):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            lo = np.nanquantile(flat[:, idx], a, axis=0)
-            hi = np.nanquantile(flat[:, idx], 1 - a, axis=0)
+            lo = np.nanquantile(flat[:, idx], a, axis=0, method="weibull")   # as posterior.equal_tailed
+            hi = np.nanquantile(flat[:, idx], 1 - a, axis=0, method="weibull")
             med = np.nanmedian(flat[:, idx], axis=0)
         ax.fill_between(thr, lo, hi, color="tab:blue", alpha=0.3, step=None, label=f"Bayes {level:.0%} band")
         ax.plot(thr, med, color="tab:blue", lw=1.2, label="posterior median")

@@ -387,6 +387,32 @@ def labeled_table(item_cell, n_cells: int, n_classes: int, rows, labels) -> np.n
     return out
 
 
+def _tail_order_statistics(draws, p):
+    """The two order statistics around the ``p`` quantile of each column of ``draws``
+    (n, m) at the plotting position h = p (n' + 1), n' the column's non-NaN draws, and the
+    interpolation weight: returns (x_(⌊h⌋), x_(⌊h⌋+1), h − ⌊h⌋), positions clipped to 1..n'
+    (Hyndman & Fan 1996, definition 6).
+
+    Why this position: for n independent draws from a continuous posterior F,
+    E F(X_(k)) = k / (n + 1), so the interval between the quantiles at positions
+    (1 ∓ level)/2 · (n + 1) holds on average exactly ``level`` of the posterior's mass
+    whatever n is.  numpy's default position, (n − 1) p + 1, holds 94.0% at n = 200 and
+    94.8% at n = 1000 for a 95% interval (checked on 20,000 uniform draw sets), so a
+    perfectly calibrated posterior would read 0.94 in a coverage table of 200-draw
+    intervals.  A column of NaN draws only gives NaN.
+    """
+    x = jnp.sort(draws, axis=0)                                   # NaN sorts last
+    n = jnp.sum(~jnp.isnan(draws), axis=0)
+    h = p * (n + 1.0)
+    j = jnp.clip(jnp.floor(h), 1, jnp.maximum(n, 1)).astype(jnp.int32)
+    frac = jnp.clip(h - j, 0.0, 1.0)
+    j1 = jnp.minimum(j + 1, jnp.maximum(n, 1))
+    lo = jnp.take_along_axis(x, (j - 1)[None, :], axis=0)[0]
+    hi = jnp.take_along_axis(x, (j1 - 1)[None, :], axis=0)[0]
+    empty = n == 0
+    return jnp.where(empty, jnp.nan, lo), jnp.where(empty, jnp.nan, hi), frac
+
+
 def equal_tailed(draws, level: float = 0.95):
     """Equal-tailed posterior interval of each component, NaN-aware.
 
@@ -398,11 +424,19 @@ def equal_tailed(draws, level: float = 0.95):
     Returns
     -------
     lower, upper : arrays, shape (m,)
-        The (1 − level)/2 and (1 + level)/2 quantiles over the draws.
+        The (1 − level)/2 and (1 + level)/2 quantiles over the draws, at the plotting
+        position p (n + 1) (:func:`_tail_order_statistics`), so the interval holds on
+        average ``level`` of the posterior's mass for any number of draws: a calibrated
+        posterior's interval covers at the nominal level in a simulation with 200 draws as
+        in a session with 1000.
     """
     a = (1.0 - level) / 2.0
-    lo = jnp.nanquantile(draws, a, axis=0)
-    hi = jnp.nanquantile(draws, 1.0 - a, axis=0)
+    draws = jnp.asarray(draws)
+    l0, l1, fl = _tail_order_statistics(draws, a)
+    u0, u1, fu = _tail_order_statistics(draws, 1.0 - a)
+    # x0 + f (x1 - x0), without inf - inf where the two are equal
+    lo = jnp.where(fl > 0, l0 + fl * (l1 - l0), l0)
+    hi = jnp.where(fu > 0, u0 + fu * (u1 - u0), u0)
     return lo, hi
 
 
@@ -412,17 +446,20 @@ def collapsed(draws, labeled, cells: CellTable, level: float = 0.95, rtol: float
 
     The finite-pool posterior is discrete: G takes one value per completion of the pool.
     When at least ``level`` of the draws sit on one value -- the outer order statistics of
-    the two tails (not interpolated, so a tail that just reaches the next value counts) are
-    equal -- the interval has width 0.  Where every item whose class changes its loss is
-    labeled that is the exact answer; otherwise it is the model's bet that none of the
-    unlabeled items changes G, which rests wholly on its tail beyond the labels:
-    :func:`resolved_interval` widens it.
+    the two tails (the ones :func:`equal_tailed` interpolates towards the tails, so a tail
+    that just reaches the next value counts) are equal -- the interval has width 0.  Where
+    every item whose class changes its loss is labeled that is the exact answer; otherwise
+    it is the model's bet that none of the unlabeled items changes G, which rests wholly on
+    its tail beyond the labels: :func:`resolved_interval` widens it.
 
     ``draws`` (n, m); ``labeled`` (X, C) over ``cells``; returns (m,) bool.
     """
     a = (1.0 - level) / 2.0
-    lo = jnp.nanquantile(draws, a, axis=0, method="lower")
-    hi = jnp.nanquantile(draws, 1.0 - a, axis=0, method="higher")
+    draws = jnp.asarray(draws)
+    l0, _, _ = _tail_order_statistics(draws, a)
+    u0, u1, fu = _tail_order_statistics(draws, 1.0 - a)
+    lo = l0                                   # the lower tail's outer order statistic
+    hi = jnp.where(fu > 0, u1, u0)            # the upper tail's
     point = (hi - lo) <= rtol * jnp.maximum(1.0, jnp.abs(lo))
     return point & unlabeled_items_matter(cells, labeled)
 

@@ -64,6 +64,7 @@ from .cells import CellTable
 from .models.posterior_samplers import CalibratedSampler  # noqa: F401  (re-exported)
 from .models.registry import POSTERIOR_SAMPLERS, posterior_sampler
 from .posterior import (
+    equal_tailed,
     labeled_table,
     leaf_counts,
     pool_posterior_from_pi,
@@ -519,13 +520,11 @@ def summary_table(obj, estimate=None, clt=None, *, truth=None, level: float = 0.
     m = len(names)
     flat = values.reshape(-1, m)
     est, clo, chi = clt_arrays(m, estimate, clt)
-    a = (1.0 - level) / 2.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         mean = np.nanmean(flat, axis=0)
         med = np.nanmedian(flat, axis=0)
-        eq_lo = np.nanquantile(flat, a, axis=0)
-        eq_hi = np.nanquantile(flat, 1.0 - a, axis=0)
+        eq_lo, eq_hi = (np.asarray(v) for v in equal_tailed(flat, level))
     h = hdi(flat, level).reshape(m, 2)
     diag = _diagnostics(values)
     df = pd.DataFrame({

@@ -29,6 +29,7 @@ from .errors import SessionError
 from .estimators import MODEL_CHECK_MAX
 from .session_core import posterior_model as core_posterior_model
 from .session_core import posterior_sampler
+from .posterior import equal_tailed
 
 __all__ = ["SessionReports"]
 
@@ -223,10 +224,8 @@ class SessionReports:
         draws = self.posterior(n_draws, seed, snap_index)
         if draws is None:
             return None
-        a = (1 - level) / 2
         with np.errstate(all="ignore"):
-            lo = np.nanquantile(draws, a, axis=0) if np.isfinite(draws).any() else np.full(draws.shape[1], np.nan)
-            hi = np.nanquantile(draws, 1 - a, axis=0) if np.isfinite(draws).any() else lo
+            lo, hi = (np.asarray(v) for v in equal_tailed(jnp.asarray(draws), level))
             med = np.nanmedian(draws, axis=0) if np.isfinite(draws).any() else lo
         # posterior.resolved_interval: a collapsed interval is widened to what one unlabeled item can change
         col = self._collapsed(level, snap_index, n_draws, seed)

@@ -40,10 +40,21 @@ def test_collapsed_flags_a_point_mass_only_while_an_unlabeled_item_can_change_th
     # ... 3% lower: the lower tail reaches the next value and the interval is no point
     three = point.at[:30].set(0.947)
     assert not bool(collapsed(three, open_, cells)[0])
-    # just past the edge, where interpolated quantiles give a sliver of width, it is still no point
+    # the edge: the 2.5% quantile sits at plotting position 0.025 (n + 1) = 25.025, so with 24
+    # lower draws the interval is still the point, and with 25 the lower tail's order statistic
+    # reaches the next value -- the interval spans the step (interpolated 0.025 of the way
+    # back up) and is no point; interval and flag agree on both sides of the edge
+    e24 = point.at[:24].set(0.947)
+    lo, hi = equal_tailed(e24)
+    assert float((hi - lo)[0]) == 0.0 and bool(collapsed(e24, open_, cells)[0])
     edge = point.at[:25].set(0.947)
     lo, hi = equal_tailed(edge)
-    assert 0.0 < float((hi - lo)[0]) < 0.001 and not bool(collapsed(edge, open_, cells)[0])
+    assert float(lo[0]) == pytest.approx(0.947 + 0.025 * 0.026) and float(hi[0]) == pytest.approx(0.973)
+    assert not bool(collapsed(edge, open_, cells)[0])
+    # the same edge on the upper tail (position 0.975 (n + 1) = 975.975: 25 draws above)
+    up = point.at[:25].set(0.999)
+    assert bool(collapsed(point.at[:24].set(0.999), open_, cells)[0]) and not bool(collapsed(up, open_, cells)[0])
+    assert float(equal_tailed(up)[1][0]) == pytest.approx(0.973 + 0.975 * 0.026)
     # continuous draws never collapse; a 99% interval asks for more mass on the point
     rng = np.random.default_rng(0)
     assert not bool(collapsed(jnp.asarray(rng.normal(0.5, 0.01, (n, 1))), open_, cells)[0])
@@ -129,3 +140,28 @@ def test_a_session_widens_a_collapsed_posterior_to_one_items_change(tmp_path):
     assert out["estimates"][0]["bayes_lower"] == pytest.approx(16 / 17)
     assert "widened to what one unlabeled item's label can change" in _status_text(out)
     assert bool(s.summary(bayesian=True)["bayes_collapsed"].iloc[0])
+
+
+@pytest.mark.parametrize("n_draws", [200, 1000])
+def test_the_equal_tailed_interval_holds_the_nominal_posterior_mass_for_any_number_of_draws(n_draws):
+    """posterior.equal_tailed puts its quantiles at plotting position p (n + 1): for n draws
+    from a continuous posterior E F(X_(k)) = k / (n + 1), so the 95% interval holds on average
+    95% of the mass -- and a calibrated posterior covers at 0.95 in a 200-draw simulation as
+    in a 1000-draw session.  Uniform draws make F the identity: the mass is hi - lo.  Over
+    4000 draw sets the mean's SE is about 0.0003 (n = 200); the band is +-0.002.  Negative
+    control: numpy's default position (n - 1) p + 1 holds 94.0% (n = 200) / 94.8% (n = 1000),
+    outside the band."""
+    rng = np.random.default_rng(n_draws)
+    u = rng.random((n_draws, 4000))
+    lo, hi = equal_tailed(jnp.asarray(u), 0.95)
+    mass = float(jnp.mean(hi - lo))
+    assert abs(mass - 0.95) < 0.002
+    lin = float(np.mean(np.quantile(u, 0.975, axis=0) - np.quantile(u, 0.025, axis=0)))
+    assert abs(lin - 0.95) > 0.002 if n_draws == 200 else lin < mass
+    # a 90% interval likewise, and NaN draws (an undefined measure in some completions) are left out
+    lo9, hi9 = equal_tailed(jnp.asarray(u), 0.90)
+    assert abs(float(jnp.mean(hi9 - lo9)) - 0.90) < 0.003
+    v = np.vstack([u, np.full((7, u.shape[1]), np.nan)])
+    lo_n, hi_n = equal_tailed(jnp.asarray(v), 0.95)
+    np.testing.assert_allclose(np.asarray(lo_n), np.asarray(lo))
+    np.testing.assert_allclose(np.asarray(hi_n), np.asarray(hi))
