@@ -3,7 +3,8 @@
     python benchmarks/run.py && python benchmarks/scale.py && python benchmarks/headline.py
 
 Reads ``results/suite_f1_<pool>.csv`` (and ``suite_accuracy_*``), ``results/speed.json`` and
-``results/scale.json``; writes ``results/headline.md``: per pool, for our main designs, the
+``results/scale.json`` (and ``results/bayes_record/*.json``: every interval kind of this
+release, ``interval_study/bayes_record.py``); writes ``results/headline.md``: per pool, for our main designs, the
 MSE of F1 at 2000 labels as a ratio to the best reference figure of ``peers.json`` (the
 the project's target is ≤ 0.1) and at 500 / 1000 (target ≤ 1), the coverage of the 95% CLT
 and Bayesian intervals at 500 / 1000 / 2000 labels, and the speed-up over the reference AIS.
@@ -24,6 +25,50 @@ MAIN = ("ais8", "ais8-tree-only", "poisson-adaptive", "poisson-adaptive-tree-onl
 
 def _f(x, spec):
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, spec)
+
+
+POOL_ORDER = ("abt-buy", "dblp-acm", "p0.5", "p0.1", "p0.01", "demo", "balanced_prob")
+
+
+def interval_table(folder):
+    """Every interval kind of this release, from ``interval_study/bayes_record.py``'s runs
+    (``bayes-eval simulate ... --bayes yes``, 500 runs per pool and design): per checkpoint the
+    coverage and mean width ÷ RMSE of the CLT interval (all runs; and where its check passed,
+    with the share that passed), the confidence sequence and the Bayesian interval (issue 15:
+    coverage 0.93–0.97 at ≤ 6 × RMSE).  Empty where the folder holds no runs."""
+    if not os.path.isdir(folder):
+        return []
+    rows = []
+    for f in sorted(os.listdir(folder)):
+        if f.endswith(".json"):
+            with open(os.path.join(folder, f)) as fh:
+                rows.append(json.load(fh))
+    if not rows:
+        return []
+
+    def name(d):
+        return os.path.splitext(os.path.basename(d["pool"]))[0]
+
+    rows.sort(key=lambda d: (POOL_ORDER.index(name(d)) if name(d) in POOL_ORDER else 99, d["design"]))
+    out = ["", "| intervals (this release; runs) | design | RMSE of F1 @500 / 1000 / 2000 | CLT coverage (width ÷ RMSE) "
+           "| CLT check passed: share, coverage there | confidence sequence coverage (÷ RMSE) "
+           "| Bayesian coverage (÷ RMSE) |", "|---|---|---|---|---|---|---|"]
+    for d in rows:
+        cps = d["checkpoints"]
+        rmse = [c["mse"] ** 0.5 for c in cps]
+
+        def kind(cov, width):
+            covs = " / ".join(_f(c.get(cov), ".2f") for c in cps)
+            rel = " / ".join(_f(c[width] / r if c.get(width) is not None and r > 0 else None, ".1f")
+                             for c, r in zip(cps, rmse))
+            return f"{covs} ({rel})"
+
+        checked = " / ".join(f"{_f(c.get('clt_check_passed'), '.2f')}, {_f(c.get('coverage_checked'), '.2f')}"
+                             for c in cps) if any(c.get("clt_check_passed") is not None for c in cps) else "–"
+        out.append(f"| {name(d)} ({d['repeats']}) | {d['design']} | {' / '.join(_f(r, '.4f') for r in rmse)} | "
+                   f"{kind('coverage', 'mean_width')} | {checked} | {kind('coverage_cs', 'mean_width_cs')} | "
+                   f"{kind('coverage_bayes', 'mean_width_bayes')} |")
+    return out
 
 
 def main(argv=None):
@@ -67,6 +112,7 @@ def main(argv=None):
                 ratios = " / ".join(_f(r.get(f"ratio_baseline@{c}"), ".2g") for c in (500, 1000, 2000))
                 clt = " / ".join(_f(r.get(f"coverage@{c}"), ".2f") for c in (500, 1000, 2000))
                 out.append(f"| {f[len('suite_f1_'):-4]} | {d} | {_f(r['mse@2000'], '.2g')} | {ratios} | {clt} |")
+    out += interval_table(os.path.join(args.results, "bayes_record"))
     sp = os.path.join(args.results, "speed.json")
     if os.path.exists(sp):
         with open(sp) as fh:
