@@ -14,7 +14,7 @@ t ≤ 5 exactly, from each run's stored check ratio (``SimulationResult.checkpoi
     taskset -c 1 python benchmarks/interval_study/check_rule_study.py --pools dblp-acm,/tmp/istudy/p0.1.parquet \\
         --repeats 2000 --seed 1
 
-writes ``benchmarks/results/check_rule/<pool>_<units>.json`` (per run: the check ratio, whether
+writes ``benchmarks/results/check_rule/<pool>_<units>_seed<S>.json`` (per run: the check ratio, whether
 the CLT interval covers; an existing file is kept unless ``--force``) and the table
 ``benchmarks/results/check_rule.md`` (its reading below "## What this says" survives).
 """
