@@ -325,6 +325,11 @@ def cmd_simulate(args):
                 extra = f" {c['coverage_bayes']:>9.2f} {c['mean_width_bayes']:>8.4f}"
             print(f"{c['labels']:>7} {mean:>9.4f} {bias:>10.2e} {c['mse']:>10.3e} {c['coverage']:>9.2f} "
                   f"{c['mean_width']:>8.4f} {c['undefined_runs']:>6}" + extra)
+        if out["stalled_runs"]:
+            spent = ", ".join(f"{c['labels']}: {c['mean_labels']:.0f}" for c in summary)
+            print(f"{out['stalled_runs']} of {args.repeats} runs stalled: a stage reached its draw cap before "
+                  "finding enough unlabeled items (the proposal puts almost no mass on the items left), so "
+                  f"fewer labels were spent than the checkpoints say; labels spent on average at {spent}")
         if any("coverage_cs" in c for c in summary):
             print("confidence sequence (valid at every stage): coverage / mean width at "
                   + ", ".join(f"{c['labels']}: {c['coverage_cs']:.2f} / {c['mean_width_cs']:.4f}"

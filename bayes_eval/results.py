@@ -120,8 +120,9 @@ def _masked_mean(a, mask, axis=None):
 
 
 def summarize(res: SimResult) -> list[dict]:
-    """Per checkpoint: labels, mean, bias, mse, coverage of the 95% CLT interval and its
-    mean width (averaged over the measure's components for vector measures); runs whose
+    """Per checkpoint: labels (the checkpoint's budget) and ``mean_labels`` (the labels the
+    runs had actually spent there: fewer where a design stalled), mean, bias, mse, coverage of
+    the 95% CLT interval and its mean width (averaged over the measure's components for vector measures); runs whose
     estimate is undefined (NaN) are left out and counted in ``undefined_runs``.
 
     For a vector measure (a PR curve) a run is left out only if *no* component is
@@ -138,7 +139,10 @@ def summarize(res: SimResult) -> list[dict]:
         fin = np.isfinite(v)
         ok = np.all(fin, axis=1) if m == 1 else np.any(fin, axis=1)
         n_ok = int(ok.sum())
-        entry = {"labels": int(ck), "undefined_runs": int((~ok).sum())}
+        entry = {"labels": int(ck), "undefined_runs": int((~ok).sum()),
+                 # labels actually spent there: fewer than ``labels`` in runs whose design stalled
+                 # (a stage ended at its draw cap before finding enough unlabeled items)
+                 "mean_labels": float(np.mean(res.checkpoint_labels[:, i]))}
         if m > 1:
             entry["undefined_share"] = float(1.0 - fin.mean())
         # KL(q* || q_t) of the proposal after this checkpoint's stage (001 Prop. 1, Fig. 2)

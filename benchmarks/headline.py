@@ -27,7 +27,7 @@ def _f(x, spec):
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, spec)
 
 
-POOL_ORDER = ("abt-buy", "dblp-acm", "p0.5", "p0.1", "p0.01", "demo", "balanced_prob")
+POOL_ORDER = ("abt-buy", "dblp-acm", "p0.5", "p0.1", "p0.01", "demo", "balanced_prob", "prob_ties")
 
 
 def interval_table(folder):

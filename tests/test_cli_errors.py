@@ -394,3 +394,33 @@ def test_simulate_reports_at_the_budget_when_every_checkpoint_is_past_it(tmp_pat
                         "--repeats", "2", "--strata", "4", "--bayes", "no", "--format", "json")
     assert rc == 0, err
     assert [c["labels"] for c in json.loads(out)["checkpoints"]] == [40]
+
+
+def test_simulate_says_when_runs_stalled_and_how_many_labels_were_spent(tmp_path, capsys):
+    """A 60-item pool and a budget of 100: every run stalls at 60 labels.  The checkpoint
+    (the budget, 100) must not pass for the labels spent: the JSON's ``mean_labels`` is 60
+    and the text says the runs stalled."""
+    from bayes_eval.pool import demo_pool
+
+    small = demo_pool(n_items=60, positive_rate=0.2, seed=1)
+    f = tmp_path / "small.csv"
+    pd.DataFrame({"item": np.arange(60), "score": small.scores[:, 0], "pred": small.preds[:, 0],
+                  "label": small.labels}).to_csv(f, index=False)
+    args = ("simulate", f, "--design", "passive", "--budget", "100", "--batch", "50", "--repeats", "3",
+            "--checkpoints", "100", "--strata", "8", "--bayes", "no", "--score-kind", "margin")
+    rc, out, err = _cli(capsys, *args, "--format", "json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["stalled_runs"] == 3
+    assert [(c["labels"], c["mean_labels"]) for c in d["checkpoints"]] == [(100, 60.0)]
+    rc, out, err = _cli(capsys, *args)
+    assert rc == 0, err
+    assert "3 of 3 runs stalled" in out and "100: 60" in out
+
+
+def test_simulate_is_silent_about_stalls_when_no_run_stalled(tmp_path, capsys, pool_file):
+    rc, out, err = _cli(capsys, "simulate", pool_file, "--design", "passive", "--budget", "40", "--batch", "20",
+                        "--repeats", "2", "--checkpoints", "40", "--strata", "4", "--bayes", "no",
+                        "--score-kind", "margin")
+    assert rc == 0, err
+    assert "stalled" not in out

@@ -29,7 +29,9 @@ ADDED_KEYS = {"coverage_cs", "mean_width_cs",
               # the CLT check of the model-assisted variance (issue 15, stop 25)
               "clt_check_passed", "coverage_checked", "clt_check", "clt_reliable",
               # simulate --bayes-draws: the posterior draws of each Bayesian interval (stop 32)
-              "bayes_draws"}
+              "bayes_draws",
+              # labels actually spent at each checkpoint (fewer where a design stalled; stop 33)
+              "mean_labels"}
 RTOL = 1e-7
 ATOL = 1e-10
 

@@ -147,6 +147,8 @@ def test_small_pool_stalls_instead_of_looping():
     assert err <= bound, (err, bound)
     s = summarize(res)[0]
     assert 0.90 <= s["coverage"] <= 0.99, s
+    # the checkpoint says its budget and the labels actually spent there
+    assert s["labels"] == 100 and s["mean_labels"] == 60, s
 
 
 def test_cli_simulate_json(capsys):

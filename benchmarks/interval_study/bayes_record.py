@@ -32,7 +32,7 @@ from audit_study import fmt, pool_name, pool_path, simulate_to, write_table  # n
 
 OUT = os.path.join(ROOT, "benchmarks", "results", "bayes_record")
 TABLE = os.path.join(ROOT, "benchmarks", "results", "interval_bayes_record.md")
-ORDER = ["abt-buy", "dblp-acm", "p0.5", "p0.1", "p0.01", "demo", "balanced_prob"]
+ORDER = ["abt-buy", "dblp-acm", "p0.5", "p0.1", "p0.01", "demo", "balanced_prob", "prob_ties"]
 
 
 def run_one(pool, design, repeats, seed, draws, force):
