@@ -121,9 +121,10 @@ def _masked_mean(a, mask, axis=None):
 
 def summarize(res: SimResult) -> list[dict]:
     """Per checkpoint: labels (the checkpoint's budget) and ``mean_labels`` (the labels the
-    runs had actually spent there: fewer where a design stalled), mean, bias, mse, coverage of
-    the 95% CLT interval and its mean width (averaged over the measure's components for vector measures); runs whose
-    estimate is undefined (NaN) are left out and counted in ``undefined_runs``.
+    runs had actually spent there: fewer where a design stalled), mean, bias, mse, coverage
+    of the 95% CLT interval and its mean width (averaged over the measure's components for
+    vector measures); runs whose estimate is undefined (NaN) are left out and counted in
+    ``undefined_runs``.
 
     For a vector measure (a PR curve) a run is left out only if *no* component is
     defined; otherwise its undefined components (e.g. precision above the highest score

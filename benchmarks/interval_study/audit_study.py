@@ -48,13 +48,29 @@ def pool_name(p):
     return os.path.splitext(os.path.basename(p))[0]
 
 
+def kept(out, force):
+    """Whether a study's result file ``out`` exists and is kept (not ``force``): a study
+    resumes where it was interrupted."""
+    if os.path.exists(out) and not force:
+        print("kept", out, flush=True)
+        return True
+    return False
+
+
+def save_json(out, d, seconds, indent=1):
+    """Write ``d`` to ``out`` atomically (a killed study leaves no half-written file)."""
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out + ".tmp", "w") as f:
+        json.dump(d, f, indent=indent)
+    os.replace(out + ".tmp", out)
+    print("wrote", out, f"({seconds:.0f} s)", flush=True)
+
+
 def simulate_to(out, args, extra, force, code=ROOT):
     """One ``bayes-eval simulate ... --format json`` (``args`` after ``simulate``), run by the
     package in ``code``, written with ``extra`` keys to ``out`` atomically as it ends; an
     existing ``out`` is kept unless ``force``."""
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    if os.path.exists(out) and not force:
-        print("kept", out, flush=True)
+    if kept(out, force):
         return
     cmd = [sys.executable, "-m", "bayes_eval.cli", "simulate", *args, "--format", "json"]
     env = dict(os.environ, PYTHONPATH=code)
@@ -63,11 +79,7 @@ def simulate_to(out, args, extra, force, code=ROOT):
         raise SystemExit(f"{' '.join(cmd)} failed:\n{res.stderr[-2000:]}")
     d = json.loads(res.stdout)
     d.update(extra)
-    tmp = out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(d, f, indent=1)
-    os.replace(tmp, out)
-    print("wrote", out, f"({d['seconds'] + d['compile_seconds'] + d.get('bayes_seconds', 0):.0f} s)", flush=True)
+    save_json(out, d, d["seconds"] + d["compile_seconds"] + (d.get("bayes_seconds") or 0))
 
 
 def run_one(pool, delta, repeats, seed, force):

@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
-from audit_study import pool_name, pool_path, write_table  # noqa: E402
+from audit_study import kept, pool_name, pool_path, save_json, write_table  # noqa: E402
 
 OUT = os.path.join(ROOT, "benchmarks", "results", "check_rule")
 TABLE = os.path.join(ROOT, "benchmarks", "results", "check_rule.md")
@@ -45,8 +45,7 @@ CHECKPOINTS = (500, 1000, 2000)
 
 def run_one(pool, units, repeats, seed, force):
     out = os.path.join(OUT, f"{pool_name(pool)}_{units}_seed{seed}.json")
-    if os.path.exists(out) and not force:
-        print("kept", out, flush=True)
+    if kept(out, force):
         return
     from bayes_eval.registry import load_pool, measure_from_args
     from bayes_eval.results import covers
@@ -65,11 +64,7 @@ def run_one(pool, units, repeats, seed, force):
          "seconds": time.time() - t0, "checkpoints": list(CHECKPOINTS),
          "defined": np.isfinite(value).T.tolist(), "covers": cover.T.astype(bool).tolist(),
          "ratio": np.where(np.isfinite(ratio), ratio, -1.0).T.tolist()}
-    os.makedirs(OUT, exist_ok=True)
-    with open(out + ".tmp", "w") as f:
-        json.dump(d, f)
-    os.replace(out + ".tmp", out)
-    print("wrote", out, f"({d['seconds']:.0f} s)", flush=True)
+    save_json(out, d, d["seconds"], indent=None)
 
 
 def table():

@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
-from audit_study import fmt, pool_name, pool_path, write_table  # noqa: E402
+from audit_study import fmt, kept, pool_name, pool_path, save_json, write_table  # noqa: E402
 
 OUT = os.path.join(ROOT, "benchmarks", "results", "companion_units")
 TABLE = os.path.join(ROOT, "benchmarks", "results", "companion_units.md")
@@ -49,8 +49,7 @@ VARIANTS = {"stratum": dict(companion_units="stratum", check_units="stratum"),
 def run_one(pool, units, repeats, seed, force):
     tag = "" if seed == 0 else f"_seed{seed}"
     out = os.path.join(OUT, f"{pool_name(pool)}_{units}{tag}.json")
-    if os.path.exists(out) and not force:
-        print("kept", out, flush=True)
+    if kept(out, force):
         return
     from bayes_eval.registry import load_pool, measure_from_args
     from bayes_eval.results import summarize
@@ -67,11 +66,7 @@ def run_one(pool, units, repeats, seed, force):
         c["mse_se"] = float(e.std(ddof=1) / np.sqrt(e.size)) if e.size > 1 else None
     d = {"pool": pool_name(pool), "units": units, "repeats": repeats, "seed": seed,
          "true_value": float(res.true_value[0]), "seconds": time.time() - t0, "checkpoints": ck}
-    os.makedirs(OUT, exist_ok=True)
-    with open(out + ".tmp", "w") as f:
-        json.dump(d, f, indent=1)
-    os.replace(out + ".tmp", out)
-    print("wrote", out, f"({d['seconds']:.0f} s)", flush=True)
+    save_json(out, d, d["seconds"], indent=1)
 
 
 def mse_cell(c):
