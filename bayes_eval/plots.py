@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 
 from .errors import SessionError
+from .posterior import equal_tailed
 from .summaries import clt_arrays, g_draws, hdi, ppc_table
 
 __all__ = [
@@ -131,7 +132,6 @@ def plot_density(obj, component=0, estimate=None, clt=None, *, truth=None, level
     if x.size == 0:
         ax.text(0.5, 0.5, "no finite posterior draws", ha="center", transform=ax.transAxes)
         return _finish(fig, path)
-    a = (1 - level) / 2
     main = f"{attrs.get('model')}, {attrs.get('method')}"
     pts = [x.min(), x.max(), clo, chi, t, est] + [f(o) for _, o in others if o.size for f in (np.min, np.max)]
     pts = [v for v in pts if v is not None and np.isfinite(v)]
@@ -163,7 +163,7 @@ def plot_density(obj, component=0, estimate=None, clt=None, *, truth=None, level
         ax.axvline(t, color="black", lw=1.6, ls="--", label=f"truth {t:.3f}")
     step = 0.07 * ymax
     y = -step
-    eq = np.quantile(x, [a, 1 - a], method="weibull")   # as posterior.equal_tailed
+    eq = np.ravel(equal_tailed(x[:, None], level))
     h = hdi(x, level)
     ax.plot(eq, [y, y], color="tab:blue", lw=5, solid_capstyle="butt",
             label=f"{level:.0%} equal-tailed ({main}) [{eq[0]:.3f}, {eq[1]:.3f}]")
@@ -175,7 +175,7 @@ def plot_density(obj, component=0, estimate=None, clt=None, *, truth=None, level
         if xi.size == 0:
             continue
         y -= step
-        e = np.quantile(xi, [a, 1 - a], method="weibull")
+        e = np.ravel(equal_tailed(xi[:, None], level))
         ax.plot(e, [y, y], color=colors[i % 4], lw=5, solid_capstyle="butt",
                 label=f"{level:.0%} equal-tailed ({lab}) [{e[0]:.3f}, {e[1]:.3f}]")
         ax.plot([np.median(xi)], [y], "o", color="white", mec=colors[i % 4], ms=6)
@@ -237,7 +237,6 @@ def plot_pr_band(obj, estimate=None, clt=None, *, truth=None, level: float = 0.9
     ip, ir, thr = _curve_parts(names)
     order = np.argsort(thr)
     ip, ir, thr = ip[order], ir[order], thr[order]
-    a = (1 - level) / 2
     m = len(names)
     est, clo, chi = clt_arrays(m, estimate, clt)
     t = None if truth is None else np.asarray(truth, dtype=np.float64).reshape(-1)
@@ -245,8 +244,7 @@ def plot_pr_band(obj, estimate=None, clt=None, *, truth=None, level: float = 0.9
     for ax, idx, lab in ((axes[0], ip, "precision"), (axes[1], ir, "recall")):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            lo = np.nanquantile(flat[:, idx], a, axis=0, method="weibull")   # as posterior.equal_tailed
-            hi = np.nanquantile(flat[:, idx], 1 - a, axis=0, method="weibull")
+            lo, hi = (np.asarray(v) for v in equal_tailed(flat[:, idx], level))
             med = np.nanmedian(flat[:, idx], axis=0)
         ax.fill_between(thr, lo, hi, color="tab:blue", alpha=0.3, step=None, label=f"Bayes {level:.0%} band")
         ax.plot(thr, med, color="tab:blue", lw=1.2, label="posterior median")

@@ -241,8 +241,9 @@ def resolved_interval(post: PosteriorDraws, labeled, cells: CellTable, level: fl
     than what one label nobody has seen can change: the widened one is the measure's
     resolution at the posterior's completion, so a width below it is never reached.
     """
-    lo, hi = equal_tailed(post.value, level)
-    col = collapsed(post.value, labeled, cells, level)
+    t = _tails(post.value, level)                 # one sort for the interval and the test
+    lo, hi = _interpolated(t)
+    col = _on_one_value(t, COLLAPSE_RTOL) & unlabeled_items_matter(cells, labeled)
     if post.one_item is None:
         return lo, hi, col
     return jnp.where(col, jnp.minimum(lo, post.one_item[0]), lo), jnp.where(col, jnp.maximum(hi, post.one_item[1]), hi), col
@@ -387,10 +388,27 @@ def labeled_table(item_cell, n_cells: int, n_classes: int, rows, labels) -> np.n
     return out
 
 
-def _tail_order_statistics(draws, p):
-    """The two order statistics around the ``p`` quantile of each column of ``draws``
-    (n, m) at the plotting position h = p (n' + 1), n' the column's non-NaN draws, and the
-    interpolation weight: returns (x_(⌊h⌋), x_(⌊h⌋+1), h − ⌊h⌋), positions clipped to 1..n'
+#: relative tolerance within which two order statistics count as one completed-pool value
+COLLAPSE_RTOL = 1e-9
+
+
+class _Tails(NamedTuple):
+    """The order statistics around the two tail quantiles of an equal-tailed interval, per
+    component: x_(⌊h⌋), x_(⌊h⌋+1) and the weight h − ⌊h⌋ for the lower (``lo*``) and the
+    upper (``hi*``) tail (:func:`_tails`)."""
+
+    lo0: jnp.ndarray
+    lo1: jnp.ndarray
+    lo_frac: jnp.ndarray
+    hi0: jnp.ndarray
+    hi1: jnp.ndarray
+    hi_frac: jnp.ndarray
+
+
+def _tails(draws, level: float) -> _Tails:
+    """The two order statistics around the (1 ∓ level)/2 quantiles of each column of
+    ``draws`` (n, m), from one sort, at the plotting position h = p (n' + 1), n' the
+    column's non-NaN draws, and the interpolation weights; positions clipped to 1..n'
     (Hyndman & Fan 1996, definition 6).
 
     Why this position: for n independent draws from a continuous posterior F,
@@ -401,16 +419,37 @@ def _tail_order_statistics(draws, p):
     perfectly calibrated posterior would read 0.94 in a coverage table of 200-draw
     intervals.  A column of NaN draws only gives NaN.
     """
+    draws = jnp.asarray(draws)
     x = jnp.sort(draws, axis=0)                                   # NaN sorts last
     n = jnp.sum(~jnp.isnan(draws), axis=0)
-    h = p * (n + 1.0)
-    j = jnp.clip(jnp.floor(h), 1, jnp.maximum(n, 1)).astype(jnp.int32)
-    frac = jnp.clip(h - j, 0.0, 1.0)
-    j1 = jnp.minimum(j + 1, jnp.maximum(n, 1))
-    lo = jnp.take_along_axis(x, (j - 1)[None, :], axis=0)[0]
-    hi = jnp.take_along_axis(x, (j1 - 1)[None, :], axis=0)[0]
+    top = jnp.maximum(n, 1)
     empty = n == 0
-    return jnp.where(empty, jnp.nan, lo), jnp.where(empty, jnp.nan, hi), frac
+
+    def around(p):
+        h = p * (n + 1.0)
+        j = jnp.clip(jnp.floor(h), 1, top).astype(jnp.int32)
+        x0 = jnp.take_along_axis(x, (j - 1)[None, :], axis=0)[0]
+        x1 = jnp.take_along_axis(x, (jnp.minimum(j + 1, top) - 1)[None, :], axis=0)[0]
+        return jnp.where(empty, jnp.nan, x0), jnp.where(empty, jnp.nan, x1), jnp.clip(h - j, 0.0, 1.0)
+
+    a = (1.0 - level) / 2.0
+    return _Tails(*around(a), *around(1.0 - a))
+
+
+def _interpolated(t: _Tails):
+    """The equal-tailed interval from its tails: x0 + f (x1 − x0), without inf − inf where
+    the two order statistics are equal."""
+    lo = jnp.where(t.lo_frac > 0, t.lo0 + t.lo_frac * (t.lo1 - t.lo0), t.lo0)
+    hi = jnp.where(t.hi_frac > 0, t.hi0 + t.hi_frac * (t.hi1 - t.hi0), t.hi0)
+    return lo, hi
+
+
+def _on_one_value(t: _Tails, rtol: float):
+    """Whether the two tails' outer order statistics (the ones :func:`_interpolated` moves
+    towards) coincide: at least the interval's level of the draws on one value."""
+    lo = t.lo0
+    hi = jnp.where(t.hi_frac > 0, t.hi1, t.hi0)
+    return (hi - lo) <= rtol * jnp.maximum(1.0, jnp.abs(lo))
 
 
 def equal_tailed(draws, level: float = 0.95):
@@ -425,22 +464,14 @@ def equal_tailed(draws, level: float = 0.95):
     -------
     lower, upper : arrays, shape (m,)
         The (1 − level)/2 and (1 + level)/2 quantiles over the draws, at the plotting
-        position p (n + 1) (:func:`_tail_order_statistics`), so the interval holds on
-        average ``level`` of the posterior's mass for any number of draws: a calibrated
-        posterior's interval covers at the nominal level in a simulation with 200 draws as
-        in a session with 1000.
+        position p (n + 1) (:func:`_tails`), so the interval holds on average ``level`` of
+        the posterior's mass for any number of draws: a calibrated posterior's interval
+        covers at the nominal level in a simulation with 200 draws as in a session with 1000.
     """
-    a = (1.0 - level) / 2.0
-    draws = jnp.asarray(draws)
-    l0, l1, fl = _tail_order_statistics(draws, a)
-    u0, u1, fu = _tail_order_statistics(draws, 1.0 - a)
-    # x0 + f (x1 - x0), without inf - inf where the two are equal
-    lo = jnp.where(fl > 0, l0 + fl * (l1 - l0), l0)
-    hi = jnp.where(fu > 0, u0 + fu * (u1 - u0), u0)
-    return lo, hi
+    return _interpolated(_tails(draws, level))
 
 
-def collapsed(draws, labeled, cells: CellTable, level: float = 0.95, rtol: float = 1e-9):
+def collapsed(draws, labeled, cells: CellTable, level: float = 0.95, rtol: float = COLLAPSE_RTOL):
     """Whether the ``level`` equal-tailed interval of each component has collapsed onto one
     completed-pool value while some unlabeled item can still change G.
 
@@ -454,14 +485,7 @@ def collapsed(draws, labeled, cells: CellTable, level: float = 0.95, rtol: float
 
     ``draws`` (n, m); ``labeled`` (X, C) over ``cells``; returns (m,) bool.
     """
-    a = (1.0 - level) / 2.0
-    draws = jnp.asarray(draws)
-    l0, _, _ = _tail_order_statistics(draws, a)
-    u0, u1, fu = _tail_order_statistics(draws, 1.0 - a)
-    lo = l0                                   # the lower tail's outer order statistic
-    hi = jnp.where(fu > 0, u1, u0)            # the upper tail's
-    point = (hi - lo) <= rtol * jnp.maximum(1.0, jnp.abs(lo))
-    return point & unlabeled_items_matter(cells, labeled)
+    return _on_one_value(_tails(draws, level), rtol) & unlabeled_items_matter(cells, labeled)
 
 
 def unlabeled_items_matter(cells: CellTable, labeled):

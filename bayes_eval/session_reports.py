@@ -27,9 +27,9 @@ import pandas as pd
 from . import _config  # noqa: F401  (float64)
 from .errors import SessionError
 from .estimators import MODEL_CHECK_MAX
+from .posterior import equal_tailed
 from .session_core import posterior_model as core_posterior_model
 from .session_core import posterior_sampler
-from .posterior import equal_tailed
 
 __all__ = ["SessionReports"]
 
