@@ -44,11 +44,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import gammaln
+from jax.scipy.special import digamma, gammaln, polygamma
 
 from .. import _config  # noqa: F401
 
-__all__ = ["CalibratedState", "calibrated_model", "log_posterior", "numpyro_model", "run_nuts", "PRIOR"]
+__all__ = ["CalibratedState", "calibrated_model", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
 
 PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1.5)}
 
@@ -65,6 +65,19 @@ def _z_of(leaf_probs):
     return jnp.log(p) - jnp.log1p(-p)
 
 
+#: the signs of the six log-Gamma terms of a stratum's Beta-binomial marginal, in the order of
+#: :func:`_arguments`
+_SIGN = jnp.array([1.0, -1.0, 1.0, -1.0, 1.0, -1.0])[:, None]
+
+
+def _arguments(kappa, mu, n1, n0):
+    """(6, K): the log-Gamma arguments A + n₁, A, B + n₀, B, κ, κ + n (A = κμ, B = κ(1−μ)) of
+    every stratum's Beta-binomial marginal, stacked so that each special function is
+    compiled once rather than six times (compilation dominated a first fit)."""
+    A, B = kappa * mu, kappa * (1 - mu)
+    return jnp.stack([A + n1, A, B + n0, B, jnp.broadcast_to(kappa, mu.shape), kappa + n1 + n0])
+
+
 def log_posterior(theta, z, counts):
     """log p(a, b, log κ | labeled counts) up to a constant (Beta-binomial marginal)."""
     a, b, lk = theta[0], theta[1], theta[2]
@@ -72,9 +85,7 @@ def log_posterior(theta, z, counts):
     mu = jax.nn.sigmoid(a + b * z)
     mu = jnp.clip(mu, 1e-12, 1 - 1e-12)
     n1, n0 = counts[:, 1], counts[:, 0]
-    al, be = kappa * mu, kappa * (1 - mu)
-    ll = gammaln(al + n1) + gammaln(be + n0) - gammaln(kappa + n1 + n0) - gammaln(al) - gammaln(be) + gammaln(kappa)
-    ll = jnp.sum(jnp.where(n1 + n0 > 0, ll, 0.0))
+    ll = jnp.sum(jnp.where(n1 + n0 > 0, jnp.sum(_SIGN * gammaln(_arguments(kappa, mu, n1, n0)), axis=0), 0.0))
     lp = 0.0
     for v, (m, s) in zip((a, b, lk), PRIOR.values()):
         lp = lp - 0.5 * ((v - m) / s) ** 2
@@ -89,29 +100,77 @@ def _prior_cov():
     return jnp.diag(jnp.array([s**2 for _, s in PRIOR.values()]))
 
 
+def log_posterior_derivatives(theta, z, counts):
+    """:func:`log_posterior`, its gradient and its Hessian in closed form (the Newton steps
+    of :func:`fit_mode`).  Per stratum the Beta-binomial marginal is a sum of log-Gammas of
+    A = κμ, B = κ(1−μ) and κ, so with ψ, ψ₁ the digamma and trigamma functions,
+    dA = ψ(A+n₁)−ψ(A), dB = ψ(B+n₀)−ψ(B), dK = ψ(κ)−ψ(κ+n) and hA, hB, hK the same in ψ₁;
+    the chain rule through η = a + b z (∂A/∂η = κμ(1−μ) = −∂B/∂η) and log κ (∂A/∂log κ = A,
+    ∂B/∂log κ = B) gives the 3 × 3 Hessian from per-stratum scalars.  Autodiff of
+    ``log_posterior`` gives the same (tests/test_models.py) but compiles nested expansions
+    of the log-Gammas: with the six per-stratum terms written separately a first ``fit``
+    compiled for 4.1 s, with them stacked (:func:`_arguments`) and these derivatives 1.3 s
+    (256 strata, one core)."""
+    a, b, lk = theta[0], theta[1], theta[2]
+    kappa = jnp.exp(lk)
+    eta = a + b * z
+    mu = jnp.clip(jax.nn.sigmoid(eta), 1e-12, 1 - 1e-12)
+    n1, n0 = counts[:, 1], counts[:, 0]
+    n = n1 + n0
+    seen = n > 0
+    A, B = kappa * mu, kappa * (1 - mu)
+    x = _arguments(kappa, mu, n1, n0)
+    lg, dg, tg = _SIGN * gammaln(x), _SIGN * digamma(x), _SIGN * polygamma(1, x)
+    ll = jnp.sum(lg, axis=0)
+    dA, dB, dK = dg[0] + dg[1], dg[2] + dg[3], dg[4] + dg[5]
+    hA, hB, hK = tg[0] + tg[1], tg[2] + tg[3], tg[4] + tg[5]
+    ks = kappa * mu * (1 - mu)  # ∂A/∂η
+    g_eta = ks * (dA - dB)
+    g_lk = A * dA + B * dB + kappa * dK
+    h_ee = ks * ks * (hA + hB) + ks * (1 - 2 * mu) * (dA - dB)
+    h_el = ks * (A * hA - B * hB) + g_eta
+    h_ll = A * A * hA + B * B * hB + kappa * kappa * hK + g_lk
+    w = lambda v: jnp.where(seen, v, 0.0)  # noqa: E731  (unlabeled strata do not enter)
+    ll, g_eta, g_lk, h_ee, h_el, h_ll = map(w, (ll, g_eta, g_lk, h_ee, h_el, h_ll))
+    f = jnp.sum(ll)
+    grad = jnp.stack([jnp.sum(g_eta), jnp.sum(g_eta * z), jnp.sum(g_lk)])
+    hab = jnp.array([[jnp.sum(h_ee), jnp.sum(h_ee * z)], [jnp.sum(h_ee * z), jnp.sum(h_ee * z * z)]])
+    hl = jnp.stack([jnp.sum(h_el), jnp.sum(h_el * z)])
+    hess = jnp.block([[hab, hl[:, None]], [hl[None, :], jnp.sum(h_ll)[None, None]]])
+    m = _prior_mode()
+    s2 = jnp.array([s**2 for _, s in PRIOR.values()])
+    f = f - 0.5 * jnp.sum((theta - m) ** 2 / s2)
+    grad = grad - (theta - m) / s2
+    hess = hess - jnp.diag(1.0 / s2)
+    return f, grad, hess
+
+
 def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
     """Damped Newton ascent to the posterior mode; returns CalibratedState.  ``log_post``:
     another ``(theta, z, counts) -> log density`` of three parameters (study models reuse
-    the fit; default :func:`log_posterior`)."""
-    log_post = log_posterior if log_post is None else log_post
+    the fit; default :func:`log_posterior`, whose derivatives are in closed form,
+    :func:`log_posterior_derivatives`; another density's come from autodiff)."""
     theta = _prior_mode() if init is None else init.mode
-    f = lambda t: log_post(t, z, counts)  # noqa: E731
-    grad = jax.grad(f)
-    hess = jax.hessian(f)
+    if log_post is None:
+        f = lambda t: log_posterior(t, z, counts)  # noqa: E731
+        derivatives = lambda t: log_posterior_derivatives(t, z, counts)  # noqa: E731
+    else:
+        f = lambda t: log_post(t, z, counts)  # noqa: E731
+        grad_f, hess_f = jax.grad(f), jax.hessian(f)
+        derivatives = lambda t: (f(t), grad_f(t), hess_f(t))  # noqa: E731
 
     def step(t, _):
-        g = grad(t)
-        h = hess(t)
+        ft, g, h = derivatives(t)
         # make the Newton system negative definite (Levenberg-style damping)
         lam = jnp.maximum(0.0, jnp.max(jnp.linalg.eigvalsh(h))) + 1e-3
         delta = jnp.linalg.solve(-(h - lam * jnp.eye(3)), g)
         delta = delta * jnp.minimum(1.0, 2.0 / jnp.maximum(jnp.linalg.norm(delta), 1e-12))
         t_new = t + delta
-        better = f(t_new) >= f(t)
+        better = f(t_new) >= ft
         return jnp.where(better, t_new, t + 0.25 * delta), None
 
     theta, _ = jax.lax.scan(step, theta, None, length=n_iter)
-    h = hess(theta)
+    h = derivatives(theta)[2]
     cov = jnp.linalg.inv(-h)
     ok = jnp.all(jnp.isfinite(cov)) & jnp.all(jnp.linalg.eigvalsh(-h) > 0)
     cov = jnp.where(ok, 0.5 * (cov + cov.T), _prior_cov())

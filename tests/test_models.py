@@ -455,3 +455,38 @@ def test_gibbs_agrees_with_nuts_on_256_leaf_tree():
     th_n = np.asarray(mcmc.get_samples(group_by_chain=True)["theta"][..., 1])
     z = _mc_z(np.asarray(g["theta"])[None, :, 1], th_n)
     assert abs(float(z)) < 4.5
+
+
+def test_calibrated_closed_form_derivatives_are_the_autodiff_ones():
+    """The calibrated model's Newton steps use closed-form derivatives
+    (``log_posterior_derivatives``); they must be autodiff's of ``log_posterior``, which is
+    itself checked term by term against the Beta-binomial marginal written out here, on
+    strata with and without labels and at parameters far from the prior."""
+    from jax.scipy.special import gammaln
+
+    from bayes_eval.models.calibrated import PRIOR, log_posterior, log_posterior_derivatives
+
+    def written_out(theta, z, counts):
+        a, b, lk = theta
+        kappa = jnp.exp(lk)
+        mu = jax.nn.sigmoid(a + b * z)
+        n1, n0 = counts[:, 1], counts[:, 0]
+        ll = (gammaln(kappa * mu + n1) + gammaln(kappa * (1 - mu) + n0) - gammaln(kappa + n1 + n0)
+              - gammaln(kappa * mu) - gammaln(kappa * (1 - mu)) + gammaln(kappa))
+        prior = sum(-0.5 * ((v - m) / s) ** 2 for v, (m, s) in zip(theta, PRIOR.values()))
+        return jnp.sum(jnp.where(n1 + n0 > 0, ll, 0.0)) + prior
+
+    rng = np.random.default_rng(3)
+    for _ in range(6):
+        k = 40
+        z = jnp.asarray(rng.normal(0.0, 2.0, k))
+        counts = jnp.asarray(rng.integers(0, 40, (k, 2)).astype(float)).at[:7].set(0.0)
+        theta = jnp.asarray(rng.normal(0.0, 2.0, 3))
+        f, grad, hess = log_posterior_derivatives(theta, z, counts)
+        ref = written_out(theta, z, counts)
+        np.testing.assert_allclose(float(log_posterior(theta, z, counts)), float(ref), rtol=1e-12)
+        np.testing.assert_allclose(float(f), float(ref), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(grad), np.asarray(jax.grad(log_posterior)(theta, z, counts)),
+                                   rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(hess), np.asarray(jax.hessian(log_posterior)(theta, z, counts)),
+                                   rtol=1e-9, atol=1e-9)
