@@ -36,7 +36,8 @@ import jax.numpy as jnp
 
 from . import _config  # noqa: F401
 from .cells import CellTable, leaf_counts, leaf_probs, posterior_units
-from .designs import Design, Observed, importance, mix, model_risk, normalize, sweep_share
+from .designs import (AUDIT_FLOOR, Design, Observed, importance, mix, model_risk, normalize, sweep_share,
+                      unlabeled_floor)
 from .models.registry import make_companion_model, make_oracle_model
 
 __all__ = ["ais_design", "model_design", "ais_proposal"]
@@ -65,8 +66,11 @@ def ais_proposal(g, cells: CellTable, labeled, pi_cell, risk, eps0: float, delta
 def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree", depth: int = 8,
                branching: int | None = None, strength: float = 1.0, eps0: float = 1e-3, delta: float = 0.0,
                oracle: str = "deterministic", plugin: str = "model", em_iters: int = 10, companion: str | None = None,
-               companion_units: str = "stratum", check_units: str | None = None):
+               companion_units: str = "stratum", check_units: str | None = None, audit_floor: float = AUDIT_FLOOR):
     """Build the AIS design for a cell table.  Returns ``(design, n_strata)``.
+
+    ``audit_floor`` (deterministic oracle): the least share of every proposal's mass kept on
+    unlabeled items, :func:`bayes_eval.designs.unlabeled_floor` (0 turns it off).
 
     ``companion="calibrated"`` makes every stage's proposal the mixture
     ``ρ_t q_t[oracle model] + (1 − ρ_t) q_t[companion]`` of the 001 Prop. 2 proposals fed
@@ -107,13 +111,15 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
         raise ValueError(f"plugin must be 'model' or 'estimate', got {plugin!r}")
     if not 0.0 <= delta <= 1.0:
         raise ValueError(f"delta must be in [0, 1], got {delta}")
+    if not 0.0 <= audit_floor < 1.0:
+        raise ValueError(f"audit_floor must be in [0, 1), got {audit_floor}")
     probs_k = leaf_probs(cells, n_strata)
     om = make_oracle_model(model, probs_k, depth=depth, branching=branching, strength=strength, em_iters=em_iters)
     name = "ais" if oracle == "deterministic" else "ais-stochastic"
     kw = dict(eps0=eps0, delta=delta, oracle=oracle, plugin=plugin)
     design = model_design(name, g, om, n_strata, predictive="point", **kw)
     if companion in (None, "none"):
-        return design, n_strata
+        return _floored(design, oracle, audit_floor), n_strata
     if companion_units == "stratum":
         n_units, unit_probs, unit_of = n_strata, probs_k, None
     elif companion_units == "cell":
@@ -163,7 +169,16 @@ def ais_design(g, cells: CellTable, n_strata: int, model: str = "dirichlet-tree"
         unlabeled = cells.size - labeled.sum(axis=1)
         return (labeled + unlabeled[:, None] * pi) / jnp.maximum(cells.size, 1.0)[:, None]
 
-    return mix(design, mate, share)._replace(shares=shares if oracle == "deterministic" else None), n_strata
+    mixed = mix(design, mate, share)._replace(shares=shares if oracle == "deterministic" else None)
+    return _floored(mixed, oracle, audit_floor), n_strata
+
+
+def _floored(design, oracle: str, floor: float):
+    """``design`` with :func:`~bayes_eval.designs.unlabeled_floor` on every proposal (the
+    deterministic oracle's: a stochastic oracle's every draw is a label)."""
+    if oracle != "deterministic" or not floor:
+        return design
+    return design._replace(propose=lambda st, c, o: unlabeled_floor(design.propose(st, c, o), c, o.labeled, floor))
 
 
 def model_design(name: str, g, om, n_strata: int, *, eps0: float = 1e-3, delta: float = 0.0,

@@ -40,6 +40,10 @@ def _add_design_args(p):
                    help="AIS: mix δ of p(x) into every proposal, for reusing the labels for other measures (001 §3.3.1); "
                         "also an audit share of the low-score region: on rare-positive pools it costs 2-4.5x the MSE "
                         "for a 9-12%% narrower Bayesian interval (benchmarks/results/interval_audit.md)")
+    p.add_argument("--audit-floor", type=float, default=0.01,
+                   help="AIS: the least share of each proposal's mass kept on unlabeled items (0: off); where the "
+                        "model is sure the unlabeled items hold nothing (a big tie at the lowest score) the rest "
+                        "of the budget audits them instead of stalling (benchmarks/results/audit_floor.md)")
     p.add_argument("--strength", type=float, default=1.0, help="AIS: weight of the classifier's scores in the model prior")
     p.add_argument("--companion", default="auto", choices=["auto", "calibrated", "none"],
                    help="ais / poisson-adaptive: companion model mixed into the proposals (auto: the calibrated "
@@ -64,6 +68,7 @@ _RULES = {
     "eps": (lambda v: _FINITE(v) and 0 < v <= 1, "in (0, 1]"),
     "lam": (lambda v: _FINITE(v) and 0 <= v <= 1, "in [0, 1]"),
     "delta": (lambda v: _FINITE(v) and 0 <= v < 1, "in [0, 1)"),
+    "audit_floor": (lambda v: v is None or (_FINITE(v) and 0 <= v < 1), "in [0, 1)"),
     "strength": (lambda v: _FINITE(v) and v >= 0, ">= 0"),
     "beta": (lambda v: _FINITE(v) and v > 0, "> 0"),
     "thresholds": (lambda v: v >= 2, ">= 2"),
@@ -210,6 +215,7 @@ def _design_kw(args):
     if args.design == "ais":
         kw["eps0"] = args.eps
         kw["delta"] = args.delta
+        kw["audit_floor"] = args.audit_floor
         kw["strength"] = args.strength
     if args.design in ("poisson", "poisson-adaptive") and hasattr(args, "poisson_size"):
         kw.pop("eps")  # the AIS floor; Poisson designs take poisson_eps
@@ -286,6 +292,7 @@ def cmd_simulate(args):
         "model": args.model if args.design == "ais" else None,
         "depth": args.depth if args.design == "ais" else None,
         "companion": _companion_of(args, pool),
+        "audit_floor": args.audit_floor if args.design == "ais" and args.oracle == "deterministic" else None,
         "oracle": args.oracle,
         "budget": args.budget,
         "batch": args.batch if res.design != "oasis" else 1,

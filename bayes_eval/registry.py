@@ -82,7 +82,8 @@ def _ais(measure, cells, n_strata, s):
                            eps0=s.get("eps", 1e-3), delta=s.get("delta", 0.0),
                            oracle=s.get("oracle", "deterministic"), plugin=s.get("plugin", "model"),
                            em_iters=s.get("em_iters", 10), companion=s.get("companion"),
-                           companion_units=s.get("companion_units", "stratum"), check_units=s.get("check_units"))
+                           companion_units=s.get("companion_units", "stratum"), check_units=s.get("check_units"),
+                           audit_floor=s.get("audit_floor", D.AUDIT_FLOOR))
     return design
 
 

@@ -213,7 +213,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                thresholds: int = 1024, beta: float = 1.0,
                label_map: dict | None = None, posterior_model: str = "calibrated", pool_path: str | None = None,
                progress=None, fixed_size: str | None = "auto", poisson_options: dict | None = None,
-               companion: str | None = "auto") -> "Session":
+               companion: str | None = "auto", audit_floor: float | None = None) -> "Session":
         """Start a new session in a new file ``path``.
 
         Parameters
@@ -242,6 +242,11 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         depth, branching, model, eps, delta, plugin, strength :
             AIS and its oracle model (001 Prop. 2-3, §4); ``eps`` is also the floor of
             static IS and OASIS.
+        audit_floor : float, optional
+            AIS: the least share of each proposal's mass kept on unlabeled items
+            (:func:`bayes_eval.designs.unlabeled_floor`; default
+            :data:`bayes_eval.designs.AUDIT_FLOOR`, 0 turns it off).  Recorded in the
+            session file; files written before it existed reopen without it.
         lam : float
             λ-mixing of static IS (000 eq. 13).
         label_map : dict, optional
@@ -282,7 +287,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
             model=model, eps=eps, lam=lam, delta=delta, plugin=plugin, strength=strength, n_fine=n_fine,
             strata_method=strata_method, keep_empty=keep_empty, system=system, thresholds=thresholds, beta=beta,
             label_map=label_map, posterior_model=posterior_model, pool_path=pool_path, fixed_size=fixed_size,
-            poisson_options=poisson_options, companion=companion)
+            poisson_options=poisson_options, companion=companion, audit_floor=audit_floor)
         progress = progress or _noop_progress
         fingerprint = pool_fingerprint(pool)
         core = core_for(pool, measures, config, progress)  # validates the design settings

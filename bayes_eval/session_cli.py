@@ -70,6 +70,10 @@ def add_session_parser(subparsers):
                         "(poisson-adaptive also: calibrated)")
     n.add_argument("--eps", type=float, default=1e-3, help="ε floor of the AIS / IS / OASIS proposals")
     n.add_argument("--delta", type=float, default=0.0, help="share of p(x) mixed into the AIS proposal (001 §3.3.1)")
+    n.add_argument("--audit-floor", type=float, default=None,
+                   help="ais: the least share of each proposal's mass kept on unlabeled items (default 0.01; 0: off). "
+                        "Where the model is sure the unlabeled items hold nothing (a big tie at the lowest score) "
+                        "the rest of the budget audits them instead of stalling")
     n.add_argument("--lam", type=float, default=0.9, help="λ-mixing of static IS (000 eq. 13)")
     n.add_argument("--beta", type=float, default=1.0, help="β of the fbeta measure")
     n.add_argument("--thresholds", type=int, default=1024, help="grid size for pr_curve / roc_curve / auc")
@@ -280,6 +284,8 @@ def _cmd_new(args, bar):
     Store.check_new(args.db)
     if design_spec(args.design).kind != "rounds" and (args.poisson_size is not None or args.poisson_option):
         raise UsageError(f"--poisson-size and --poisson-option apply to the Poisson designs, not to {args.design!r}")
+    if args.audit_floor is not None and args.design != "ais":
+        raise UsageError(f"--audit-floor applies to the ais design, not to {args.design!r}")
     bar("reading the pool", 0, 1)
     pool = read_pool(args.pool, args.score_kind, args.threshold, args.engine, args.scheduler)
     if args.system >= pool.n_systems:
@@ -294,7 +300,7 @@ def _cmd_new(args, bar):
                        n_strata=args.strata, depth=args.depth, branching=args.branching, model=args.model,
                        eps=args.eps, delta=args.delta, lam=args.lam, thresholds=args.thresholds, beta=args.beta,
                        system=args.system, label_map=args.label_map, pool_path=args.pool, progress=bar,
-                       companion=args.companion, **poisson_kw)
+                       companion=args.companion, audit_floor=args.audit_floor, **poisson_kw)
     bar.done()
     out = {"session": os.path.abspath(args.db), "pool": s.config["pool"], "measures": [m.name for m in s.measures],
            "components": len(s.components), "design": s.design_name, "oracle": s.oracle, "seed": s.seed,

@@ -148,6 +148,9 @@ def finish_core(pool, measures, cfg, progress, strata, cells, item_cell, order, 
     loss_tables = [cells.loss] + [jnp.asarray(np.asarray(m.loss(sub), dtype=np.float64)) for m in measures[1:]]
     progress("building the design", 0, 1)
     kw = {k: v for k, v in d.items() if k != "name"}
+    if d["name"] == "ais":
+        # session files written before the floor existed replay unchanged (designs.unlabeled_floor)
+        kw.setdefault("audit_floor", 0.0)
     design, n_strata = make_design(d["name"], measures[0], cells, strata.n_strata, oracle=cfg["oracle"], **kw)
     common = dict(
         strata=strata, cells=cells, item_cell=item_cell, order=order, cell_start=cell_start,

@@ -152,7 +152,7 @@ def keep_empty_default(keep_empty):
 
 def session_config(pool, measure, design: str, *, seed, oracle, n_strata, depth, branching, model, eps, lam, delta,
                    plugin, strength, n_fine, strata_method, keep_empty, system, thresholds, beta, label_map,
-                   posterior_model, pool_path, fixed_size, poisson_options, companion):
+                   posterior_model, pool_path, fixed_size, poisson_options, companion, audit_floor=None):
     """The measures and the JSON configuration of a new session, every argument of
     :meth:`bayes_eval.session.Session.create` checked and every default resolved."""
     from .pool import Pool
@@ -178,9 +178,19 @@ def session_config(pool, measure, design: str, *, seed, oracle, n_strata, depth,
         comp = resolve_companion(companion, pool.n_classes, design)
     except ValueError as exc:
         raise SessionError(str(exc)) from None
+    if audit_floor is not None and design != "ais":
+        raise SessionError(f"audit_floor applies to the ais design, not to {design!r}",
+                           cli=f"--audit-floor applies to the ais design, not to {design!r}")
     if design == "ais":
+        from .designs import AUDIT_FLOOR
+
+        floor = AUDIT_FLOOR if audit_floor is None else audit_floor
+        if isinstance(floor, bool) or not isinstance(floor, (int, float, np.integer, np.floating)) \
+                or not 0.0 <= float(floor) < 1.0:
+            raise SessionError(f"audit_floor must be a number in [0, 1), got {py_scalar(floor)!r}",
+                               cli=f"--audit-floor must be in [0, 1), got {py_scalar(floor)!r}")
         dkw.update(model=model, depth=int(depth), branching=branching, eps=float(eps), delta=float(delta),
-                   plugin=plugin, strength=float(strength), companion=comp)
+                   plugin=plugin, strength=float(strength), companion=comp, audit_floor=float(floor))
     elif design == "is":
         dkw.update(lam=float(lam), eps=float(eps))
     elif design == "oasis":

@@ -31,7 +31,9 @@ ADDED_KEYS = {"coverage_cs", "mean_width_cs",
               # simulate --bayes-draws: the posterior draws of each Bayesian interval (stop 32)
               "bayes_draws",
               # labels actually spent at each checkpoint (fewer where a design stalled; stop 33)
-              "mean_labels"}
+              "mean_labels",
+              # AIS's audit floor (designs.unlabeled_floor; stop 34)
+              "audit_floor"}
 RTOL = 1e-7
 ATOL = 1e-10
 
