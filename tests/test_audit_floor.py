@@ -128,3 +128,30 @@ def test_a_session_records_its_floor_and_refuses_a_bad_one(tmp_path):
         assert not (tmp_path / "c.db").exists()
     with pytest.raises(SessionError, match="applies to the ais design"):
         Session.create(str(tmp_path / "d.db"), pool, "f1", "stratified", audit_floor=0.01)
+
+
+@pytest.mark.slow
+def test_a_session_on_a_heavy_tie_spends_its_budget_only_with_the_floor(tmp_path):
+    """The same at item level, as a person's labeling loop sees it: without the floor the
+    session's batches come back short ("stalled") from about 1900 labels on and the loop
+    cannot spend 2000; with it every batch is full (stop 34: 1908 labels and 17 stalled
+    batches without, 2000 and none with)."""
+    from bayes_eval.session import Session
+
+    pool = _heavy_tie_pool()
+    truth = float(pool.true_value(M.f1())[0])
+    spent = {}
+    for floor in (0.0, 0.01):
+        s = Session.create(str(tmp_path / f"s{floor}.db"), pool, "f1", "ais", seed=0, audit_floor=floor)
+        stalled = 0
+        while s.n_labels < 2000:
+            b = s.next_batch(50)
+            stalled += bool(b.attrs.get("stalled"))
+            if len(b) == 0:
+                break
+            s.add_labels(b["item"], pool.labels[pool.index_of(b["item"])])
+        spent[floor] = (s.n_labels, stalled, float(s.estimate().iloc[0]))
+        s.close()
+    assert spent[0.0][0] < 1990 and spent[0.0][1] > 0
+    assert spent[0.01][0] == 2000 and spent[0.01][1] == 0
+    assert abs(spent[0.01][2] - truth) < 0.05
