@@ -130,7 +130,7 @@ def unlabeled_floor(q: Proposal, cells: CellTable, labeled, floor: float = AUDIT
     that can matter (ℓ(x, y) ≠ 0 for some y) that gets there (d ≤ 1/2).
 
     Why: where the oracle model is sure that the unlabeled items hold nothing -- a pool whose
-    low scores are one big tie, 30,188 items at 0.00 in ``prob_ties`` -- the variance-
+    low scores are big ties, 30,188 items at 0.00 in ``prob_ties`` -- the variance-
     minimising proposal of 001 Prop. 2 puts almost all its mass on labeled items (free
     draws), and its ε floor (Prop. 3) is itself weighted by the model's π there.  Then
 
@@ -138,8 +138,9 @@ def unlabeled_floor(q: Proposal, cells: CellTable, labeled, floor: float = AUDIT
       run of 500 in stop 33), and the draws of labeled items shrink the CLT variance:
       on ``prob_ties`` the fixed-n interval and the confidence sequence covered F1 in 1 and
       2 of 300 runs at 2000 labels (``benchmarks/results/audit_floor.md``);
-    * a hidden positive in the tie, when a run finds it, comes with an importance weight
-      of thousands: RMSE 0.043 at 2000 labels, against 0.009 with the floor.
+    * a positive among the low-score ties, when a run finds it, comes with a huge
+      importance weight (F1 0.43 low in one run of 500).  The floor bounds such weights
+      only once it binds; the RMSE stays heavy-tailed either way (about 0.02 at 2000 labels).
 
     With the floor every unlabeled item that can matter keeps q(x) ≥ d p(x)/P(matter)
     once it binds, so its weight is bounded, and the labels asked for after AIS has
