@@ -233,7 +233,22 @@ class ReplacementStages:
         return False
 
     def status_info(self, design_config: dict, labeled) -> dict:
-        return {}
+        """Where the next stage's draws go (deterministic oracle): ``unlabeled_share``, the
+        proposal's mass on items not labeled yet -- about one draw in ``1 / share`` asks for a
+        new label, the rest re-draw labeled items for free -- and, for AIS, its audit floor and
+        whether the floor holds the share up (:func:`~bayes_eval.designs.unlabeled_floor`:
+        without it the stage would draw still more often for each new label)."""
+        if self.stochastic:
+            return {}
+        unl = np.maximum(self.core.size - np.asarray(labeled).sum(1), 0.0)
+        share = float(np.sum(unl * np.asarray(self.prop.unl)))
+        out = {"unlabeled_share": share}
+        floor = design_config.get("audit_floor")
+        if floor is not None:
+            out["audit_floor"] = float(floor)
+            # once it binds the share is the floor (or below it where the mix is capped at 1/2)
+            out["audit_floor_binds"] = bool(floor > 0 and share <= floor * (1 + 1e-9))
+        return {"proposal": out}
 
     def require_draws(self, design_name: str) -> None:
         """Raise unless the estimate rests on importance-weighted draws."""

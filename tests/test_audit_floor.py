@@ -130,6 +130,46 @@ def test_a_session_records_its_floor_and_refuses_a_bad_one(tmp_path):
         Session.create(str(tmp_path / "d.db"), pool, "f1", "stratified", audit_floor=0.01)
 
 
+def _tie_below_the_top(n=3000, top=100):
+    """``top`` items scored 0.30-1.00 (positive with that probability), the other ``n - top``
+    one tie at 0.00 holding no positive: once the top is labeled AIS's model rates every
+    unlabeled item as empty."""
+    rng = np.random.default_rng(0)
+    p = np.zeros(n)
+    p[:top] = np.round(rng.uniform(0.3, 1.0, top), 2)
+    y = np.zeros(n, np.int8)
+    y[:top] = rng.random(top) < p[:top]
+    return Pool.from_arrays(scores=p, preds=(p >= 0.5).astype(np.int8), labels=y, score_kind="probability")
+
+
+def test_session_status_says_where_the_draws_go_and_when_the_floor_holds_them(tmp_path, capsys):
+    """``session status`` reports the next stage's share of draws on unlabeled items and
+    whether the audit floor holds it up: with the floor, once the top of the pool is labeled
+    the share is the floor (1%) and a stage draws about 100 times per new label; without
+    it the share falls below 1% and the floor is not reported as binding."""
+    from bayes_eval.session import Session
+    from bayes_eval.session_cli import _status_text
+
+    pool = _tie_below_the_top()
+    seen = {}
+    for floor in (0.0, 0.01):
+        s = Session.create(str(tmp_path / f"t{floor}.db"), pool, "f1", "ais", seed=0, audit_floor=floor)
+        draws = []
+        while s.n_labels < 200:
+            b = s.next_batch(25)
+            s.add_labels(b["item"], pool.labels[pool.index_of(b["item"])])
+            draws.append(s.status()["draws"])
+        st = s.status()
+        seen[floor] = (st["proposal"], (draws[-1] - draws[-2]) / 25.0, _status_text(st))
+        s.close()
+    off, on = seen[0.0][0], seen[0.01][0]
+    assert on["audit_floor"] == 0.01 and on["audit_floor_binds"] and abs(on["unlabeled_share"] - 0.01) < 1e-9
+    assert 50 < seen[0.01][1] < 200                                  # ~ 1 / share draws per new label
+    assert off["audit_floor"] == 0.0 and not off["audit_floor_binds"] and off["unlabeled_share"] < 0.01
+    assert "the audit floor (1%) holds it there" in seen[0.01][2]
+    assert "next stage:" in seen[0.0][2] and "audit floor" not in seen[0.0][2]
+
+
 @pytest.mark.slow
 def test_a_session_on_a_heavy_tie_spends_its_budget_only_with_the_floor(tmp_path):
     """The same at item level, as a person's labeling loop sees it: without the floor the
