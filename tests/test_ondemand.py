@@ -388,14 +388,28 @@ def test_a_label_survives_a_killed_process(tmp_path):
         assert ev.store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_cli_verbs(tmp_path):
+def test_cli_verbs(tmp_path, capsys):
+    """The ``ondemand`` verbs end to end: the installed ``bayes-eval`` entry point once (a
+    process of its own), the rest in this process through ``cli.main`` (the same parser and
+    exit codes, without a Python start-up per call)."""
+    from types import SimpleNamespace
+
+    from bayes_eval import cli
+
     s, paths, truth, found = _files(tmp_path)
     db = str(tmp_path / "ev.db")
-    exe = [sys.executable, "-m", "bayes_eval.cli"] if False else [os.path.join(os.path.dirname(sys.executable),
-                                                                                "bayes-eval")]
+    exe = [os.path.join(os.path.dirname(sys.executable), "bayes-eval")]
+    r = subprocess.run(exe + ["ondemand", "new", db, "--protocol", "bogus"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--protocol" in r.stderr and not os.path.exists(db)
 
     def run(*a):
-        return subprocess.run(exe + ["ondemand", *a], capture_output=True, text=True)
+        capsys.readouterr()
+        try:
+            code = cli.main(["ondemand", *a])
+        except SystemExit as e:  # argparse's usage errors
+            code = e.code
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
 
     r = run("new", db, "--protocol", "bogus")
     assert r.returncode == 2 and "--protocol" in r.stderr and not os.path.exists(db)
