@@ -441,7 +441,10 @@ def _read_csv(path: str, text: str, from_name=None, sep=","):
                                   f"a labels file needs columns 'item' and 'label'")
     i_item, i_label = header.index("item"), header.index(_label_column(path, header, from_name))
     i_draw = header.index("draw") if "draw" in header else None
-    i_meta = {v: header.index(k) for k, v in _LS_META.items() if k in header}
+    # ``id`` is Label Studio's task id in its CSV / TSV export (beside its annotation columns);
+    # in a batch file from ``session next`` it is one of the pool's own columns shown to annotators
+    ls_export = any(k in header for k in _LS_META if k != "id") or "lead_time" in header
+    i_meta = {v: header.index(k) for k, v in _LS_META.items() if k in header and (k != "id" or ls_export)}
     items, labels, draws, where, meta = [], [], [], [], []
     skipped = n_rows = 0
     while True:

@@ -402,3 +402,17 @@ def test_cli_next_out_file_chooses_task_content(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     assert cli_main(["session", "next", db, "--fields", "title_b", "--no-progress"]) == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_an_id_column_of_the_pool_is_not_read_as_a_label_studio_task_id(tmp_path):
+    """A batch file from ``session next`` shows annotators the pool's own columns, which may
+    include one named ``id``: an error names the file's line and item, not a "task id" that
+    Label Studio never made.  In Label Studio's CSV export (annotation columns beside it)
+    ``id`` is the task id."""
+    f = tmp_path / "batch.csv"
+    f.write_text("item,id,label\n4941,item-4941,1\n837,item-837,0\n")
+    recs = annotate.read_labels(str(f))
+    assert recs.where[0] == f"{f}: line 2 (item 4941)" and all("task" not in w for w in recs.where)
+    g = tmp_path / "export.csv"
+    g.write_text("item,id,annotation_id,annotator,label\n4941,17,5,2,1\n")
+    assert "(task id 17)" in annotate.read_labels(str(g)).where[0]
