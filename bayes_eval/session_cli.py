@@ -191,11 +191,14 @@ class _Bar:
             self._last = ""
 
 
-def _clt_check_line(comps, bayes_shown: bool | None = None) -> str:
+def _clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = None) -> str:
     """The CLT check of ``session status`` (estimators.model_assisted): whether the design's
     calibrated model and the draws agree on the variance; ``bayes_shown``: the Bayesian interval
-    is shown first beside it (default: whether ``comps`` carry it)."""
+    is shown first beside it (default: whether ``comps`` carry it); ``labels``: the labels in
+    the estimate (0: nothing to check yet)."""
     checked = [c for c in comps if "clt_reliable" in c]
+    if not checked and labels == 0:
+        return "CLT check: nothing to check before the first stage is labeled"
     if not checked:
         return ("CLT check: not available for this design; the CLT-based intervals rest on the positives found so "
                 "far and on imbalanced pools cover 60-98% (benchmarks/results/stopping.md): read them with the "
@@ -484,7 +487,7 @@ def _status_text(st):
                  + "; the CLT interval is for one fixed budget."
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
                     "(a posterior narrow once may be narrow by luck)." if stop_kind == "bayes-stable" else ""))
-    lines.append(_clt_check_line(comps))
+    lines.append(_clt_check_line(comps, labels=st.get("labels_in_estimate")))
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]
     if flat:
         lines.append(_collapsed_note(flat, lvl))

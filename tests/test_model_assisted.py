@@ -230,3 +230,17 @@ def test_the_clt_check_line_reads_huge_and_unbounded_ratios_in_words():
     assert "expects 80× the variance" in line(80.0)
     assert "expects over 10^6 × the variance" in line(8.74e30) and "e+30" not in line(8.74e30)
     assert "expects an unbounded multiple of the variance" in line(None)
+
+
+def test_a_fresh_session_says_there_is_nothing_to_check_yet(tmp_path):
+    """Before the first stage is labeled an AIS session has no CLT check to report: the
+    status says so instead of calling the check unavailable for the design."""
+    from bayes_eval.session import Session
+    from bayes_eval.session_cli import _clt_check_line, _status_text
+
+    pool = be.demo_pool(n_items=2000, positive_rate=0.05, seed=3)
+    s = Session.create(str(tmp_path / "f.db"), pool, "f1", "ais", seed=0)
+    text = _status_text(s.status())
+    s.close()
+    assert "CLT check: nothing to check before the first stage is labeled" in text
+    assert "not available for this design" in _clt_check_line([{"component": "f1"}], labels=100)
