@@ -481,6 +481,14 @@ def _status_text(st):
         lines.append("read first: the Bayesian interval (the finite-pool posterior: it accounts for the items nobody "
                      "labeled)" + (", added because the CLT check fails" if st.get("bayesian_auto") else "")
                      + "; the confidence sequence and the CLT interval are for comparison.")
+        out = [c for c in comps if c.get("bayes_lower") is not None and c.get("estimate") is not None
+               and not c["bayes_lower"] <= c["estimate"] <= c["bayes_upper"]]
+        if out:
+            c = out[0]
+            lines.append(f"note: the design's estimate of {c['component']} ({_fmt(c['estimate'])}) lies outside its "
+                         f"Bayesian interval; the posterior median is {_fmt(c.get('bayes_median'))}. The estimate "
+                         f"rests on the items drawn, the interval also on the items nobody labeled"
+                         + (f" ({len(out) - 1} more component(s) alike)" if len(out) > 1 else ""))
     stop_kind = (st.get("stopping") or {}).get("kind")
     lines.append("the confidence sequence widens the CLT interval for looking after every stage"
                  + (" (the stopping rule uses it where the CLT check passes)" if stop_kind in (None, "clt-cs") else "")

@@ -493,6 +493,8 @@ class SessionReports:
                 if len(sel):
                     row[f"{key}_lower"] = _f(sel["lower"].iloc[0])
                     row[f"{key}_upper"] = _f(sel["upper"].iloc[0])
+                    if kind == "bayes":
+                        row["bayes_median"] = _f(sel["estimate"].iloc[0])  # the posterior median
             comps.append(row)
         ws = self.weight_stats()
         out = {

@@ -185,6 +185,13 @@ def test_status_leads_with_the_bayesian_interval_where_the_check_fails(failing_s
     header = next(line for line in text.splitlines() if line.startswith("component"))
     assert header.index("Bayesian interval") < header.index("confidence sequence") < header.index("CLT interval")
     assert "read first: the Bayesian interval" in text and "read the Bayesian interval (shown first)" in text
+    assert row["bayes_lower"] <= row["bayes_median"] <= row["bayes_upper"]   # the posterior median beside it
+    inside = row["bayes_lower"] <= row["estimate"] <= row["bayes_upper"]
+    assert ("lies outside its Bayesian interval" in text) == (not inside)
+    # an estimate outside the interval it is told to read first: the text says so and gives the median
+    moved = dict(out, estimates=[dict(row, estimate=row["bayes_upper"] + 0.01)])
+    assert (f"note: the design's estimate of f1 ({row['bayes_upper'] + 0.01:.4f}) lies outside its Bayesian "
+            f"interval; the posterior median is {row['bayes_median']:.4f}") in _status_text(moved)
     assert cli_main(["session", "status", db, "--pool", pool_file, "--no-bayesian", "--format", "json",
                      "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out)
