@@ -444,6 +444,29 @@ def plot_progress(session, path: str | None = None, components=None, level: floa
     return _save_png(fig, path)
 
 
+def session_posterior_view(draws, intervals, estimate):
+    """The x-range of ``posterior.png``: the intervals and the estimate with half their span
+    on either side (at least 1% of it, 0.005 where they are one point), cut to the draws'
+    range.  A finite-pool posterior can have a long thin tail -- a completion with several
+    hidden positives -- that would squeeze the intervals into one bin at the edge; the
+    tail left out is named instead.  Returns (lo, hi, note), ``note`` '' when no draw is
+    left out."""
+    d = np.asarray(draws, np.float64)
+    pts = [v for iv in intervals for v in iv] + ([estimate] if np.isfinite(estimate) else [])
+    if not pts:
+        return float(d.min()), float(d.max()), ""
+    a, b = min(pts), max(pts)
+    pad = max(0.5 * (b - a), 0.01 * max(abs(a), abs(b)), 0.005)
+    lo, hi = max(float(d.min()), a - pad), min(float(d.max()), b + pad)
+    lo, hi = min(lo, a), max(hi, b)
+    lo, hi = lo - 0.03 * (hi - lo), hi + 0.03 * (hi - lo)   # an interval's end is never on the frame
+    below, above = float(np.mean(d < lo)), float(np.mean(d > hi))
+    parts = [f"{100 * below:.1f}% of draws below {lo:.3f} (down to {d.min():.3f})" if below > 0 else "",
+             f"{100 * above:.1f}% above {hi:.3f} (up to {d.max():.3f})" if above > 0 else ""]
+    note = "; ".join(p for p in parts if p)
+    return lo, hi, (f"not shown: {note}" if note else "")
+
+
 def plot_session_posterior(session, path: str | None, level: float = 0.95):
     """The finite-pool posterior of a session's first component with its Bayesian and CLT
     intervals and the session's estimate (``posterior.png`` of ``bayes-eval session
@@ -475,24 +498,36 @@ def plot_session_posterior(session, path: str | None, level: float = 0.95):
     iv = session.intervals(level, bayesian=True)
     snaps = session.snapshots()
     n_labels = int(snaps[-1].labels) if snaps else 0  # labels in the estimate (closed stages)
+    lvl = int(round(level * 100))
+    lines = {}
+    for kind in ("bayes", "clt"):
+        r = iv[(iv["component"] == comp) & (iv["kind"] == kind)]
+        if len(r) and np.isfinite(r["lower"].iloc[0]) and np.isfinite(r["upper"].iloc[0]):
+            lines[kind] = (float(r["lower"].iloc[0]), float(r["upper"].iloc[0]))
+    est = float(session.estimate().iloc[0])
+    lo, hi, clipped = session_posterior_view(d, list(lines.values()), est)
     fig = _agg_figure((7, 4.2))
     ax = fig.add_subplot(1, 1, 1)
-    ax.hist(d, bins=40, density=True, color="#7a9cc6", alpha=0.8, label="finite-pool posterior")
-    lvl = int(round(level * 100))
-    colors = {"clt": "#c0392b", "bayes": "#1f3a5f"}
-    for kind, style in (("bayes", "-"), ("clt", "--")):
-        r = iv[(iv["component"] == comp) & (iv["kind"] == kind)]
-        if len(r) and np.isfinite(r["lower"].iloc[0]):
-            for j, v in enumerate((r["lower"].iloc[0], r["upper"].iloc[0])):
-                ax.axvline(v, ls=style, color=colors[kind],
-                           label=f"{lvl}% {'CLT' if kind == 'clt' else 'Bayesian'} interval" if j == 0 else None)
-    est = session.estimate().iloc[0]
+    shown = d[(d >= lo) & (d <= hi)]
+    ax.hist(shown, bins=_bins(shown) if shown.size > 1 else 1, density=False,
+            weights=np.full(shown.size, 1.0 / d.size), color="#7a9cc6", alpha=0.8,
+            label="finite-pool posterior (share of draws)")
+    styles = {"bayes": ("-", "#1f3a5f", 1.8, "Bayesian"), "clt": ("--", "#c0392b", 1.2, "CLT")}
+    for kind, (a, b) in lines.items():
+        ls, color, lw, name = styles[kind]
+        for j, v in enumerate((a, b)):
+            ax.axvline(v, ls=ls, color=color, lw=lw, zorder=3 if kind == "clt" else 2,
+                       label=f"{lvl}% {name} interval [{a:.4f}, {b:.4f}]" if j == 0 else None)
     if np.isfinite(est):
         kind = "Poisson-design estimate" if session.design_name in ("poisson", "poisson-adaptive") else "IS estimate"
-        ax.axvline(est, color="#c0392b", lw=1, alpha=0.6, label=kind)
+        ax.axvline(est, ls=":", color="#e67e22", lw=2, zorder=4, label=f"{kind} {est:.4f}")
+    ax.set_xlim(lo, hi)
     ax.set_xlabel(comp)
-    ax.set_ylabel("density")
-    ax.set_title(f"posterior of {comp} on this pool after {n_labels} labels")
+    ax.set_ylabel("share of posterior draws")
+    title = f"posterior of {comp} on this pool after {n_labels} labels"
+    if clipped:
+        title += "\n" + clipped
+    ax.set_title(title, fontsize=10 if clipped else None)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return _save_png(fig, path)

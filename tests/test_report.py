@@ -267,3 +267,22 @@ def test_every_registered_posterior_sampler_reports(model):
         assert f"prior_{name}" in rep.idata.constant_data.data_vars
     truth = float(pool.true_value(M.f1())[0])
     np.testing.assert_allclose(fit.value[..., 0], truth, rtol=0, atol=1e-12)
+
+
+def test_the_session_posterior_plot_frames_the_intervals_and_names_the_tail_it_leaves_out():
+    """posterior.png's x-range (plots.session_posterior_view): every interval end and the
+    estimate inside the frame, away from its edges; a long thin tail of the posterior (a
+    completion with several hidden positives) left out and named with its share; nothing
+    named when every draw is in the frame."""
+    from bayes_eval.plots import session_posterior_view
+
+    rng = np.random.default_rng(0)
+    d = np.r_[0.8333 - 0.0035 * rng.poisson(0.3, 985), rng.uniform(0.5, 0.75, 15)]   # 1.5% far tail
+    ivs = [(0.7969, 0.8333), (0.8313, 0.8361)]
+    lo, hi, note = session_posterior_view(d, ivs, 0.8337)
+    ends = [v for iv in ivs for v in iv] + [0.8337]
+    assert lo < min(ends) and max(ends) < hi and hi - lo < 0.1
+    share = np.mean(d < lo)
+    assert 0 < share <= 0.015 and note.startswith(f"not shown: {100 * share:.1f}% of draws below {lo:.3f}")
+    lo2, hi2, note2 = session_posterior_view(np.linspace(0.6, 0.8, 200), [(0.62, 0.78)], 0.7)
+    assert note2 == "" and lo2 < 0.62 and hi2 > 0.78
