@@ -302,6 +302,14 @@ def test_cli_demo_json():
     assert 0.0 <= last["lower"] <= last["estimate"] <= last["upper"] <= 1.0 + 1e-12
     lo, hi = out["bayes_interval"]
     assert 0.0 <= lo <= hi <= 1.0
+    assert lo <= out["bayes_mean"] <= hi   # the posterior mean, beside its interval
+    buf = io.StringIO()                     # the text: the same run, told where the estimate stands
+    with redirect_stdout(buf):
+        assert main(["demo", "--budget", "200"]) == 0
+    text = buf.getvalue()
+    assert f"[{lo:.4f}, {hi:.4f}]  finite-pool posterior (calibrated model; mean {out['bayes_mean']:.4f})" in text
+    outside = not lo <= last["estimate"] <= hi
+    assert ("lies outside the Bayesian interval" in text) == outside
     # the CLT check (issue 15): on the demo pool the positives hiding in the bulk make it fail
     assert all(st["clt_reliable"] is False for st in stages if st["clt_reliable"] is not None)
     assert last["clt_reliable"] is False and (last["clt_check"] is None or last["clt_check"] > 5)
