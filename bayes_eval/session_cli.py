@@ -659,8 +659,8 @@ def _cmd_report(args, bar):
         first = s.components[: len(s.measures[0].names)][:8]
         hshort = hist[hist["component"].isin(first)][["stage", "labels", "draws", "ess", "max_weight", "component",
                                                       "estimate", "lower", "upper"]]
-        order = (("measure", "component", "estimate", "bayes_lower", "bayes_upper", "std_error", "clt_lower",
-                  "clt_upper") if lead_bayes else
+        order = (("measure", "component", "estimate", "bayes_lower", "bayes_upper", "bayes_median", "std_error",
+                  "clt_lower", "clt_upper") if lead_bayes else
                  ("measure", "component", "estimate", "std_error", "clt_lower", "clt_upper", "bayes_lower",
                   "bayes_upper"))
         show = [c for c in order if c in summ.columns]
@@ -678,6 +678,14 @@ def _cmd_report(args, bar):
               _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
               "\n" + _clt_check_line(st["estimates"], lead_bayes) + " (per component: `clt_check` in summary.csv)\n"]
+        if lead_bayes:
+            away = summ[(summ["estimate"] < summ["bayes_lower"]) | (summ["estimate"] > summ["bayes_upper"])]
+            if len(away):
+                r = away.iloc[0]
+                md.append(f"\nThe design's estimate of {r['component']} ({_fmt(r['estimate'])}) lies outside its "
+                          f"Bayesian interval; the posterior median is {_fmt(r['bayes_median'])} (`bayes_median`). "
+                          f"The estimate rests on the items drawn, the interval also on the items nobody labeled"
+                          + (f" ({len(away) - 1} more component(s) alike)" if len(away) > 1 else "") + ".\n")
         if "bayes_collapsed" in summ.columns and summ["bayes_collapsed"].any():
             md.append("\n" + _collapsed_note(list(summ.loc[summ["bayes_collapsed"], "component"]),
                                              int(round(args.level * 100))) + " (`bayes_collapsed` in summary.csv)\n")

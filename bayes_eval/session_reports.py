@@ -256,6 +256,7 @@ class SessionReports:
                 df["bayes_lower"] = b["lower"].to_numpy()
                 df["bayes_upper"] = b["upper"].to_numpy()
                 df["bayes_collapsed"] = b["collapsed"].to_numpy()  # widened: posterior.resolved_interval
+                df["bayes_median"] = b["estimate"].to_numpy()      # the posterior median
         df["level"] = level
         df["labels"] = self._n_labels
         df["draws"] = ws["draws"]

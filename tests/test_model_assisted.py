@@ -205,6 +205,10 @@ def test_status_leads_with_the_bayesian_interval_where_the_check_fails(failing_s
         md = f.read()
     table = next(line for line in md.splitlines() if line.startswith("| measure"))
     assert "Read first: the Bayesian interval" in md and table.index("bayes_lower") < table.index("clt_lower")
+    summ = pd.read_csv(os.path.join(rep, "summary.csv")).iloc[0]        # the posterior median beside it
+    assert "bayes_median" in table and summ["bayes_lower"] <= summ["bayes_median"] <= summ["bayes_upper"]
+    away = not summ["bayes_lower"] <= summ["estimate"] <= summ["bayes_upper"]
+    assert ("lies outside its Bayesian interval" in md) == away
 
 
 @pytest.mark.slow
