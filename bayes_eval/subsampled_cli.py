@@ -118,6 +118,7 @@ def _fmt(v):
     return "nan" if v is None else f"{v:.6g}"
 
 
+
 def _text(d, pl) -> str:
     lines = [f"{d['measure']}  ({d['n_rows']:,} rows, effective size η = {d['effective_n']:,.1f})"]
     est, (lo, hi) = d["estimate"], d["interval"]
@@ -127,6 +128,28 @@ def _text(d, pl) -> str:
             lines.append(f"{n:>24} {_fmt(e):>10}  [{_fmt(a)}, {_fmt(b)}]")
     else:
         lines.append(f"estimate {_fmt(est)}   interval [{_fmt(lo)}, {_fmt(hi)}]   ({d['interval_kind']})")
+    if d.get("clt_ok") is False:
+        # the record's own flag (subsampled.informative_rows, subsampled_auc): say it where the interval is read
+        from .subsampled import MIN_INFORMATIVE
+        from .subsampled_auc import MIN_DISCORDANT
+
+        if "n_discordant_neg" in d:
+            why = (f"{d['n_discordant_neg']} kept negative(s) ranked above some positive carry its variance "
+                   f"(it needs {MIN_DISCORDANT} of them and of each class)")
+        elif not d.get("n_informative"):
+            why = None
+            lines.append("note: no kept thinned row carries the variance, so the interval is a point. Either the "
+                         "measure does not depend on the thinned rows (then it is exact: e.g. recall when only "
+                         "negatives are thinned), or the kept rows hold none of the pattern it depends on (e.g. the "
+                         "false positives of F1 or precision), which does not rule out up to ~3 / keep rate such "
+                         "rows in the full data (README, \"Where the CLT does not apply\"; clt_ok: false in "
+                         "--format json).")
+        else:
+            why = (f"only {d['n_informative']} kept thinned row(s) carry its variance (it needs {MIN_INFORMATIVE})")
+        if why is not None:
+            lines.append(f"warning: the CLT does not apply — {why}. The interval is not a reliable "
+                         f"{int(round(100 * d.get('level', 0.95)))}% interval (README, \"Where the CLT does not "
+                         f"apply\"; clt_ok: false in --format json).")
     if d["measure"] == "calibration":
         lines.append(f"{'bin':>4} {'mean score':>11} {'mean label':>11}  interval of the mean label   share")
         for j, (p, r, a, b, m) in enumerate(zip(d["phi"], d["r"], d["r_lo"], d["r_hi"], d["mass"])):

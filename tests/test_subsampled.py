@@ -450,3 +450,30 @@ def test_example_subsampled_auc(capsys):
     assert p["best"]["rho"] == 0.5 and p["best"]["n_pos"] + p["best"]["n_neg_keep"] == 2000
     assert p["best"]["bound_width"] == pytest.approx(min(p["table"]["bound_width"]))
     assert "best: rho = 0.500" in text
+
+
+def test_cli_text_says_where_the_clt_does_not_apply(tmp_path, capsys):
+    """The record's ``clt_ok`` reaches the text a person reads: with 2 kept false positives
+    (F1's variance rests on them) a warning that the interval is not a reliable 95% one; with
+    none carrying the variance (recall when only negatives are thinned) a note that the point
+    is exact or the pattern unseen; with 30 kept false positives nothing."""
+    from bayes_eval.cli import main
+
+    def frame(n_fp):
+        label = np.r_[np.ones(50), np.zeros(200)].astype(int)
+        pred = np.r_[np.ones(40), np.zeros(10), np.ones(n_fp), np.zeros(200 - n_fp)].astype(int)
+        score = np.where(pred == 1, 1.0, -1.0) + np.linspace(0, 0.1, 250)
+        f = tmp_path / f"fp{n_fp}.csv"
+        pd.DataFrame({"score": score, "pred": pred, "label": label}).to_csv(f, index=False)
+        return str(f)
+
+    def text(f, measure):
+        assert main(["subsampled", f, "--measure", measure, "--keep-rate", "0.1"]) == 0
+        return capsys.readouterr().out
+
+    few, many = frame(2), frame(30)
+    assert "warning: the CLT does not apply — only 2 kept thinned row(s) carry its variance" in text(few, "f1")
+    t = text(few, "recall")
+    assert "note: no kept thinned row carries the variance" in t and "warning" not in t
+    t = text(many, "f1")
+    assert "warning" not in t and "note:" not in t
