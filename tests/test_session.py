@@ -497,8 +497,10 @@ def test_cli_report_with_posterior(tmp_path, capsys, pool):
     assert ba is not None and (ba["lower"] <= ba["upper"]).all()
     pd.testing.assert_frame_equal(ba, b.bayesian_interval(n_draws=200))
     assert set(a.intervals()["kind"]) == {"clt", "bayes"}
-    stop = a.stopping(0.01, bayesian=True)
-    assert stop["kind"] in ("clt", "bayes") and stop["width"] >= a.stopping(0.01)["width"]
+    stop = a.stopping(0.01, bayesian=True)   # a posterior after each of the last 3 stages (bayes-stable)
+    bw = a.bayesian_interval()               # the last closed stage's, as the rule reads it
+    assert stop["kind"] == "bayes-stable" and len(stop["stable_widths"]) == 3 and stop["reached"] is False
+    assert stop["width"] == pytest.approx(float((bw["upper"] - bw["lower"]).max()), rel=1e-9)
     a.close()
     b.close()
     pool_file = tmp_path / "pool.parquet"
