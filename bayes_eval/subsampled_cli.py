@@ -118,7 +118,6 @@ def _fmt(v):
     return "nan" if v is None else f"{v:.6g}"
 
 
-
 def _text(d, pl) -> str:
     lines = [f"{d['measure']}  ({d['n_rows']:,} rows, effective size η = {d['effective_n']:,.1f})"]
     est, (lo, hi) = d["estimate"], d["interval"]
