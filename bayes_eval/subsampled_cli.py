@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
+
 from .errors import PoolError, UsageError
 
 MEASURE_CHOICES = ("auc", "f1", "precision", "recall", "accuracy", "pr_curve", "roc_curve", "calibration",
@@ -137,12 +139,19 @@ def _text(d, pl) -> str:
                    f"(it needs {MIN_DISCORDANT} of them and of each class)")
         elif not d.get("n_informative"):
             why = None
-            lines.append("note: no kept thinned row carries the variance, so the interval is a point. Either the "
-                         "measure does not depend on the thinned rows (then it is exact: e.g. recall when only "
-                         "negatives are thinned), or the kept rows hold none of the pattern it depends on (e.g. the "
-                         "false positives of F1 or precision), which does not rule out up to ~3 / keep rate such "
-                         "rows in the full data (README, \"Where the CLT does not apply\"; clt_ok: false in "
-                         "--format json).")
+            point = bool(np.all(np.asarray(lo, float) == np.asarray(hi, float)))
+            where = "(README, \"Where the CLT does not apply\"; clt_ok: false in --format json)."
+            if point:
+                lines.append("note: no kept thinned row carries the design variance, so the interval is a point. Either "
+                             "the measure does not depend on the thinned rows (then it is exact: e.g. recall when "
+                             "only negatives are thinned), or the kept rows hold none of the pattern it depends on "
+                             "(e.g. the false positives of F1 or precision), which does not rule out up to ~3 / keep "
+                             "rate such rows in the full data " + where)
+            else:
+                lines.append("note: no kept thinned row carries the design variance: the interval is its population "
+                             "part alone. Where the measure depends on the thinned rows (e.g. the false positives of "
+                             "F1 or precision), up to ~3 / keep rate such rows may exist that none of the kept ones "
+                             "shows " + where)
         else:
             why = (f"only {d['n_informative']} kept thinned row(s) carry its variance (it needs {MIN_INFORMATIVE})")
         if why is not None:

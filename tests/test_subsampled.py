@@ -474,6 +474,6 @@ def test_cli_text_says_where_the_clt_does_not_apply(tmp_path, capsys):
     few, many = frame(2), frame(30)
     assert "warning: the CLT does not apply — only 2 kept thinned row(s) carry its variance" in text(few, "f1")
     t = text(few, "recall")
-    assert "note: no kept thinned row carries the variance" in t and "warning" not in t
+    assert "note: no kept thinned row carries the design variance, so the interval is a point" in t and "warning" not in t
     t = text(many, "f1")
     assert "warning" not in t and "note:" not in t
