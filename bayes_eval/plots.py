@@ -533,9 +533,10 @@ def plot_session_posterior(session, path: str | None, level: float = 0.95):
     return _save_png(fig, path)
 
 
-def plot_pr_curve(table, path: str | None, level: float = 0.95, title: str = "PR curve"):
+def plot_pr_curve(table, path: str | None, level: float = 0.95, title: str = "PR curve", caveat: str | None = None):
     """A precision–recall curve with the CLT band of the precision (``pr_curve.png`` of
-    ``bayes-eval session report``).
+    ``bayes-eval session report``); ``caveat``, a second title line (the report's: where the
+    session's CLT check fails, the band rests on the positives found).
 
     Parameters
     ----------
@@ -564,7 +565,7 @@ def plot_pr_curve(table, path: str | None, level: float = 0.95, title: str = "PR
     ax.set_ylabel("precision")
     ax.set_xlim(0, 1.02)
     ax.set_ylim(0, 1.02)
-    ax.set_title(title)
+    ax.set_title(title if not caveat else f"{title}\n{caveat}", fontsize=None if not caveat else 9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -191,6 +191,18 @@ class _Bar:
             self._last = ""
 
 
+def _pr_caveat(s) -> str | None:
+    """The PR curve's caveat in ``session report``: where the session's CLT check fails for its
+    first measure, the curve's CLT band rests on the positives found (None where it passes or
+    the design has no check)."""
+    from .estimators import MODEL_CHECK_MAX
+
+    chk = list(s.clt_check())[: len(s.measures[0].names)]
+    if not any(float(c) > MODEL_CHECK_MAX for c in chk):  # NaN (no check) compares False
+        return None
+    return "CLT check fails: the band rests on the positives found"
+
+
 def _clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = None) -> str:
     """The CLT check of ``session status`` (estimators.model_assisted): whether the design's
     calibrated model and the draws agree on the variance; ``bayes_shown``: the Bayesian interval
@@ -637,14 +649,15 @@ def _cmd_report(args, bar):
         if post:
             files.append(post)
         pr_df = None
-        pr_note = None
+        pr_note = pr_caveat = None
         if args.pr_curve:
             bar("PR curve", 2, 4)
             try:
                 pr_df = _pr_curve_table(s, args.thresholds, args.level)
                 n_used = int(hist["labels"].iloc[-1]) if len(hist) else 0  # labels in the estimate
+                pr_caveat = _pr_caveat(s)
                 plots.plot_pr_curve(pr_df, os.path.join(args.out, "pr_curve.png"), args.level,
-                                    title=f"PR curve from {n_used} labels (design {s.design_name})")
+                                    title=f"PR curve from {n_used} labels (design {s.design_name})", caveat=pr_caveat)
                 files.append(os.path.join(args.out, "pr_curve.png"))
                 p = os.path.join(args.out, "pr_curve.csv")
                 pr_df.to_csv(p, index=False)
@@ -712,6 +725,9 @@ def _cmd_report(args, bar):
                    "![posterior](posterior.png)\n"]
         if pr_df is not None:
             md += ["\n## PR curve (same labels, 001 §3.3.1)\n", "![PR curve](pr_curve.png)\n"]
+            if pr_caveat:
+                md.append("\nThe CLT check fails (above), so this curve and its CLT band rest on the positives found: "
+                          "positives may hide where the design draws few items, and neither sees them.\n")
         if pr_note:
             md.append(f"\n{pr_note}\n")
         md += ["\n## History\n", _md_table(hshort)]

@@ -286,3 +286,29 @@ def test_the_session_posterior_plot_frames_the_intervals_and_names_the_tail_it_l
     assert 0 < share <= 0.015 and note.startswith(f"not shown: {100 * share:.1f}% of draws below {lo:.3f}")
     lo2, hi2, note2 = session_posterior_view(np.linspace(0.6, 0.8, 200), [(0.62, 0.78)], 0.7)
     assert note2 == "" and lo2 < 0.62 and hi2 > 0.78
+
+
+def test_the_pr_curve_says_when_its_band_rests_on_the_positives_found():
+    """session report's pr_curve.png: where the session's CLT check fails for its first
+    measure, a second title line says the CLT band rests on the positives found; where the
+    check passes or the design has none, nothing is added."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from bayes_eval.plots import plot_pr_curve
+    from bayes_eval.session_cli import _pr_caveat
+
+    def session(checks):
+        return SimpleNamespace(clt_check=lambda: np.asarray(checks, float),
+                               measures=[SimpleNamespace(names=("f1",))])
+
+    caveat = _pr_caveat(session([96.7, 1.0]))
+    assert caveat == "CLT check fails: the band rests on the positives found"
+    assert _pr_caveat(session([1.2, 300.0])) is None          # only the first measure's components count
+    assert _pr_caveat(session([np.nan])) is None               # no check for the design
+    table = pd.DataFrame({"recall": [0.2, 0.6, 0.9], "precision": [1.0, 0.8, 0.5],
+                          "precision_lower": [0.9, 0.7, 0.4], "precision_upper": [1.0, 0.9, 0.6]})
+    fig = plot_pr_curve(table, None, title="PR curve from 500 labels", caveat=caveat)
+    assert fig.axes[0].get_title() == "PR curve from 500 labels\n" + caveat
+    assert plot_pr_curve(table, None, title="PR curve").axes[0].get_title() == "PR curve"
