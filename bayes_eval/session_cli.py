@@ -191,6 +191,25 @@ class _Bar:
             self._last = ""
 
 
+def _outside_note(rows, median_ref: str = "") -> str | None:
+    """Where the design's estimate of a component lies outside its Bayesian interval (rows
+    with ``component``, ``estimate``, ``bayes_lower``, ``bayes_upper``, ``bayes_median``:
+    ``session status``'s components or summary.csv's records), the sentence that says so
+    for the first such component, naming the posterior median; None where none does."""
+    def num(v):
+        return v is not None and math.isfinite(v)
+
+    away = [r for r in rows if num(r.get("estimate")) and num(r.get("bayes_lower")) and num(r.get("bayes_upper"))
+            and not r["bayes_lower"] <= r["estimate"] <= r["bayes_upper"]]
+    if not away:
+        return None
+    r = away[0]
+    return (f"the design's estimate of {r['component']} ({_fmt(r['estimate'])}) lies outside its Bayesian interval; "
+            f"the posterior median is {_fmt(r.get('bayes_median'))}{median_ref}. The estimate rests on the items "
+            f"drawn, the interval also on the items nobody labeled"
+            + (f" ({len(away) - 1} more component(s) alike)" if len(away) > 1 else ""))
+
+
 def _pr_caveat(s) -> str | None:
     """The PR curve's caveat in ``session report``: where the session's CLT check fails for its
     first measure, the curve's CLT band rests on the positives found (None where it passes or
@@ -493,14 +512,9 @@ def _status_text(st):
         lines.append("read first: the Bayesian interval (the finite-pool posterior: it accounts for the items nobody "
                      "labeled)" + (", added because the CLT check fails" if st.get("bayesian_auto") else "")
                      + "; the confidence sequence and the CLT interval are for comparison.")
-        out = [c for c in comps if c.get("bayes_lower") is not None and c.get("estimate") is not None
-               and not c["bayes_lower"] <= c["estimate"] <= c["bayes_upper"]]
-        if out:
-            c = out[0]
-            lines.append(f"note: the design's estimate of {c['component']} ({_fmt(c['estimate'])}) lies outside its "
-                         f"Bayesian interval; the posterior median is {_fmt(c.get('bayes_median'))}. The estimate "
-                         f"rests on the items drawn, the interval also on the items nobody labeled"
-                         + (f" ({len(out) - 1} more component(s) alike)" if len(out) > 1 else ""))
+        away = _outside_note(comps)
+        if away:
+            lines.append("note: " + away)
     stop_kind = (st.get("stopping") or {}).get("kind")
     lines.append("the confidence sequence widens the CLT interval for looking after every stage"
                  + (" (the stopping rule uses it where the CLT check passes)" if stop_kind in (None, "clt-cs") else "")
@@ -691,14 +705,9 @@ def _cmd_report(args, bar):
               _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
               "\n" + _clt_check_line(st["estimates"], lead_bayes) + " (per component: `clt_check` in summary.csv)\n"]
-        if lead_bayes:
-            away = summ[(summ["estimate"] < summ["bayes_lower"]) | (summ["estimate"] > summ["bayes_upper"])]
-            if len(away):
-                r = away.iloc[0]
-                md.append(f"\nThe design's estimate of {r['component']} ({_fmt(r['estimate'])}) lies outside its "
-                          f"Bayesian interval; the posterior median is {_fmt(r['bayes_median'])} (`bayes_median`). "
-                          f"The estimate rests on the items drawn, the interval also on the items nobody labeled"
-                          + (f" ({len(away) - 1} more component(s) alike)" if len(away) > 1 else "") + ".\n")
+        away = _outside_note(summ.to_dict("records"), " (`bayes_median`)") if lead_bayes else None
+        if away:
+            md.append("\n" + away[0].upper() + away[1:] + ".\n")
         if "bayes_collapsed" in summ.columns and summ["bayes_collapsed"].any():
             md.append("\n" + _collapsed_note(list(summ.loc[summ["bayes_collapsed"], "component"]),
                                              int(round(args.level * 100))) + " (`bayes_collapsed` in summary.csv)\n")
