@@ -534,33 +534,66 @@ def plot_session_posterior(session, path: str | None, level: float = 0.95):
 
 
 def plot_pr_curve(table, path: str | None, level: float = 0.95, title: str = "PR curve", caveat: str | None = None):
-    """A precision–recall curve with the CLT band of the precision (``pr_curve.png`` of
-    ``bayes-eval session report``); ``caveat``, a second title line (the report's: where the
-    session's CLT check fails, the band rests on the positives found).
+    """A precision–recall curve with its bands (``pr_curve.png`` of ``bayes-eval session
+    report``), in two panels: the curve in PR space with the band of the precision, and the
+    recall against the threshold with its band (the curve's uncertainty along the recall axis,
+    the larger one where positives may hide among the low scores).
+
+    Each panel shows the design's estimate with its CLT band and, where the table has them,
+    the posterior's curve (the finite-pool posterior's medians) with its Bayesian band,
+    shaded (the CLT band then dashed).  ``caveat``: a second title line (the report's: where
+    the session's CLT check fails, the CLT band rests on the positives found).
 
     Parameters
     ----------
     table : pandas.DataFrame
-        One row per threshold, columns ``recall``, ``precision``, ``precision_lower``,
-        ``precision_upper``; rows with an undefined precision or recall are left out.
+        One row per threshold, columns ``threshold``, ``recall``, ``precision``,
+        ``precision_lower``, ``precision_upper``, ``recall_lower``, ``recall_upper`` and
+        optionally the Bayesian ``{precision,recall}_bayes_{median,lower,upper}``; rows with an
+        undefined precision or recall are left out of the first panel.
     path : str or None
         Where to write the PNG (None: return the Figure).
     level : float, default 0.95
-        The level of the band (for the legend).
+        The level of the bands (for the legend).
     title : str
 
     Returns
     -------
     str or matplotlib.figure.Figure
     """
-    fig = _agg_figure((6, 5))
-    ax = fig.add_subplot(1, 1, 1)
+    fig = _agg_figure((11, 5))
+    ax, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    pct = int(round(level * 100))
+    bayes = "precision_bayes_lower" in table.columns
+    est_color, post_color, band_color = "#1f3a5f", "#a0521a", "#d9822b"
+
+    def bands(axis, x, lo, hi, xb, med, blo, bhi, what, est_x, est_y):
+        axis.plot(est_x, est_y, marker=".", ms=3 if bayes else None, color=est_color,
+                  label="design's estimate" if bayes else "estimate")
+        if bayes:
+            axis.fill_between(xb, blo, bhi, alpha=0.3, color=band_color, lw=0, label=f"{pct}% Bayesian band ({what})")
+            axis.plot(xb, med, color=post_color, lw=1.2, label="posterior median")
+            axis.plot(x, lo, color=est_color, lw=0.8, ls="--", label=f"{pct}% CLT band ({what})")
+            axis.plot(x, hi, color=est_color, lw=0.8, ls="--")
+        else:
+            axis.fill_between(x, lo, hi, alpha=0.25, color=est_color, label=f"{pct}% CLT band ({what})")
+
+    def col(d, name):
+        return np.clip(d[name].to_numpy(float), 0, 1)
+
+    # PR space, at each curve's own recall
     ok = np.isfinite(table["precision"]) & np.isfinite(table["recall"])
-    d = table[ok].sort_values("recall")
-    ax.plot(d["recall"], d["precision"], marker=".", color="#1f3a5f", label="estimate")
-    ax.fill_between(d["recall"].to_numpy(float), np.clip(d["precision_lower"].to_numpy(float), 0, 1),
-                    np.clip(d["precision_upper"].to_numpy(float), 0, 1), alpha=0.25, color="#1f3a5f",
-                    label=f"{int(round(level * 100))}% CLT band (precision)")
+    d = table[ok].sort_values("recall", kind="stable")
+    b = None
+    if bayes:
+        b = table[np.isfinite(table["precision_bayes_median"]) & np.isfinite(table["recall_bayes_median"])]
+        b = b.sort_values("recall_bayes_median", kind="stable")
+    bands(ax, d["recall"].to_numpy(float), col(d, "precision_lower"), col(d, "precision_upper"),
+          None if b is None else b["recall_bayes_median"].to_numpy(float),
+          None if b is None else b["precision_bayes_median"].to_numpy(float),
+          None if b is None else b["precision_bayes_lower"].to_numpy(float),
+          None if b is None else b["precision_bayes_upper"].to_numpy(float), "precision",
+          d["recall"].to_numpy(float), d["precision"].to_numpy(float))
     ax.set_xlabel("recall")
     ax.set_ylabel("precision")
     ax.set_xlim(0, 1.02)
@@ -568,5 +601,20 @@ def plot_pr_curve(table, path: str | None, level: float = 0.95, title: str = "PR
     ax.set_title(title if not caveat else f"{title}\n{caveat}", fontsize=None if not caveat else 9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    # the recall against the threshold
+    t = np.asarray(table["threshold"], dtype=float)
+    o = np.argsort(t, kind="stable")
+    tt = table.iloc[o]
+    ts = t[o]
+    bands(ax2, ts, col(tt, "recall_lower"), col(tt, "recall_upper"), ts,
+          tt["recall_bayes_median"].to_numpy(float) if bayes else None,
+          tt["recall_bayes_lower"].to_numpy(float) if bayes else None,
+          tt["recall_bayes_upper"].to_numpy(float) if bayes else None, "recall", ts, tt["recall"].to_numpy(float))
+    ax2.set_xlabel("threshold (score)")
+    ax2.set_ylabel("recall")
+    ax2.set_ylim(0, 1.02)
+    ax2.set_title("recall at each threshold", fontsize=None if not caveat else 9)
+    ax2.grid(alpha=0.3)
+    ax2.legend(fontsize=8)
     fig.tight_layout()
     return _save_png(fig, path)

@@ -210,15 +210,17 @@ def _outside_note(rows, median_ref: str = "") -> str | None:
             + (f" ({len(away) - 1} more component(s) alike)" if len(away) > 1 else ""))
 
 
-def _pr_caveat(s) -> str | None:
+def _pr_caveat(s, bayes_band: bool = False) -> str | None:
     """The PR curve's caveat in ``session report``: where the session's CLT check fails for its
     first measure, the curve's CLT band rests on the positives found (None where it passes or
-    the design has no check)."""
+    the design has no check); ``bayes_band``: the figure has the Bayesian band, the one to read."""
     from .estimators import MODEL_CHECK_MAX
 
     chk = list(s.clt_check())[: len(s.measures[0].names)]
     if not any(float(c) > MODEL_CHECK_MAX for c in chk):  # NaN (no check) compares False
         return None
+    if bayes_band:
+        return "CLT check fails: the CLT band rests on the positives found; read the Bayesian band"
     return "CLT check fails: the band rests on the positives found"
 
 
@@ -590,22 +592,32 @@ def _md_table(df, floatfmt="{:.4g}"):
     return "\n".join(lines) + "\n"
 
 
-def _pr_curve_table(s, thresholds, level):
+def _pr_curve_table(s, thresholds, level, bayesian=True):
     """The PR curve of the report: the session's own pr_curve measure if it has one,
-    else one estimated from the same labels on ``thresholds`` evenly spaced scores."""
+    else one estimated from the same labels on ``thresholds`` evenly spaced scores; with
+    ``bayesian``, where the session has a posterior, the Bayesian band too (columns
+    ``precision_bayes_median``, ``precision_bayes_lower`` ...: the finite-pool posterior of
+    the curve given the same labels, :meth:`~bayes_eval.session.Session.posterior_of`)."""
     import numpy as np
     import pandas as pd
 
     from . import measures as M
     from .estimators import normal_interval
+    from .posterior import equal_tailed
 
     pr = next((m for m in s.measures if m.name.startswith("pr_curve")), None)
+    blo = bhi = bmed = None
     if pr is not None:
         names = list(pr.names)
         iv = s.intervals(level, bayesian=False).set_index("component")
         value = iv.loc[names, "estimate"].to_numpy()
         lo = iv.loc[names, "lower"].to_numpy()
         hi = iv.loc[names, "upper"].to_numpy()
+        b = s.bayesian_interval(level) if bayesian else None
+        if b is not None:
+            b = b.set_index("component")
+            blo, bhi = b.loc[names, "lower"].to_numpy(), b.loc[names, "upper"].to_numpy()
+            bmed = b.loc[names, "estimate"].to_numpy()   # the posterior median
     else:
         system = int(s.config.get("system", 0))
         # evenly spaced between the smallest and largest score, as in 001 §5.3 (quantiles of an
@@ -616,10 +628,18 @@ def _pr_curve_table(s, thresholds, level):
         est = s.estimate_draws(pr)
         value = np.asarray(est.value)
         lo, hi = (np.asarray(a) for a in normal_interval(est.value, est.cov, level))
+        draws = s.posterior_of(pr) if bayesian else None
+        if draws is not None:
+            with np.errstate(all="ignore"):
+                blo, bhi = (np.asarray(a) for a in equal_tailed(draws, level))
+                bmed = np.nanmedian(draws, axis=0)
     L = len(names) // 2
     df = pd.DataFrame({"threshold": [n.split("@", 1)[1] for n in names[:L]], "precision": value[:L],
                        "precision_lower": lo[:L], "precision_upper": hi[:L], "recall": value[L:],
                        "recall_lower": lo[L:], "recall_upper": hi[L:]})
+    if blo is not None:
+        df["precision_bayes_median"], df["precision_bayes_lower"], df["precision_bayes_upper"] = bmed[:L], blo[:L], bhi[:L]
+        df["recall_bayes_median"], df["recall_bayes_lower"], df["recall_bayes_upper"] = bmed[L:], blo[L:], bhi[L:]
     return df
 
 
@@ -664,12 +684,14 @@ def _cmd_report(args, bar):
             files.append(post)
         pr_df = None
         pr_note = pr_caveat = None
+        pr_bayes = False
         if args.pr_curve:
             bar("PR curve", 2, 4)
             try:
-                pr_df = _pr_curve_table(s, args.thresholds, args.level)
+                pr_df = _pr_curve_table(s, args.thresholds, args.level, bayesian=bayes)
                 n_used = int(hist["labels"].iloc[-1]) if len(hist) else 0  # labels in the estimate
-                pr_caveat = _pr_caveat(s)
+                pr_bayes = "precision_bayes_lower" in pr_df.columns
+                pr_caveat = _pr_caveat(s, pr_bayes)
                 plots.plot_pr_curve(pr_df, os.path.join(args.out, "pr_curve.png"), args.level,
                                     title=f"PR curve from {n_used} labels (design {s.design_name})", caveat=pr_caveat)
                 files.append(os.path.join(args.out, "pr_curve.png"))
@@ -734,7 +756,16 @@ def _cmd_report(args, bar):
                    "![posterior](posterior.png)\n"]
         if pr_df is not None:
             md += ["\n## PR curve (same labels, 001 §3.3.1)\n", "![PR curve](pr_curve.png)\n"]
-            if pr_caveat:
+            if pr_bayes:
+                md.append("\nTwo curves: the design's estimate with its CLT band (dashed), and the posterior median "
+                          "with its Bayesian band (shaded) -- the finite-pool posterior of the curve given the same "
+                          "labels (the session's posterior model, every unlabeled item's class drawn from it; "
+                          "`pr_curve.csv`'s `*_bayes_median` / `*_bayes_lower` / `*_bayes_upper` columns).\n")
+            if pr_caveat and pr_bayes:
+                md.append("\nThe CLT check fails (above), so the curve's estimate and its CLT band rest on the positives "
+                          "found: positives may hide where the design draws few items. The Bayesian band also "
+                          "accounts for the items nobody labeled: read it.\n")
+            elif pr_caveat:
                 md.append("\nThe CLT check fails (above), so this curve and its CLT band rest on the positives found: "
                           "positives may hide where the design draws few items, and neither sees them.\n")
         if pr_note:

@@ -366,28 +366,94 @@ def posterior_sampler(core: SessionCore, model, measures, choice: str, n_draws: 
     item's class away from the median completion (:attr:`~bayes_eval.posterior.PosteriorDraws.one_item`,
     for :func:`~bayes_eval.posterior.resolved_interval`); jit-compiled once per core, choice
     and ``n_draws``."""
-    from .cells import leaf_counts, posterior_units
-    from .posterior import finite_pool_posterior
+    from .cells import posterior_units
 
     fkey = ("posterior", choice, int(n_draws))
     fn = core.jitted.get(fkey)
     if fn is None:
-        measures = tuple(measures)
         units = core.jitted.get(("posterior_units", choice)) or posterior_units(core.cells, core.n_strata, "stratum")
-        ucells, n_units = units.cells, units.n_units
-
-        def all_measures(rkey, labeled):
-            cnt, unl = leaf_counts(ucells, labeled, n_units)
-            state = model.fit(model.init_state(), cnt, unl)
-            out, one = [], []
-            for j, m in enumerate(measures):
-                cells_j = ucells._replace(loss=core.loss_tables[j])
-                post = finite_pool_posterior(rkey, model, cells_j, labeled, n_units, m.g,
-                                             n_draws=int(n_draws), state=state)
-                out.append(post.value)
-                one.append(post.one_item)
-            return jnp.concatenate(out, axis=1), jnp.concatenate(one, axis=1)
-
-        fn = jax.jit(all_measures)
+        fn = _pool_posterior_program(model, units, core.loss_tables, [m.g for m in measures], n_draws)
         core.jitted[fkey] = fn
     return fn
+
+
+def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int) -> Callable:
+    """The compiled program of :func:`posterior_sampler` and :func:`measure_posterior`:
+    ``(key, labeled) -> ((n_draws, m), (2, m))``, ``model`` fitted to the labels per unit, then
+    :func:`~bayes_eval.posterior.finite_pool_posterior` of each ``g`` on the unit cells with
+    its loss table (one key for all).  One builder for both, so that the same measure on the
+    same cells is the same program (the persistent compilation cache serves the second)."""
+    from .cells import leaf_counts
+    from .posterior import finite_pool_posterior
+
+    ucells, n_units = units.cells, units.n_units
+    loss_tables, gs = tuple(loss_tables), tuple(gs)
+
+    def all_measures(rkey, labeled):
+        cnt, unl = leaf_counts(ucells, labeled, n_units)
+        state = model.fit(model.init_state(), cnt, unl)
+        out, one = [], []
+        for loss, g in zip(loss_tables, gs):
+            post = finite_pool_posterior(rkey, model, ucells._replace(loss=loss), labeled, n_units, g,
+                                         n_draws=int(n_draws), state=state)
+            out.append(post.value)
+            one.append(post.one_item)
+        return jnp.concatenate(out, axis=1), jnp.concatenate(one, axis=1)
+
+    return jax.jit(all_measures)
+
+
+class MeasurePosterior(NamedTuple):
+    """The finite-pool posterior of a measure a session was not created with (the report's PR
+    curve): ``sample(key, labeled) -> (n_draws, m)`` draws of its components, ``labeled`` the
+    labels per (cell, class) of the measure's own cells, whose items' cells are ``item_cell``."""
+
+    sample: Callable
+    item_cell: np.ndarray
+    n_cells: int
+
+
+def measure_posterior(core: SessionCore, pool, measures, config: dict, n_classes: int, measure,
+                      n_draws: int) -> MeasurePosterior | None:
+    """The posterior of ``measure`` on the pool given a session's labels, by the recipe of the
+    session's own Bayesian interval (:func:`posterior_sampler`; the simulation's too): the
+    session's posterior model (:func:`posterior_model`) fitted to the labels and every
+    unlabeled item's class drawn from it (:func:`~bayes_eval.posterior.finite_pool_posterior`,
+    001 §4).  The completions are counted on the measure's own cells -- the session's strata
+    split by the measure's loss patterns and by the session's measures' ones (so a PR curve's
+    thresholds and the session's predicted classes both separate units: the calibrated model's
+    units are those cells, ``cells.posterior_units``) -- so G of the measure is exact on each
+    completed pool.  None where the session has no posterior (no model, or a partitioned pool,
+    whose items stay on the workers).  Compiled once per core, measure and ``n_draws``."""
+    from .cells import build_cells, combine_keys, item_patterns, posterior_units
+    from .measures import Features
+    from .models.registry import make_oracle_model
+    from .posterior import units_for_model
+
+    if not core.has_model or getattr(pool, "partitioned", False):
+        return None
+    choice = config.get("posterior_model") or "calibrated"
+    key = ("measure_posterior", choice, measure.name, tuple(measure.names), int(n_draws))
+    if key in core.jitted:
+        return core.jitted[key]
+    system = config.get("system", 0)
+    feats = Features(preds=pool.preds, scores=pool.scores, probs=pool.probs)
+    extra = combine_keys([item_patterns(m, feats) for m in measures])[0]
+    cells, item_cell = build_cells(pool, core.strata, measure, extra_key=extra, system=system)
+    base = posterior_model(core, config, n_classes)
+    if choice == "calibrated" and n_classes == 2:
+        units = posterior_units(cells, core.n_strata, units_for_model("calibrated"))
+        model = make_oracle_model("calibrated", units.probs)
+    else:
+        # the design's (or the named) model over the strata: the session's strata, so the
+        # session's model serves as it is
+        units = posterior_units(cells, core.n_strata, "stratum")
+        model = base
+    program = _pool_posterior_program(model, units, (cells.loss,), (measure.g,), n_draws)
+
+    def sample(rkey, labeled):
+        return program(rkey, labeled)[0]
+
+    out = MeasurePosterior(sample, np.asarray(item_cell), int(cells.n_cells))
+    core.jitted[key] = out
+    return out

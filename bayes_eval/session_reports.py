@@ -235,6 +235,44 @@ class SessionReports:
         return pd.DataFrame({"component": self._names, "kind": "bayes", "level": level, "estimate": med,
                              "lower": lo, "upper": hi, "collapsed": col})
 
+    def posterior_of(self, measure, n_draws: int = 1000, seed: int | None = None) -> np.ndarray | None:
+        """Draws (n, m) of the components of ``measure`` -- one the session was not created
+        with, such as the report's PR curve -- on this pool given the labels of the closed
+        stages, or None where :meth:`posterior` is None (or the pool is partitioned).
+
+        The recipe of :meth:`posterior` (the same model, fitted to the same labels, with the
+        same key), counted on the measure's own cells so that G is exact on every completed
+        pool (:func:`bayes_eval.session_core.measure_posterior`).  Labels ingested into the
+        open stage are not in it, as they are not in the estimate."""
+        from .measures import Measure
+        from .posterior import labeled_table
+        from .session_core import measure_posterior
+
+        if not isinstance(measure, Measure):
+            raise TypeError(f"measure must be a bayes_eval.measures.Measure, got {type(measure).__name__}")
+        if self.posterior_model() is None or self._stochastic:
+            return None
+        mp = measure_posterior(self._core, self.pool, self.measures, self.config, self._n_classes, measure, n_draws)
+        if mp is None:
+            return None
+        rows, labels = self.labels_in_estimate()
+        labeled = labeled_table(mp.item_cell, mp.n_cells, self._n_classes, rows, labels)
+        seed = self.seed if seed is None else int(seed)
+        last = len(self._snapshots) - 1
+        rkey = jax.random.fold_in(jax.random.PRNGKey(seed), last + 1)   # the key of posterior() after the last stage
+        return np.asarray(mp.sample(rkey, jnp.asarray(labeled)))
+
+    def labels_in_estimate(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, labels) of the items whose labels are in the estimate: labeled in a closed
+        stage and not skipped (deterministic oracle; a stochastic oracle's labels are per
+        draw -- empty arrays)."""
+        if self._stochastic or not self._snapshots:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        last = self._snapshots[-1].stage
+        rows = np.asarray(sorted(r for r, st in self._label_stage.items()
+                                 if st <= last and r not in self._skipped), np.int64)
+        return rows, np.asarray([self._label_of[int(r)] for r in rows], np.int64)
+
     def weight_stats(self) -> dict:
         """Effective sample size (Σw)²/Σw² and the largest weight of the draws so far."""
         ess = self._sum_w**2 / self._sum_w2 if self._sum_w2 > 0 else 0.0

@@ -255,3 +255,65 @@ def test_a_fresh_session_says_there_is_nothing_to_check_yet(tmp_path):
     s.close()
     assert "CLT check: nothing to check before the first stage is labeled" in text
     assert "not available for this design" in _clt_check_line([{"component": "f1"}], labels=100)
+
+
+def test_the_pr_curves_bayesian_band_is_the_sessions_posterior(failing_session, capsys):
+    """``session report --pr-curve``'s Bayesian band: the finite-pool posterior of the curve
+    given the session's labels (``Session.posterior_of``), on the pool whose positives hide
+    in the low-score bulk.  For the session's own measure it is the session's posterior,
+    draw for draw (same model, labels and key: the labels by item reach the measure's cells
+    intact); with every item labeled it is the truth at every threshold; on these 200 labels
+    it holds the true precision and recall at nearly every threshold where the CLT band does
+    not (the negative control); the report writes its columns and points to it."""
+    import jax
+    import jax.numpy as jnp
+
+    from bayes_eval import measures as M
+    from bayes_eval.estimators import normal_interval
+    from bayes_eval.posterior import equal_tailed, labeled_table
+    from bayes_eval.session_core import measure_posterior
+
+    db, pool_file = failing_session
+    pool = be.Pool.from_file(pool_file)
+    s = be.Session.open(db, pool)
+    rows, labels = s.labels_in_estimate()
+    assert rows.size == s.n_labels == int(np.asarray(s._labeled).sum()) and np.array_equal(labels, pool.labels[rows])
+    np.testing.assert_allclose(s.posterior_of(M.f1()), s.posterior(), rtol=0, atol=1e-12)
+
+    t = M.default_thresholds(np.asarray(pool.scores[:, 0]), 16, spacing="uniform")   # as the report's
+    pr = M.pr_curve(t)
+    truth = np.asarray(pool.true_value(pr))
+    lo, hi = (np.asarray(a) for a in equal_tailed(s.posterior_of(pr), 0.95))
+    est = s.estimate_draws(pr)
+    clo, chi = (np.asarray(a) for a in normal_interval(est.value, est.cov, 0.95))
+    ok = np.isfinite(truth) & np.isfinite(clo)
+
+    def held(a, b):
+        return (a[ok] - 1e-12 <= truth[ok]) & (truth[ok] <= b[ok] + 1e-12)
+
+    assert ok.sum() >= 20 and held(lo, hi).mean() >= 0.9 and held(clo, chi).mean() <= 0.8, \
+        (held(lo, hi).mean(), held(clo, chi).mean())
+    # every item labeled: the band is the truth
+    mp = measure_posterior(s._core, s.pool, s.measures, s.config, 2, pr, 1000)
+    full = labeled_table(mp.item_cell, mp.n_cells, 2, np.arange(pool.n_items), pool.labels)
+    exact = np.asarray(mp.sample(jax.random.PRNGKey(0), jnp.asarray(full)))
+    fin = np.isfinite(truth)
+    np.testing.assert_allclose(np.nanmin(exact, 0)[fin], truth[fin], atol=1e-12)
+    np.testing.assert_allclose(np.nanmax(exact, 0)[fin], truth[fin], atol=1e-12)
+    s.close()
+
+    rep = os.path.join(os.path.dirname(db), "report_pr")
+    assert cli_main(["session", "report", db, "--pool", pool_file, "--out", rep, "--pr-curve", "--thresholds", "16",
+                     "--no-progress"]) == 0
+    capsys.readouterr()
+    df = pd.read_csv(os.path.join(rep, "pr_curve.csv"))
+    L = len(t)
+    np.testing.assert_allclose(df["precision_bayes_lower"], lo[:L], atol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(df["recall_bayes_upper"], hi[L:], atol=1e-12, equal_nan=True)
+    for q in ("precision", "recall"):
+        b = df[[f"{q}_bayes_lower", f"{q}_bayes_median", f"{q}_bayes_upper"]].dropna().to_numpy()
+        assert len(b) >= 10 and np.all(b[:, 0] <= b[:, 1] + 1e-12) and np.all(b[:, 1] <= b[:, 2] + 1e-12)
+    with open(os.path.join(rep, "report.md"), encoding="utf-8") as f:
+        md = f.read()
+    assert "the posterior median with its Bayesian band (shaded)" in md
+    assert "The Bayesian band also accounts for the items nobody labeled: read it." in md

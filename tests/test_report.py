@@ -307,8 +307,24 @@ def test_the_pr_curve_says_when_its_band_rests_on_the_positives_found():
     assert caveat == "CLT check fails: the band rests on the positives found"
     assert _pr_caveat(session([1.2, 300.0])) is None          # only the first measure's components count
     assert _pr_caveat(session([np.nan])) is None               # no check for the design
-    table = pd.DataFrame({"recall": [0.2, 0.6, 0.9], "precision": [1.0, 0.8, 0.5],
-                          "precision_lower": [0.9, 0.7, 0.4], "precision_upper": [1.0, 0.9, 0.6]})
+    table = pd.DataFrame({"threshold": ["1.0", "0.0", "-1.0"], "recall": [0.2, 0.6, 0.9], "precision": [1.0, 0.8, 0.5],
+                          "precision_lower": [0.9, 0.7, 0.4], "precision_upper": [1.0, 0.9, 0.6],
+                          "recall_lower": [0.1, 0.5, 0.8], "recall_upper": [0.3, 0.7, 1.0]})
     fig = plot_pr_curve(table, None, title="PR curve from 500 labels", caveat=caveat)
     assert fig.axes[0].get_title() == "PR curve from 500 labels\n" + caveat
     assert plot_pr_curve(table, None, title="PR curve").axes[0].get_title() == "PR curve"
+    # with the posterior's band (session report with a Bayesian posterior): the caveat points to it,
+    # and both panels draw the posterior's curve and band beside the estimate's
+    assert _pr_caveat(session([96.7]), bayes_band=True) == ("CLT check fails: the CLT band rests on the positives "
+                                                            "found; read the Bayesian band")
+    assert _pr_caveat(session([1.2]), bayes_band=True) is None
+    table = table.assign(precision_bayes_median=[1.0, 0.75, 0.45], precision_bayes_lower=[0.95, 0.6, 0.3],
+                         precision_bayes_upper=[1.0, 0.85, 0.55], recall_bayes_median=[0.25, 0.55, 0.85],
+                         recall_bayes_lower=[0.2, 0.4, 0.7], recall_bayes_upper=[0.3, 0.65, 0.95])
+    fig = plot_pr_curve(table, None, title="PR curve", caveat="x")
+    for ax, what in zip(fig.axes, ("precision", "recall")):
+        labels = ax.get_legend_handles_labels()[1]
+        assert labels == ["design's estimate", f"95% Bayesian band ({what})", "posterior median",
+                          f"95% CLT band ({what})"], labels
+    assert fig.axes[1].get_xlabel() == "threshold (score)"
+
