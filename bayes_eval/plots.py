@@ -541,7 +541,8 @@ def plot_pr_curve(table, path: str | None, level: float = 0.95, title: str = "PR
 
     Each panel shows the design's estimate with its CLT band and, where the table has them,
     the posterior's curve (the finite-pool posterior's medians) with its Bayesian band,
-    shaded (the CLT band then dashed).  ``caveat``: a second title line (the report's: where
+    shaded (the CLT band then dashed); an estimate undefined at every threshold (a Poisson
+    design's curve, which only the posterior gives) leaves the posterior's curve alone.  ``caveat``: a second title line (the report's: where
     the session's CLT check fails, the CLT band rests on the positives found).
 
     Parameters
@@ -568,13 +569,17 @@ def plot_pr_curve(table, path: str | None, level: float = 0.95, title: str = "PR
     est_color, post_color, band_color = "#1f3a5f", "#a0521a", "#d9822b"
 
     def bands(axis, x, lo, hi, xb, med, blo, bhi, what, est_x, est_y):
-        axis.plot(est_x, est_y, marker=".", ms=3 if bayes else None, color=est_color,
-                  label="design's estimate" if bayes else "estimate")
+        # no estimate at all (a Poisson design's further measure): the posterior's curve alone
+        has_est = bool(np.isfinite(np.asarray(est_y, float)).any())
+        if has_est:
+            axis.plot(est_x, est_y, marker=".", ms=3 if bayes else None, color=est_color,
+                      label="design's estimate" if bayes else "estimate")
         if bayes:
             axis.fill_between(xb, blo, bhi, alpha=0.3, color=band_color, lw=0, label=f"{pct}% Bayesian band ({what})")
             axis.plot(xb, med, color=post_color, lw=1.2, label="posterior median")
-            axis.plot(x, lo, color=est_color, lw=0.8, ls="--", label=f"{pct}% CLT band ({what})")
-            axis.plot(x, hi, color=est_color, lw=0.8, ls="--")
+            if has_est:
+                axis.plot(x, lo, color=est_color, lw=0.8, ls="--", label=f"{pct}% CLT band ({what})")
+                axis.plot(x, hi, color=est_color, lw=0.8, ls="--")
         else:
             axis.fill_between(x, lo, hi, alpha=0.25, color=est_color, label=f"{pct}% CLT band ({what})")
 
@@ -584,6 +589,8 @@ def plot_pr_curve(table, path: str | None, level: float = 0.95, title: str = "PR
     # PR space, at each curve's own recall
     ok = np.isfinite(table["precision"]) & np.isfinite(table["recall"])
     d = table[ok].sort_values("recall", kind="stable")
+    if not len(d) and not bayes:
+        raise ValueError("plot_pr_curve: no threshold has both a precision and a recall to draw")
     b = None
     if bayes:
         b = table[np.isfinite(table["precision_bayes_median"]) & np.isfinite(table["recall_bayes_median"])]

@@ -604,6 +604,7 @@ def _pr_curve_table(s, thresholds, level, bayesian=True):
     from . import measures as M
     from .estimators import normal_interval
     from .posterior import equal_tailed
+    from .session import SessionError
 
     pr = next((m for m in s.measures if m.name.startswith("pr_curve")), None)
     blo = bhi = bmed = None
@@ -625,10 +626,17 @@ def _pr_curve_table(s, thresholds, level, bayesian=True):
         t = M.default_thresholds(np.asarray(s.pool.scores[:, system]), thresholds, spacing="uniform")
         pr = M.pr_curve(t, system=system)
         names = list(pr.names)
-        est = s.estimate_draws(pr)
-        value = np.asarray(est.value)
-        lo, hi = (np.asarray(a) for a in normal_interval(est.value, est.cov, level))
         draws = s.posterior_of(pr) if bayesian else None
+        try:
+            est = s.estimate_draws(pr)
+            value = np.asarray(est.value)
+            lo, hi = (np.asarray(a) for a in normal_interval(est.value, est.cov, level))
+        except SessionError:
+            # the Poisson designs estimate their own measures from the round records only: a
+            # further measure's curve is the posterior's alone (no posterior: the error stands)
+            if draws is None:
+                raise
+            value = lo = hi = np.full(len(names), np.nan)
         if draws is not None:
             with np.errstate(all="ignore"):
                 blo, bhi = (np.asarray(a) for a in equal_tailed(draws, level))
@@ -684,14 +692,15 @@ def _cmd_report(args, bar):
             files.append(post)
         pr_df = None
         pr_note = pr_caveat = None
-        pr_bayes = False
+        pr_bayes = pr_alone = False
         if args.pr_curve:
             bar("PR curve", 2, 4)
             try:
                 pr_df = _pr_curve_table(s, args.thresholds, args.level, bayesian=bayes)
                 n_used = int(hist["labels"].iloc[-1]) if len(hist) else 0  # labels in the estimate
                 pr_bayes = "precision_bayes_lower" in pr_df.columns
-                pr_caveat = _pr_caveat(s, pr_bayes)
+                pr_alone = pr_bayes and not pr_df["precision"].notna().any()   # the posterior's curve only
+                pr_caveat = None if pr_alone else _pr_caveat(s, pr_bayes)
                 plots.plot_pr_curve(pr_df, os.path.join(args.out, "pr_curve.png"), args.level,
                                     title=f"PR curve from {n_used} labels (design {s.design_name})", caveat=pr_caveat)
                 files.append(os.path.join(args.out, "pr_curve.png"))
@@ -756,7 +765,14 @@ def _cmd_report(args, bar):
                    "![posterior](posterior.png)\n"]
         if pr_df is not None:
             md += ["\n## PR curve (same labels, 001 §3.3.1)\n", "![PR curve](pr_curve.png)\n"]
-            if pr_bayes:
+            if pr_alone:
+                md.append("\nThe curve is the posterior's alone -- its median with its Bayesian band (shaded): the "
+                          "finite-pool posterior of the curve given the same labels (the session's posterior model, "
+                          "every unlabeled item's class drawn from it; `pr_curve.csv`'s `*_bayes_median` / "
+                          "`*_bayes_lower` / `*_bayes_upper` columns). The design's estimate of a measure it was not "
+                          f"created with needs importance-weighted draws, which design `{s.design_name}`'s rounds "
+                          "are not.\n")
+            elif pr_bayes:
                 md.append("\nTwo curves: the design's estimate with its CLT band (dashed), and the posterior median "
                           "with its Bayesian band (shaded) -- the finite-pool posterior of the curve given the same "
                           "labels (the session's posterior model, every unlabeled item's class drawn from it; "

@@ -12,7 +12,7 @@ import pytest
 
 from bayes_eval import measures as M
 from bayes_eval.cli import main as cli_main
-from bayes_eval.pool import demo_pool
+from bayes_eval.pool import Pool, demo_pool
 from bayes_eval.session import Session, SessionError, clear_cache
 
 # small trees and few strata keep compilation short; the same settings everywhere share it.
@@ -369,6 +369,38 @@ def test_cli_poisson_adaptive_session(tmp_path, capsys, pool):
                         "poisson-adaptive", "--oracle", "stochastic")
     assert rc == 2 and "deterministic oracle" in err and not os.path.exists(tmp_path / "x.db")
 
+
+
+def test_report_pr_curve_of_a_poisson_session_is_the_posteriors(tmp_path, capsys, pool):
+    """The Poisson designs estimate only the measures they were created with (from the round
+    records), so ``session report --pr-curve`` draws the curve the posterior gives: its
+    median and Bayesian band, no estimate or CLT band; without the posterior it says why no
+    curve is drawn."""
+    pool_file = tmp_path / "pool.parquet"
+    pd.DataFrame({"score": pool.scores[:, 0], "pred": pool.preds[:, 0], "label": pool.labels}).to_parquet(pool_file)
+    db = str(tmp_path / "p.db")
+    s = Session.create(db, Pool.from_file(str(pool_file)), "f1", "poisson-adaptive", seed=1, n_strata=8, depth=3,
+                       companion="none", pool_path=str(pool_file))
+    s.run(truth_oracle(s.pool), budget=75, batch=25)
+    s.close()
+    rep = tmp_path / "report"
+    rc, out, err = _cli(capsys, "session", "report", db, "--out", str(rep), "--pr-curve", "--thresholds", "8")
+    assert rc == 0, err
+    df = pd.read_csv(rep / "pr_curve.csv")
+    assert df["precision"].isna().all() and df["recall_lower"].isna().all()
+    b = df[["recall_bayes_lower", "recall_bayes_median", "recall_bayes_upper"]].to_numpy()
+    assert np.isfinite(b).all() and np.all(b[:, 0] <= b[:, 1] + 1e-12) and np.all(b[:, 1] <= b[:, 2] + 1e-12)
+    # the truth's recall at each threshold lies in the band at most thresholds (75 of 600 items labeled)
+    t = df["threshold"].to_numpy(float)
+    truth = np.asarray(pool.true_value(M.pr_curve(t)))[len(t):]
+    assert np.mean((b[:, 0] - 1e-12 <= truth) & (truth <= b[:, 2] + 1e-12)) >= 0.75
+    md = (rep / "report.md").read_text()
+    assert "The curve is the posterior's alone" in md and "PR curve not drawn" not in md
+    assert (rep / "pr_curve.png").exists()
+    rep2 = tmp_path / "report2"
+    rc, out, err = _cli(capsys, "session", "report", db, "--out", str(rep2), "--pr-curve", "--no-bayesian")
+    assert rc == 0, err
+    assert "PR curve not drawn: estimate_draws is for importance-sampling designs" in (rep2 / "report.md").read_text()
 
 def test_stage_draws_are_independent_of_a_pool_generated_with_the_same_seed(tmp_path):
     """A round's items are drawn independently of the labels: on ``demo_pool(seed=0)`` a
