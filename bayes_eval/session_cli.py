@@ -776,7 +776,9 @@ def _cmd_report(args, bar):
                 md.append("\nTwo curves: the design's estimate with its CLT band (dashed), and the posterior median "
                           "with its Bayesian band (shaded) -- the finite-pool posterior of the curve given the same "
                           "labels (the session's posterior model, every unlabeled item's class drawn from it; "
-                          "`pr_curve.csv`'s `*_bayes_median` / `*_bayes_lower` / `*_bayes_upper` columns).\n")
+                          "`pr_curve.csv`'s `*_bayes_median` / `*_bayes_lower` / `*_bayes_upper` columns). In PR space "
+                          "each band is the precision's interval at one threshold, drawn at its curve's recall; the "
+                          "recall's own interval, often the wider, is the right panel's.\n")
             if pr_caveat and pr_bayes:
                 md.append("\nThe CLT check fails (above), so the curve's estimate and its CLT band rest on the positives "
                           "found: positives may hide where the design draws few items. The Bayesian band also "

@@ -166,11 +166,13 @@ class SessionReports:
         (:func:`bayes_eval.measures.component_range`: F1 above 1 is impossible)."""
         from .measures import component_range
 
-        for i, c in enumerate(df["component"]):
-            r = component_range(self.measures, c)
-            if r is not None:
-                df.loc[i, "lower"] = np.clip(df.loc[i, "lower"], *r)
-                df.loc[i, "upper"] = np.clip(df.loc[i, "upper"], *r)
+        if not len(df):
+            return df
+        ranges = {c: component_range(self.measures, c) for c in pd.unique(df["component"])}
+        lo = df["component"].map(lambda c: ranges[c][0] if ranges[c] is not None else -np.inf).to_numpy(float)
+        hi = df["component"].map(lambda c: ranges[c][1] if ranges[c] is not None else np.inf).to_numpy(float)
+        df["lower"] = np.clip(df["lower"].to_numpy(float), lo, hi)
+        df["upper"] = np.clip(df["upper"].to_numpy(float), lo, hi)
         return df
 
     def posterior_model(self):
@@ -304,7 +306,8 @@ class SessionReports:
 
     def history(self, level: float = 0.95) -> pd.DataFrame:
         """Every closed stage: labels and draws after it, ESS, largest weight, times, and
-        the estimate and CLT interval of each component (long format)."""
+        the estimate and CLT interval of each component (long format; the interval's bounds
+        clipped to a bounded measure's range, as :meth:`intervals`)."""
         z = _z(level)
         parts = []
         for i, s in enumerate(self._snapshots):
@@ -318,7 +321,7 @@ class SessionReports:
             return pd.DataFrame(columns=["stage", "labels", "draws", "new_labels", "ess", "max_weight", "opened_at",
                                          "closed_at", "component", "estimate", "std_error", "lower", "upper",
                                          "clt_check"])
-        return pd.concat(parts, ignore_index=True)
+        return self._clipped(pd.concat(parts, ignore_index=True))
 
     def labels(self) -> pd.DataFrame:
         """Every accepted label with its arrival time (from the session file)."""

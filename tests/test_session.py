@@ -536,3 +536,19 @@ def test_session_matches_simulation_in_distribution(tmp_path, pool):
     se = np.sqrt(ses.var(ddof=1) / ses.size + sim.var(ddof=1) / sim.size)
     assert abs(ses.mean() - sim.mean()) <= 4 * se, (ses.mean(), sim.mean(), se)
     assert 0.75 <= ses.std(ddof=1) / sim.std(ddof=1) <= 1.33
+
+
+def test_history_clips_a_bounded_measures_interval_to_its_range():
+    """The history's CLT interval is clipped to F1's range [0, 1] as the intervals are: the
+    first stage's estimate + 1.96 sd is above 1 here (1.10), and the history says 1."""
+    from scipy.stats import norm
+
+    pool = demo_pool(n_items=600, positive_rate=0.08, seed=2)
+    s = Session.create(":memory:", pool, "f1", "ais", seed=0, n_strata=16, companion="none")
+    s.run(truth_oracle(pool), budget=50, batch=25)
+    h = s.history()
+    raw_hi = (h["estimate"] + norm.ppf(0.975) * h["std_error"]).to_numpy()
+    raw_lo = (h["estimate"] - norm.ppf(0.975) * h["std_error"]).to_numpy()
+    assert raw_hi[0] > 1.0                                    # the case the clip is for
+    np.testing.assert_allclose(h["upper"], np.minimum(raw_hi, 1.0), rtol=1e-12)
+    np.testing.assert_allclose(h["lower"], np.clip(raw_lo, 0.0, 1.0), rtol=1e-12)
