@@ -440,7 +440,6 @@ def measure_posterior(core: SessionCore, pool, measures, config: dict, n_classes
     feats = Features(preds=pool.preds, scores=pool.scores, probs=pool.probs)
     extra = combine_keys([item_patterns(m, feats) for m in measures])[0]
     cells, item_cell = build_cells(pool, core.strata, measure, extra_key=extra, system=system)
-    base = posterior_model(core, config, n_classes)
     if choice == "calibrated" and n_classes == 2:
         units = posterior_units(cells, core.n_strata, units_for_model("calibrated"))
         model = make_oracle_model("calibrated", units.probs)
@@ -448,7 +447,7 @@ def measure_posterior(core: SessionCore, pool, measures, config: dict, n_classes
         # the design's (or the named) model over the strata: the session's strata, so the
         # session's model serves as it is
         units = posterior_units(cells, core.n_strata, "stratum")
-        model = base
+        model = posterior_model(core, config, n_classes)
     program = _pool_posterior_program(model, units, (cells.loss,), (measure.g,), n_draws)
 
     def sample(rkey, labeled):
