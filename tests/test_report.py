@@ -328,3 +328,31 @@ def test_the_pr_curve_says_when_its_band_rests_on_the_positives_found():
                           f"95% CLT band ({what})"], labels
     assert fig.axes[1].get_xlabel() == "threshold (score)"
 
+
+
+def test_the_pr_table_of_a_session_whose_measure_is_the_curve_takes_its_intervals():
+    """A session created with a pr_curve measure: the report's table takes the curve's CLT
+    interval from ``Session.intervals`` and its Bayesian band (median, ends) from
+    ``Session.bayesian_interval``, component by component; with ``bayesian=False`` no band."""
+    from types import SimpleNamespace
+
+    from bayes_eval.session_cli import _pr_curve_table
+
+    pr = M.pr_curve(np.array([-1.0, 0.0, 1.0]))
+    names = list(pr.names)
+    rng = np.random.default_rng(0)
+    est = rng.uniform(0.2, 0.8, len(names))
+    clt = pd.DataFrame({"component": names[::-1], "kind": "clt", "estimate": est[::-1],
+                        "lower": est[::-1] - 0.1, "upper": est[::-1] + 0.1})   # in another order
+    bay = pd.DataFrame({"component": names, "kind": "bayes", "estimate": est - 0.01, "lower": est - 0.2,
+                        "upper": est + 0.05, "collapsed": False})
+    s = SimpleNamespace(measures=[M.f1(), pr], intervals=lambda level, bayesian: clt,
+                        bayesian_interval=lambda level: bay)
+    df = _pr_curve_table(s, 16, 0.95, bayesian=True)
+    assert list(df["threshold"]) == ["-1", "0", "1"]
+    np.testing.assert_allclose(df["precision"], est[:3])
+    np.testing.assert_allclose(df["recall_lower"], est[3:] - 0.1)
+    np.testing.assert_allclose(df["precision_bayes_median"], est[:3] - 0.01)
+    np.testing.assert_allclose(df["recall_bayes_lower"], est[3:] - 0.2)
+    np.testing.assert_allclose(df["recall_bayes_upper"], est[3:] + 0.05)
+    assert "precision_bayes_lower" not in _pr_curve_table(s, 16, 0.95, bayesian=False).columns
