@@ -325,26 +325,41 @@ def ids_at(pool, rows) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ the posterior
+def _posterior_choice(config: dict, n_classes: int) -> tuple[str, bool]:
+    """The session's posterior-model choice and whether it is the calibrated model on cell
+    units (the default on binary pools)."""
+    choice = config.get("posterior_model") or "calibrated"
+    return choice, choice == "calibrated" and n_classes == 2
+
+
+def _calibrated_on(cells, n_strata: int):
+    """(units, model): the calibrated model on ``cells``' posterior units."""
+    from .cells import posterior_units
+    from .models.registry import make_oracle_model
+    from .posterior import units_for_model
+
+    units = posterior_units(cells, n_strata, units_for_model("calibrated"))
+    return units, make_oracle_model("calibrated", units.probs)
+
+
 def posterior_model(core: SessionCore, config: dict, n_classes: int):
     """The oracle model behind a session's Bayesian interval (see
     :meth:`bayes_eval.session.Session.posterior_model`), built once per core and choice."""
     if not core.has_model:
         return None
     design = core.design
-    choice = config.get("posterior_model") or "calibrated"
+    choice, calibrated = _posterior_choice(config, n_classes)
     if ("posterior_model", choice) in core.jitted:
         return core.jitted[("posterior_model", choice)]
     from .cells import leaf_probs, posterior_units
     from .models.registry import make_oracle_model
-    from .posterior import units_for_model
 
     dkw = config["design"]
     model = None
     lp = leaf_probs(core.cells, core.n_strata)
     units = posterior_units(core.cells, core.n_strata, "stratum")
-    if choice == "calibrated" and n_classes == 2:
-        units = posterior_units(core.cells, core.n_strata, units_for_model("calibrated"))
-        model = make_oracle_model("calibrated", units.probs)
+    if calibrated:
+        units, model = _calibrated_on(core.cells, core.n_strata)
     if model is None:
         if choice in ("design", "calibrated", dkw.get("model")):
             model = design.model
@@ -427,12 +442,10 @@ def measure_posterior(core: SessionCore, pool, measures, config: dict, n_classes
     whose items stay on the workers).  Compiled once per core, measure and ``n_draws``."""
     from .cells import build_cells, combine_keys, item_patterns, posterior_units
     from .measures import Features
-    from .models.registry import make_oracle_model
-    from .posterior import units_for_model
 
     if not core.has_model or getattr(pool, "partitioned", False):
         return None
-    choice = config.get("posterior_model") or "calibrated"
+    choice, calibrated = _posterior_choice(config, n_classes)
     key = ("measure_posterior", choice, measure.name, tuple(measure.names), int(n_draws))
     if key in core.jitted:
         return core.jitted[key]
@@ -440,9 +453,8 @@ def measure_posterior(core: SessionCore, pool, measures, config: dict, n_classes
     feats = Features(preds=pool.preds, scores=pool.scores, probs=pool.probs)
     extra = combine_keys([item_patterns(m, feats) for m in measures])[0]
     cells, item_cell = build_cells(pool, core.strata, measure, extra_key=extra, system=system)
-    if choice == "calibrated" and n_classes == 2:
-        units = posterior_units(cells, core.n_strata, units_for_model("calibrated"))
-        model = make_oracle_model("calibrated", units.probs)
+    if calibrated:
+        units, model = _calibrated_on(cells, core.n_strata)
     else:
         # the design's (or the named) model over the strata: the session's strata, so the
         # session's model serves as it is

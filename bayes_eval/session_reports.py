@@ -252,7 +252,7 @@ class SessionReports:
 
         if not isinstance(measure, Measure):
             raise TypeError(f"measure must be a bayes_eval.measures.Measure, got {type(measure).__name__}")
-        if self.posterior_model() is None or self._stochastic:
+        if self._stochastic:
             return None
         mp = measure_posterior(self._core, self.pool, self.measures, self.config, self._n_classes, measure, n_draws)
         if mp is None:
