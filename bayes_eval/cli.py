@@ -369,7 +369,8 @@ def cmd_demo(args):
 
     h = res.history
     truth = res.true_value[0]
-    cs_lo, cs_hi = cs_bounds(h.value[0, :, 0], h.lower[0, :, 0], h.upper[0, :, 0], h.n_draws[0])
+    cs_lo, cs_hi = cs_bounds(h.value[0, :, 0], h.lower[0, :, 0], h.upper[0, :, 0], h.n_draws[0], sd=h.sd[0, :, 0],
+                             feasible=h.feasible[0, :, :, :1])
     enough = np.all(h.n_class[0] >= MIN_CLASS_LABELS, axis=-1)
     from .measures import component_range
 

@@ -87,6 +87,9 @@ class Estimate(NamedTuple):
     var: jnp.ndarray | None = None  # (m,) the diagonal of ``cov`` (marginal variances)
     # (m,) model-based ÷ own-weight variance (:func:`model_assisted`); None where not computed
     check: jnp.ndarray | None = None
+    # (4, m) the lowest and highest G over the pool's completions given the labels and the values one item
+    # inside them (:func:`bayes_eval.feasible.feasible_range`), the value projected onto the range; None: not computed
+    feasible: jnp.ndarray | None = None
 
 
 def delta_method_covariance(g, risk, risk_cov):

@@ -35,6 +35,7 @@ from .cells import CellTable
 from .designs import Design, Observed, Proposal
 from .cells import leaf_counts
 from .estimators import assisted_variance, is_estimate, model_assisted, stratified_estimate
+from .feasible import feasible_range, project
 from .poisson_estimators import RoundRecord, combine
 
 __all__ = ["Tallies", "StageState", "RoundTallies", "RoundDraw", "RoundInfo", "empty_tallies", "draw_weights",
@@ -167,7 +168,7 @@ def current_risk(design: Design, cells: CellTable, tallies: Tallies, n_strata: i
 
 
 def estimate(design: Design, g, cells: CellTable, tallies: Tallies, proposal: Proposal, n_strata: int,
-             full_cov: bool = True, design_state=None):
+             full_cov: bool = True, design_state=None, fractional: bool = False):
     """Ĝ = g(R̂) and its delta-method covariance (001 eq. 1, §3.3.2) from every draw's own
     weight (``tallies.w2sum``; the martingale CLT, :mod:`bayes_eval.estimators`); the
     post-stratified estimator for the stratified design (001 §5).  ``proposal`` (q_N, the
@@ -176,7 +177,16 @@ def estimate(design: Design, g, cells: CellTable, tallies: Tallies, proposal: Pr
     labels serve every measure.  With ``design_state`` (the state after the last stage),
     a design that gives class shares (``Design.shares``: AIS with its calibrated companion)
     and tallies that carry ``ew2_*``, the variance is the model-assisted one
-    (:func:`~bayes_eval.estimators.model_assisted`; ``Estimate.check`` the ratio)."""
+    (:func:`~bayes_eval.estimators.model_assisted`; ``Estimate.check`` the ratio).
+    ``fractional`` (``Measure.fractional``; a deterministic oracle): the value is projected
+    onto what the labels allow (:mod:`bayes_eval.feasible`; ``Estimate.feasible``)."""
+    est = _estimate(design, g, cells, tallies, n_strata, full_cov, design_state)
+    if fractional and design.oracle == "deterministic":
+        est = project(est, feasible_range(g, cells, tallies.labeled))
+    return est
+
+
+def _estimate(design: Design, g, cells: CellTable, tallies: Tallies, n_strata: int, full_cov: bool, design_state):
     x, c, d = cells.loss.shape
     loss = cells.loss.reshape(x * c, d)
     if design.estimator == "stratified":
@@ -304,7 +314,7 @@ def _close_round(design: Design, cells: CellTable, n_strata: int, state: StageSt
 
 
 def round_estimate(design: Design, g, cells: CellTable, records: RoundRecord, t, labeled_now, pi_now,
-                   complete_round=-1, pi_check=None):
+                   complete_round=-1, pi_check=None, fractional: bool = False):
     """Ĝ after round ``t`` from the stacked round records (rounds after ``t`` are ignored;
     zero-padded records may follow): Horvitz-Thompson rounds combined with predictable
     weights (:func:`~bayes_eval.poisson_estimators.combine`, 000 App. E) for the adaptive
@@ -316,7 +326,16 @@ def round_estimate(design: Design, g, cells: CellTable, records: RoundRecord, t,
     ``t``, :class:`RoundInfo`) the variance is model-assisted as for draws
     (:func:`~bayes_eval.estimators.model_assisted`): the round variance with the unlabeled
     items' classes from the companion (``variance="model"``) beside the design's own, the
-    larger where they agree within ``MODEL_CHECK_MAX``; ``check`` their ratio."""
+    larger where they agree within ``MODEL_CHECK_MAX``; ``check`` their ratio.
+    ``fractional``: the value projected onto what the labels allow, as :func:`estimate`."""
+    est = _round_estimate(design, g, cells, records, t, labeled_now, pi_now, complete_round, pi_check)
+    if fractional:
+        est = project(est, feasible_range(g, cells, labeled_now))
+    return est
+
+
+def _round_estimate(design: Design, g, cells: CellTable, records: RoundRecord, t, labeled_now, pi_now,
+                    complete_round, pi_check):
     pd = design.settings
     if pd.adaptive:
         est = combine(g, cells, records, t, weights=pd.weights, variance=pd.variance, labeled_now=labeled_now,

@@ -113,6 +113,15 @@ class Measure(NamedTuple):
         Optional ``pattern(features) -> (n,) int64`` (numpy) such that items with equal ids
         have identical loss rows ℓ(x, ·) for all classes.  Lets callers compress a large pool
         into cells.  ``None`` when no cheap grouping is known.
+    fractional : bool, default False
+        Every component of g is linear-fractional in R — (a·R + a₀) / (b·R + b₀), an affine
+        g included — as precision, recall, F-β, accuracy, the PR and ROC curves' points,
+        micro-F1 and the Brier score are.  Its range over every completion of the pool
+        given the labels is then attained at a completion that gives all unlabeled items
+        of a cell one class, and Dinkelbach's iteration finds it exactly
+        (:func:`bayes_eval.estimators.feasible_range`); the estimate is projected onto that
+        range.  False (no projection) for MCC, balanced accuracy, Fowlkes–Mallows, macro-F1,
+        AUC and custom measures unless their author says so.
     """
 
     name: str
@@ -121,6 +130,7 @@ class Measure(NamedTuple):
     n_classes: int
     names: tuple[str, ...]
     pattern: Callable[[Features], np.ndarray] | None = None
+    fractional: bool = False
 
 
 # --------------------------------------------------------------------------------------
@@ -402,11 +412,11 @@ def default_thresholds(scores, L: int = 1024, spacing: str = "quantile") -> np.n
 # --------------------------------------------------------------------------------------
 # Building blocks for the built-ins
 # --------------------------------------------------------------------------------------
-def _measure(name, loss, g, n_classes, names, pattern) -> Measure:
+def _measure(name, loss, g, n_classes, names, pattern, fractional: bool = False) -> Measure:
     """Build a Measure whose loss and g are jitted: called eagerly they run as one compiled
     program (op-by-op dispatch of many small jnp ops is far slower); inside other
     transformations (jit, vmap, jacfwd) they compose as usual."""
-    return Measure(name, jax.jit(loss), jax.jit(g), int(n_classes), tuple(names), pattern)
+    return Measure(name, jax.jit(loss), jax.jit(g), int(n_classes), tuple(names), pattern, bool(fractional))
 
 
 def _canon(v):
@@ -529,7 +539,7 @@ def accuracy(system: int = 0, n_classes: int = 2) -> Measure:
         return 1.0 - R
 
     name, names = _named("accuracy", system)
-    return _measure(name, loss, g, C, names, _pred_pattern(system))
+    return _measure(name, loss, g, C, names, _pred_pattern(system), fractional=True)
 
 
 @_cached
@@ -575,7 +585,7 @@ def precision(system: int = 0) -> Measure:
         return jnp.atleast_1d(R[0] / R[1])
 
     name, names = _named("precision", system)
-    return _measure(name, loss, g, 2, names, _binary_pred_pattern(system))
+    return _measure(name, loss, g, 2, names, _binary_pred_pattern(system), fractional=True)
 
 
 @_cached
@@ -597,7 +607,7 @@ def recall(system: int = 0) -> Measure:
         return jnp.atleast_1d(R[0] / R[1])
 
     name, names = _named("recall", system)
-    return _measure(name, loss, g, 2, names, _binary_pred_pattern(system))
+    return _measure(name, loss, g, 2, names, _binary_pred_pattern(system), fractional=True)
 
 
 def _beta_name(beta: float) -> str:
@@ -634,7 +644,7 @@ def _f_beta_impl(beta: float, system: int) -> Measure:
         return jnp.atleast_1d(R[0] / R[1])
 
     name, names = _named(_beta_name(beta), system)
-    return _measure(name, loss, g, 2, names, _binary_pred_pattern(system))
+    return _measure(name, loss, g, 2, names, _binary_pred_pattern(system), fractional=True)
 
 
 @_cached
@@ -733,7 +743,7 @@ def brier(system: int = 0, n_classes: int = 2) -> Measure:
         return jnp.atleast_1d(R)
 
     name, names = _named("brier", system)
-    return _measure(name, loss, g, C, names, None)
+    return _measure(name, loss, g, C, names, None, fractional=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -822,7 +832,7 @@ def _pr_curve_impl(t_key: tuple, system: int) -> Measure:
     sfx = _suffix(system)
     names = tuple(f"precision@{x}{sfx}" for x in labs) + tuple(f"recall@{x}{sfx}" for x in labs)
     return _measure(
-        "pr_curve" + sfx, _curve_loss(t, system), g, 2, names, _curve_pattern(t, system)
+        "pr_curve" + sfx, _curve_loss(t, system), g, 2, names, _curve_pattern(t, system), fractional=True
     )
 
 
@@ -860,7 +870,7 @@ def _roc_curve_impl(t_key: tuple, system: int) -> Measure:
     sfx = _suffix(system)
     names = tuple(f"tpr@{x}{sfx}" for x in labs) + tuple(f"fpr@{x}{sfx}" for x in labs)
     return _measure(
-        "roc_curve" + sfx, _curve_loss(t, system), g, 2, names, _curve_pattern(t, system)
+        "roc_curve" + sfx, _curve_loss(t, system), g, 2, names, _curve_pattern(t, system), fractional=True
     )
 
 
@@ -997,7 +1007,8 @@ def micro_f1(n_classes: int, system: int = 0) -> Measure:
         return jnp.atleast_1d(jnp.sum(tp) / (0.5 * jnp.sum(p) + 0.5 * jnp.sum(t)))
 
     name, names = _named("micro_f1", system)
-    return _measure(name, _multiclass_loss(C, system), g, C, names, _pred_pattern(system))
+    return _measure(name, _multiclass_loss(C, system), g, C, names, _pred_pattern(system),
+                    fractional=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -1109,7 +1120,7 @@ def _stack_impl(*measures: Measure) -> Measure:
             return _combine_patterns([m.pattern(features) for m in ms])
 
     name = "stack(" + ",".join(m.name for m in ms) + ")"
-    return _measure(name, loss, g, C, tuple(names), pattern)
+    return _measure(name, loss, g, C, tuple(names), pattern, fractional=all(m.fractional for m in ms))
 
 
 _stack_cached = functools.lru_cache(maxsize=256)(_stack_impl)

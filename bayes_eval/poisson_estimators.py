@@ -180,6 +180,8 @@ class PoissonEstimate(NamedTuple):
     risk_cov: jnp.ndarray
     weights: jnp.ndarray
     check: jnp.ndarray | None = None  # (m,) the CLT check (kernel.round_estimate), None where not computed
+    # (4, m) what the labels allow, the value projected onto it (bayes_eval.feasible); None: not computed
+    feasible: jnp.ndarray | None = None
 
 
 def combine(g: Callable, cells: CellTable, records: RoundRecord, t, *, weights: str = "linear",

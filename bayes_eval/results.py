@@ -28,6 +28,14 @@ class StageRecord(NamedTuple):
     # (X, C) the labeled items after the stage -- kept only for per-stage Bayesian intervals
     # (``simulate_runs(bayes_stages=True)``)
     labeled: jnp.ndarray | None = None
+    # (m_hist,) the estimate's standard deviation (the CLT interval before it is cut to what the
+    # labels allow is value ± z sd; the confidence sequence is value ± cs_factor sd); None: recover it
+    # from [lower, upper] (records from before the cut)
+    sd: jnp.ndarray | None = None
+    # (4, m_hist) the range of G over the pool's completions given the labels and the values one
+    # item inside it (bayes_eval.feasible.feasible_range; ±inf where not computed); lower / upper
+    # are already cut to it (feasible.cut); None: records from before the cut
+    feasible: jnp.ndarray | None = None
 
 
 def schedule(budget: int, batch: int) -> np.ndarray:
@@ -69,6 +77,9 @@ class SimResult(NamedTuple):
     # (repeats, stages, m) whether that interval collapsed onto one completed-pool value while an
     # unlabeled item could still change G (posterior.collapsed), and was widened (posterior.resolved_interval)
     stage_bayes_collapsed: np.ndarray | None = None
+    # (repeats, n_ck, m) the estimate's sd; (repeats, n_ck, 4, m) what the labels allow (StageRecord.sd, .feasible)
+    checkpoint_sd: np.ndarray | None = None
+    checkpoint_feasible: np.ndarray | None = None
 
 
 def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, seconds: float, compile_seconds: float,
@@ -99,6 +110,8 @@ def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, secon
         stage_bayes_lower=bayes.get("stage_bayes_lower"),
         stage_bayes_upper=bayes.get("stage_bayes_upper"),
         stage_bayes_collapsed=bayes.get("stage_bayes_collapsed"),
+        checkpoint_sd=None if ck.get("sd") is None else np.asarray(ck["sd"]),
+        checkpoint_feasible=None if ck.get("feasible") is None else np.asarray(ck["feasible"]),
     )
 
 
@@ -157,7 +170,9 @@ def summarize(res: SimResult) -> list[dict]:
             cover = covers(lo[ok], hi[ok], truth)
             width = hi[ok] - lo[ok]
             wmask = mask & np.isfinite(width)
-            clo, chi = cs_bounds(vv, lo[ok], hi[ok], res.checkpoint_draws[ok, i][:, None])
+            sd = None if res.checkpoint_sd is None else res.checkpoint_sd[ok, i, :]
+            feas = None if res.checkpoint_feasible is None else res.checkpoint_feasible[ok, i]
+            clo, chi = cs_bounds(vv, lo[ok], hi[ok], res.checkpoint_draws[ok, i][:, None], sd=sd, feasible=feas)
             cmask = mask & np.isfinite(chi - clo)
             if cmask.any():
                 entry["coverage_cs"] = float(np.mean(covers(clo, chi, truth)[cmask]))
@@ -202,14 +217,19 @@ STOP_INTERVALS = ("clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable")
 STABLE_STAGES = 3
 
 
-def cs_bounds(value, lower, upper, n, level: float = 0.95):
+def cs_bounds(value, lower, upper, n, level: float = 0.95, sd=None, feasible=None):
     """The confidence sequence (:func:`bayes_eval.estimators.confidence_sequence`) around
-    ``value`` whose 95% CLT interval is [lower, upper] after ``n`` draws."""
+    ``value`` whose 95% CLT interval is [lower, upper] after ``n`` draws: value ± cs_factor(n) sd,
+    ``sd`` given or recovered from the interval's width (valid only where that interval was not
+    cut to what the labels allow); ``feasible`` (..., 4, m) the range it is cut to
+    (:func:`bayes_eval.feasible.cut`)."""
     from .estimators import cs_factor
+    from .feasible import cut
 
-    se = (np.asarray(upper) - np.asarray(lower)) / (2.0 * _Z95)
+    se = (np.asarray(upper) - np.asarray(lower)) / (2.0 * _Z95) if sd is None else np.asarray(sd)
     half = np.asarray(cs_factor(np.asarray(n, np.float64), level)) * se
-    return value - half, value + half
+    lo, hi = value - half, value + half
+    return cut(lo, hi, None if feasible is None else np.asarray(feasible))
 
 
 #: labeled items of each class a CLT-based interval needs before a run may stop on it
@@ -260,7 +280,8 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     value, lo, hi = h.value, h.lower, h.upper  # (repeats, stages, m_hist)
     bayes = interval in ("bayes", "bayes-cs", "bayes-stable")
     if interval in ("clt-cs", "bayes-cs"):
-        cs_lo, cs_hi = cs_bounds(value, lo, hi, h.n_draws[..., None])
+        cs_lo, cs_hi = cs_bounds(value, lo, hi, h.n_draws[..., None], sd=h.sd,
+                                 feasible=h.feasible)
     if bayes:
         if res.stage_bayes_lower is None:
             raise ValueError("stopping on the Bayesian interval needs it after every stage: simulate with "

@@ -180,14 +180,17 @@ def finish_core(pool, measures, cfg, progress, strata, cells, item_cell, order, 
         cells_j = cells._replace(loss=loss_tables[j])
         g = measures[j].g
 
-        def est(labeled, draws, wsum, w2sum, n_draws, prop, ew2=None, design_state=None):
-            # ew2 = (ew2_lab, ew2_unl) and the design state: the model-assisted variance
+        def est(labeled, draws, wsum, w2sum, n_draws, prop, ew2=None, design_state=None, project=True):
+            # ew2 = (ew2_lab, ew2_unl) and the design state: the model-assisted variance; project: onto
+            # what the labels allow (bayes_eval.feasible; not where items were skipped: the estimate is
+            # then of the items that can be labeled, an unknown part of the unlabeled ones)
             ew2_lab, ew2_unl = (None, None) if ew2 is None else ew2
             tallies = Tallies(labeled, draws, wsum, n_draws, w2sum, ew2_lab, ew2_unl)
             return estimate(design, g, cells_j, tallies, prop, n_strata,
-                            design_state=design_state if ew2 is not None else None)
+                            design_state=design_state if ew2 is not None else None,
+                            fractional=project and measures[j].fractional)
 
-        return jax.jit(est)
+        return jax.jit(est, static_argnames="project")
 
     return SessionCore(init=jax.jit(init), step=jax.jit(step),
                        estimate_fns=tuple(make_est(j) for j in range(len(measures))), **common)
@@ -243,7 +246,8 @@ def build_poisson(design, measures, cells, loss_tables, n_strata: int) -> Poisso
             else:
                 mean = jnp.einsum("...xc,xcd->...xd", pis, cells_j.loss)
             recs = PD.RoundRecord(b, mean, lb, sampled, pv)
-            return kernel.round_estimate(design, g, cells_j, recs, t, lnow, pi_now, cr, pi_check)
+            return kernel.round_estimate(design, g, cells_j, recs, t, lnow, pi_now, cr, pi_check,
+                                         fractional=measures[j].fractional)
 
         return jax.jit(est)
 

@@ -52,8 +52,9 @@ class SessionReports:
         if key not in self._est_cache:
             est = self._kind.estimate(self._snapshots, snap_index, j)
             chk = np.full(np.shape(est.value), np.nan) if getattr(est, "check", None) is None else np.asarray(est.check)
-            self._est_cache[key] = (np.asarray(est.value), np.asarray(est.cov), np.asarray(est.risk), chk)
-        return self._est_cache[key]  # (value, cov, risk, check)
+            self._est_cache[key] = (np.asarray(est.value), np.asarray(est.cov), np.asarray(est.risk), chk,
+                                    None if est.feasible is None else np.asarray(est.feasible))
+        return self._est_cache[key]  # (value, cov, risk, check, feasible)
 
     def clt_check(self, snap_index: int = -1) -> np.ndarray:
         """Per component, the model-based ÷ own-weight variance of the CLT interval after a
@@ -77,10 +78,35 @@ class SessionReports:
         i = snap_index % len(self._snapshots)
         vals, sds = [], []
         for j in range(len(self.measures)):
-            v, cov, _, _ = self._est(i, j)
+            v, cov, _, _, _ = self._est(i, j)
             vals.append(v)
             sds.append(np.sqrt(np.clip(np.diagonal(cov), 0.0, None)))
         return np.concatenate(vals), np.concatenate(sds)
+
+    def feasible(self, snap_index: int = -1) -> np.ndarray:
+        """(4, m) over all components after a closed stage: the lowest and highest value of each
+        component over every completion of the pool given the labels -- what the labels alone
+        allow, with no model and no CLT -- and the values one unlabeled item's class inside them
+        (:func:`bayes_eval.feasible.feasible_range`).  The estimate is projected onto the range
+        and the CLT-based intervals cut to it (:func:`bayes_eval.feasible.cut`).  ±inf where not
+        computed: measures not linear-fractional (MCC, macro-F1, ...), a stochastic oracle,
+        stages after a skip."""
+        m = len(self._names)
+        unknown = np.array([[-np.inf] * m, [np.inf] * m] * 2)
+        if not self._snapshots:
+            return unknown
+        i = snap_index % len(self._snapshots)
+        parts = []
+        for j, meas in enumerate(self.measures):
+            f = self._est(i, j)[4]
+            k = len(meas.names)
+            parts.append(np.array([[-np.inf] * k, [np.inf] * k] * 2) if f is None else f)
+        return np.concatenate(parts, axis=1)
+
+    def _cut(self, lower, upper, snap_index: int = -1):
+        from .feasible import cut
+
+        return cut(np.asarray(lower, float), np.asarray(upper, float), self.feasible(snap_index))
 
     def estimate(self) -> pd.Series:
         """Ĝ after the last closed stage, one entry per component (NaN where undefined)."""
@@ -128,8 +154,9 @@ class SessionReports:
         Columns: component, kind, level, estimate, lower, upper."""
         v, sd = self._values()
         z = _z(level)
+        lo, hi = self._cut(v - z * sd, v + z * sd)
         df = self._clipped(pd.DataFrame({"component": self._names, "kind": "clt", "level": level, "estimate": v,
-                                         "lower": v - z * sd, "upper": v + z * sd}))
+                                         "lower": lo, "upper": hi}))
         if sequence:
             df = pd.concat([self.confidence_sequence(level), df], ignore_index=True)
         if bayesian:
@@ -158,8 +185,9 @@ class SessionReports:
         per_class = np.asarray(self._labeled).sum(0)
         if per_class.min() < MIN_CLASS_LABELS:
             half = np.full_like(half, np.nan)
+        lo, hi = self._cut(v - half, v + half)
         return self._clipped(pd.DataFrame({"component": self._names, "kind": "clt-cs", "level": level, "estimate": v,
-                                           "lower": v - half, "upper": v + half}))
+                                           "lower": lo, "upper": hi}))
 
     def _clipped(self, df: pd.DataFrame) -> pd.DataFrame:
         """Normal-based bounds of the catalogue's bounded measures clipped to their range
@@ -287,9 +315,13 @@ class SessionReports:
         z = _z(level)
         measure_of = [m.name for m in self.measures for _ in m.names]
         ws = self.weight_stats()
+        lo, hi = self._cut(v - z * sd, v + z * sd)
+        rng_ = self.feasible()
         df = pd.DataFrame({"measure": measure_of, "component": self._names, "estimate": v, "std_error": sd,
-                           "clt_lower": v - z * sd, "clt_upper": v + z * sd,
-                           "clt_check": self.clt_check()})  # NaN: no check for this design
+                           "clt_lower": lo, "clt_upper": hi,
+                           "clt_check": self.clt_check(),  # NaN: no check for this design
+                           # what the labels allow (±inf: not computed for this measure)
+                           "feasible_lower": rng_[0], "feasible_upper": rng_[1]})
         if bayesian:
             b = self.bayesian_interval(level)
             if b is not None:
@@ -312,10 +344,11 @@ class SessionReports:
         parts = []
         for i, s in enumerate(self._snapshots):
             v, sd = self._values(i)
+            lo, hi = self._cut(v - z * sd, v + z * sd, i)
             parts.append(pd.DataFrame({
                 "stage": s.stage, "labels": s.labels, "draws": s.draws, "new_labels": s.n_new, "ess": s.ess,
                 "max_weight": s.max_weight, "opened_at": s.opened_at, "closed_at": s.closed_at,
-                "component": self._names, "estimate": v, "std_error": sd, "lower": v - z * sd, "upper": v + z * sd,
+                "component": self._names, "estimate": v, "std_error": sd, "lower": lo, "upper": hi,
                 "clt_check": self.clt_check(i)}))
         if not parts:
             return pd.DataFrame(columns=["stage", "labels", "draws", "new_labels", "ess", "max_weight", "opened_at",
@@ -523,9 +556,13 @@ class SessionReports:
             bayesian = failed
         iv = self.intervals(level, bayesian=bool(bayesian), sequence=True)
         v, sd = self._values()
+        rng_ = self.feasible()
         comps = []
         for k, name in enumerate(self._names):
             row = {"component": name, "estimate": _f(v[k]), "std_error": _f(sd[k])}
+            if np.isfinite(rng_[:2, k]).all():
+                # what the labels allow: the component over every completion of the pool (bayes_eval.feasible)
+                row["feasible_lower"], row["feasible_upper"] = _f(rng_[0, k]), _f(rng_[1, k])
             if np.isfinite(chk[k]) or chk[k] == np.inf:
                 # the model-assisted variance's check (estimators.model_assisted)
                 row["clt_check"] = float(chk[k]) if np.isfinite(chk[k]) else None

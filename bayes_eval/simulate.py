@@ -36,6 +36,7 @@ from .poisson_estimators import beta_limits
 from .designs import Design
 from .kernel import StageState
 from .estimators import normal_interval
+from .feasible import cut
 from .posterior import intervals_at_checkpoints, units_for_model
 from .results import SimResult, StageRecord, make_result, schedule, summarize  # noqa: F401  (re-exported)
 
@@ -138,12 +139,28 @@ def _kl_optimal(cells: CellTable, labeled, prop, a_true, stochastic):
     return part(cnt_a, prop.lab) + part(cnt_b, q_b)
 
 
+def _interval(est, level, var=None):
+    """The CLT interval of an estimate cut to what the labels allow (:func:`~bayes_eval.feasible.cut`),
+    its sd and that range (4, m; ±inf where the estimate carries none).  ``var``: the marginal
+    variances where the estimate does not carry them (Poisson rounds)."""
+    var = est.var if var is None else var
+    sd = jnp.sqrt(jnp.clip(var, 0.0))
+    lo, hi = normal_interval(est.value, None, level, var=var)
+    if est.feasible is None:
+        inf = jnp.full(est.value.shape, jnp.inf)
+        return lo, hi, sd, jnp.stack([-inf, inf, -inf, inf])
+    lo, hi = cut(lo, hi, est.feasible)
+    return lo, hi, sd, est.feasible
+
+
 def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_stages, m_hist, a_true, max_chunks,
-             track_kl, bayes_model=None, level=0.95, keep_labeled=False):
+             track_kl, bayes_model=None, level=0.95, keep_labeled=False, fractional=False):
     """One simulated run: ``lax.scan`` over the stages of each segment between checkpoints;
     at every checkpoint the CLT estimate and, with a ``bayes_model``, the finite-pool
     posterior of G (:mod:`bayes_eval.posterior`); ``keep_labeled``: the record keeps every
-    stage's labeled table (for per-stage Bayesian intervals)."""
+    stage's labeled table (for per-stage Bayesian intervals).  ``fractional``
+    (``Measure.fractional``): estimates projected onto what the labels allow and intervals
+    cut to it (:mod:`bayes_eval.feasible`)."""
     stochastic = design.oracle == "stochastic"
     g_hist = lambda r: jnp.atleast_1d(g(r))[:m_hist]  # noqa: E731
     state = SimState(kernel.init(design, cells), jnp.asarray(0.0), jnp.asarray(False))
@@ -159,13 +176,13 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         # the record keeps the first m_hist components: estimate only those (a PR curve
         # has m = 2048; XLA drops the unused part of g)
         est = kernel.estimate(design, g_hist, cells, tallies, st.proposal, n_strata, full_cov=False,
-                              design_state=st.design_state)
-        lo, hi = normal_interval(est.value, None, level, var=est.var)
+                              design_state=st.design_state, fractional=fractional)
+        lo, hi, sd, feas = _interval(est, level)
         kl = _kl_optimal(cells, tallies.labeled, st.proposal, a_true, stochastic) if track_kl else jnp.asarray(jnp.nan)
         new_state = SimState(st, n_labels, state.stalled | stalled)
         chk = jnp.full(est.value.shape, jnp.nan) if est.check is None else est.check
         rec = StageRecord(n_labels, tallies.n_draws, est.value, lo, hi, kl, tallies.labeled.sum(0), chk,
-                          tallies.labeled if keep_labeled else None)
+                          tallies.labeled if keep_labeled else None, sd, feas)
         return new_state, rec
 
     stage_keys = jax.random.split(key, len(batches))
@@ -179,9 +196,9 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         if end in bounds:
             st = state.stage
             est = kernel.estimate(design, g, cells, st.tallies, st.proposal, n_strata, full_cov=False,
-                                  design_state=st.design_state)
-            lo, hi = normal_interval(est.value, None, level, var=est.var)
-            out = {"value": est.value, "lower": lo, "upper": hi, "labels": state.n_labels,
+                                  design_state=st.design_state, fractional=fractional)
+            lo, hi, sd, feas = _interval(est, level)
+            out = {"value": est.value, "lower": lo, "upper": hi, "sd": sd, "feasible": feas, "labels": state.n_labels,
                    "draws": st.tallies.n_draws,
                    "check": jnp.full(est.value.shape, jnp.nan) if est.check is None else est.check}
             if bayes_model is not None:
@@ -263,6 +280,7 @@ def simulate_runs(
     if n_strata is None:
         n_strata = int(np.asarray(cells.stratum).max()) + 1
     g = measure.g
+    fractional = bool(getattr(measure, "fractional", False))   # estimates projected onto what the labels allow
     x, c, d = cells.loss.shape
     true_risk = jnp.einsum("x,xc,xcd->d", cells.weight, cells.truth, cells.loss)
     true_value = np.asarray(jnp.atleast_1d(g(true_risk)))
@@ -277,14 +295,16 @@ def simulate_runs(
 
         def run(key, cells, a_true):
             info = _run_rounds(key, cells, design, n_strata, batches, cum, complete_round, int(batch))
-            value, var, lo, hi, lnow, check = _round_estimates(cells, design, g, info, complete_round, level)
+            value, var, lo, hi, lnow, check, feas = _round_estimates(cells, design, g, info, complete_round,
+                                                                          level, fractional)
             n_labels = lnow.sum((1, 2))
             ck = jnp.asarray(ck_stages, jnp.int32)
+            sd = jnp.sqrt(var)
             out = dict(value=value[ck], var=var[ck], lower=lo[ck], upper=hi[ck], labels=n_labels[ck],
-                       draws=n_labels[ck], labeled=lnow[ck], check=check[ck])
+                       draws=n_labels[ck], labeled=lnow[ck], check=check[ck], sd=sd[ck], feasible=feas[ck])
             hist = StageRecord(n_labels, n_labels, value[:, :m_hist], lo[:, :m_hist], hi[:, :m_hist],
                                jnp.full(value.shape[0], jnp.nan), lnow.sum(1), check[:, :m_hist],
-                               lnow if bayes_stages else None)
+                               lnow if bayes_stages else None, sd[:, :m_hist], feas[:, :, :m_hist])
             return hist, out, (info if return_rounds else jnp.asarray(False))
     else:
         from .designs import importance
@@ -295,7 +315,7 @@ def simulate_runs(
             # cells are a traced argument, not a closure constant: XLA would otherwise
             # constant-fold operations on the (possibly large) loss table at compile time
             return _run_one(key, cells, batches, design, g, n_strata, ck_stages, m_hist, a_true, max_chunks,
-                            track_kl, bayes_model, level, bayes_stages)
+                            track_kl, bayes_model, level, bayes_stages, fractional)
 
     fn = jax.jit(jax.vmap(run, in_axes=(0, None, None)))
     keys = jax.random.split(jax.random.PRNGKey(seed), repeats)
@@ -333,7 +353,7 @@ def simulate_runs(
     t3 = time.perf_counter()
     lower = upper = None
     if rounds and interval == "beta":
-        lower, upper = beta_limits(ck["value"], ck["var"], level)
+        lower, upper = cut(*beta_limits(ck["value"], ck["var"], level), ck["feasible"])
     stalled = np.zeros(repeats, dtype=bool) if rounds else extra
     res = make_result(hist, ck, stalled, checkpoints, true_value, measure, t2 - t1, t1 - t0, design.name, bayes,
                       (t3 - t2) if bayes_model is not None else 0.0, lower=lower, upper=upper)
@@ -434,25 +454,23 @@ def _run_rounds(key, cells: CellTable, design: Design, n_strata: int, budgets, c
     return info
 
 
-def _round_estimates(cells, design: Design, g, info: "kernel.RoundInfo", complete_round: int, level: float):
+def _round_estimates(cells, design: Design, g, info: "kernel.RoundInfo", complete_round: int, level: float,
+                     fractional: bool = False):
     """Estimate and interval after every round t (vmapped over t), by the kernel's
-    estimator of rounds (:func:`bayes_eval.kernel.round_estimate`)."""
-    from jax.scipy.stats import norm
-
-    n_rounds = info.record.b.shape[0]
-    z = norm.ppf(0.5 + level / 2.0)
-
+    estimator of rounds (:func:`bayes_eval.kernel.round_estimate`); with ``fractional`` the
+    estimate projected onto what the labels allow and the interval cut to it."""
     def at(t):
         rec = info.record
         lnow = rec.labeled_before[t] + rec.sampled[t]
         pi_check = None if info.pi_check is None else info.pi_check[t]
-        est = kernel.round_estimate(design, g, cells, rec, t, lnow, info.pi_after[t], complete_round, pi_check)
+        est = kernel.round_estimate(design, g, cells, rec, t, lnow, info.pi_after[t], complete_round, pi_check,
+                                    fractional=fractional)
         var = jnp.clip(jnp.diagonal(est.cov), 0.0)
-        sd = jnp.sqrt(var)
+        lo, hi, _, feas = _interval(est, level, var)
         check = jnp.full(est.value.shape, jnp.nan) if est.check is None else est.check
-        return est.value, var, est.value - z * sd, est.value + z * sd, lnow, check
+        return est.value, var, lo, hi, lnow, check, feas
 
-    return jax.vmap(at)(jnp.arange(n_rounds))
+    return jax.vmap(at)(jnp.arange(info.record.b.shape[0]))
 
 
 def simulate_poisson(cells: CellTable, design, measure, budget: int = 2000, batch: int = 50,

@@ -288,8 +288,10 @@ class ReplacementStages:
     def estimate(self, snapshots, i: int, j: int):
         s = snapshots[i]
         ew2 = None if s.ew2_lab is None else (jnp.asarray(s.ew2_lab), jnp.asarray(s.ew2_unl))
+        # projected onto what the labels allow unless items were skipped (bayes_eval.feasible)
         return self.core.estimate_fns[j](jnp.asarray(s.labeled), jnp.asarray(s.draw_counts), jnp.asarray(s.wsum),
-                                         jnp.asarray(s.w2sum), jnp.asarray(s.n_eff), s.prop, ew2, s.design_state)
+                                         jnp.asarray(s.w2sum), jnp.asarray(s.n_eff), s.prop, ew2, s.design_state,
+                                         project=not s.skip_w > 0)
 
 
 class PoissonRounds:

@@ -63,7 +63,8 @@ def main(argv=None):
             if args.save_stages:                              # every stage's intervals, for rules tried later
                 h = res.history
                 np.savez_compressed(f"{args.out}_{name}_{design}.npz", value=h.value, lower=h.lower, upper=h.upper,
-                                    n_draws=h.n_draws, n_class=h.n_class, n_labels=h.n_labels,
+                                    n_draws=h.n_draws, n_class=h.n_class, n_labels=h.n_labels, sd=h.sd,
+                                    feasible=h.feasible,
                                     check=h.check if h.check is not None else np.zeros(0),
                                     bayes_lower=res.stage_bayes_lower if res.stage_bayes_lower is not None
                                     else np.zeros(0),

@@ -32,7 +32,10 @@ class _Saved:
         z = np.load(path)
         self.history = StageRecord(n_labels=z["n_labels"], n_draws=z["n_draws"], value=z["value"], lower=z["lower"],
                                    upper=z["upper"], kl=None, n_class=z["n_class"],
-                                   check=z["check"] if z["check"].size else None)
+                                   check=z["check"] if z["check"].size else None,
+                                   # the estimate's sd and what the labels allow (bayes_eval.feasible; saved since stop 37)
+                                   sd=z["sd"] if "sd" in z.files else None,
+                                   feasible=z["feasible"] if "feasible" in z.files else None)
         self.true_value = z["true_value"]
         self.stage_bayes_lower, self.stage_bayes_upper = z["bayes_lower"], z["bayes_upper"]
         # where each stage's interval collapsed and was widened (posterior.resolved_interval; saved since stop 31)
@@ -57,7 +60,7 @@ def variant(res, w, kappa=None, consecutive=1):
     lo, hi = res.stage_bayes_lower[..., :m], res.stage_bayes_upper[..., :m]
     ok = np.all(hi - lo <= w, 2)
     if kappa is not None:
-        cl, ch = cs_bounds(h.value, h.lower, h.upper, h.n_draws[..., None])
+        cl, ch = cs_bounds(h.value, h.lower, h.upper, h.n_draws[..., None], sd=h.sd, feasible=h.feasible)
         ok &= np.all(np.where(np.isfinite(ch - cl), ch - cl, np.inf) <= kappa * w, 2)
     run = ok.copy()
     for k in range(1, consecutive):

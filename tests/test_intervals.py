@@ -33,7 +33,8 @@ def test_confidence_sequence_covers_at_fixed_budgets(sim):
         assert c["coverage_cs"] >= c["coverage"]
     # negative control: the same interval at a quarter of its width must miss (≈ 0.6)
     v, lo, hi = sim.checkpoint_value[:, -1], sim.checkpoint_lower[:, -1], sim.checkpoint_upper[:, -1]
-    clo, chi = cs_bounds(v, lo, hi, sim.checkpoint_draws[:, -1][:, None])
+    clo, chi = cs_bounds(v, lo, hi, sim.checkpoint_draws[:, -1][:, None], sd=sim.checkpoint_sd[:, -1],
+                         feasible=sim.checkpoint_feasible[:, -1])
     q = (chi - clo) / 8
     assert covers(v - q, v + q, sim.true_value).mean() < 0.95 - 3 * SE
 

@@ -1,0 +1,152 @@
+"""What the labels allow (bayes_eval.feasible): the range of G over every completion of the
+pool, checked against brute force; the estimate projected onto it and the CLT-based intervals
+cut to it, in the simulation and in a session."""
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayes_eval as be
+from bayes_eval import measures as M
+from bayes_eval.feasible import cut, feasible_range
+from bayes_eval.measures import Features
+
+
+def _tiny(rng, n_classes=2, n_cells=4, max_size=3):
+    preds = rng.integers(0, n_classes, n_cells)
+    sizes = rng.integers(1, max_size + 1, n_cells)
+    labeled = np.zeros((n_cells, n_classes))
+    for x in range(n_cells):
+        labeled[x] = rng.multinomial(rng.integers(0, sizes[x] + 1), np.full(n_classes, 1.0 / n_classes))
+    scores = rng.normal(size=n_cells)
+    probs = np.stack([1 - 1 / (1 + np.exp(-scores)), 1 / (1 + np.exp(-scores))], -1)
+    if n_classes > 2:
+        probs = np.full((n_cells, n_classes), 1.0 / n_classes)
+    feats = Features(preds=jnp.asarray(preds[:, None]), scores=jnp.asarray(scores[:, None]),
+                     probs=jnp.asarray(probs[:, None, :]))
+    return feats, sizes, labeled
+
+
+def _completions(m, loss, weight, sizes, labeled):
+    """Every completion's G (brute force over the unlabeled items' class counts per cell)."""
+    C = labeled.shape[1]
+    unl = (sizes - labeled.sum(1)).astype(int)
+    per_cell = [[np.array(k) for k in itertools.product(range(u + 1), repeat=C) if sum(k) == u] for u in unl]
+    out = []
+    for ks in itertools.product(*per_cell):
+        cnt = labeled + np.array(ks)
+        out.append(np.asarray(m.g(jnp.asarray(np.einsum("x,xc,xcd->d", weight, cnt, loss)))))
+    return np.array(out)  # (completions, m)
+
+
+@pytest.mark.parametrize("name", ["f1", "precision", "recall", "accuracy", "f2", "pr_curve", "micro_f1"])
+def test_the_range_is_the_brute_force_range_over_every_completion(name):
+    rng = np.random.default_rng(7)
+    n_classes = 3 if name == "micro_f1" else 2
+    m = {"pr_curve": lambda: M.pr_curve([-0.5, 0.0, 0.5]), "micro_f1": lambda: M.micro_f1(3),
+         "f2": lambda: M.f_beta(2.0)}.get(name, lambda: M.get(name))()
+    assert m.fractional
+    checked = 0
+    for _ in range(25):
+        feats, sizes, labeled = _tiny(rng, n_classes)
+        loss = np.asarray(m.loss(feats))
+        w = np.full(len(sizes), 1.0 / sizes.sum())
+        rng_ = np.asarray(feasible_range(m.g, SimpleNamespace(loss=loss, weight=w, size=sizes.astype(float)), labeled))
+        vals = _completions(m, loss, w, sizes, labeled)
+        for j in range(vals.shape[1]):
+            v = vals[:, j]
+            if not np.isfinite(v).all():       # some completion leaves it undefined (0/0)
+                continue
+            if not np.isfinite(rng_[:, j]).all():
+                continue                        # undefined at a vertex visited: no range (never wrong)
+            assert rng_[0, j] == pytest.approx(v.min(), abs=1e-12)
+            assert rng_[1, j] == pytest.approx(v.max(), abs=1e-12)
+            # the one-item neighbours are values some completion takes, inside the range
+            assert np.isclose(v, rng_[2, j], atol=1e-12).any() and np.isclose(v, rng_[3, j], atol=1e-12).any()
+            assert rng_[0, j] <= rng_[2, j] and rng_[3, j] <= rng_[1, j]
+            checked += 1
+    assert checked >= 20                        # the check was not vacuous
+
+
+def test_measures_that_are_not_linear_fractional_are_not_projected():
+    for m in (M.mcc(), M.balanced_accuracy(), M.fowlkes_mallows(), M.macro_f1(3)):
+        assert not m.fractional, m.name
+    assert M.stack(M.f1(), M.precision()).fractional
+    assert not M.stack(M.f1(), M.mcc()).fractional
+
+
+def test_cut_widens_an_interval_pressed_against_a_bound_to_one_item():
+    feas = np.array([[0.2], [0.8], [0.25], [0.77]])   # lower, upper, lower's and upper's one-item values
+    lo, hi = cut(np.array([0.79]), np.array([0.83]), feas)    # past the upper bound: excludes one hidden item
+    assert (lo[0], hi[0]) == (0.77, 0.8)
+    lo, hi = cut(np.array([0.5]), np.array([0.6]), feas)      # inside: unchanged
+    assert (lo[0], hi[0]) == (0.5, 0.6)
+    lo, hi = cut(np.array([0.1]), np.array([0.21]), feas)
+    assert (lo[0], hi[0]) == (0.2, 0.25)
+    lo, hi = cut(np.array([0.1]), np.array([0.9]), feas)      # both ends cut: the range itself
+    assert (lo[0], hi[0]) == (0.2, 0.8)
+    inf = np.array([[-np.inf], [np.inf], [-np.inf], [np.inf]])
+    assert cut(np.array([-0.3]), np.array([1.4]), inf) == (np.array([-0.3]), np.array([1.4]))
+
+
+@pytest.fixture(scope="module")
+def demo_runs():
+    """AIS on the demo pool, 40 runs, the same seeds with F1 projected and not (a copy of F1
+    that does not say it is linear-fractional)."""
+    from bayes_eval.simulate import run_simulation
+
+    pool = be.demo_pool(n_items=20_000, positive_rate=0.005, seed=3)
+    kw = dict(repeats=40, seed=0, budget=1000, checkpoints=(500, 1000), track_kl=False)
+    proj, cells = run_simulation(pool, M.f1(), "ais", **kw)
+    raw, _ = run_simulation(pool, M.f1()._replace(fractional=False), "ais", **kw)
+    return proj, raw
+
+
+def test_the_simulations_estimate_is_the_raw_one_projected_onto_what_the_labels_allow(demo_runs):
+    from bayes_eval.results import covers
+
+    proj, raw = demo_runs
+    truth = proj.true_value
+    f = proj.checkpoint_feasible                      # (runs, checkpoints, 4, 1)
+    assert raw.checkpoint_feasible is not None and np.isinf(raw.checkpoint_feasible[:, :, :2]).all()
+    assert np.all((f[:, :, 0] <= truth + 1e-12) & (truth <= f[:, :, 1] + 1e-12))   # the truth is always allowed
+    # the same draws: the projected estimate is the raw one clipped onto the range
+    np.testing.assert_allclose(proj.checkpoint_value, np.clip(raw.checkpoint_value, f[:, :, 0], f[:, :, 1]),
+                               rtol=1e-9)
+    moved = proj.checkpoint_value != raw.checkpoint_value
+    assert moved.mean() >= 0.05                       # measured 0.15-0.3 of runs: the test is not vacuous
+    err_p, err_r = np.abs(proj.checkpoint_value - truth), np.abs(raw.checkpoint_value - truth)
+    assert np.all(err_p <= err_r + 1e-12) and np.all(err_p[moved] < err_r[moved])
+    # the CLT interval cut to the range covers at least as often as the raw one, and is narrower
+    cov_p = covers(proj.checkpoint_lower, proj.checkpoint_upper, truth)
+    cov_r = covers(raw.checkpoint_lower, raw.checkpoint_upper, truth)
+    assert cov_p.mean() >= cov_r.mean()
+    assert np.mean(proj.checkpoint_upper - proj.checkpoint_lower) < np.mean(raw.checkpoint_upper -
+                                                                             raw.checkpoint_lower)
+    # every stage of the history too, and the confidence sequence stays inside the range
+    h = proj.history
+    assert np.all((h.value >= h.feasible[:, :, 0] - 1e-12) & (h.value <= h.feasible[:, :, 1] + 1e-12))
+
+
+def test_a_session_reports_what_the_labels_allow_and_projects_onto_it(tmp_path):
+    pool = be.demo_pool(n_items=20_000, positive_rate=0.005, seed=3)
+    s = be.Session.create(str(tmp_path / "s.db"), pool, ["f1", "mcc"], "ais", seed=1)
+    for _ in range(6):
+        b = s.next_batch(50)
+        s.add_labels(b["item"], pool.labels[pool.index_of(b["item"].to_numpy())])
+    st = s.status()
+    f1, mcc = st["estimates"]
+    truth = float(M.value(M.f1(), pool.features(), pool.labels)[0])
+    assert f1["feasible_lower"] <= truth <= f1["feasible_upper"]
+    assert f1["feasible_lower"] <= f1["estimate"] <= f1["feasible_upper"]
+    assert f1["feasible_lower"] <= f1["clt_lower"] <= f1["clt_upper"] <= f1["feasible_upper"]
+    assert "feasible_lower" not in mcc                # MCC is not linear-fractional: no range, no projection
+    summ = s.summary()
+    assert summ.loc[summ.component == "f1", "feasible_upper"].iloc[0] == pytest.approx(f1["feasible_upper"])
+    hist = s.history()
+    assert (hist["upper"] <= 1.0).all()
+    s.close()
