@@ -369,8 +369,9 @@ def cmd_demo(args):
 
     h = res.history
     truth = res.true_value[0]
-    cs_lo, cs_hi = cs_bounds(h.value[0, :, 0], h.lower[0, :, 0], h.upper[0, :, 0], h.n_draws[0], sd=h.sd[0, :, 0],
-                             feasible=h.feasible[0, :, :, :1])
+    cs_lo, cs_hi = cs_bounds(h.value[0, :, :1], h.lower[0, :, :1], h.upper[0, :, :1], h.n_draws[0][:, None],
+                             sd=h.sd[0, :, :1], feasible=h.feasible[0, :, :, :1])
+    cs_lo, cs_hi = cs_lo[:, 0], cs_hi[:, 0]
     enough = np.all(h.n_class[0] >= MIN_CLASS_LABELS, axis=-1)
     from .measures import component_range
 
@@ -389,7 +390,9 @@ def cmd_demo(args):
                          cs_lower=clip(cs_lo[t]) if enough[t] else None,
                          cs_upper=clip(cs_hi[t]) if enough[t] else None,
                          clt_check=chk if np.isfinite(chk) else None,
-                         clt_reliable=bool(chk <= MODEL_CHECK_MAX) if not np.isnan(chk) else None))
+                         clt_reliable=bool(chk <= MODEL_CHECK_MAX) if not np.isnan(chk) else None,
+                         # what the labels allow (bayes_eval.feasible): F1 over every completion of the pool
+                         feasible_lower=float(h.feasible[0, t, 0, 0]), feasible_upper=float(h.feasible[0, t, 1, 0])))
     if args.format == "json":
         print(json.dumps(jsonable({"pool": "demo", "n_items": pool.n_items, "measure": args.measure,
                                     "design": args.design, "true_value": truth, "stages": rows,
@@ -427,6 +430,10 @@ def cmd_demo(args):
               f"{holds(last['cs_lower'], last['cs_upper'])}")
     print(f"  95% CLT interval          [{last['lower']:.4f}, {last['upper']:.4f}]  fixed budget, for comparison: "
           f"{holds(last['lower'], last['upper'])}")
+    if np.isfinite(last["feasible_lower"]) and np.isfinite(last["feasible_upper"]):
+        print(f"  labels allow              [{last['feasible_lower']:.4f}, {last['feasible_upper']:.4f}]  {args.measure} over "
+              f"every completion of the pool: no model, no CLT (the estimate is kept inside, the CLT-based intervals "
+              f"cut to it)")
     print(f"truth    {truth:.4f}  (known here because the demo pool is synthetic)")
     if blo is not None and np.isfinite(last["estimate"]) and not blo <= last["estimate"] <= bhi:
         print(f"The estimate ({last['estimate']:.4f}) lies outside the Bayesian interval: it rests on the items drawn, "

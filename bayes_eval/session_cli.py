@@ -524,6 +524,13 @@ def _status_text(st):
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
                     "(a posterior narrow once may be narrow by luck)." if stop_kind == "bayes-stable" else ""))
     lines.append(_clt_check_line(comps, labels=st.get("labels_in_estimate")))
+    allowed = [c for c in comps if c.get("feasible_lower") is not None]
+    if allowed and not st.get("fully_labeled"):
+        # bayes_eval.feasible: the range over every completion of the pool, no model, no CLT
+        rng_ = ", ".join(f"{c['component']} in [{_fmt(c['feasible_lower'])}, {_fmt(c['feasible_upper'])}]"
+                         for c in allowed[:4])
+        lines.append(f"what the labels allow, whatever the unlabeled items are: {rng_} — the estimate is kept inside "
+                     f"and the CLT-based intervals are cut to it")
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]
     if flat:
         lines.append(_collapsed_note(flat, lvl))

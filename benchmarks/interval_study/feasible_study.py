@@ -113,7 +113,6 @@ def table():
         for a, b in zip(d["raw"]["stopping"], d["projected"]["stopping"]):
             lines.append(f"| {d['design']} | {d['pool']} | {a['interval']} | {a['width']} | {st(a)} | {st(b)} |")
     write_table(TABLE, lines)
-    print("\n".join(lines))
 
 
 def main(argv=None):
