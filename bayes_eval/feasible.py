@@ -125,9 +125,11 @@ def feasible_range(g, cells, labeled):
     unknown = jnp.stack([jnp.full(m, -jnp.inf), jnp.full(m, jnp.inf)] * 2)
     if float(x) * c * (d + c) * m > MAX_WORK:
         return unknown
-    js = jnp.arange(m)
-    lo, lo_next = jax.vmap(lambda j: _extreme(g, j, -1.0, r_lab, unl_loss, unl, centre))(js)
-    hi, hi_next = jax.vmap(lambda j: _extreme(g, j, 1.0, r_lab, unl_loss, unl, centre))(js)
+    # one vmapped search over (component, direction): one copy of the iteration to compile
+    js = jnp.tile(jnp.arange(m), 2)
+    signs = jnp.repeat(jnp.asarray([-1.0, 1.0]), m)
+    val, nxt = jax.vmap(lambda j, sg: _extreme(g, j, sg, r_lab, unl_loss, unl, centre))(js, signs)
+    lo, hi, lo_next, hi_next = val[:m], val[m:], nxt[:m], nxt[m:]
     ok = jnp.isfinite(lo) & jnp.isfinite(hi) & jnp.isfinite(lo_next) & jnp.isfinite(hi_next)
     return jnp.where(ok[None, :], jnp.stack([lo, hi, lo_next, hi_next]), unknown)
 

@@ -36,7 +36,7 @@ from .poisson_estimators import beta_limits
 from .designs import Design
 from .kernel import StageState
 from .estimators import normal_interval
-from .feasible import cut
+from .feasible import cut, project
 from .posterior import intervals_at_checkpoints, units_for_model
 from .results import SimResult, StageRecord, make_result, schedule, summarize  # noqa: F401  (re-exported)
 
@@ -163,6 +163,7 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
     cut to it (:mod:`bayes_eval.feasible`)."""
     stochastic = design.oracle == "stochastic"
     g_hist = lambda r: jnp.atleast_1d(g(r))[:m_hist]  # noqa: E731
+    m_out = jax.eval_shape(lambda r: jnp.atleast_1d(g(r)), jnp.zeros(cells.loss.shape[2])).shape[0]
     state = SimState(kernel.init(design, cells), jnp.asarray(0.0), jnp.asarray(False))
 
     def stage(state, inp):
@@ -195,8 +196,12 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         hists.append(h)
         if end in bounds:
             st = state.stage
+            # the checkpoint's range is its stage's, recorded by the scan (not searched again: compile time)
+            reuse = fractional and h.feasible.shape[-1] == m_out
             est = kernel.estimate(design, g, cells, st.tallies, st.proposal, n_strata, full_cov=False,
-                                  design_state=st.design_state, fractional=fractional)
+                                  design_state=st.design_state, fractional=fractional and not reuse)
+            if reuse:
+                est = project(est, h.feasible[-1])
             lo, hi, sd, feas = _interval(est, level)
             out = {"value": est.value, "lower": lo, "upper": hi, "sd": sd, "feasible": feas, "labels": state.n_labels,
                    "draws": st.tallies.n_draws,

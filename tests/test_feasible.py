@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from types import SimpleNamespace
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -50,12 +51,14 @@ def test_the_range_is_the_brute_force_range_over_every_completion(name):
     m = {"pr_curve": lambda: M.pr_curve([-0.5, 0.0, 0.5]), "micro_f1": lambda: M.micro_f1(3),
          "f2": lambda: M.f_beta(2.0)}.get(name, lambda: M.get(name))()
     assert m.fractional
+    # one compilation for every pool of the same shape
+    search = jax.jit(lambda loss, w, size, lab: feasible_range(m.g, SimpleNamespace(loss=loss, weight=w, size=size), lab))
     checked = 0
     for _ in range(25):
         feats, sizes, labeled = _tiny(rng, n_classes)
         loss = np.asarray(m.loss(feats))
         w = np.full(len(sizes), 1.0 / sizes.sum())
-        rng_ = np.asarray(feasible_range(m.g, SimpleNamespace(loss=loss, weight=w, size=sizes.astype(float)), labeled))
+        rng_ = np.asarray(search(loss, w, sizes.astype(float), labeled))
         vals = _completions(m, loss, w, sizes, labeled)
         for j in range(vals.shape[1]):
             v = vals[:, j]
