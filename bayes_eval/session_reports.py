@@ -91,16 +91,14 @@ class SessionReports:
         and the CLT-based intervals cut to it (:func:`bayes_eval.feasible.cut`).  ±inf where not
         computed: measures not linear-fractional (MCC, macro-F1, ...), a stochastic oracle,
         stages after a skip."""
-        m = len(self._names)
-        unknown = np.array([[-np.inf] * m, [np.inf] * m] * 2)
+        def unknown(k):
+            return np.array([[-np.inf] * k, [np.inf] * k] * 2)
+
         if not self._snapshots:
-            return unknown
+            return unknown(len(self._names))
         i = snap_index % len(self._snapshots)
-        parts = []
-        for j, meas in enumerate(self.measures):
-            f = self._est(i, j)[4]
-            k = len(meas.names)
-            parts.append(np.array([[-np.inf] * k, [np.inf] * k] * 2) if f is None else f)
+        parts = [unknown(len(meas.names)) if (f := self._est(i, j)[4]) is None else f
+                 for j, meas in enumerate(self.measures)]
         return np.concatenate(parts, axis=1)
 
     def _cut(self, lower, upper, snap_index: int = -1):
@@ -316,11 +314,11 @@ class SessionReports:
         measure_of = [m.name for m in self.measures for _ in m.names]
         ws = self.weight_stats()
         lo, hi = self._cut(v - z * sd, v + z * sd)
-        rng_ = self.feasible()
+        rng_ = np.where(np.isfinite(self.feasible()), self.feasible(), np.nan)   # NaN: not computed
         df = pd.DataFrame({"measure": measure_of, "component": self._names, "estimate": v, "std_error": sd,
                            "clt_lower": lo, "clt_upper": hi,
                            "clt_check": self.clt_check(),  # NaN: no check for this design
-                           # what the labels allow (±inf: not computed for this measure)
+                           # what the labels allow (bayes_eval.feasible)
                            "feasible_lower": rng_[0], "feasible_upper": rng_[1]})
         if bayesian:
             b = self.bayesian_interval(level)

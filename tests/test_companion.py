@@ -139,8 +139,7 @@ def test_companion_rounds_keep_f1_in_range_on_a_rare_miscalibrated_pool():
     gave F1 estimates from -1900 to 19 at 50-100 labels; the default HT rounds keep every
     estimate in [0, 1] (their totals are non-negative) -- and the difference estimator is
     the negative control.  Both measured on F1 *not* projected onto what the labels allow
-    (``bayes_eval.feasible``), which would put any estimate in range; projected, the
-    difference estimator stays in range too."""
+    (``bayes_eval.feasible``), which puts any estimate in range."""
     pool = demo_pool(n_items=20_000, positive_rate=0.002, seed=0)
     kw = dict(budget=100, batch=50, repeats=200, seed=0, checkpoints=(50, 100), companion="calibrated")
     raw_f1 = M.f1()._replace(fractional=False)
@@ -152,8 +151,3 @@ def test_companion_rounds_keep_f1_in_range_on_a_rare_miscalibrated_pool():
     v = res.checkpoint_value[..., 0]
     v = v[np.isfinite(v)]
     assert v.min() < 0.0 or v.max() > 1.0
-    res, _ = run_simulation(pool, M.f1(), "poisson-adaptive", estimator="difference", **kw)
-    v = res.checkpoint_value[..., 0]
-    f = res.checkpoint_feasible[..., 0]
-    ok = np.isfinite(v)
-    assert ok.any() and np.all((v[ok] >= f[..., 0][ok] - 1e-12) & (v[ok] <= f[..., 1][ok] + 1e-12))
