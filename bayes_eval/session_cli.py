@@ -524,13 +524,9 @@ def _status_text(st):
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
                     "(a posterior narrow once may be narrow by luck)." if stop_kind == "bayes-stable" else ""))
     lines.append(_clt_check_line(comps, labels=st.get("labels_in_estimate")))
-    allowed = [c for c in comps if c.get("feasible_lower") is not None]
-    if allowed and not st.get("fully_labeled"):
-        # bayes_eval.feasible: the range over every completion of the pool, no model, no CLT
-        rng_ = ", ".join(f"{c['component']} in [{_fmt(c['feasible_lower'])}, {_fmt(c['feasible_upper'])}]"
-                         for c in allowed[:4])
-        lines.append(f"what the labels allow, whatever the unlabeled items are: {rng_} — the estimate is kept inside "
-                     f"and the CLT-based intervals are cut to it")
+    allowed = _allowed_line(st)
+    if allowed:
+        lines.append(allowed)
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]
     if flat:
         lines.append(_collapsed_note(flat, lvl))
@@ -559,6 +555,18 @@ def _status_text(st):
                          f"{stop['width']:.4f} ≥ {tw:g}: not reached; about {stop['more_labels']:,} more labels "
                          f"expected (an extrapolation: width assumed ∝ 1/sqrt(labels))")
     return "\n".join(lines)
+
+
+def _allowed_line(st) -> str | None:
+    """What the labels allow (:mod:`bayes_eval.feasible`): each component's range over every
+    completion of the pool, from ``Session.status()``; None where no range was computed."""
+    allowed = [c for c in st["estimates"] if c.get("feasible_lower") is not None]
+    if not allowed or st.get("fully_labeled"):
+        return None
+    rng_ = ", ".join(f"{c['component']} in [{_fmt(c['feasible_lower'])}, {_fmt(c['feasible_upper'])}]"
+                     for c in allowed[:4])
+    return (f"what the labels allow, whatever the unlabeled items are: {rng_} — the estimate is kept inside "
+            f"and the CLT-based intervals are cut to it")
 
 
 def _collapsed_note(components, lvl: int) -> str:
@@ -743,6 +751,9 @@ def _cmd_report(args, bar):
               _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
               "\n" + _clt_check_line(st["estimates"], lead_bayes) + " (per component: `clt_check` in summary.csv)\n"]
+        allowed = _allowed_line(st)
+        if allowed:
+            md.append("\n" + allowed[0].upper() + allowed[1:] + " (`feasible_lower`, `feasible_upper` in summary.csv).\n")
         away = _outside_note(summ.to_dict("records"), " (`bayes_median`)") if lead_bayes else None
         if away:
             md.append("\n" + away[0].upper() + away[1:] + ".\n")

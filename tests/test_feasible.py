@@ -153,3 +153,23 @@ def test_a_session_reports_what_the_labels_allow_and_projects_onto_it(tmp_path):
     hist = s.history()
     assert (hist["upper"] <= 1.0).all()
     s.close()
+
+
+def test_session_status_and_report_say_what_the_labels_allow(tmp_path, capsys):
+    from bayes_eval.cli import main as cli_main
+
+    pool = be.demo_pool()                             # the CLI's "demo" pool
+    path = str(tmp_path / "s.db")
+    s = be.Session.create(path, pool, "f1", "ais", seed=1, pool_path="demo")
+    for _ in range(4):
+        b = s.next_batch(50)
+        s.add_labels(b["item"], pool.labels[pool.index_of(b["item"].to_numpy())])
+    lo, hi = s.feasible()[:2, 0]
+    s.close()
+    capsys.readouterr()
+    assert cli_main(["session", "status", path, "--no-bayesian"]) == 0
+    out = capsys.readouterr().out
+    assert f"what the labels allow, whatever the unlabeled items are: f1 in [{lo:.4f}, {hi:.4f}]" in out
+    assert cli_main(["session", "report", path, "--out", str(tmp_path / "rep"), "--no-bayesian"]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert f"f1 in [{lo:.4f}, {hi:.4f}]" in md
