@@ -524,9 +524,7 @@ def _status_text(st):
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
                     "(a posterior narrow once may be narrow by luck)." if stop_kind == "bayes-stable" else ""))
     lines.append(_clt_check_line(comps, labels=st.get("labels_in_estimate")))
-    allowed = _allowed_line(st)
-    if allowed:
-        lines.append(allowed)
+    lines += [x for x in [_allowed_line(st)] if x]
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]
     if flat:
         lines.append(_collapsed_note(flat, lvl))
@@ -558,15 +556,12 @@ def _status_text(st):
 
 
 def _allowed_line(st) -> str | None:
-    """What the labels allow (:mod:`bayes_eval.feasible`): each component's range over every
-    completion of the pool, from ``Session.status()``; None where no range was computed."""
+    """What the labels allow (:mod:`bayes_eval.feasible`) per component, from ``Session.status()``."""
     allowed = [c for c in st["estimates"] if c.get("feasible_lower") is not None]
-    if not allowed or st.get("fully_labeled"):
-        return None
-    rng_ = ", ".join(f"{c['component']} in [{_fmt(c['feasible_lower'])}, {_fmt(c['feasible_upper'])}]"
-                     for c in allowed[:4])
-    return (f"what the labels allow, whatever the unlabeled items are: {rng_} — the estimate is kept inside "
-            f"and the CLT-based intervals are cut to it")
+    rng_ = ", ".join(f"{c['component']} in [{_fmt(c['feasible_lower'])}, {_fmt(c['feasible_upper'])}]" for c in allowed[:4])
+    return None if not allowed or st.get("fully_labeled") else (
+        f"what the labels allow, whatever the unlabeled items are: {rng_} — the estimate is kept inside and the "
+        f"CLT-based intervals are cut to it")
 
 
 def _collapsed_note(components, lvl: int) -> str:
@@ -751,9 +746,7 @@ def _cmd_report(args, bar):
               _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
               "\n" + _clt_check_line(st["estimates"], lead_bayes) + " (per component: `clt_check` in summary.csv)\n"]
-        allowed = _allowed_line(st)
-        if allowed:
-            md.append("\n" + allowed[0].upper() + allowed[1:] + " (`feasible_lower`, `feasible_upper` in summary.csv).\n")
+        md += [f"\n{x[0].upper()}{x[1:]} (`feasible_lower`, `feasible_upper` in summary.csv).\n" for x in [_allowed_line(st)] if x]
         away = _outside_note(summ.to_dict("records"), " (`bayes_median`)") if lead_bayes else None
         if away:
             md.append("\n" + away[0].upper() + away[1:] + ".\n")
