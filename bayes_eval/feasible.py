@@ -38,7 +38,7 @@ import numpy as np
 
 from . import _config  # noqa: F401
 
-__all__ = ["feasible_range", "project", "cut", "MAX_WORK", "MAX_STEPS"]
+__all__ = ["feasible_range", "project", "cut", "unknown", "MAX_WORK", "MAX_STEPS"]
 
 #: Dinkelbach steps at most (the iteration stops when the vertex repeats; 3-6 steps measured)
 MAX_STEPS = 50
@@ -92,6 +92,12 @@ def _extreme(g, j, sign, r_lab, unl_loss, has_unl, start):
     return val, nxt
 
 
+def unknown(m: int, xp=jnp):
+    """(4, m): the range where it is not computed, (-inf, inf, -inf, inf): :func:`cut` passes
+    intervals through it unchanged."""
+    return xp.stack([xp.full(m, -xp.inf), xp.full(m, xp.inf)] * 2)
+
+
 def feasible_range(g, cells, labeled):
     """(4, m): the lowest and highest G over every completion of the pool given the labels,
     and, for each, the value one unlabeled item's class away from it that lies farthest from it.
@@ -122,16 +128,15 @@ def feasible_range(g, cells, labeled):
     unl_loss = (w * unl)[:, None, None] * loss                                          # (X, C, d)
     centre = r_lab + unl_loss.mean(1).sum(0)
     m = int(jax.eval_shape(lambda r: jnp.atleast_1d(g(r)), centre).shape[0])
-    unknown = jnp.stack([jnp.full(m, -jnp.inf), jnp.full(m, jnp.inf)] * 2)
     if float(x) * c * (d + c) * m > MAX_WORK:
-        return unknown
+        return unknown(m)
     # one vmapped search over (component, direction): one copy of the iteration to compile
     js = jnp.tile(jnp.arange(m), 2)
     signs = jnp.repeat(jnp.asarray([-1.0, 1.0]), m)
     val, nxt = jax.vmap(lambda j, sg: _extreme(g, j, sg, r_lab, unl_loss, unl, centre))(js, signs)
     lo, hi, lo_next, hi_next = val[:m], val[m:], nxt[:m], nxt[m:]
     ok = jnp.isfinite(lo) & jnp.isfinite(hi) & jnp.isfinite(lo_next) & jnp.isfinite(hi_next)
-    return jnp.where(ok[None, :], jnp.stack([lo, hi, lo_next, hi_next]), unknown)
+    return jnp.where(ok[None, :], jnp.stack([lo, hi, lo_next, hi_next]), unknown(m))
 
 
 def project(est, feasible):

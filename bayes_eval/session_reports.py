@@ -91,13 +91,12 @@ class SessionReports:
         and the CLT-based intervals cut to it (:func:`bayes_eval.feasible.cut`).  ±inf where not
         computed: measures not linear-fractional (MCC, macro-F1, ...), a stochastic oracle,
         stages after a skip."""
-        def unknown(k):
-            return np.array([[-np.inf] * k, [np.inf] * k] * 2)
+        from .feasible import unknown
 
         if not self._snapshots:
-            return unknown(len(self._names))
+            return unknown(len(self._names), np)
         i = snap_index % len(self._snapshots)
-        parts = [unknown(len(meas.names)) if (f := self._est(i, j)[4]) is None else f
+        parts = [unknown(len(meas.names), np) if (f := self._est(i, j)[4]) is None else f
                  for j, meas in enumerate(self.measures)]
         return np.concatenate(parts, axis=1)
 

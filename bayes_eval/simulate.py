@@ -36,7 +36,7 @@ from .poisson_estimators import beta_limits
 from .designs import Design
 from .kernel import StageState
 from .estimators import normal_interval
-from .feasible import cut, project
+from .feasible import cut, project, unknown
 from .posterior import intervals_at_checkpoints, units_for_model
 from .results import SimResult, StageRecord, make_result, schedule, summarize  # noqa: F401  (re-exported)
 
@@ -147,8 +147,7 @@ def _interval(est, level, var=None):
     sd = jnp.sqrt(jnp.clip(var, 0.0))
     lo, hi = normal_interval(est.value, None, level, var=var)
     if est.feasible is None:
-        inf = jnp.full(est.value.shape, jnp.inf)
-        return lo, hi, sd, jnp.stack([-inf, inf, -inf, inf])
+        return lo, hi, sd, unknown(est.value.shape[0])
     lo, hi = cut(lo, hi, est.feasible)
     return lo, hi, sd, est.feasible
 
