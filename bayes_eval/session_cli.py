@@ -27,6 +27,7 @@ import sqlite3
 import sys
 import time
 
+from .results import labels_to_width_text
 from .session_team_cli import TEAM_COMMANDS, add_label_reading_args, add_task_content_args, add_team_parsers
 
 __all__ = ["add_session_parser", "cmd_session", "add_pool_reading_args", "read_pool", "jsonable"]
@@ -550,9 +551,9 @@ def _status_text(st):
             lines.append(f"stopping rule (width < {tw:g}): {stop['note']}")
         else:
             lines.append(f"stopping rule: the {lvl}% {_KIND[stop['kind']]} interval of {stop['component']} has width "
-                         f"{stop['width']:.4f} ≥ {tw:g}: not reached; about {stop['more_labels']:,} more labels "
-                         f"expected (an extrapolation: width assumed ∝ 1/sqrt(labels))")
+                         f"{stop['width']:.4f} ≥ {tw:g}: not reached; {labels_to_width_text(stop)}")
     return "\n".join(lines)
+
 
 
 def _allowed_line(st) -> str | None:
@@ -767,8 +768,7 @@ def _cmd_report(args, bar):
             md.append(f"\nStopping rule (width < {stop['target_width']:g}): "
                       + (f"width {stop['width']:.4f}, " if stop["width"] is not None else "")
                       + (f"reached — {stop['note']}." if stop.get("exact") else "reached." if stop["reached"]
-                         else f"not reached; {stop['note']}"
-                         + (f" — about {stop['more_labels']} more labels." if stop.get("more_labels") else ""))
+                         else "not reached; " + (labels_to_width_text(stop) + "." if stop.get("more_labels") else stop["note"]))
                       + "\n")
         md += ["\n## Estimate and interval against labels spent\n", "![progress](progress.png)\n"]
         if post:

@@ -162,7 +162,7 @@ class SessionReports:
                 df = pd.concat([df, b.drop(columns="collapsed")], ignore_index=True)
         return df
 
-    def confidence_sequence(self, level: float = 0.95) -> pd.DataFrame:
+    def confidence_sequence(self, level: float = 0.95, snap_index: int = -1) -> pd.DataFrame:
         """The asymptotic confidence sequence per component (kind ``clt-cs``):
         Ĝ ± cs_factor(n) sd after n draws (labels for Poisson rounds),
         :func:`bayes_eval.estimators.confidence_sequence` (Howard et al. 2021; Waudby-Smith
@@ -176,13 +176,14 @@ class SessionReports:
         from .estimators import cs_factor
         from .results import MIN_CLASS_LABELS
 
-        v, sd = self._values()
-        n = max(float(self._n_draws if self._snapshots else 0), 1.0)
+        v, sd = self._values(snap_index)
+        snap = self._snapshots[snap_index % len(self._snapshots)] if self._snapshots else None
+        n = max(float(snap.draws if snap else 0), 1.0)
         half = float(cs_factor(n, level)) * sd
-        per_class = np.asarray(self._labeled).sum(0)
+        per_class = np.asarray(snap.labeled if snap else self._labeled).sum(0)
         if per_class.min() < MIN_CLASS_LABELS:
             half = np.full_like(half, np.nan)
-        lo, hi = self._cut(v - half, v + half)
+        lo, hi = self._cut(v - half, v + half, snap_index)
         return self._clipped(pd.DataFrame({"component": self._names, "kind": "clt-cs", "level": level, "estimate": v,
                                            "lower": lo, "upper": hi}))
 
@@ -377,9 +378,11 @@ class SessionReports:
         (:meth:`bayesian_interval`) (issue 15, item 3: measured in
         ``benchmarks/results/stopping_rules_cells.md``: coverage at the stop 0.95-1.00 or no stop, on dblp-acm,
         abt-buy, the demo pool and a 10%-positive pool, where stopping on the posterior the
-        first time it is narrow stopped wrong runs).  The width is extrapolated as
-        width ∝ 1/sqrt(labels) from the current value: an *extrapolation*, not a promise
-        (AIS typically does better, the first stages worse).
+        first time it is narrow stopped wrong runs).  The labels still needed are
+        extrapolated two ways (:func:`bayes_eval.results.labels_to_width`): width ∝ 1/sqrt(labels)
+        from the current value (``more_labels``), and at the rate the same interval shrank since the
+        closed stage nearest half the labels (``more_labels_observed_rate``, ``width_exponent``; one
+        more interval computed) -- *extrapolations*, not promises.
         """
         if not target_width > 0:
             raise SessionError(f"the target width must be positive, got {target_width}",
@@ -421,11 +424,27 @@ class SessionReports:
                             f"(positives may hide where the design draws few items): not a reason to stop; "
                             f"drop --no-bayesian (the rule then stops on the Bayesian interval)")
             return out
-        need = self._n_labels * (wmax / target_width) ** 2
-        more = 0 if reached else int(math.ceil(need - self._n_labels))
-        out.update(reached=bool(reached), more_labels=more,
-                   note="extrapolation: width assumed to shrink as 1/sqrt(labels) from the current width")
+        out.update(self._labels_to_width(wmax, target_width, lambda h: self.confidence_sequence(level, h)),
+                   reached=bool(reached), note="extrapolation: width assumed to shrink as 1/sqrt(labels) from the "
+                                               "current width, and at the rate it shrank since about half the labels")
         return out
+
+    def _labels_to_width(self, width: float, target: float, interval_at) -> dict:
+        """:func:`bayes_eval.results.labels_to_width` from the current width and the width of the
+        same interval (``interval_at(snap_index)``, the first measure's widest component) after the
+        closed stage nearest half the labels (one more interval computed, only while ``width ≥
+        target``)."""
+        from .results import labels_to_width
+
+        n = [s.labels for s in self._snapshots]
+        h = int(np.argmin(np.abs(np.asarray(n, float) - self._n_labels / 2))) if n else -1
+        then = None
+        if width >= target and n and 0 < n[h] <= 0.75 * self._n_labels:
+            iv = interval_at(h)
+            iv = iv[iv["component"].isin(self._names[:len(self.measures[0].names)])]
+            w = (iv["upper"] - iv["lower"]).to_numpy(float)
+            then = (n[h], float(np.nanmax(w))) if np.isfinite(w).any() else None
+        return labels_to_width(self._n_labels, width, target, *(then or (None, None)))
 
     def _stopping_stable(self, target_width: float, level: float, first: set, out: dict) -> dict:
         """:meth:`stopping`'s ``bayes-stable`` rule: the widest Bayesian interval of the first
@@ -458,15 +477,17 @@ class SessionReports:
             out.update(reached=False, more_labels=None, note="the Bayesian interval is not defined; label more items")
             return out
         reached = all(w < target_width for w in widths)
-        need = self._n_labels * (wmax / target_width) ** 2
-        more = 0 if reached else max(int(math.ceil(need - self._n_labels)), 0)
-        note = ("extrapolation: width assumed to shrink as 1/sqrt(labels) from the current width"
+        ext = self._labels_to_width(wmax, target_width, lambda h: self.bayesian_interval(level, snap_index=h))
+        if not reached and wmax < target_width:  # narrow now, not yet stable: no count to give
+            ext.update(more_labels=None, more_labels_observed_rate=None)
+        out.update(ext)
+        note = ("extrapolation: width assumed to shrink as 1/sqrt(labels) from the current width, and at the rate "
+                "it shrank since about half the labels"
                 if wmax >= target_width else
                 f"the Bayesian interval is narrow enough now but not yet after each of the last {k} stages "
                 f"(label at least one more stage)" if not reached else
                 f"the Bayesian interval has been narrower than {target_width:g} after each of the last {k} stages")
-        out.update(reached=bool(reached), more_labels=None if (not reached and wmax < target_width) else more,
-                   note=note)
+        out.update(reached=bool(reached), note=note)
         return out
 
     def _snap_key(self, n_draws: int, seed: int | None, snap_index: int):

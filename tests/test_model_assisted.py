@@ -15,6 +15,7 @@ import bayes_eval as be
 from bayes_eval.cli import main as cli_main
 from bayes_eval.session_cli import _status_text
 from bayes_eval.estimators import MODEL_CHECK_MAX, Estimate, model_assisted
+from bayes_eval.results import labels_to_width_text
 from bayes_eval.registry import measure_from_args
 from bayes_eval.results import covers, stopping, summarize
 from bayes_eval.simulate import run_simulation
@@ -181,7 +182,13 @@ def test_status_leads_with_the_bayesian_interval_where_the_check_fails(failing_s
     stop = out["stopping"]                                    # the rule: narrow after each of the last 3 stages
     assert stop["kind"] == "bayes-stable" and stop["reached"] is False and len(stop["stable_widths"]) == 3
     assert stop["width"] == pytest.approx(row["bayes_upper"] - row["bayes_lower"], rel=1e-9)
+    # labels to the target at 1/sqrt(labels) and at the rate the Bayesian interval shrank since
+    # the closed stage nearest half the labels (one more posterior)
+    assert 0 < stop["rate_from_labels"] <= 0.75 * out["labels"]
+    assert stop["width_exponent"] == pytest.approx(np.log(stop["rate_from_width"] / stop["width"])
+                                                   / np.log(out["labels"] / stop["rate_from_labels"]), rel=1e-9)
     text = _status_text(out)                                  # what the CLI prints without --format json
+    assert labels_to_width_text(stop) in text and "if the width shrinks as 1/sqrt(labels)" in text
     header = next(line for line in text.splitlines() if line.startswith("component"))
     assert header.index("Bayesian interval") < header.index("confidence sequence") < header.index("CLT interval")
     assert "read first: the Bayesian interval" in text and "read the Bayesian interval (shown first)" in text

@@ -247,7 +247,33 @@ def test_stopping_rule_extrapolates(tmp_path, pool):
     assert st_["kind"] == "clt-cs"
     assert not st_["reached"] and st_["more_labels"] == int(np.ceil(100 * 4 - 100))
     assert "extrapolation" in st_["note"]
-    assert s.stopping(width * 1.01)["reached"] and s.stopping(width * 1.01)["more_labels"] == 0
+    # and at the rate the same interval shrank since the closed stage nearest half the labels
+    then = s.confidence_sequence(snap_index=0)                 # after stage 0: 50 labels
+    w0 = float((then["upper"] - then["lower"]).max())
+    b = np.log(w0 / width) / np.log(2.0)
+    assert st_["rate_from_labels"] == 50 and st_["rate_from_width"] == pytest.approx(w0)
+    assert st_["width_exponent"] == pytest.approx(b) and b > 0.05
+    assert st_["more_labels_observed_rate"] == int(np.ceil(100 * 2 ** (1 / b) - 100))
+    done = s.stopping(width * 1.01)
+    assert done["reached"] and done["more_labels"] == 0 and done["more_labels_observed_rate"] == 0
+
+
+def test_labels_to_width_at_both_rates():
+    from bayes_eval.results import labels_to_width, labels_to_width_text
+
+    # shrinking as 1/sqrt(labels) since 125 labels: both extrapolations agree
+    r = labels_to_width(500, 0.4, 0.1, 125, 0.8)
+    assert r["width_exponent"] == pytest.approx(0.5) and r["more_labels"] == r["more_labels_observed_rate"] == 7500
+    # shrinking as labels^-0.25 (AIS's Bayesian interval on abt-buy): 16 x the labels per halving, not 4 x
+    r = labels_to_width(500, 0.4, 0.2, 125, 0.4 * 2 ** 0.5)
+    assert r["more_labels"] == 1500 and r["more_labels_observed_rate"] == 7500
+    assert "about 1,500 more labels" in labels_to_width_text(r) and "labels^-0.25) about 7,500" in labels_to_width_text(r)
+    # not shrinking: no rate to extrapolate; no earlier width: the 1/sqrt count alone
+    r = labels_to_width(500, 0.4, 0.1, 250, 0.41)
+    assert r["more_labels_observed_rate"] is None and "no rate to extrapolate" in labels_to_width_text(r)
+    r = labels_to_width(500, 0.4, 0.1)
+    assert r["width_exponent"] is None and r["more_labels"] == 7500 and "shrank" not in labels_to_width_text(r)
+    assert labels_to_width(500, 0.09, 0.1, 250, 0.2)["more_labels_observed_rate"] == 0
 
 
 def test_confidence_sequence_waits_for_both_classes(tmp_path, pool):
