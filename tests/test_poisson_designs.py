@@ -401,6 +401,7 @@ def _check_bayesian_interval(repeats):
     truth = res.true_value[0]
     lo, hi, mean = res.bayes_lower[:, 0, 0], res.bayes_upper[:, 0, 0], res.bayes_mean[:, 0, 0]
     rmse = np.sqrt(np.mean((mean - truth) ** 2))
+    assert s["mse_bayes"] == pytest.approx(rmse**2, rel=1e-9)    # simulate's JSON reports it
     ratio = s["mean_width_bayes"] / (2 * 1.959964 * rmse)
     assert 0.5 <= ratio <= 1.5, (ratio, s)
     centre, half = (lo + hi) / 2, (hi - lo) / 2

@@ -289,6 +289,9 @@ def test_cli_bayes_draws_sets_the_posterior_draws_of_the_bayesian_intervals(caps
     assert cli.main(args + ["--bayes", "yes", "--bayes-draws", "60"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert seen == [60] and out["bayes_draws"] == 60 and out["checkpoints"][0]["coverage_bayes"] is not None
+    # the posterior mean as an estimate: its MSE is at least its squared mean error (2 runs differ)
+    ck = out["checkpoints"][0]
+    assert ck["mse_bayes"] >= (ck["mean_bayes"] - out["true_value"]) ** 2 > 0
     assert cli.main(args + ["--bayes", "no"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert seen == [60, 200] and out["bayes_draws"] is None
