@@ -99,11 +99,12 @@ def test_cut_widens_an_interval_pressed_against_a_bound_to_one_item():
 @pytest.fixture(scope="module")
 def demo_runs():
     """AIS on the demo pool, 40 runs of 1000 labels, the same seeds with F1 projected and not (a
-    copy of F1 that does not say it is linear-fractional)."""
+    copy of F1 that does not say it is linear-fractional); 001's AIS without the companion model
+    (the projection is the same; the companion's program compiles 7 s longer)."""
     from bayes_eval.simulate import run_simulation
 
     pool = be.demo_pool(n_items=20_000, positive_rate=0.005, seed=3)
-    kw = dict(repeats=40, seed=0, budget=1000, checkpoints=(500, 1000), track_kl=False)
+    kw = dict(repeats=40, seed=0, budget=1000, checkpoints=(500, 1000), track_kl=False, companion="none")
     proj, cells = run_simulation(pool, M.f1(), "ais", **kw)
     raw, _ = run_simulation(pool, M.f1()._replace(fractional=False), "ais", **kw)
     return proj, raw
@@ -121,7 +122,7 @@ def test_the_simulations_estimate_is_the_raw_one_projected_onto_what_the_labels_
     np.testing.assert_allclose(proj.checkpoint_value, np.clip(raw.checkpoint_value, f[:, :, 0], f[:, :, 1]),
                                rtol=1e-9)
     moved = proj.checkpoint_value != raw.checkpoint_value
-    assert moved.mean() >= 0.04                       # measured 0.09 (7 of 80 run-checkpoints): not vacuous
+    assert moved.sum() >= 3                           # measured 5 of 80 run-checkpoints: not vacuous
     err_p, err_r = np.abs(proj.checkpoint_value - truth), np.abs(raw.checkpoint_value - truth)
     assert np.all(err_p <= err_r + 1e-12) and np.all(err_p[moved] < err_r[moved])
     # the CLT interval cut to the range covers at least as often as the raw one, and is narrower
