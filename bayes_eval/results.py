@@ -12,8 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["StageRecord", "SimResult", "schedule", "make_result", "summarize", "covers", "cs_bounds", "stopping",
-           "STOP_INTERVALS", "STABLE_STAGES", "labels_to_width",
-           "labels_to_width_text"]
+           "STOP_INTERVALS", "STABLE_STAGES", "labels_to_width", "labels_to_width_text"]
 
 
 class StageRecord(NamedTuple):

@@ -555,7 +555,6 @@ def _status_text(st):
     return "\n".join(lines)
 
 
-
 def _allowed_line(st) -> str | None:
     """What the labels allow (:mod:`bayes_eval.feasible`) per component, from ``Session.status()``."""
     allowed = [c for c in st["estimates"] if c.get("feasible_lower") is not None]
