@@ -1,7 +1,7 @@
 """Stopping rules compared on saved per-stage intervals (issue 15, items 3 and 4).
 
     python benchmarks/stopping.py --bayes --repeats 100 --pools dblp-acm,abt-buy --designs ais --save-stages
-    python benchmarks/stopping_rules.py benchmarks/results/stages/*.npz [--out benchmarks/results/stopping_rules.md]
+    python benchmarks/stopping_rules.py benchmarks/results/stages/*_ais.npz [--out benchmarks/results/stopping_rules.md]
 
 ``benchmarks/stopping.py --save-stages`` keeps every stage's CLT interval, check and Bayesian
 interval of each run (the expensive part: one posterior per stage and run); this script reads
