@@ -314,7 +314,8 @@ class SessionReports:
         measure_of = [m.name for m in self.measures for _ in m.names]
         ws = self.weight_stats()
         lo, hi = self._cut(v - z * sd, v + z * sd)
-        rng_ = np.where(np.isfinite(self.feasible()), self.feasible(), np.nan)   # NaN: not computed
+        rng_ = self.feasible()
+        rng_ = np.where(np.isfinite(rng_), rng_, np.nan)   # NaN: not computed
         df = pd.DataFrame({"measure": measure_of, "component": self._names, "estimate": v, "std_error": sd,
                            "clt_lower": lo, "clt_upper": hi,
                            "clt_check": self.clt_check(),  # NaN: no check for this design
@@ -424,14 +425,14 @@ class SessionReports:
                             f"(positives may hide where the design draws few items): not a reason to stop; "
                             f"drop --no-bayesian (the rule then stops on the Bayesian interval)")
             return out
-        out.update(self._labels_to_width(wmax, target_width, lambda h: self.confidence_sequence(level, h)),
+        out.update(self._labels_to_width(wmax, target_width, first, lambda h: self.confidence_sequence(level, h)),
                    reached=bool(reached), note="extrapolation: width assumed to shrink as 1/sqrt(labels) from the "
                                                "current width, and at the rate it shrank since about half the labels")
         return out
 
-    def _labels_to_width(self, width: float, target: float, interval_at) -> dict:
+    def _labels_to_width(self, width: float, target: float, first: set, interval_at) -> dict:
         """:func:`bayes_eval.results.labels_to_width` from the current width and the width of the
-        same interval (``interval_at(snap_index)``, the first measure's widest component) after the
+        same interval (``interval_at(snap_index)``, the widest of the components ``first``) after the
         closed stage nearest half the labels (one more interval computed, only while ``width ≥
         target``)."""
         from .results import labels_to_width
@@ -441,7 +442,7 @@ class SessionReports:
         then = None
         if width >= target and n and 0 < n[h] <= 0.75 * self._n_labels:
             iv = interval_at(h)
-            iv = iv[iv["component"].isin(self._names[:len(self.measures[0].names)])]
+            iv = iv[iv["component"].isin(first)]
             w = (iv["upper"] - iv["lower"]).to_numpy(float)
             then = (n[h], float(np.nanmax(w))) if np.isfinite(w).any() else None
         return labels_to_width(self._n_labels, width, target, *(then or (None, None)))
@@ -477,7 +478,8 @@ class SessionReports:
             out.update(reached=False, more_labels=None, note="the Bayesian interval is not defined; label more items")
             return out
         reached = all(w < target_width for w in widths)
-        ext = self._labels_to_width(wmax, target_width, lambda h: self.bayesian_interval(level, snap_index=h))
+        ext = self._labels_to_width(wmax, target_width, first,
+                                    lambda h: self.bayesian_interval(level, snap_index=h))
         if not reached and wmax < target_width:  # narrow now, not yet stable: no count to give
             ext.update(more_labels=None, more_labels_observed_rate=None)
         out.update(ext)
