@@ -38,10 +38,13 @@ import numpy as np
 
 from . import _config  # noqa: F401
 
-__all__ = ["feasible_range", "project", "cut", "unknown", "MAX_WORK", "MAX_STEPS"]
+__all__ = ["feasible_range", "project", "cut", "unknown", "blind_spot", "miss_probability", "MAX_WORK", "MAX_STEPS",
+           "BLIND_RATE"]
 
 #: Dinkelbach steps at most (the iteration stops when the vertex repeats; 3-6 steps measured)
 MAX_STEPS = 50
+#: a cell is in the blind spot when its labeled share is below this fraction of the pool's (:func:`blind_spot`)
+BLIND_RATE = 0.1
 #: cells × classes × loss dims × components above which the range is not computed (a PR
 #: curve of 2,049 points over thousands of cells): (-inf, inf) is returned instead
 MAX_WORK = 2e8
@@ -167,3 +170,85 @@ def cut(lower, upper, feasible):
     lo = xp.where(upper >= fhi - tol, xp.minimum(lo, fhi_next), lo)
     hi = xp.where(lower <= flo + tol, xp.maximum(hi, flo_next), hi)
     return lo, hi
+
+
+def miss_probability(n: float, labeled: float, k: int) -> float:
+    """P(none of ``k`` items placed uniformly at random among ``n`` is among the ``labeled`` of
+    them that carry a label) = C(n − labeled, k) / C(n, k): the chance that labels spread like
+    these would not have seen k positives hidden there."""
+    from math import lgamma
+
+    free = n - labeled
+    if k > free:
+        return 0.0
+    if k <= 0:
+        return 1.0
+    return float(np.exp(lgamma(free + 1) - lgamma(free - k + 1) - lgamma(n + 1) + lgamma(n - k + 1)))
+
+
+def blind_spot(size, labeled, p_cell, loss_tables, gs, risks, values=None, rate: float = BLIND_RATE) -> dict | None:
+    """What the labels have barely seen: the cells labeled at under ``rate`` × the pool's labeled
+    share (cells with no label included), and what positives hidden there would do.
+
+    Every interval of useful width rests on a bet about those items: a pool with K of their
+    negatives made positive (a *twin*) gives the same labels as this one unless a labeled item
+    is among the K, so no method can tell the two apart, and an interval that holds on both must
+    span both values (``benchmarks/results/interval_twins_layered.md``: on abt-buy no interval
+    holding on its ≤ 50-positive twins is below 6.6 × AIS's RMSE at 1000 labels).  This reports,
+    without any model, how large that region is and how much the measure would move if as many
+    positives hid there as the labels have found in the whole pool (a doubling; at least one).
+
+    Parameters
+    ----------
+    size : (X,) items per cell;  labeled : (X, C) labeled items per cell and class;
+    p_cell : (X,) p(x) per item;  loss_tables : per measure, (X, C, d) ℓ(x, y);
+    gs : per measure, g(R) -> (m,);  risks : per measure, the estimate R̂ (d,);
+    values : the estimates shown, all components (g(R̂) projected onto the range, :func:`project`),
+    or None for g(R̂).
+
+    Returns
+    -------
+    dict or None
+        None for a pool that is not binary or whose labels cover every cell at ≥ ``rate`` × the
+        pool's share.  Keys: ``items``, ``share`` (of the pool), ``cells``, ``items_without_label``
+        (in cells with no label at all), ``labels``, ``positives`` (labels there that were
+        positive), ``found`` (positive labels in the whole pool), ``hidden`` (the K considered:
+        max(found, 1)), ``miss_probability`` (:func:`miss_probability`: that the labels there
+        would not see K positives placed at random among its items not labeled positive),
+        ``values_if_hidden`` (per component: G with K of the region's unlabeled items made
+        positive, spread over its cells by their unlabeled items, predictions kept: the estimate
+        shown moved by g(R̂ + K ΔR) − g(R̂)), ``rate``.
+    """
+    size = np.asarray(size, float)
+    labeled = np.asarray(labeled, float)
+    if labeled.ndim != 2 or labeled.shape[1] != 2 or size.sum() <= 0:
+        return None
+    lab = labeled.sum(1)
+    pool_share = lab.sum() / size.sum()
+    region = (lab / np.maximum(size, 1.0)) < rate * pool_share
+    if not region.any():
+        return None
+    unl = np.maximum(size - lab, 0.0) * region
+    n_items, n_unl = float(size[region].sum()), float(unl.sum())
+    pos_there = float(labeled[region, 1].sum())
+    found = float(labeled[:, 1].sum())
+    k = int(max(found, 1.0))
+    # the twin: K of the region's negatives made positive (planted among its items not labeled positive)
+    miss = miss_probability(n_items - pos_there, float(lab[region].sum()) - pos_there, k)
+    out, base, moved = [], [], []
+    if n_unl > 0:
+        spread = unl / n_unl                                                      # (X,)
+        for loss, g, r in zip(loss_tables, gs, risks):
+            loss = np.asarray(loss, float)
+            dr = np.einsum("x,x,xd->d", spread, np.asarray(p_cell, float), loss[:, 1] - loss[:, 0])
+            r = np.asarray(r, float)
+            at = np.atleast_1d(np.asarray(g(jnp.asarray(r)), float))
+            out.extend(np.atleast_1d(np.asarray(g(jnp.asarray(r + k * dr)), float)) - at)
+            base.extend(at)
+        base = np.asarray(base if values is None else values, float)
+        moved = [float(v) if np.isfinite(v) else None for v in base + np.asarray(out)]
+    return {"items": int(round(n_items)), "share": n_items / float(size.sum()), "cells": int(region.sum()),
+            "items_without_label": int(round(float(size[region & (lab == 0)].sum()))),
+            "labels": int(round(float(lab[region].sum()))), "positives": int(round(pos_there)),
+            "found": int(round(found)), "hidden": k, "miss_probability": miss,
+            "values_if_hidden": moved, "rate": float(rate)}

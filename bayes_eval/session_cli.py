@@ -27,7 +27,8 @@ import sqlite3
 import sys
 import time
 
-from .results import labels_to_width_text
+from .results import blind_spot_text, labels_to_width_text
+from .results import collapsed_text as _collapsed_note
 from .session_team_cli import TEAM_COMMANDS, add_label_reading_args, add_task_content_args, add_team_parsers
 
 __all__ = ["add_session_parser", "cmd_session", "add_pool_reading_args", "read_pool", "jsonable"]
@@ -525,7 +526,7 @@ def _status_text(st):
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
                     "(a posterior narrow once may be narrow by luck)." if stop_kind == "bayes-stable" else ""))
     lines.append(_clt_check_line(comps, labels=st.get("labels_in_estimate")))
-    lines += [x for x in [_allowed_line(st)] if x]
+    lines += [x for x in [_allowed_line(st), blind_spot_text(st.get("blind_spot"), [c["component"] for c in comps])] if x]
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]
     if flat:
         lines.append(_collapsed_note(flat, lvl))
@@ -562,15 +563,6 @@ def _allowed_line(st) -> str | None:
     return None if not allowed or st.get("fully_labeled") else (
         f"what the labels allow, whatever the unlabeled items are: {rng_} — the estimate is kept inside and the "
         f"CLT-based intervals are cut to it")
-
-
-def _collapsed_note(components, lvl: int) -> str:
-    """What a widened, collapsed Bayesian interval (:func:`bayes_eval.posterior.resolved_interval`) means."""
-    return (f"note: at least {lvl}% of the posterior of {', '.join(components[:4])} sits on one completion of the "
-            f"pool while unlabeled items can still change it -- the model's bet that nothing is hidden, which no "
-            f"label has tested (measured on dblp-acm: such width-0 intervals held the truth in 5 of 23 stages); the "
-            f"Bayesian interval shown is widened to what one unlabeled item's label can change, and the stopping "
-            f"rule reads that width")
 
 
 def _cmd_status(args, bar):
@@ -747,6 +739,8 @@ def _cmd_report(args, bar):
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
               "\n" + _clt_check_line(st["estimates"], lead_bayes) + " (per component: `clt_check` in summary.csv)\n"]
         md += [f"\n{x[0].upper()}{x[1:]} (`feasible_lower`, `feasible_upper` in summary.csv).\n" for x in [_allowed_line(st)] if x]
+        md += [f"\n{x[0].upper()}{x[1:]} (`blind_spot` in `session status --format json`).\n"
+               for x in [blind_spot_text(st.get("blind_spot"), list(summ["component"]))] if x]
         away = _outside_note(summ.to_dict("records"), " (`bayes_median`)") if lead_bayes else None
         if away:
             md.append("\n" + away[0].upper() + away[1:] + ".\n")

@@ -100,6 +100,20 @@ class SessionReports:
                  for j, meas in enumerate(self.measures)]
         return np.concatenate(parts, axis=1)
 
+    def blind_spot(self, snap_index: int = -1) -> dict | None:
+        """What the labels after a closed stage have barely seen, and what positives hidden there
+        would do (:func:`bayes_eval.feasible.blind_spot`; no model): None for a stochastic oracle,
+        a pool that is not binary, or before any stage."""
+        from .feasible import blind_spot
+
+        if not self._snapshots or self._stochastic:
+            return None
+        i = snap_index % len(self._snapshots)
+        core = self._core
+        return blind_spot(core.size, self._snapshots[i].labeled, core.p_cell, core.loss_tables,
+                          [m.g for m in self.measures], [self._est(i, j)[2] for j in range(len(self.measures))],
+                          values=self._values(i)[0])
+
     def _cut(self, lower, upper, snap_index: int = -1):
         from .feasible import cut
 
@@ -628,6 +642,10 @@ class SessionReports:
             out["skipped_note"] = (f"{len(self._skipped)} item(s) skipped as impossible to label: the estimates are of "
                                    f"the measure on the items that can be labeled (the skipped ones are left out)")
         out.update(self._kind.status_info(self.config["design"], self._labeled))
+        # what the labels have barely seen, and what a doubling of the positives there would do (no model)
+        bs = None if self.exact_values() is not None else self.blind_spot()
+        if bs is not None:
+            out["blind_spot"] = bs
         exact = self.exact_values()
         out["fully_labeled"] = exact is not None
         if exact is not None:

@@ -4,6 +4,7 @@ cut to it, in the simulation and in a session."""
 from __future__ import annotations
 
 import itertools
+import json
 from types import SimpleNamespace
 
 import jax
@@ -166,11 +167,66 @@ def test_session_status_and_report_say_what_the_labels_allow(tmp_path, capsys):
         b = s.next_batch(50)
         s.add_labels(b["item"], pool.labels[pool.index_of(b["item"].to_numpy())])
     lo, hi = s.feasible()[:2, 0]
+    st = s.status()
+    bs, est = st["blind_spot"], st["estimates"][0]["estimate"]
+    lab = s._snapshots[-1].labeled.sum(1)
     s.close()
     capsys.readouterr()
     assert cli_main(["session", "status", path, "--no-bayesian"]) == 0
     out = capsys.readouterr().out
     assert f"what the labels allow, whatever the unlabeled items are: f1 in [{lo:.4f}, {hi:.4f}]" in out
+    # what the labels have barely seen (feasible.blind_spot): AIS leaves the low scores all but unlabeled
+    assert bs["labels"] < bs["rate"] * lab.sum() / pool.n_items * bs["items"]
+    assert bs["share"] > 0.2 and bs["miss_probability"] > 0.5 and bs["values_if_hidden"][0] < est - 0.05
+    assert f"barely labeled: {bs['items']:,} items" in out and f"probability {bs['miss_probability']:.0%}" in out
+    assert cli_main(["session", "status", path, "--no-bayesian", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["blind_spot"] == bs
     assert cli_main(["session", "report", path, "--out", str(tmp_path / "rep"), "--no-bayesian"]) == 0
     md = (tmp_path / "rep" / "report.md").read_text()
     assert f"f1 in [{lo:.4f}, {hi:.4f}]" in md
+    assert f"Barely labeled: {bs['items']:,} items" in md
+
+
+def test_blind_spot_is_the_twin_with_as_many_positives_hidden_where_labels_are_few():
+    """feasible.blind_spot against the twin built by hand: the region is the cells labeled below a
+    tenth of the pool's share, the miss probability is that of random placements, and the value
+    with the positives hidden is F1 of the twin's confusion counts (the estimate taken exact)."""
+    from bayes_eval.feasible import blind_spot
+
+    # cells: (size, predicted class, true positives, labeled negatives, labeled positives)
+    spec = [(40, 1, 30, 5, 20), (200, 0, 12, 60, 6), (3000, 0, 2, 4, 0), (5000, 0, 0, 0, 0), (800, 0, 1, 30, 1)]
+    size = np.array([c[0] for c in spec], float)
+    pred = np.array([c[1] for c in spec], float)
+    pos = np.array([c[2] for c in spec], float)
+    labeled = np.array([[c[3], c[4]] for c in spec], float)
+    n = size.sum()
+    p_cell = np.full(len(spec), 1 / n)
+    loss = np.stack([np.stack([np.zeros_like(pred), pred / 2], -1),            # y = 0: [y f, (y + f)/2]
+                     np.stack([pred, (1 + pred) / 2], -1)], 1)                  # y = 1
+    truth = np.stack([size - pos, pos], -1)
+    r_true = np.einsum("x,xc,xcd->d", p_cell, truth, loss)
+    f1 = M.f1()
+    bs = blind_spot(size, labeled, p_cell, [loss], [f1.g], [r_true])
+    share = labeled.sum() / n                                                   # 126 / 9040
+    region = labeled.sum(1) / size < 0.1 * share
+    assert region.tolist() == [False, False, True, True, False]
+    assert (bs["items"], bs["cells"], bs["items_without_label"], bs["labels"], bs["positives"]) == (8000, 2, 5000, 4, 0)
+    k = int(labeled[:, 1].sum())
+    assert (bs["found"], bs["hidden"]) == (k, 27)
+    # random placements of the 27 among the region's 8000 items: how often no labeled item is hit
+    rng = np.random.default_rng(0)
+    hits = np.array([rng.choice(8000, k, replace=False).min() >= 4 for _ in range(20000)])   # items 0..3 labeled
+    assert abs(hits.mean() - bs["miss_probability"]) < 4 * np.sqrt(bs["miss_probability"] * (1 - bs["miss_probability"]) / 20000)
+    # the twin: k more positives, all predicted negative, so TP and predicted positives stay
+    tp, pp, p_all = float((pos * pred).sum()), float((size * pred).sum()), float(pos.sum())
+    assert bs["values_if_hidden"][0] == pytest.approx(2 * tp / (pp + p_all + k), rel=1e-9)
+    # shown estimates move by the same shift; precision does not move (the hidden items are predicted negative)
+    prec = M.precision()
+    loss_p = np.stack([np.stack([np.zeros_like(pred), pred], -1), np.stack([pred, pred], -1)], 1)   # [y f, f]
+    bs2 = blind_spot(size, labeled, p_cell, [loss, loss_p], [f1.g, prec.g],
+                     [r_true, np.einsum("x,xc,xcd->d", p_cell, truth, loss_p)], values=[0.5, 0.9])
+    assert bs2["values_if_hidden"][0] == pytest.approx(0.5 + 2 * tp / (pp + p_all + k) - 2 * tp / (pp + p_all))
+    assert bs2["values_if_hidden"][1] == pytest.approx(0.9)
+    # every cell labeled near the pool's share: no blind spot; a pool that is not binary: none
+    assert blind_spot(size, np.stack([size * 0.01, size * 0.0], -1), p_cell, [loss], [f1.g], [r_true]) is None
+    assert blind_spot(size, np.zeros((5, 3)), p_cell, [loss], [f1.g], [r_true]) is None
