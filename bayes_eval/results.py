@@ -310,8 +310,8 @@ def blind_spot_text(bs: dict | None, names) -> str | None:
             f"a tenth of the pool's share of labels{there}. {bs['hidden']} positive(s) hidden among them at random (as "
             f"many as found so far) would go unseen by labels placed like these with probability "
             f"{bs['miss_probability']:.0%}" + (f"; with them {', '.join(vals)}" if vals else "")
-            + ". No method can tell such a pool from this one: every interval above bets on what those items hold "
-              "(the Bayesian one through the oracle model)")
+            + ". Unseen, no method can tell that pool from this one: every interval above bets on what those items "
+              "hold (the Bayesian one through the oracle model)")
 
 
 def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_labels: int = MIN_CLASS_LABELS,
