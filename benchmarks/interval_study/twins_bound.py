@@ -119,7 +119,14 @@ def analyse(path, alpha, caps=(50, None)):
             f_k = f_all if cap is None else f_all[:cap + 1]
             band, _ = best_band(lab_neg[pick], n_neg, f_k, alpha)
             lab_band = lab_neg[judge][:, band].sum(1)
+            # the library's own interval (captured) on the twin with the cap planted in the band: on E it is
+            # the pool's, so the runs where E holds and that interval misses F_cap are misses on the twin
+            kk = f_k.size - 1
+            pe_band = p_none_labeled(n_neg[band].sum(), lab_neg[judge][:, band].sum(1), [kk])[:, 0]
+            lo, hi = z["bayes_lower"][judge, t, 0], z["bayes_upper"][judge, t, 0]
+            miss = ~((lo <= f_k[-1]) & (f_k[-1] <= hi))
             row[cap] = {"tail": layered_bound(n_tail, lab_tail, f_k, alpha),
+                        "twin_value": float(f_k[-1]), "library_misses_twin": float(np.mean(pe_band * miss)),
                         "tail_single": single_bound(n_tail, lab_tail, f_k, alpha),
                         "band": layered_bound(n_neg[band].sum(), lab_band, f_k, alpha),
                         "band_cells": int(band.size), "band_items": int(n_neg[band].sum()),
@@ -144,8 +151,9 @@ def main():
     print(f"α = {a.alpha}. Bounds on the mean width on the pool (÷ the design's RMSE there); tail = the "
           f"predicted-negative cells labeled below the uniform rate (labels ÷ pool size); band = the least-labeled cells (chosen on the even runs, evaluated on the odd).\n")
     print(f"| runs | labels | tail items (labeled) | single K ≤ {a.cap}, tail | layered K ≤ {a.cap}: tail / band | "
-          "layered, any K: tail / band | band (cells, items, labeled) | library's Bayesian width |")
-    print("|---|---|---|---|---|---|---|---|")
+          "layered, any K: tail / band | band (cells, items, labeled) | library's Bayesian width | "
+          f"its misses on the band's {a.cap}-positive twin (F1 there), at least |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for i, path in enumerate(a.npz):
         rmse = [float(x) for x in a.rmse[i].split(",")] if a.rmse else [None] * 3
         width = [float(x) for x in a.width[i].split(",")] if a.width else None
@@ -156,7 +164,7 @@ def main():
             print(f"| {os.path.basename(path)} (F₀ {f0:.4f}) | {r['labels']} | {r['tail_items']} ({r['tail_labeled']:.0f}) | "
                   f"{cell(c['tail_single'], rmse[t])} | {cell(c['tail'], rmse[t])} / {cell(c['band'], rmse[t])} | "
                   f"{cell(u['tail'], rmse[t])} / {cell(u['band'], rmse[t])} | {u['band_cells']}, {u['band_items']}, "
-                  f"{u['band_labeled']:.1f} | {lib} |")
+                  f"{u['band_labeled']:.1f} | {lib} | {c['library_misses_twin']:.2f} ({c['twin_value']:.3f}) |")
 
 
 if __name__ == "__main__":
