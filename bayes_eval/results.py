@@ -312,7 +312,19 @@ def blind_spot_text(bs: dict | None, names) -> str | None:
             f"many as found so far) would go unseen by labels placed like these with probability "
             f"{bs['miss_probability']:.0%}" + (f"; with them {', '.join(vals)}" if vals else "")
             + ". Unseen, no method can tell that pool from this one: every interval above bets on what those items "
-              "hold (the Bayesian one through the oracle model)")
+              "hold (the Bayesian one through the oracle model)" + _holds_text(bs.get("headline_holds"), names))
+
+
+def _holds_text(holds, names) -> str:
+    """Whether the interval read first holds the values with the hidden positives (status only)."""
+    known = [(n, h) for n, h in zip(names, holds or []) if h is not None]
+    if not known:
+        return ""
+    out = [n for n, h in known if not h]
+    if not out:
+        return "; the interval read first holds the value with them"
+    return (f"; the interval read first excludes it for {', '.join(out[:4])}: there it bets that those items hold "
+            f"fewer positives than that")
 
 
 def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_labels: int = MIN_CLASS_LABELS,

@@ -645,6 +645,11 @@ class SessionReports:
         # what the labels have barely seen, and what a doubling of the positives there would do (no model)
         bs = None if self.exact_values() is not None else self.blind_spot()
         if bs is not None:
+            # does the interval read first hold the value with them? (else it bets they are not there)
+            key = "bayes" if out["headline_interval"] == "bayes" else "cs"
+            bs["headline_holds"] = [None if v is None or c.get(f"{key}_lower") is None else
+                                    bool(c[f"{key}_lower"] <= v <= c[f"{key}_upper"])
+                                    for c, v in zip(comps, bs["values_if_hidden"])]
             out["blind_spot"] = bs
         exact = self.exact_values()
         out["fully_labeled"] = exact is not None

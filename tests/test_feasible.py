@@ -167,7 +167,7 @@ def test_session_status_and_report_say_what_the_labels_allow(tmp_path, capsys):
         b = s.next_batch(50)
         s.add_labels(b["item"], pool.labels[pool.index_of(b["item"].to_numpy())])
     lo, hi = s.feasible()[:2, 0]
-    st = s.status()
+    st = s.status(bayesian=False)
     bs, est = st["blind_spot"], st["estimates"][0]["estimate"]
     lab = s._snapshots[-1].labeled.sum(1)
     s.close()
@@ -179,6 +179,12 @@ def test_session_status_and_report_say_what_the_labels_allow(tmp_path, capsys):
     assert bs["labels"] < bs["rate"] * lab.sum() / pool.n_items * bs["items"]
     assert bs["share"] > 0.2 and bs["miss_probability"] > 0.5 and bs["values_if_hidden"][0] < est - 0.05
     assert f"barely labeled: {bs['items']:,} items" in out and f"probability {bs['miss_probability']:.0%}" in out
+    # whether the interval read first (here the confidence sequence) holds the value with them
+    c = st["estimates"][0]
+    assert st["headline_interval"] == "clt-cs"
+    assert bs["headline_holds"] == [c["cs_lower"] <= bs["values_if_hidden"][0] <= c["cs_upper"]]
+    assert ("the interval read first holds the value with them" in out) == bs["headline_holds"][0]
+    assert ("the interval read first excludes it for f1" in out) == (not bs["headline_holds"][0])
     assert cli_main(["session", "status", path, "--no-bayesian", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["blind_spot"] == bs
     assert cli_main(["session", "report", path, "--out", str(tmp_path / "rep"), "--no-bayesian"]) == 0
