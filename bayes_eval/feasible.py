@@ -235,18 +235,17 @@ def blind_spot(size, labeled, p_cell, loss_tables, gs, risks, values=None, rate:
     k = int(max(found, 1.0))
     # the twin: K of the region's negatives made positive (planted among its items not labeled positive)
     miss = miss_probability(n_items - pos_there, float(lab[region].sum()) - pos_there, k)
-    out, base, moved = [], [], []
+    moved = []
     if n_unl > 0:
         spread = unl / n_unl                                                      # (X,)
+        at, with_k = [], []                                                      # g(R̂), g(R̂ + K ΔR)
         for loss, g, r in zip(loss_tables, gs, risks):
-            loss = np.asarray(loss, float)
+            loss, r = np.asarray(loss, float), np.asarray(r, float)
             dr = np.einsum("x,x,xd->d", spread, np.asarray(p_cell, float), loss[:, 1] - loss[:, 0])
-            r = np.asarray(r, float)
-            at = np.atleast_1d(np.asarray(g(jnp.asarray(r)), float))
-            out.extend(np.atleast_1d(np.asarray(g(jnp.asarray(r + k * dr)), float)) - at)
-            base.extend(at)
-        base = np.asarray(base if values is None else values, float)
-        moved = [float(v) if np.isfinite(v) else None for v in base + np.asarray(out)]
+            at.extend(np.atleast_1d(np.asarray(g(jnp.asarray(r)), float)))
+            with_k.extend(np.atleast_1d(np.asarray(g(jnp.asarray(r + k * dr)), float)))
+        shown = np.asarray(at if values is None else values, float)
+        moved = [float(v) if np.isfinite(v) else None for v in shown + np.asarray(with_k) - np.asarray(at)]
     return {"items": int(round(n_items)), "share": n_items / float(size.sum()), "cells": int(region.sum()),
             "items_without_label": int(round(float(size[region & (lab == 0)].sum()))),
             "labels": int(round(float(lab[region].sum()))), "positives": int(round(pos_there)),

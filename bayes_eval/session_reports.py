@@ -643,7 +643,8 @@ class SessionReports:
                                    f"the measure on the items that can be labeled (the skipped ones are left out)")
         out.update(self._kind.status_info(self.config["design"], self._labeled))
         # what the labels have barely seen, and what a doubling of the positives there would do (no model)
-        bs = None if self.exact_values() is not None else self.blind_spot()
+        exact = self.exact_values()
+        bs = None if exact is not None else self.blind_spot()
         if bs is not None:
             # does the interval read first hold the value with them? (else it bets they are not there)
             key = "bayes" if out["headline_interval"] == "bayes" else "cs"
@@ -651,7 +652,6 @@ class SessionReports:
                                     bool(c[f"{key}_lower"] <= v <= c[f"{key}_upper"])
                                     for c, v in zip(comps, bs["values_if_hidden"])]
             out["blind_spot"] = bs
-        exact = self.exact_values()
         out["fully_labeled"] = exact is not None
         if exact is not None:
             out["exact"] = {k: _f(v) for k, v in exact.items()}
