@@ -98,6 +98,11 @@ def run_one(pool, measure, design_key, repeats, seed, bayes, checkpoints=CHECKPO
                     f"bias@{ck}": float(np.mean(np.abs(np.atleast_1d(c["bias"])))) if c["bias"] is not None else None,
                     f"coverage@{ck}": c["coverage"], f"width@{ck}": c["mean_width"],
                     f"coverage_bayes@{ck}": c.get("coverage_bayes"), f"width_bayes@{ck}": c.get("mean_width_bayes"),
+                    # the confidence sequence (the CLT interval widened for stopping), the CLT check's pass
+                    # share and the CLT coverage where it passed, the posterior mean's own MSE
+                    f"coverage_cs@{ck}": c.get("coverage_cs"), f"width_cs@{ck}": c.get("mean_width_cs"),
+                    f"clt_check_passed@{ck}": c.get("clt_check_passed"),
+                    f"coverage_checked@{ck}": c.get("coverage_checked"), f"mse_bayes@{ck}": c.get("mse_bayes"),
                     f"undefined@{ck}": c["undefined_runs"], f"undefined_share@{ck}": c.get("undefined_share")})
     hist = res.history
     vals = hist.value
