@@ -71,6 +71,45 @@ def interval_table(folder):
     return out
 
 
+def stopping_table(folder, widths=(0.1, 0.05, 0.02)):
+    """Issue 15 item 3, from the saved per-stage intervals (``stopping.py --bayes --save-stages``,
+    ``stages/<pool>_<design>.npz``): per pool and design, the session's stopping rule
+    (``bayes-stable``: the Bayesian interval at most W wide at 3 stage ends in a row) and the
+    CLT-based one (the confidence sequence, with the CLT check) at each W — share of runs
+    stopped within 2000 labels, coverage at the stop over the stopped runs, labels at the stop.
+    Empty where the folder holds no runs."""
+    if not os.path.isdir(folder):
+        return []
+    from stopping_rules import _Saved  # benchmarks/stopping_rules.py (this folder)
+
+    from bayes_eval.results import stopping
+
+    files = sorted(f for f in os.listdir(folder) if f.endswith(".npz"))
+    if not files:
+        return []
+
+    def key(f):
+        pool = f[:-4].rsplit("_", 1)[0]
+        return (POOL_ORDER.index(pool) if pool in POOL_ORDER else 99, f)
+
+    out = ["", "| stopping at width W (runs) | design | rule | " + " | ".join(f"W = {w:g}: stopped, coverage at the stop, labels"
+                                                                   for w in widths) + " |",
+           "|---|---|---|" + "---|" * len(widths)]
+    for f in sorted(files, key=key):
+        pool, design = f[:-4].rsplit("_", 1)
+        res = _Saved(os.path.join(folder, f))
+        for rule, label in (("bayes-stable", "Bayesian, 3 in a row (the session's)"),
+                            ("clt-cs", "confidence sequence, with the CLT check")):
+            cells = []
+            for w in widths:
+                st = stopping(res, w, rule)
+                cells.append("never" if not st["stopped_runs"] else
+                             f"{st['stopped']:.2f}, {st['coverage']:.2f}, {st['mean_labels']:.0f}")
+            out.append(f"| {pool} ({res.history.value.shape[0]}) | {design} | {label} | "
+                       + " | ".join(cells) + " |")
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
@@ -80,7 +119,8 @@ def main(argv=None):
     with open(args.peers) as fh:
         peers = json.load(fh)
     lines = ["| pool | design | MSE F1 @2000 | ÷ best reference @500 / 1000 / 2000 | CLT coverage @500 / 1000 / 2000 "
-             "| Bayesian coverage @500 / 1000 / 2000 |", "|---|---|---|---|---|---|"]
+             "| confidence sequence coverage @500 / 1000 / 2000 | Bayesian coverage @500 / 1000 / 2000 |",
+             "|---|---|---|---|---|---|---|"]
     pools = sorted(f[len("suite_f1_"):-4] for f in os.listdir(args.results)
                    if f.startswith("suite_f1_") and f.endswith(".csv") and not f.startswith("suite_f1_synthetic"))
     for pool in pools:
@@ -94,15 +134,17 @@ def main(argv=None):
             r = df.loc[d]
             ratios = " / ".join(_f(r[f"mse@{c}"] / best[c], ".2g") if best else "–" for c in (500, 1000, 2000))
             clt = " / ".join(_f(r.get(f"coverage@{c}"), ".2f") for c in (500, 1000, 2000))
+            cs = " / ".join(_f(r.get(f"coverage_cs@{c}"), ".2f") for c in (500, 1000, 2000))
             bay = " / ".join(_f(r.get(f"coverage_bayes@{c}"), ".2f") for c in (500, 1000, 2000))
-            lines.append(f"| {pool} | {d} | {_f(r['mse@2000'], '.2g')} | {ratios} | {clt} | {bay} |")
+            lines.append(f"| {pool} | {d} | {_f(r['mse@2000'], '.2g')} | {ratios} | {clt} | {cs} | {bay} |")
     out = ["# Headline figures", "",
            "Produced by `python benchmarks/headline.py` from the suite's tables (`python benchmarks/run.py`, "
            "500 repeats, 40 stages × 50 labels, deterministic oracle).", "", *lines]
     synth = sorted(f for f in os.listdir(args.results) if f.startswith("suite_f1_synthetic") and f.endswith(".csv"))
     if synth:
         out += ["", "| synthetic pool (`run.py --synthetic`) | design | MSE F1 @2000 | ÷ best of passive / static IS "
-                "@500 / 1000 / 2000 | CLT coverage @500 / 1000 / 2000 |", "|---|---|---|---|---|"]
+                "@500 / 1000 / 2000 | CLT coverage @500 / 1000 / 2000 | confidence sequence coverage @500 / 1000 / 2000 |",
+                "|---|---|---|---|---|---|"]
         for f in synth:
             df = pd.read_csv(os.path.join(args.results, f)).set_index("design")
             for d in MAIN:
@@ -111,8 +153,10 @@ def main(argv=None):
                 r = df.loc[d]
                 ratios = " / ".join(_f(r.get(f"ratio_baseline@{c}"), ".2g") for c in (500, 1000, 2000))
                 clt = " / ".join(_f(r.get(f"coverage@{c}"), ".2f") for c in (500, 1000, 2000))
-                out.append(f"| {f[len('suite_f1_'):-4]} | {d} | {_f(r['mse@2000'], '.2g')} | {ratios} | {clt} |")
+                cs = " / ".join(_f(r.get(f"coverage_cs@{c}"), ".2f") for c in (500, 1000, 2000))
+                out.append(f"| {f[len('suite_f1_'):-4]} | {d} | {_f(r['mse@2000'], '.2g')} | {ratios} | {clt} | {cs} |")
     out += interval_table(os.path.join(args.results, "bayes_record"))
+    out += stopping_table(os.path.join(args.results, "stages"))
     sp = os.path.join(args.results, "speed.json")
     if os.path.exists(sp):
         with open(sp) as fh:
