@@ -172,18 +172,19 @@ def cut(lower, upper, feasible):
     return lo, hi
 
 
-def miss_probability(n: float, labeled: float, k: int) -> float:
+def miss_probability(n, labeled, k):
     """P(none of ``k`` items placed uniformly at random among ``n`` is among the ``labeled`` of
     them that carry a label) = C(n − labeled, k) / C(n, k): the chance that labels spread like
-    these would not have seen k positives hidden there."""
-    from math import lgamma
+    these would not have seen k positives hidden there.  Broadcasts over arrays (the twins
+    study, ``benchmarks/interval_study/twins_bound.py``, takes it per run and K); a float for
+    scalars."""
+    from scipy.special import gammaln   # scipy comes with jax
 
+    n, labeled, k = (np.asarray(a, float) for a in (n, labeled, k))
     free = n - labeled
-    if k > free:
-        return 0.0
-    if k <= 0:
-        return 1.0
-    return float(np.exp(lgamma(free + 1) - lgamma(free - k + 1) - lgamma(n + 1) + lgamma(n - k + 1)))
+    logp = gammaln(free + 1) - gammaln(np.maximum(free - k, 0) + 1) - gammaln(n + 1) + gammaln(np.maximum(n - k, 0) + 1)
+    out = np.where(k > free, 0.0, np.where(k <= 0, 1.0, np.exp(logp)))
+    return float(out) if out.ndim == 0 else out
 
 
 def blind_spot(size, labeled, p_cell, loss_tables, gs, risks, values=None, rate: float = BLIND_RATE) -> dict | None:

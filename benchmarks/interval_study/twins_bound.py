@@ -37,10 +37,10 @@ import os
 import sys
 
 import numpy as np
-from scipy.special import gammaln
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+from bayes_eval.feasible import miss_probability  # noqa: E402
 
 
 def f1_of(r):
@@ -50,12 +50,8 @@ def f1_of(r):
 
 def p_none_labeled(n, lab, k):
     """(R, K): P(none of K items drawn uniformly without replacement from n is among the lab labeled)
-    = C(n − lab, K) / C(n, K), per run (lab (R,)) and K = 1..len(k)."""
-    lab = np.asarray(lab, float)[:, None]
-    k = np.asarray(k, float)[None, :]
-    free = n - lab
-    out = gammaln(free + 1) - gammaln(np.maximum(free - k, 0) + 1) - gammaln(n + 1) + gammaln(n - k + 1)
-    return np.where(k <= free, np.exp(out), 0.0)
+    = C(n − lab, K) / C(n, K), per run (lab (R,)) and K = 1..len(k): ``feasible.miss_probability``."""
+    return miss_probability(n, np.asarray(lab, float)[:, None], np.asarray(k, float)[None, :])
 
 
 def layered_bound(n, lab, f_k, alpha):
