@@ -78,6 +78,39 @@ def _arguments(kappa, mu, n1, n0):
     return jnp.stack([A + n1, A, B + n0, B, jnp.broadcast_to(kappa, mu.shape), kappa + n1 + n0])
 
 
+#: above this argument log Γ(x + n) − log Γ(x) is taken from Stirling's series (see
+#: :func:`_lgamma_diff`); below it the two log-Gammas are subtracted directly (at 1e6 each is
+#: ~1e7, so the difference keeps ~1e-9 absolute accuracy, and the series' next term is ~1e-19)
+_STIRLING_FROM = 1e6
+
+
+def _lgamma_diff(x, n):
+    """log Γ(x + n) − log Γ(x) for x > 0, n ≥ 0, accurate at any x.
+
+    Subtracting the two log-Gammas loses everything once x is large: at κ = e⁴⁰ ≈ 2e17 each is
+    ~9e18 and float64 keeps them to ~2e3, so a Beta-binomial marginal evaluated that way
+    came out ~6e4 nats too high, the Laplace-t importance sampler's one far-tail proposal at
+    log κ = 40 took all the weight, and the finite-pool posterior collapsed onto it: a
+    Bayesian interval of [0.087, 0.092] for an F1 of 0.578 (3 of 4000 stage posteriors on a
+    10%-positive pool; the same PRNG keys on other pools).  For large x Stirling's series
+    gives the difference without cancellation:
+    (x − ½) log1p(n/x) + n log(x + n) − n + 1/(12(x + n)) − 1/(12x)."""
+    big = x > _STIRLING_FROM
+    xs = jnp.where(big, x, _STIRLING_FROM)  # keeps the unused branch finite
+    series = (xs - 0.5) * jnp.log1p(n / xs) + n * jnp.log(xs + n) - n + (1.0 / (12.0 * (xs + n)) - 1.0 / (12.0 * xs))
+    return jnp.where(big, series, gammaln(x + n) - gammaln(x))
+
+
+def _bb_loglik(kappa, mu, n1, n0):
+    """(K,): each stratum's Beta-binomial log marginal (up to the binomial coefficient),
+    log B(A + n₁, B + n₀) − log B(A, B) = D(A, n₁) + D(B, n₀) − D(κ, n) with D
+    :func:`_lgamma_diff`, A = κμ, B = κ(1−μ); the three differences stacked so the special
+    function compiles once."""
+    d = _lgamma_diff(jnp.stack([kappa * mu, kappa * (1 - mu), jnp.broadcast_to(kappa, mu.shape)]),
+                     jnp.stack([n1, n0, n1 + n0]))
+    return d[0] + d[1] - d[2]
+
+
 def log_posterior(theta, z, counts):
     """log p(a, b, log κ | labeled counts) up to a constant (Beta-binomial marginal)."""
     a, b, lk = theta[0], theta[1], theta[2]
@@ -85,7 +118,7 @@ def log_posterior(theta, z, counts):
     mu = jax.nn.sigmoid(a + b * z)
     mu = jnp.clip(mu, 1e-12, 1 - 1e-12)
     n1, n0 = counts[:, 1], counts[:, 0]
-    ll = jnp.sum(jnp.where(n1 + n0 > 0, jnp.sum(_SIGN * gammaln(_arguments(kappa, mu, n1, n0)), axis=0), 0.0))
+    ll = jnp.sum(jnp.where(n1 + n0 > 0, _bb_loglik(kappa, mu, n1, n0), 0.0))
     lp = 0.0
     for v, (m, s) in zip((a, b, lk), PRIOR.values()):
         lp = lp - 0.5 * ((v - m) / s) ** 2
@@ -120,8 +153,8 @@ def log_posterior_derivatives(theta, z, counts):
     seen = n > 0
     A, B = kappa * mu, kappa * (1 - mu)
     x = _arguments(kappa, mu, n1, n0)
-    lg, dg, tg = _SIGN * gammaln(x), _SIGN * digamma(x), _SIGN * polygamma(1, x)
-    ll = jnp.sum(lg, axis=0)
+    dg, tg = _SIGN * digamma(x), _SIGN * polygamma(1, x)
+    ll = _bb_loglik(kappa, mu, n1, n0)
     dA, dB, dK = dg[0] + dg[1], dg[2] + dg[3], dg[4] + dg[5]
     hA, hB, hK = tg[0] + tg[1], tg[2] + tg[3], tg[4] + tg[5]
     ks = kappa * mu * (1 - mu)  # ∂A/∂η
