@@ -524,7 +524,7 @@ def _status_text(st):
                  + (" (the stopping rule uses it where the CLT check passes)" if stop_kind in (None, "clt-cs") else "")
                  + "; the CLT interval is for one fixed budget."
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
-                    "(a posterior narrow once may be narrow by luck)." if stop_kind == "bayes-stable" else ""))
+                    "(one odd posterior cannot stop it)." if stop_kind == "bayes-stable" else ""))
     lines.append(_clt_check_line(comps, labels=st.get("labels_in_estimate")))
     lines += [x for x in [_allowed_line(st), blind_spot_text(st.get("blind_spot"), [c["component"] for c in comps])] if x]
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]
