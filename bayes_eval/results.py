@@ -68,6 +68,8 @@ class SimResult(NamedTuple):
     bayes_lower: np.ndarray | None = None  # (repeats, n_ck, m) equal-tailed posterior interval
     bayes_upper: np.ndarray | None = None
     bayes_mean: np.ndarray | None = None
+    # (repeats, n_ck) the importance ESS behind each posterior's parameter draws (PosteriorDraws.sampler_ess)
+    bayes_sampler_ess: np.ndarray | None = None
     bayes_seconds: float = 0.0  # finite-pool posteriors at the checkpoints (compilation included)
     # (repeats, n_ck, m) model-based ÷ own-weight variance of the CLT interval (estimators.model_assisted;
     # NaN where the design has no calibrated model)
@@ -106,6 +108,7 @@ def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, secon
         bayes_lower=bayes.get("bayes_lower"),
         bayes_upper=bayes.get("bayes_upper"),
         bayes_mean=bayes.get("bayes_mean"),
+        bayes_sampler_ess=bayes.get("bayes_sampler_ess"),
         bayes_seconds=bayes_seconds,
         checkpoint_check=None if ck.get("check") is None else np.asarray(ck["check"]),
         stage_bayes_lower=bayes.get("stage_bayes_lower"),
@@ -190,6 +193,14 @@ def summarize(res: SimResult) -> list[dict]:
                 # the posterior mean as an estimate: its MSE beside the design's (``mse``)
                 brun = _masked_mean(np.where(bfin, bmean - truth, 0.0) ** 2, bfin, axis=1)
                 entry["mse_bayes"] = float(np.mean(brun[bfin.any(axis=1)])) if bfin.any() else None
+                if res.bayes_sampler_ess is not None and np.isfinite(res.bayes_sampler_ess[ok, i]).any():
+                    # the posterior sampler's health: few distinct parameter values behind a run's draws
+                    # make its interval one guess (posterior.LOW_SAMPLER_ESS)
+                    from .posterior import LOW_SAMPLER_ESS
+
+                    ess = res.bayes_sampler_ess[ok, i]
+                    entry["bayes_sampler_ess_min"] = float(np.nanmin(ess))
+                    entry["bayes_low_ess_runs"] = int(np.sum(ess < LOW_SAMPLER_ESS))
             if res.checkpoint_check is not None and np.isfinite(res.checkpoint_check[ok, i, :]).any():
                 from .estimators import MODEL_CHECK_MAX
 

@@ -28,6 +28,7 @@ import sys
 import time
 
 from .results import blind_spot_text, labels_to_width_text
+from .posterior import LOW_SAMPLER_ESS
 from .results import collapsed_text as _collapsed_note
 from .session_team_cli import TEAM_COMMANDS, add_label_reading_args, add_task_content_args, add_team_parsers
 
@@ -530,6 +531,10 @@ def _status_text(st):
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]
     if flat:
         lines.append(_collapsed_note(flat, lvl))
+    if (st.get("posterior_sampler_ess") or LOW_SAMPLER_ESS) < LOW_SAMPLER_ESS:
+        lines.append(f"note: the Bayesian interval rests on few parameter values (importance ESS "
+                     f"{st['posterior_sampler_ess']:.1f} of 1024 proposals): read it as one guess; "
+                     "bayes_eval.report.report_from_session fits the model by NUTS, with R-hat and ESS")
     if st.get("fully_labeled"):
         ex = ", ".join(f"{k} = {_fmt(v)}" for k, v in list(st["exact"].items())[:12])
         lines.append(f"every item of the pool is labeled: exact value on the pool {ex} (nothing more to label)")

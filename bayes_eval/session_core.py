@@ -379,11 +379,12 @@ def posterior_model(core: SessionCore, config: dict, n_classes: int):
 
 
 def posterior_sampler(core: SessionCore, model, measures, choice: str, n_draws: int) -> Callable:
-    """``(key, labeled) -> ((n_draws, m), (2, m))``: draws of every measure's components on the
+    """``(key, labeled) -> ((n_draws, m), (2, m), ())``: draws of every measure's components on the
     pool (:func:`~bayes_eval.posterior.finite_pool_posterior` with ``model`` fitted to the
     labeled counts; one key for every measure) and each component's range one unlabeled
     item's class away from the median completion (:attr:`~bayes_eval.posterior.PosteriorDraws.one_item`,
-    for :func:`~bayes_eval.posterior.resolved_interval`); jit-compiled once per core, choice
+    for :func:`~bayes_eval.posterior.resolved_interval`) and the importance ESS behind the draws
+    (:attr:`~bayes_eval.posterior.PosteriorDraws.sampler_ess`); jit-compiled once per core, choice
     and ``n_draws``."""
     from .cells import posterior_units
 
@@ -398,7 +399,8 @@ def posterior_sampler(core: SessionCore, model, measures, choice: str, n_draws: 
 
 def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int) -> Callable:
     """The compiled program of :func:`posterior_sampler` and :func:`measure_posterior`:
-    ``(key, labeled) -> ((n_draws, m), (2, m))``, ``model`` fitted to the labels per unit, then
+    ``(key, labeled) -> ((n_draws, m), (2, m), ())``, the last the sampler's importance ESS
+    (:attr:`~bayes_eval.posterior.PosteriorDraws.sampler_ess`), ``model`` fitted to the labels per unit, then
     :func:`~bayes_eval.posterior.finite_pool_posterior` of each ``g`` on the unit cells with
     its loss table (one key for all).  One builder for both, so that the same measure on the
     same cells is the same program (the persistent compilation cache serves the second)."""
@@ -417,7 +419,8 @@ def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int) -> Call
                                          n_draws=int(n_draws), state=state)
             out.append(post.value)
             one.append(post.one_item)
-        return jnp.concatenate(out, axis=1), jnp.concatenate(one, axis=1)
+        # one key and one fit: every measure's parameter draws are the same, and so is their ESS
+        return jnp.concatenate(out, axis=1), jnp.concatenate(one, axis=1), post.sampler_ess
 
     return jax.jit(all_measures)
 

@@ -250,10 +250,21 @@ class SessionReports:
                                n_draws)
         labeled = self._labeled if i == last else self._snapshots[i].labeled
         rkey = jax.random.fold_in(jax.random.PRNGKey(seed), i + 1)
-        draws, one_item = fn(rkey, jnp.asarray(labeled))
+        draws, one_item, ess = fn(rkey, jnp.asarray(labeled))
         draws = np.asarray(draws)
-        self._post_cache[key] = (draws, np.asarray(one_item))
+        self._post_cache[key] = (draws, np.asarray(one_item), float(ess))
         return draws
+
+    def posterior_sampler_ess(self, n_draws: int = 1000, seed: int | None = None, snap_index: int = -1):
+        """The importance ESS behind :meth:`posterior`'s parameter draws
+        (:attr:`bayes_eval.posterior.PosteriorDraws.sampler_ess`): None where there is no
+        posterior or its sampler is exact (the Dirichlet tree's Gibbs sampler).  Below
+        :data:`bayes_eval.posterior.LOW_SAMPLER_ESS` the Bayesian interval rests on a handful
+        of parameter values and ``session status`` says so."""
+        if self.posterior(n_draws, seed, snap_index) is None:
+            return None
+        ess = self._post_cache[self._snap_key(n_draws, seed, snap_index)[0]][2]
+        return ess if np.isfinite(ess) else None
 
     def bayesian_interval(self, level: float = 0.95, n_draws: int = 1000, seed: int | None = None,
                           snap_index: int = -1):
@@ -628,6 +639,9 @@ class SessionReports:
             "estimates": comps,
         }
         has_bayes = any("bayes_lower" in c for c in comps)
+        if has_bayes and self.posterior_sampler_ess() is not None:
+            # the calibrated model's sampler (importance resampling): a low ESS makes the interval one guess
+            out["posterior_sampler_ess"] = self.posterior_sampler_ess()
         if has_bayes:
             # a Bayesian interval that is one completed pool's value, with items left that can change
             # it: the model's bet that nothing is hidden (posterior.collapsed; issue 15, item 3)

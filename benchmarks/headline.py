@@ -80,7 +80,7 @@ def stopping_table(folder, widths=(0.1, 0.05, 0.02)):
     Empty where the folder holds no runs."""
     if not os.path.isdir(folder):
         return []
-    from stopping_rules import _Saved  # benchmarks/stopping_rules.py (this folder)
+    from stopping_rules import SavedStages  # benchmarks/stopping_rules.py (this folder)
 
     from bayes_eval.results import stopping
 
@@ -97,7 +97,7 @@ def stopping_table(folder, widths=(0.1, 0.05, 0.02)):
            "|---|---|---|" + "---|" * len(widths)]
     for f in sorted(files, key=key):
         pool, design = f[:-4].rsplit("_", 1)
-        res = _Saved(os.path.join(folder, f))
+        res = SavedStages(os.path.join(folder, f))
         for rule, label in (("bayes-stable", "Bayesian, 3 in a row (the session's)"),
                             ("clt-cs", "confidence sequence, with the CLT check")):
             cells = []

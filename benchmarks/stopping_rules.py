@@ -25,7 +25,7 @@ from bayes_eval.results import STABLE_STAGES, StageRecord, covers, cs_bounds, st
 WIDTHS = (0.1, 0.05, 0.02)
 
 
-class _Saved:
+class SavedStages:
     """The parts of a SimResult that :func:`stopping` reads, from a saved .npz."""
 
     def __init__(self, path):
@@ -91,7 +91,7 @@ def main(argv=None):
              "| pool | rule | " + " | ".join(f"W = {w:g}" for w in WIDTHS) + " |",
              "|---|---|" + "---|" * len(WIDTHS)]
     for path in a.files:
-        res = _Saved(path)
+        res = SavedStages(path)
         name = os.path.basename(path)[:-4]
         for label, fn in rules:
             cells = []

@@ -199,6 +199,11 @@ def test_status_leads_with_the_bayesian_interval_where_the_check_fails(failing_s
     moved = dict(out, estimates=[dict(row, estimate=row["bayes_upper"] + 0.01)])
     assert (f"note: the design's estimate of f1 ({row['bayes_upper'] + 0.01:.4f}) lies outside its Bayesian "
             f"interval; the posterior median is {row['bayes_median']:.4f}") in _status_text(moved)
+    # the calibrated sampler's importance ESS: healthy here, and a warning where it would not be
+    from bayes_eval.posterior import LOW_SAMPLER_ESS
+
+    assert LOW_SAMPLER_ESS < out["posterior_sampler_ess"] <= 1024 and "rests on few parameter values" not in text
+    assert "importance ESS 1.0 of 1024 proposals" in _status_text(dict(out, posterior_sampler_ess=1.0))
     assert cli_main(["session", "status", db, "--pool", pool_file, "--no-bayesian", "--format", "json",
                      "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out)

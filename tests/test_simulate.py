@@ -292,6 +292,8 @@ def test_cli_bayes_draws_sets_the_posterior_draws_of_the_bayesian_intervals(caps
     # the posterior mean as an estimate: its MSE is at least its squared mean error (2 runs differ)
     ck = out["checkpoints"][0]
     assert ck["mse_bayes"] >= (ck["mean_bayes"] - out["true_value"]) ** 2 > 0
+    # the calibrated sampler's importance ESS behind every run's draws: no run rests on a handful
+    assert 20 < ck["bayes_sampler_ess_min"] <= 1024 and ck["bayes_low_ess_runs"] == 0
     assert cli.main(args + ["--bayes", "no"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert seen == [60, 200] and out["bayes_draws"] is None
