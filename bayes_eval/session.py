@@ -721,7 +721,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
             already = False
         else:
             new, n_dup = match_deterministic(pending, self._label_of, self._label_stage, items, rows, y, where,
-                                             labels)
+                                             labels, self._skipped)
             already = False
         if not new:
             return IngestResult(len(items), 0, n_dup, n_skipped, False, self._open and self._open["stage"],

@@ -463,11 +463,12 @@ class PoissonRounds:
                   jnp.asarray(cr), jnp.asarray(rr[i]["pi_check"]))
 
 
-def match_deterministic(pending, label_of, label_stage, items, rows, y, where, labels):
+def match_deterministic(pending, label_of, label_stage, items, rows, y, where, labels, skipped=()):
     """Deterministic oracle: which of the open stage's items (``pending``: row -> draw)
     the labels ``y`` of pool ``rows`` answer.  Returns ``(new, n_dup)``: row -> (label,
     where) and the harmless repeats; raises (naming both places and both labels) for a
-    second, different label and for an item never drawn.  Nothing is changed."""
+    second, different label and for an item never drawn (or ``skipped``: rows set aside by
+    ``session skip``).  Nothing is changed."""
     new: dict[int, tuple] = {}
     first: dict[int, int] = {}
     n_dup = 0
@@ -497,6 +498,9 @@ def match_deterministic(pending, label_of, label_stage, items, rows, y, where, l
         if r in pending:
             new[r], first[r] = (lab, where[i]), i
             continue
+        if r in skipped:
+            raise NotDrawnError(f"{where[i]}: item {items[i]!r} was skipped as impossible to label (session skip), "
+                                f"so its label is not taken; remove that row — nothing was ingested")
         raise NotDrawnError(f"{where[i]}: item {items[i]!r} was never drawn (it is in no batch of this session); "
                             f"only items of a batch can be labeled — nothing was ingested")
     return new, n_dup

@@ -76,6 +76,8 @@ def _dispatch(frame, measure, kw, target, interval, n_total, bins, n_thresholds,
         return SP.policy_value(_col(frame, "action"), _col(frame, "propensity"), _col(frame, "reward"),
                                _col(frame, "target_action"), n_total=n_total, level=level, **kw)
     y = _col(frame, "label")
+    if "score" in frame.columns:   # a NaN or infinite score is bad data whether or not this measure reads it
+        S.check_finite(_col(frame, "score"), "score")
     if measure == "auc":
         return SA.auc(y, _col(frame, "score"), target=target, interval=interval, level=level, delta=delta, **kw)
     if measure == "calibration":

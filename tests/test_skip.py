@@ -82,6 +82,10 @@ def test_skip_closes_the_batch_next_goes_on_and_the_file_replays(tmp_path, pool)
     assert s.skip([b["item"].iloc[0]]).n_already == 1  # again: harmless
     s.add_labels(b["item"][3:], pool.labels[pool.index_of(b["item"][3:].to_numpy())])
     assert s.n_pending == 0 and s.n_stages == 1
+    before = s._store.dump()   # a label for a skipped item: refused as skipped (not "never drawn"), nothing changed
+    with pytest.raises(NotDrawnError, match="was skipped as impossible to label"):
+        s.add_labels([b["item"].iloc[0]], [1])
+    assert s._store.dump() == before
     b2 = s.next_batch(10)
     assert not b2.attrs["reissued"] and len(b2) == 10
     assert not set(b2["item"]) & set(b["item"][:3])  # a skipped item is never asked for again

@@ -390,8 +390,9 @@ def test_cli_json_and_errors(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["plan"]["best"]["rho"] == 0.5
     bad = tmp_path / "bad.csv"
     pd.DataFrame({"score": [0.1, np.nan], "pred": [0, 1], "label": [0, 1]}).to_csv(bad, index=False)
-    assert main(["subsampled", str(bad), "--measure", "auc", "--keep-rate", "0.5"]) == 2
-    assert "column 'score', row 1" in capsys.readouterr().err
+    for measure in ("auc", "f1", "precision"):   # f1 and precision read pred, but a NaN score is still bad data
+        assert main(["subsampled", str(bad), "--measure", measure, "--keep-rate", "0.5"]) == 2
+        assert "column 'score', row 1" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------
