@@ -481,13 +481,13 @@ def _status_text(st):
              + (f"; open batch: {st['pending']} item(s) awaiting a label" if st["pending"] else ""),
              f"effective sample size (Σw)²/Σw²: {_fmt(st['ess'], 1)}; largest weight: {_fmt(st['max_weight'], 2)}"]
     pr = st.get("proposal")
-    if pr and (pr["unlabeled_share"] < 0.5 or pr.get("audit_floor_binds")):
+    if pr and not st.get("fully_labeled") and (pr["unlabeled_share"] < 0.5 or pr.get("audit_floor_binds")):
         # where the draws go once the design has labeled what its model finds worth labeling
         share = pr["unlabeled_share"]
         lines.append(f"next stage: {share:.2%} of the proposal on unlabeled items"
                      + (f" (about {1 / share:,.0f} draws per new label)" if share > 0 else " (no new label can be drawn)")
                      + (f"; the audit floor ({100 * pr['audit_floor']:g}%) holds it there: the labels left go to an audit "
-                        f"of the items the model rates as empty" if pr.get("audit_floor_binds") else ""))
+                        f"of the items the model rates as empty" if pr.get("audit_floor_binds") and share > 0 else ""))
     if st.get("skipped"):
         lines.append(f"skipped: {st['skipped']} item(s) nobody can label — {st['skipped_note'].split(': ', 1)[1]}")
     if st.get("poisson"):

@@ -237,6 +237,7 @@ def test_fully_labeled_pool_says_so(tmp_path, capsys):
     rc, out, err = _cli(capsys, "session", "status", db, "--pool", f, "--target-width", "0.001", "--no-bayesian")
     assert rc == 0, err
     assert "every item of the pool is labeled" in out and "label more" not in out and f"{f1:.4f}" in out
+    assert "next stage:" not in out   # no line about where the next stage's draws would go
     rc, out, err = _cli(capsys, "session", "next", db, "--pool", f, "--out", tmp_path / "b.csv")
     assert rc == 0 and "every item of the pool is labeled" in out and "exhausted" not in out
 
