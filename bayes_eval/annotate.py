@@ -730,8 +730,13 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
         elif rule != "error":
             mine = [i for i in idx if _who(meta[i]) is not None and (
                 _who(meta[i]) == rule or _who(meta[i]).split("@")[0] == rule or _who(meta[i]) == f"user {rule}")]
+            whos = sorted({w for w in map(_who, meta) if w is not None})
             if mine and len({int(classes[i]) for i in mine}) == 1:
                 pick = mine[0]
+            elif not mine and not any(w == rule or w.split("@")[0] == rule or w == f"user {rule}" for w in whos):
+                # not one annotation by that name anywhere: most likely a mistyped rule
+                why = (f"it is not a rule (majority, ground-truth, first, error) and no annotation here is by an "
+                       f"annotator of that name (annotators: {', '.join(whos) if whos else 'none recorded'})")
             else:
                 why = (f"annotator {rule!r} did not annotate it" if not mine
                        else f"annotator {rule!r} gave it different labels")
@@ -739,7 +744,7 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
             msg = (f"two different labels for item {recs.items[idx[0]]!r}: {_describe(recs, idx, classes)}"
                    + (f"; rule {rule!r} cannot decide: {why}" if why else "")
                    + " — a deterministic oracle gives one label per item; nothing was ingested (reconcile them in "
-                     "Label Studio, ")
+                     "the labeling tool, ")
             raise LabelConflictError(
                 msg + "pick a rule: resolve='majority', 'ground-truth', 'first' or an annotator's email, or label "
                       "with oracle='stochastic' in a new session)",

@@ -256,9 +256,11 @@ def test_disagreements_resolved_by_rule(tmp_path, pool):
                  "(id 701) by user 9", "--resolve majority"):
         assert part in msg, (part, msg)
     assert s._store.dump() == before
-    with pytest.raises(LabelConflictError, match="annotator 'nobody@x.org' did not annotate it"):
-        s.ingest_file(f, resolve="nobody@x.org")
-    assert s._store.dump() == before
+    for typo in ("nobody@x.org", "majorty"):   # a name no annotation carries: read as a mistyped rule, annotators listed
+        with pytest.raises(LabelConflictError, match=f"rule '{typo}' cannot decide: it is not a rule .*"
+                                                     r"\(annotators: ann@x.org, bob@x.org, user 9\)"):
+            s.ingest_file(f, resolve=typo)
+        assert s._store.dump() == before
     want = {"majority": int(y[1]), "ann@x.org": int(y[1]), "user 9": int(y[1]), "ground-truth": 1 - int(y[1]),
             "first": 1 - int(y[1]), "bob": 1 - int(y[1])}
     for rule, lab in want.items():
