@@ -334,8 +334,11 @@ def cmd_simulate(args):
                   f"{c['mean_width']:>8.4f} {c['undefined_runs']:>6}" + extra)
         if out["stalled_runs"]:
             spent = ", ".join(f"{c['labels']}: {c['mean_labels']:.0f}" for c in summary)
+            why = (f"the pool has only {pool.n_items:,} items and a deterministic oracle labels each once"
+                   if args.oracle == "deterministic" and args.budget > pool.n_items
+                   else "the proposal puts almost no mass on the items left")
             print(f"{out['stalled_runs']} of {args.repeats} runs stalled: a stage reached its draw cap before "
-                  "finding enough unlabeled items (the proposal puts almost no mass on the items left), so "
+                  f"finding enough unlabeled items ({why}), so "
                   f"fewer labels were spent than the checkpoints say; labels spent on average at {spent}")
         if any("coverage_cs" in c for c in summary):
             print("confidence sequence (valid at every stage): coverage / mean width at "

@@ -421,6 +421,7 @@ def test_simulate_says_when_runs_stalled_and_how_many_labels_were_spent(tmp_path
     rc, out, err = _cli(capsys, *args)
     assert rc == 0, err
     assert "3 of 3 runs stalled" in out and "100: 60" in out
+    assert "the pool has only 60 items" in out and "almost no mass" not in out   # the cause named
 
 
 def test_simulate_is_silent_about_stalls_when_no_run_stalled(tmp_path, capsys, pool_file):
