@@ -132,11 +132,13 @@ def cmd_ondemand(args) -> int:
     with OnDemand.open(args.db) as ev:
         if verb == "submit":
             r = ev.submit_file(args.name, args.file)
-            if r.get("already"):
-                print(f"{args.name}: already submitted with the same predictions (nothing changed)")
             print(r["why"])
-            print(f"{args.name}: {r['new_verifications']} new verifications needed now "
-                  f"(bayes-eval ondemand next {args.db} --out tasks.csv)")
+            if r.get("already"):   # no new draw: its verifications were asked for when it was first submitted
+                print(f"{args.name}: already submitted with the same predictions (nothing changed, no new draws; "
+                      f"bayes-eval ondemand next {args.db} --out tasks.csv lists whatever is still to verify)")
+            else:
+                print(f"{args.name}: {r['new_verifications']} new verifications needed now "
+                      f"(bayes-eval ondemand next {args.db} --out tasks.csv)")
         elif verb == "next":
             r = ev.next(args.out)
             if r["tasks"]:

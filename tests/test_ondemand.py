@@ -415,7 +415,9 @@ def test_cli_verbs(tmp_path, capsys):
     assert r.returncode == 2 and "--protocol" in r.stderr and not os.path.exists(db)
     assert run("new", db, "--epsilon", "0.1").returncode == 0
     r = run("submit", db, "A", paths[0])
-    assert r.returncode == 0 and "new verifications" in r.stdout
+    assert r.returncode == 0 and "new verifications needed now" in r.stdout
+    r = run("submit", db, "A", paths[0])   # again, same predictions: nothing new is asked for
+    assert r.returncode == 0 and "nothing changed, no new draws" in r.stdout and "needed now" not in r.stdout
     assert run("next", db, "--out", str(tmp_path / "t.json")).returncode == 0
     tasks = json.loads((tmp_path / "t.json").read_text())
     assert tasks and "item" in tasks[0]["data"]
