@@ -456,6 +456,8 @@ def main(argv=None):
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
+    # the pool's own notes (Pool.notes) say this in words where a command reads a pool; no raw warning line too
+    warnings.filterwarnings("ignore", message="no score column")
     args = build_parser().parse_args(argv)
     try:
         check_args(args)  # every option value, before anything is read or run
