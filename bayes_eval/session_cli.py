@@ -27,8 +27,8 @@ import sqlite3
 import sys
 import time
 
-from .results import blind_spot_text, labels_to_width_text
 from .posterior import LOW_SAMPLER_ESS
+from .results import blind_spot_text, labels_to_width_text
 from .results import collapsed_text as _collapsed_note
 from .session_team_cli import TEAM_COMMANDS, add_label_reading_args, add_task_content_args, add_team_parsers
 

@@ -639,9 +639,10 @@ class SessionReports:
             "estimates": comps,
         }
         has_bayes = any("bayes_lower" in c for c in comps)
-        if has_bayes and self.posterior_sampler_ess() is not None:
+        sampler_ess = self.posterior_sampler_ess() if has_bayes else None
+        if sampler_ess is not None:
             # the calibrated model's sampler (importance resampling): a low ESS makes the interval one guess
-            out["posterior_sampler_ess"] = self.posterior_sampler_ess()
+            out["posterior_sampler_ess"] = sampler_ess
         if has_bayes:
             # a Bayesian interval that is one completed pool's value, with items left that can change
             # it: the model's bet that nothing is hidden (posterior.collapsed; issue 15, item 3)
