@@ -657,6 +657,12 @@ def read_labels(path: str, fmt: str | None = None, from_name: str | None = None)
 
 
 # ------------------------------------------------------------------------------ disagreements
+def _is_annotator(who, rule) -> bool:
+    """Whether ``--resolve rule`` names annotator ``who``: the whole name, an email's local part,
+    or a Label Studio user id (``user 9``)."""
+    return who is not None and (who == rule or who.split("@")[0] == rule or who == f"user {rule}")
+
+
 def _who(m):
     return (m or {}).get("annotator")
 
@@ -701,6 +707,7 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
         groups.setdefault(str(item), []).append(i)
     keep, n_resolved = [], 0
     meta = recs.meta or [None] * len(recs.items)
+    whos = sorted({w for w in map(_who, meta) if w is not None})   # every annotator the records name
     for item, idx in groups.items():
         labs = {int(classes[i]) for i in idx}
         if len(labs) == 1:
@@ -728,12 +735,10 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
                 return (str(m.get("created") or ""), int(ann) if str(ann).isdigit() else 0, i)
             pick = min(idx, key=when)
         elif rule != "error":
-            mine = [i for i in idx if _who(meta[i]) is not None and (
-                _who(meta[i]) == rule or _who(meta[i]).split("@")[0] == rule or _who(meta[i]) == f"user {rule}")]
-            whos = sorted({w for w in map(_who, meta) if w is not None})
+            mine = [i for i in idx if _is_annotator(_who(meta[i]), rule)]
             if mine and len({int(classes[i]) for i in mine}) == 1:
                 pick = mine[0]
-            elif not mine and not any(w == rule or w.split("@")[0] == rule or w == f"user {rule}" for w in whos):
+            elif not mine and not any(_is_annotator(w, rule) for w in whos):
                 # not one annotation by that name anywhere: most likely a mistyped rule
                 why = (f"it is not a rule (majority, ground-truth, first, error) and no annotation here is by an "
                        f"annotator of that name (annotators: {', '.join(whos) if whos else 'none recorded'})")
