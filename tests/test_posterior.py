@@ -160,7 +160,9 @@ N_FULL, N_SBC = 20, 200
 
 @pytest.fixture(scope="module")
 def sbc_runner():
-    return _sbc_runner()
+    """200 draws per posterior: the fast tier's coverage bands need no more (the slow
+    tier's rank test takes 400)."""
+    return _sbc_runner(n_draws=200)
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +227,7 @@ def test_sbc_coverage_fast(sbc_batch):
 
 
 @pytest.mark.slow
-def test_sbc_coverage_and_ranks_slow(sbc_runner):
+def test_sbc_coverage_and_ranks_slow():
     """1980 pools from the prior (DESIGN.md §8: simulation-based calibration).
 
     G on a finite pool is discrete, so the truth falls on an end of the equal-tailed
@@ -238,6 +240,7 @@ def test_sbc_coverage_and_ranks_slow(sbc_runner):
     """
     from scipy import stats
 
+    sbc_runner = _sbc_runner(n_draws=400)
     n = N_FULL + N_SBC
     p1, stage2 = np.full(n, 0.03), np.full(n, 150.0)
     outs = [jax.tree_util.tree_map(np.asarray, sbc_runner(jax.random.split(jax.random.PRNGKey(100 + s), n), p1,
