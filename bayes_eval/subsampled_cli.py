@@ -38,14 +38,16 @@ def add_subsampled_parser(subparsers):
     k.add_argument("--keep-prob", metavar="COLUMN", help="column of each row's own inclusion probability in (0, 1] "
                    "(e.g. q of an exported session sample)")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--target", choices=("data", "population"), default="data",
-                   help="truth = the full data before subsampling (default) or the population it was drawn from")
-    p.add_argument("--interval", choices=("delong", "hanley-mcneil", "agarwal"), default="delong",
+    p.add_argument("--target", choices=("data", "population"), default=None,
+                   help="truth = the full data before subsampling (default) or the population it was drawn from "
+                        "(not for calibration or policy-value)")
+    p.add_argument("--interval", choices=("delong", "hanley-mcneil", "agarwal"), default=None,
                    help="AUC: DeLong CLT interval (default), Hanley-McNeil CLT interval, or Agarwal et al.'s "
                         "distribution-free bound")
     p.add_argument("--level", type=float, default=0.95)
     p.add_argument("--n-total", type=float, default=None, metavar="N",
-                   help="rows before subsampling, when known: the unbiased HT form instead of the ratio form")
+                   help="rows before subsampling, when known: the unbiased HT form instead of the ratio form "
+                        "(not for auc or calibration)")
     p.add_argument("--bins", type=int, default=10, metavar="J", help="calibration: equal-count bins (default 10)")
     p.add_argument("--thresholds", type=int, default=50, metavar="K", help="curves: thresholds (default 50)")
     p.add_argument("--plan-budget", type=int, default=None, metavar="N",
@@ -78,6 +80,16 @@ def _check(args):
         raise UsageError(f"--thresholds must be at least 1, got {args.thresholds}")
     if args.plan_budget is not None and args.measure != "auc":
         raise UsageError("--plan-budget is for --measure auc")
+    # a flag the measure does not read is refused, not ignored: the user meant something by it
+    unread = {"--target": (args.target, ("calibration", "policy-value")),
+              "--interval": (args.interval, tuple(m for m in MEASURE_CHOICES if m != "auc")),
+              "--n-total": (args.n_total, ("auc", "calibration"))}
+    for flag, (value, measures) in unread.items():
+        if value is not None and args.measure in measures:
+            raise UsageError(f"{flag} does not apply to --measure {args.measure} "
+                             f"(it is for {', '.join(m for m in MEASURE_CHOICES if m not in measures)})")
+    args.target = args.target or "data"
+    args.interval = args.interval or "delong"
     if args.measure != "policy-value" and args.keep_rate is None and args.keep_prob is None:
         raise UsageError("say how the rows were thinned: --keep-rate L (negatives kept with probability L) or "
                          "--keep-prob COLUMN (per-row inclusion probabilities); --keep-rate 1 if nothing was")

@@ -393,6 +393,15 @@ def test_cli_json_and_errors(tmp_path, capsys):
     for measure in ("auc", "f1", "precision"):   # f1 and precision read pred, but a NaN score is still bad data
         assert main(["subsampled", str(bad), "--measure", measure, "--keep-rate", "0.5"]) == 2
         assert "column 'score', row 1" in capsys.readouterr().err
+    # a flag the measure does not read is refused with the measures it is for, not silently ignored
+    for measure, flag in (("calibration", ["--target", "population"]), ("f1", ["--interval", "agarwal"]),
+                          ("auc", ["--n-total", "50000"])):
+        assert main(["subsampled", str(f), "--measure", measure, "--keep-rate", "0.2"] + flag) == 2
+        err = capsys.readouterr().err
+        assert f"{flag[0]} does not apply to --measure {measure}" in err, err
+    assert main(["subsampled", str(f), "--measure", "f1", "--keep-rate", "0.2", "--target", "population",
+                 "--n-total", "50000", "--format", "json"]) == 0
+    capsys.readouterr()
 
 
 # ------------------------------------------------------------------------------------------
