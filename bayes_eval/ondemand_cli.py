@@ -144,7 +144,8 @@ def cmd_ondemand(args) -> int:
             if r["tasks"]:
                 print(f"wrote {r['tasks']} instances to verify to {args.out} ({r['new_draws']} new draws)")
             else:
-                print("nothing to verify: every system's precision interval is within epsilon (or at its draw cap)")
+                print("nothing to verify: every system's precision interval is within epsilon (or at its draw cap); "
+                      f"{args.out} holds no task")
         elif verb == "ingest":
             r = ev.ingest(args.labels, from_name=args.from_name)
             print(f"{args.labels}: already ingested (nothing changed)" if r["already"]

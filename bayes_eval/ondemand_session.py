@@ -368,7 +368,9 @@ class OnDemand:
             if len(new_draws) == made:
                 break
         frame = pd.DataFrame({"item": list(pending), "systems": [";".join(sorted(v)) for v in pending.values()]})
-        tmp = write_batch_tmp(frame, out, fmt) if out is not None and len(frame) else None
+        # nothing to verify still writes the (empty) file: an older tasks file left in place
+        # would be sent to the annotators again
+        tmp = write_batch_tmp(frame, out, fmt) if out is not None else None
         try:
             if new_draws:
                 with self.store.transaction() as conn:

@@ -202,8 +202,12 @@ def _files(tmp_path, seed=3):
 def _label_round(ev, tmp_path, truth, k=[0]):
     k[0] += 1
     out = tmp_path / f"tasks{k[0]}.csv"
+    out.write_text("item,systems,label\nstale,sys1,\n")   # an older tasks file under the same name
     r = ev.next(str(out))
-    if not r["tasks"]:
+    if not r["tasks"]:   # nothing to verify: the file says so, no older task is sent again
+        assert list(pd.read_csv(out).columns) == ["item", "systems", "label"] and len(pd.read_csv(out)) == 0
+        with pytest.raises(EmptyInputError, match="no rows"):   # ingesting it by mistake: a clear no-op
+            ev.ingest(str(out))
         return 0
     d = pd.read_csv(out)
     d["label"] = [truth[i] for i in d["item"]]
