@@ -343,7 +343,8 @@ def _cmd_new(args, bar):
     bar.done()
     out = {"session": os.path.abspath(args.db), "pool": s.config["pool"], "measures": [m.name for m in s.measures],
            "components": len(s.components), "design": s.design_name, "oracle": s.oracle, "seed": s.seed,
-           "strata": int(s._core.strata.n_strata), "cells": s.cells.n_cells,
+           "strata": int(s._core.strata.n_strata), "strata_nonempty": int((s._core.strata.sizes > 0).sum()),
+           "cells": s.cells.n_cells,
            "companion": s.config["design"].get("companion"), "pool_notes": list(pool.notes)}
     poisson = s.design_name in ("poisson", "poisson-adaptive")
     if poisson:
@@ -358,10 +359,12 @@ def _cmd_new(args, bar):
     if args.format == "json":
         _print_json(out)
     else:
+        nonempty = out["strata_nonempty"]   # a pool without scores, or one big tie, fills few strata
         print(f"created session {args.db}: pool {out['pool']['name']!r} ({out['pool']['n_items']:,} items), "
               f"measure {', '.join(out['measures'])}, design {out['design']}, oracle {out['oracle']}, "
               f"seed {out['seed']} "
-              f"({out['strata']} strata, {out['cells']} cells)"
+              f"({out['strata']} strata{'' if nonempty == out['strata'] else f', {nonempty} non-empty'}, "
+              f"{out['cells']} cells)"
               + "".join(f"; {note}" for note in out["pool_notes"]))
         if poisson:
             p = out["poisson"]

@@ -392,6 +392,24 @@ def test_simulate_prints_the_pools_notes(tmp_path, capsys, pool_file):
     assert "margin" in err and "true f1" in out
 
 
+def test_a_pool_without_scores_says_how_many_strata_hold_items(tmp_path, capsys, pool, pool_file):
+    """Without a score column the strata come from the predictions alone: the summary says
+    how many of the requested strata hold items, and the pool's note comes once, in words."""
+    f = tmp_path / "noscore.csv"
+    pd.DataFrame({"item": np.arange(pool.n_items), "pred": pool.preds[:, 0],
+                  "label": pool.labels}).to_csv(f, index=False)
+    rc, out, err = _cli(capsys, "session", "new", tmp_path / "a.db", "--pool", f, "--design", "ais")
+    assert rc == 0, err
+    assert "(256 strata, 2 non-empty," in out and out.count("no score column") == 1 and "PoolWarning" not in out + err
+    rc, out, err = _cli(capsys, "session", "new", tmp_path / "b.db", "--pool", f, "--design", "ais", "--format", "json")
+    d = json.loads(out)
+    assert rc == 0 and (d["strata"], d["strata_nonempty"]) == (256, 2)
+    # with scores: the strata the score's CSF rule leaves empty are counted the same way
+    d = json.loads(_new(capsys, tmp_path / "c.db", pool_file, "--format", "json"))
+    st = Session.open(str(tmp_path / "c.db"))
+    assert d["strata_nonempty"] == np.unique(np.asarray(st._core.strata.index)).size <= d["strata"] == 8
+    st.close()
+
 def test_simulate_reports_at_the_budget_when_every_checkpoint_is_past_it(tmp_path, capsys, pool_file):
     """`simulate --budget 40` with the default checkpoints (500, 1000, 2000) used to fail with a
     KeyError (no checkpoint within the budget): the run's end is now its checkpoint."""
