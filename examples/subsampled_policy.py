@@ -1,6 +1,6 @@
 """The value of a target policy from a bandit log whose zero-reward rows were thinned (seed 004).
 
-    .venv/bin/python examples/subsampled_policy.py [--rows 20000] [--keep-rate 0.05] [--seed 0]
+    .venv/bin/python examples/subsampled_policy.py [--rows 20000] [--keep-rate 0.05] [--seed 0] [--write-log CSV]
 
 A synthetic contextual-bandit log with a known target-policy value
 (``subsampled_policy.simulate_log``: 4 actions, 20 contexts, rewards around 5%) of ``--rows``
@@ -14,7 +14,10 @@ all kept), as a logging pipeline would.  Printed:
 * the η form's bias over keep rates by simulation (``bias_study``) beside its second-order
   prediction q₀(1 − l)/(l N): small while many zero rows are kept.
 
-``main(argv)`` returns the numbers it prints (the test reads them).
+``--write-log log.csv`` also writes the thinned log (columns ``context, action, propensity,
+reward, target_action``): the input of ``bayes-eval subsampled log.csv --measure policy-value
+--keep-rate L --n-total N`` (README, "Policy value").  ``main(argv)`` returns the numbers it
+prints (the test reads them).
 """
 import argparse
 
@@ -35,6 +38,7 @@ def main(argv=None):
     ap.add_argument("--keep-rate", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bias-reps", type=int, default=2000, help="logs per keep rate in the bias study")
+    ap.add_argument("--write-log", metavar="CSV", default=None, help="also write the thinned log to this CSV file")
     a = ap.parse_args(argv)
     rng = np.random.default_rng(a.seed)
     log, value = SP.simulate_log(rng, a.rows)
@@ -42,6 +46,11 @@ def main(argv=None):
     keep = (r != 0) | (rng.random(a.rows) < a.keep_rate)
     kept = {k: v[keep] for k, v in log.items()}
     cols = (kept["action"], kept["propensity"], kept["reward"], kept["target_action"])
+    if a.write_log:
+        import pandas as pd
+
+        pd.DataFrame(kept).to_csv(a.write_log, index=False)
+        print(f"wrote the thinned log to {a.write_log}")
     print(f"log of {a.rows:,} rows ({int((r != 0).sum()):,} with a reward); zero-reward rows kept with "
           f"probability l = {a.keep_rate}: {int(keep.sum()):,} rows kept")
     print(f"true value of the target policy: {value:.5f}\n")

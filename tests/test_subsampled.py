@@ -434,8 +434,9 @@ def test_example_subsampled_measures(capsys):
     assert "from_session_sample" in text and "OUTSIDE" in text
 
 
-def test_example_subsampled_policy(capsys):
-    out, text = _example("subsampled_policy.py", ["--bias-reps", "500"], capsys)
+def test_example_subsampled_policy(capsys, tmp_path):
+    log = os.path.join(str(tmp_path), "log.csv")
+    out, text = _example("subsampled_policy.py", ["--bias-reps", "500", "--write-log", log], capsys)
     v = out["value"]
     assert _covers(out["eta"], v) and _covers(out["ht"], v) and not _covers(out["naive"], v)
     # zero-reward rows carry no f: the HT form from the thinned log is the full log's estimate
@@ -445,6 +446,14 @@ def test_example_subsampled_policy(capsys):
     # the η form's bias at l = 0.01 is positive and of the size its second-order formula says
     assert b["rel_bias_eta"][i] > 0 and abs(b["rel_bias_eta"][i] - b["rel_bias_predicted"][i]) < 0.05
     assert "HT form" in text and "η form" in text
+    # the log it writes is the CLI's input (README, "Policy value"): the same two forms
+    from bayes_eval.cli import main
+
+    for extra, form in ((["--n-total", "20000"], "ht"), ([], "eta")):
+        assert main(["subsampled", log, "--measure", "policy-value", "--keep-rate", "0.05", "--format", "json"]
+                    + extra) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["estimate"] == pytest.approx(out[form].estimate[0], rel=1e-12), form
 
 
 def test_example_subsampled_auc(capsys):
