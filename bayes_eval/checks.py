@@ -75,3 +75,18 @@ def check_labels(name, a, n_classes, ids):
             f"(item {py_scalar(ids[row])!r}) is outside the label set {{0..{n_classes - 1}}}"
         )
     return a2.astype(np.int32)
+
+
+def refuse_short_csv_rows(path: str, sep: str) -> None:
+    """A CSV row with fewer fields than its header reads as missing values (NaN) in pandas,
+    and would be refused as a non-finite score: name the short row instead.  Run only when
+    the frame has a missing value, so a clean file is read once."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        rows = csv.reader(fh, delimiter=sep)
+        header = next(rows, [])
+        for row in rows:
+            if row and len(row) < len(header):
+                raise PoolError(f"{path}: line {rows.line_num} has {len(row)} field(s), the header has "
+                                f"{len(header)} ({', '.join(header)}): a row cut short")

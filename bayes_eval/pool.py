@@ -33,6 +33,7 @@ from .scores import stratification_scale  # noqa: E402
 
 
 
+
 class PoolWarning(UserWarning):
     """Something about the pool the user should know (a column missing, a value read in
     a way they may not expect); the same text is in :attr:`Pool.notes`."""
@@ -46,6 +47,7 @@ from .checks import check_finite as _check_finite  # noqa: E402
 from .checks import check_labels as _check_labels  # noqa: E402
 from .checks import first_bad as _first_bad  # noqa: E402
 from .checks import py_scalar as _py  # noqa: E402
+from .checks import refuse_short_csv_rows  # noqa: E402
 
 
 @dataclass(frozen=True, eq=False)
@@ -474,6 +476,8 @@ class Pool:
                     df.index.name = None
         except (OSError, ValueError) as exc:
             raise PoolError(f"could not read pool file {path}: {exc}") from None
+        if ext not in (".parquet", ".pq") and df.isna().to_numpy().any():
+            refuse_short_csv_rows(path, "\t" if ext in (".tsv", ".tab") else ",")
         kw.setdefault("name", os.path.splitext(os.path.basename(path))[0])
         return cls.from_frame(df, **kw)
 

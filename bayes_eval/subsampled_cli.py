@@ -66,9 +66,14 @@ def _read(path):
     try:
         if ext in (".parquet", ".pq"):
             return pd.read_parquet(path)
-        return pd.read_csv(path, sep="\t" if ext in (".tsv", ".tab") else ",")
+        frame = pd.read_csv(path, sep="\t" if ext in (".tsv", ".tab") else ",")
     except (OSError, ValueError) as e:
         raise PoolError(f"{path}: cannot be read as {'Parquet' if ext in ('.parquet', '.pq') else 'CSV'}: {e}") from None
+    if frame.isna().to_numpy().any():
+        from .checks import refuse_short_csv_rows
+
+        refuse_short_csv_rows(path, "\t" if ext in (".tsv", ".tab") else ",")
+    return frame
 
 
 def _check(args):

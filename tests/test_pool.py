@@ -60,6 +60,23 @@ def test_non_finite_score_names_column_and_row(bad):
         Pool.from_frame(df)
 
 
+@pytest.mark.parametrize("ext,sep", [(".csv", ","), (".tsv", "\t")])
+def test_a_csv_row_cut_short_is_named_as_such(tmp_path, ext, sep):
+    """A row with fewer fields than the header (pandas reads the missing ones as NaN) is
+    refused as a short row with its line, not as a non-finite value; an empty field in a
+    full-length row is still a non-finite value at its row."""
+    lines = [sep.join(["item", "score", "pred", "label"])] + [sep.join([f"i{k}", "0.5", "1", "1"]) for k in range(5)]
+    short = lines[:3] + [sep.join(["i9", "0.1"])] + lines[3:]
+    f = tmp_path / f"short{ext}"
+    f.write_text("\n".join(short) + "\n")
+    with pytest.raises(PoolError, match=r"line 4 has 2 field\(s\), the header has 4 \(item, score, pred, label\)"):
+        Pool.from_file(str(f))
+    empty = lines[:3] + [sep.join(["i9", "", "1", "1"])] + lines[3:]
+    f.write_text("\n".join(empty) + "\n")
+    with pytest.raises(PoolError, match=r"column 'score'.*row 2"):
+        Pool.from_file(str(f))
+
+
 def test_mismatched_lengths():
     with pytest.raises(PoolError, match="mismatched lengths"):
         Pool.from_arrays(scores=np.zeros(5), labels=np.zeros(4, int))
