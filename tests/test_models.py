@@ -488,10 +488,11 @@ def test_calibrated_marginal_holds_at_any_concentration():
     mode = jnp.array([0.0, 1.0, 3.0])
     assert float(log_posterior(mode.at[2].set(40.0), z, counts)) < float(log_posterior(mode, z, counts))
     # a wide proposal whose tail reaches log κ ≈ 40: the far draws must not take the weight
-    fitted = fit_mode(z, counts)
+    fitted = jax.jit(fit_mode)(z, counts)
     state = CalibratedState(mode=fitted.mode, cov=fitted.cov.at[2, 2].set(100.0))
+    sample = jax.jit(sample_params, static_argnums=4)   # one program for the eight keys
     for i in range(8):
-        th, ess = sample_params(jax.random.PRNGKey(i), z, counts, state, 200)
+        th, ess = sample(jax.random.PRNGKey(i), z, counts, state, 200)
         assert float(ess) > 5.0 and float(jnp.max(th[:, 2])) < 20.0, (i, float(ess), float(jnp.max(th[:, 2])))
 
 
@@ -514,17 +515,20 @@ def test_calibrated_closed_form_derivatives_are_the_autodiff_ones():
         prior = sum(-0.5 * ((v - m) / s) ** 2 for v, (m, s) in zip(theta, PRIOR.values()))
         return jnp.sum(jnp.where(n1 + n0 > 0, ll, 0.0)) + prior
 
+    @jax.jit   # one program for the six cases (op by op, the hessian's dispatch took ~15 s)
+    def both(theta, z, counts):
+        return (log_posterior_derivatives(theta, z, counts), written_out(theta, z, counts),
+                log_posterior(theta, z, counts), jax.grad(log_posterior)(theta, z, counts),
+                jax.hessian(log_posterior)(theta, z, counts))
+
     rng = np.random.default_rng(3)
     for _ in range(6):
         k = 40
         z = jnp.asarray(rng.normal(0.0, 2.0, k))
         counts = jnp.asarray(rng.integers(0, 40, (k, 2)).astype(float)).at[:7].set(0.0)
         theta = jnp.asarray(rng.normal(0.0, 2.0, 3))
-        f, grad, hess = log_posterior_derivatives(theta, z, counts)
-        ref = written_out(theta, z, counts)
-        np.testing.assert_allclose(float(log_posterior(theta, z, counts)), float(ref), rtol=1e-12)
+        (f, grad, hess), ref, lp, grad_ad, hess_ad = both(theta, z, counts)
+        np.testing.assert_allclose(float(lp), float(ref), rtol=1e-12)
         np.testing.assert_allclose(float(f), float(ref), rtol=1e-12)
-        np.testing.assert_allclose(np.asarray(grad), np.asarray(jax.grad(log_posterior)(theta, z, counts)),
-                                   rtol=1e-9, atol=1e-9)
-        np.testing.assert_allclose(np.asarray(hess), np.asarray(jax.hessian(log_posterior)(theta, z, counts)),
-                                   rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(grad), np.asarray(grad_ad), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(hess), np.asarray(hess_ad), rtol=1e-9, atol=1e-9)
