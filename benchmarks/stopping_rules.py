@@ -85,7 +85,9 @@ def main(argv=None):
              ("bayes & CS ≤ 2W", lambda r, w: variant(r, w, kappa=2.0))]
     lines = ["# Stopping rules on saved per-stage intervals (F1, ais, budget 2000, batches of 50)", "",
              "`python benchmarks/stopping_rules.py " + " ".join(a.files) + "`", "",
-             "Per pool (100 runs each, `benchmarks/stopping.py --bayes --save-stages`): share of runs stopped within "
+             "Per pool (`benchmarks/stopping.py --bayes --save-stages`; runs: "
+             + ", ".join(f"{os.path.basename(f)[:-4]} {SavedStages(f).stage_bayes_lower.shape[0]}" for f in a.files)
+             + "): share of runs stopped within "
              "the budget, coverage of the interval the rule stopped on over the stopped runs (runs), labels at the "
              "stop.  A rule is honest at W when its coverage is ≥ 0.93 or it stops no run.", "",
              "| pool | rule | " + " | ".join(f"W = {w:g}" for w in WIDTHS) + " |",
