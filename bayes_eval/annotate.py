@@ -63,6 +63,7 @@ __all__ = [
     "label_studio_config",
     "records_of_tasks",
     "task_columns",
+    "pool_columns",
     "SCORE_COLUMNS",
     "jsonable_value",
     "resolve",
@@ -160,19 +161,38 @@ def jsonable_value(v):
 SCORE_COLUMNS = re.compile(r"(score|prob|logit|margin|confidence|pred)", re.IGNORECASE)
 
 
-def task_columns(columns: Sequence[str], fields=None, show_score: bool = False) -> list[str]:
+def pool_columns(pool) -> list[str] | None:
+    """The pool's own column names (beside item, score, pred, label); None on the dask
+    engine, which does not carry them into batches yet."""
+    if getattr(pool, "partitioned", False):
+        return None
+    return [] if pool.columns is None else [str(c) for c in pool.columns.columns]
+
+
+def task_columns(columns: Sequence[str] | None, fields=None, show_score: bool = False) -> list[str]:
     """The pool's own ``columns`` that go into the annotators' tasks: ``fields`` (a list,
     or ``"a,b"``), else every column except the model's scores and probabilities (names
     with score, prob, logit, margin, confidence, pred) — they can anchor annotators;
-    ``show_score`` keeps them (and adds ``score``: the classifier's score)."""
-    cols = [str(c) for c in columns]
+    ``show_score`` keeps them (and adds ``score``: the classifier's score).  ``columns``
+    None (:func:`pool_columns` of a pool on the dask engine): ``fields`` are refused."""
     if isinstance(fields, str):
         fields = [f.strip() for f in fields.split(",") if f.strip()]
+    if columns is None and [f for f in fields or () if not (f == "score" and show_score)]:
+        raise SessionError("the dask engine does not carry the pool's own columns into batches yet: reopen the "
+                           "session with engine='memory' where the pool fits in memory",
+                           cli="--fields: the dask engine does not carry the pool's own columns into batches yet: "
+                               "give --engine memory where the pool fits in memory")
+    cols = [str(c) for c in columns or ()]
     if fields:
         unknown = [f for f in fields if f not in cols and not (f == "score" and show_score)]
         if unknown:
-            raise SessionError(f"fields {unknown} are not columns of the pool (its columns: {cols})",
-                               cli=f"--fields: {unknown} are not columns of the pool (its columns: {cols})")
+            # item, score, pred and label are read by bayes-eval itself; ``cols`` are the rest
+            own = (f"the pool's own columns, beside item, score, pred and label: {cols}" if cols else
+                   "the pool has no columns beside item, score, pred and label")
+            hint = "; the classifier's score goes in with show_score" if "score" in unknown else ""
+            raise SessionError(f"fields {unknown} are not columns of the pool ({own}){hint}",
+                               cli=f"--fields: {unknown} are not columns of the pool ({own})"
+                                   + hint.replace("show_score", "--show-score"))
         out = list(fields)
     else:
         out = [c for c in cols if show_score or not SCORE_COLUMNS.search(c)]
@@ -678,7 +698,7 @@ def _describe(recs, idx, classes):
 
 
 def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | None = None,
-            stochastic: bool = False) -> tuple[LabelRecords, int]:
+            stochastic: bool = False, known: dict | None = None) -> tuple[LabelRecords, int]:
     """Reconcile several annotations of one item (Label Studio's overlap).
 
     Deterministic oracle: the annotations of one item that disagree are reduced to one
@@ -690,8 +710,11 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
     label; items they did not annotate fall back to ``"error"``).  Agreeing annotations
     are one label.  Stochastic oracle: every annotation is a label (nothing is reduced);
     the first annotation of a task answers its draw, the others the item's other draws
-    awaiting a label.  Returns the records and the number of disagreements resolved;
-    raises :class:`LabelConflictError` (nothing is ingested).
+    awaiting a label.  ``known`` (item as ``str`` -> the label the session already holds):
+    a disagreement whose stored label is one of the annotations' was resolved by an earlier
+    ingest and takes that label again, whatever ``rule`` is (pulling a project again after
+    ``--resolve`` needs no rule).  Returns the records and the number of disagreements
+    resolved now; raises :class:`LabelConflictError` (nothing is ingested).
     """
     if stochastic:
         seen, draws = set(), list(recs.draws)
@@ -712,6 +735,9 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
         labs = {int(classes[i]) for i in idx}
         if len(labs) == 1:
             keep.append(idx[0])
+            continue
+        if known and known.get(item) in labs:   # resolved when it was first ingested
+            keep.append(next(i for i in idx if int(classes[i]) == known[item]))
             continue
         pick, why = None, None
         if rule == "majority":

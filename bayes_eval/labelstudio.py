@@ -93,7 +93,7 @@ def _call(what, url, fn, *args, **kw):
 
 def task_fields(session, fields=None, show_score: bool = False) -> list[str]:
     """The pool columns that go into the task data (:func:`bayes_eval.annotate.task_columns`)."""
-    return annotate.task_columns([] if session.pool.columns is None else session.pool.columns.columns, fields,
+    return annotate.task_columns(annotate.pool_columns(session.pool), fields,
                                  show_score)
 
 
@@ -151,13 +151,58 @@ def push(session, url: str, project: int, token: str | None = None, n: int = 50,
     """Create the open batch's tasks in the project (drawing the next batch when none is
     open), each once however often this is called.  Returns ``created``, ``existing``,
     ``stage``, ``items`` (the batch's size), ``reissued`` (the batch was already open)."""
+    _refuse_partitioned(session)
     cols = task_fields(session, fields, show_score)  # refused before anything is drawn
+    _one_project(session, project)
     with connect(url, token) as ls:
         return _push(ls, session, url, project, n, cols, show_score, preannotate, from_name)
 
 
+def _refuse_partitioned(session):
+    if getattr(session.pool, "partitioned", False):
+        raise SessionError("Label Studio push and pull are not yet on the dask engine: use the file route "
+                           "(session next DB --out batch.json, import it into Label Studio, export, session ingest), "
+                           "or reopen with --engine memory where the pool fits in memory; nothing changed")
+
+
+#: the session's meta key for the one project its tasks go to (set by the first push that imports)
+PROJECT_KEY = "label_studio_project"
+
+
+def _one_project(session, project):
+    """One project per session (README): a push or pull to another project than the one
+    the session's tasks went to is refused (the same batch in two projects could be
+    labeled twice, and a project's other tasks are not this session's)."""
+    bound = session._store.meta().get(PROJECT_KEY)
+    if bound is not None and int(bound["project"]) != int(project):
+        raise SessionError(f"this session's tasks are in project {bound['project']} (at {bound['url']}): one project "
+                           f"per session, give --project {bound['project']}; nothing was drawn or ingested")
+
+
+def _check_config(ls, url, project, keys, from_name=None):
+    """The project's labeling configuration must read only task data the pushed tasks
+    carry (``$name`` variables), and pre-annotations (``from_name`` given) must name one of
+    its Choices controls; checked before the batch is drawn, so a project set up for other
+    data draws nothing (Label Studio would refuse every task)."""
+    proj = _call(f"reading project {project}", url, ls.projects.get, id=int(project))
+    config = getattr(proj, "label_config", None) or ""
+    choices = re.findall(r'<Choices[^>]*\sname="([^"]+)"', config)
+    if from_name is not None and choices and from_name not in choices:
+        raise SessionError(f"project {project}'s choice control is named {', '.join(map(repr, choices))}, not "
+                           f"{from_name!r}: the pre-annotations would not show; give from_name (--from-name "
+                           f"{choices[0]}); nothing was drawn")
+    wanted = sorted(set(re.findall(r'value="\$([A-Za-z_][A-Za-z0-9_]*)"', config)) - set(keys))
+    if wanted:
+        raise SessionError(f"project {project}'s labeling configuration reads {', '.join('$' + w for w in wanted)}, "
+                           f"which the tasks do not carry (they carry {', '.join(keys)}): set it to the output of "
+                           f"`bayes-eval session label-config DB` (with the same --fields / --show-score), or push "
+                           f"--fields with the pool's columns it reads; nothing was drawn")
+
+
 def _push(ls, session, url, project, n, cols, show_score, preannotate, from_name):
     existing = tasks_of_project(ls, url, project)  # before the batch is drawn: a dead server draws nothing
+    _check_config(ls, url, project, ["item", "stage"] + (["draw"] if session.oracle == "stochastic" else []) + cols,
+                  from_name if preannotate else None)
     batch = session.next_batch(n)
     keys = set()
     for t in existing:
@@ -175,8 +220,11 @@ def _push(ls, session, url, project, n, cols, show_score, preannotate, from_name
         for t, r in zip(todo, rows):
             t["predictions"] = annotate.preannotation(values[int(session.pool.preds[r, system])], from_name, cols)
     if todo:
-        _call(f"importing {len(todo)} task(s) into project {project}", url, ls.projects.import_tasks, id=int(project),
-              request=todo, return_task_ids=True)
+        _call(f"importing {len(todo)} task(s) into project {project} (the batch of stage "
+              f"{int(batch['stage'].iloc[0])} stays open: the next push sends it again)", url, ls.projects.import_tasks,
+              id=int(project), request=todo, return_task_ids=True)
+        if PROJECT_KEY not in session._store.meta():
+            session._store.set_meta(PROJECT_KEY, {"project": int(project), "url": url})
     return {"created": len(todo), "existing": len(tasks) - len(todo), "items": len(batch),
             "stage": int(batch["stage"].iloc[0]) if len(batch) else None,
             "reissued": bool(batch.attrs.get("reissued")), "stalled": bool(batch.attrs.get("stalled")),
@@ -188,8 +236,11 @@ def pull(session, url: str, project: int, token: str | None = None, resolve: str
     """Fetch the project's annotations and ingest them (one transaction).  Returns
     ``result`` (the :class:`~bayes_eval.session.IngestResult`, None when nothing is
     annotated yet), ``tasks``, ``unannotated`` tasks, ``cancelled`` annotations,
-    ``cancelled_items`` (open-batch items whose every annotation was cancelled or skipped)
-    and ``skip`` (the :class:`~bayes_eval.session_skip.SkipResult` with ``skip_cancelled``)."""
+    ``cancelled_items`` (open-batch items whose every annotation was cancelled or skipped),
+    ``empty_items`` (items with an annotation submitted without a choice) and ``skip``
+    (the :class:`~bayes_eval.session_skip.SkipResult` with ``skip_cancelled``)."""
+    _refuse_partitioned(session)
+    _one_project(session, project)
     with connect(url, token) as ls:
         tasks = tasks_of_project(ls, url, project)
         mine = [t for t in tasks if "item" in t["data"]]
@@ -211,6 +262,11 @@ def pull(session, url: str, project: int, token: str | None = None, resolve: str
     except EmptyInputError:
         recs = None
     info["unannotated"] = sum(1 for t in mine if not t["annotations"])
+    # submitted (not cancelled) with no choice made: not a label, and worth naming
+    info["empty_items"] = sorted({str(t["data"]["item"]) for t in mine for a in t["annotations"]
+                                  if not a.get("was_cancelled") and not any(
+                                      (r.get("value") or {}).get("choices") for r in (a.get("result") or [])
+                                      if isinstance(r, dict))})
     info["cancelled"] = sum(1 for t in mine for a in t["annotations"] if a.get("was_cancelled"))
     if recs is not None:
         info["result"] = session.ingest_records(recs, label_map=label_map, resolve=resolve, source=source)

@@ -140,7 +140,12 @@ def connect(scheduler: str | None = None, n_workers: int | None = None, memory_l
     (worker processes; threads in this process, ``processes=False``, have no limit)."""
     distributed = require_dask()
     if scheduler:
-        return distributed.Client(scheduler), None
+        try:
+            return distributed.Client(scheduler), None
+        except OSError as exc:   # a scheduler that is down: say where the address came from and the ways out
+            raise PoolError(f"cannot reach the Dask scheduler at {scheduler} ({exc}); a session reopens on the "
+                            f"scheduler it was created with: --scheduler ADDR names another, --engine memory reads "
+                            f"the pool in this process") from None
     n = n_workers or max(1, min(4, os.cpu_count() or 1))
     # a private local cluster lives as long as the command: its workers leaving at exit is not news
     # (distributed logs a warning per worker that "lost computed tasks" then)

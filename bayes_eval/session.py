@@ -338,9 +338,9 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                     if pool is not None:  # the pool given: its error is the whole story
                         raise SessionError(f"cannot load the pool {src}: {exc}",
                                            cli=f"--pool {src}: {cli_message(exc)}") from None
-                    raise SessionError(f"cannot load the session's pool: {exc}; pass the pool: Session.open(path, "
-                                       f"pool)", cli=f"cannot load the session's pool: {cli_message(exc)}; give the "
-                                                     f"pool's file with --pool FILE") from None
+                    raise SessionError(f"cannot load the session's pool {src}: {exc} (if it is elsewhere now, pass "
+                                       f"it: Session.open(path, pool))", cli=f"cannot load the session's pool {src}: "
+                                       f"{cli_message(exc)} (if it is elsewhere now, give it with --pool FILE)") from None
             if not isinstance(pool, Pool) and not getattr(pool, "partitioned", False):
                 raise SessionError(f"expected a Pool, got {type(pool).__name__}")
             progress("checking the pool's fingerprint", 0, 1)
@@ -773,7 +773,14 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         ``n_resolved`` counts them), cancelled annotations are counted (``n_cancelled``), and
         labels beyond an item's draws awaiting one (stochastic oracle) are not used (``n_unused``)."""
         lmap = {**(self.config.get("label_map") or {}), **(annotate.parse_label_map(label_map) or {})}
-        recs, n_res = annotate.resolve(recs, resolve, self._n_classes, lmap, self._stochastic)
+        known = None   # deterministic: a disagreement resolved by an earlier ingest stays resolved
+        if not self._stochastic and self._label_of and recs.items:
+            try:
+                rows = item_rows(self._core, self.pool.ids, list(recs.items), recs.where)
+                known = {str(i): self._label_of[int(r)] for i, r in zip(recs.items, rows) if int(r) in self._label_of}
+            except SessionError:   # an unknown id: add_labels below refuses it with its row
+                pass
+        recs, n_res = annotate.resolve(recs, resolve, self._n_classes, lmap, self._stochastic, known=known)
         draws = recs.draws if any(d is not None for d in recs.draws) else None
         r = self.add_labels(recs.items, recs.labels, draws=draws, label_map=label_map, where=recs.where,
                             source=source or recs.source, n_skipped=recs.skipped, surplus=recs.meta is not None)
@@ -786,7 +793,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         ``fields`` — model scores and probabilities only with ``show_score`` — and with
         ``preannotate`` the classifier's prediction (:func:`bayes_eval.annotate.task_frame`)."""
         fmt = annotate.prepare_output(path, fmt)  # before anything is drawn
-        own = annotate.task_columns([] if self.pool.columns is None else self.pool.columns.columns, fields, show_score)
+        own = annotate.task_columns(annotate.pool_columns(self.pool), fields, show_score)
 
         def write(df):  # to a temporary file, renamed into place once the stage is stored
             df, preds = annotate.task_frame(self.pool, df, own, show_score, preannotate, self.config)

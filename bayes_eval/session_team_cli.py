@@ -194,6 +194,10 @@ def _cmd_pull(args, bar):
         parts.append(f"{info['unannotated']} task(s) not annotated yet")
     if info["cancelled"]:
         parts.append(f"{info['cancelled']} skipped/cancelled annotation(s) not ingested")
+    if info.get("empty_items"):
+        e = info["empty_items"]
+        parts.append(f"{len(e)} item(s) with an annotation submitted without a choice, not a label "
+                     f"({', '.join(e[:5])}{' ...' if len(e) > 5 else ''})")
     state = ""
     if r is not None and r.stage_closed:
         state = f"; stage {r.stage} complete, estimate updated"

@@ -492,7 +492,9 @@ def match_deterministic(pending, label_of, label_stage, items, rows, y, where, l
             if label_of[r] != lab:
                 raise LabelConflictError(
                     f"{where[i]}: item {items[i]!r} already has label {label_of[r]} (stage "
-                    f"{label_stage.get(r)}), refusing the conflicting label {raw(i)} — nothing was ingested")
+                    f"{label_stage.get(r)}), refusing the conflicting label {raw(i)} — nothing was ingested (a "
+                    f"deterministic oracle's label, once ingested, stands: if the annotation was changed after it "
+                    f"was ingested, restore it in the labeling tool or drop that row)")
             n_dup += 1
             continue
         if r in pending:

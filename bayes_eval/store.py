@@ -360,6 +360,11 @@ class Store:
                 "INSERT INTO draws(draw, stage, row, item, new, q, weight) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [tuple(_py(v) for v in d) for d in draws])
 
+    def set_meta(self, key: str, value) -> None:
+        """Record one more fact about the session (JSON), replacing an earlier value."""
+        with self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+
     def add_stage_state(self, stage: int, state) -> None:
         """Store the state ``(key, blob)`` a closed stage produced (None: nothing)."""
         if state is not None:

@@ -271,6 +271,21 @@ def test_disagreements_resolved_by_rule(tmp_path, pool):
     assert (r.n_new, r.n_resolved, r.stage_closed) == (4, 1, True)
     stored = {row[2]: row[3] for row in s._store.labels()}
     assert [stored[i] for i in items] == list(y)
+    # the same annotations again (a pull reads every task of the project): the disagreement was
+    # resolved when it was ingested, so no rule is needed now, and a rule that would pick the
+    # other label does not move the stored one
+    after = s._store.dump()
+    for rule in ("error", "ground-truth"):
+        r = s.ingest_file(f, resolve=rule)
+        assert (r.n_new, r.n_resolved) == (0, 0) and s._store.dump() == after, rule
+    # an annotation changed after its label was ingested (no annotation gives the stored label
+    # any more): still refused, nothing changed
+    changed = _export(tmp_path, items, lambda k, it: [_ann(800 + k, {"email": "ann@x.org"}, name[1 - int(y[k])]),
+                                                      _ann(900 + k, {"email": "bob@x.org"}, name[1 - int(y[k])])]
+                      if k == 1 else anns(k, it))
+    with pytest.raises(LabelConflictError, match="already has label"):
+        s.ingest_file(changed)
+    assert s._store.dump() == after
 
 
 def test_stochastic_oracle_takes_every_annotation(tmp_path, pool):
@@ -325,8 +340,12 @@ def test_task_content_and_label_config(tmp_path):
     assert {"prob_calibrated", "score"} <= set(json.loads(f.read_text())[0]["data"])
     s.export_batch(str(f), n=3, fields="title_b")
     assert set(json.loads(f.read_text())[0]["data"]) == {"item", "title_b"}
-    with pytest.raises(SessionError, match="not columns of the pool"):
+    with pytest.raises(SessionError, match="not columns of the pool") as info:
         s.export_batch(str(f), n=3, fields="nope")
+    assert "beside item, score, pred and label: ['title_a', 'title_b', 'prob_calibrated']" in info.value.cli
+    with pytest.raises(SessionError) as info:   # the score is the session's, not a pool column: say how
+        s.export_batch(str(f), n=3, fields="score")
+    assert "goes in with --show-score" in info.value.cli
     from bayes_eval import labelstudio
 
     cfg = labelstudio.label_config(s, "title_a,title_b")

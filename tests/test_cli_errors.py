@@ -410,6 +410,21 @@ def test_a_pool_without_scores_says_how_many_strata_hold_items(tmp_path, capsys,
     assert d["strata_nonempty"] == np.unique(np.asarray(st._core.strata.index)).size <= d["strata"] == 8
     st.close()
 
+def test_a_session_whose_pool_cannot_be_read_names_it(tmp_path, capsys, pool):
+    """The recorded pool now unreadable (a duplicate id written into it): the message names
+    the file and the problem; --pool is offered only as the way to a pool that moved."""
+    f = tmp_path / "p.csv"
+    frame = pd.DataFrame({"item": np.arange(pool.n_items), "score": pool.scores[:, 0], "pred": pool.preds[:, 0],
+                          "label": pool.labels})
+    frame.to_csv(f, index=False)
+    _new(capsys, tmp_path / "s.db", f)
+    frame.loc[5, "item"] = 4
+    frame.to_csv(f, index=False)
+    rc, out, err = _cli(capsys, "session", "status", tmp_path / "s.db")
+    assert rc == 2 and f"cannot load the session's pool {f}: " in err and "duplicate" in err, err
+    assert "(if it is elsewhere now, give it with --pool FILE)" in err
+
+
 def test_simulate_reports_at_the_budget_when_every_checkpoint_is_past_it(tmp_path, capsys, pool_file):
     """`simulate --budget 40` with the default checkpoints (500, 1000, 2000) used to fail with a
     KeyError (no checkpoint within the budget): the run's end is now its checkpoint."""

@@ -294,3 +294,42 @@ def test_poisson_rounds_are_picked_on_the_workers_as_in_memory(small, client, me
     assert 0 < sure.size < 60 and want.size > sure.size  # both kinds of row in the round
     np.testing.assert_array_equal(got, want)
     assert r1.bit_generator.state == r2.bit_generator.state
+
+
+def test_a_scheduler_that_is_down_is_named_with_the_ways_out(monkeypatch):
+    """A session reopens on the scheduler it recorded; when that one is down the error says
+    where the address came from and how to override it (--scheduler, --engine memory),
+    instead of the client's bare timeout."""
+    import distributed
+
+    def down(address, *a, **kw):
+        raise OSError(f"Timed out trying to connect to {address} after 30 s")
+
+    monkeypatch.setattr(distributed, "Client", down)
+    with pytest.raises(PoolError, match=r"cannot reach the Dask scheduler at tcp://10\.0\.0\.5:8786 \(Timed out.*\); "
+                                        r"a session reopens on the scheduler it was created with: --scheduler ADDR "
+                                        r"names another, --engine memory"):
+        connect("tcp://10.0.0.5:8786")
+
+
+def test_label_studio_and_task_fields_are_refused_on_the_dask_engine_before_anything_is_drawn(tmp_path, client,
+                                                                                                small):
+    """Label Studio push/pull and --fields are not on the dask engine yet: each is refused
+    with what to do instead, and no batch is drawn (push once crashed on ``index_of`` with
+    the batch already drawn)."""
+    from bayes_eval import labelstudio
+    from bayes_eval.errors import SessionError
+
+    d, _ = small
+    pk = Pool.from_parquet_dataset(d, engine="dask", client=client)
+    s = Session.create(str(tmp_path / "d.db"), pk, "f1", "passive", seed=0)
+    for call in (lambda: labelstudio.push(s, "http://127.0.0.1:9", 1, token="t"),
+                 lambda: labelstudio.pull(s, "http://127.0.0.1:9", 1, token="t")):
+        with pytest.raises(SessionError, match="Label Studio push and pull are not yet on the dask engine: use the "
+                                               "file route"):
+            call()
+    with pytest.raises(SessionError, match="does not carry the pool's own columns into batches yet") as info:
+        s.export_batch(str(tmp_path / "b.csv"), n=5, fields="title")
+    assert "--engine memory" in info.value.cli
+    assert s._store.stages() == [] and not (tmp_path / "b.csv").exists()
+    s.close()

@@ -169,6 +169,12 @@ def test_push_pull_round_trip(tmp_path, capsys, ls, server, pool_file):
     assert rc == 0 and "pushed 20 task(s) of stage 1" in out, err
     items = [t.data["item"] for t in ls.tasks.list(project=pid, fields="all")]
     assert len(items) == 40 and len(set(items)) == 40
+    # an annotation submitted with no choice made is not a label, and the pull names its item
+    blank = [t for t in ls.tasks.list(project=pid, fields="all") if t.data["stage"] == 1][0]
+    ls.annotations.create(id=blank.id, result=[], was_cancelled=False)
+    rc, out, err = _run(capsys, *pull)
+    assert rc == 0 and f"1 item(s) with an annotation submitted without a choice, not a label ({blank.data['item']})" \
+        in out, (out, err)
 
 
 def test_disagreements_on_the_server(tmp_path, capsys, ls, server, pool_file):
@@ -208,4 +214,37 @@ def test_disagreements_on_the_server(tmp_path, capsys, ls, server, pool_file):
     stored = {row[2]: row[3] for row in s._store.labels()}
     assert stored[tasks[2].data["item"]] == 1 - truth[tasks[2].data["item"]]
     assert all(stored[t.data["item"]] == truth[t.data["item"]] for k, t in enumerate(tasks) if k != 2)
+    after = s._store.dump()
     s.close()
+    # a later pull reads the same tasks again: the disagreement stays resolved, no rule needed
+    rc, out, err = _run(capsys, *pull)
+    assert rc == 0 and "0 new label(s)" in out, (out, err)
+    # one project per session: a push or pull to another project is refused before anything is drawn
+    text_config = ('<View><Text name="text" value="$text"/><Choices name="label" toName="text">'
+                   '<Choice value="0"/><Choice value="1"/></Choices></View>')
+    other = ls.projects.create(title="other data", label_config=text_config).id
+    for verb in ("push", "pull"):
+        rc, out, err = _run(capsys, "session", verb, db, "--label-studio", server, "--project", str(other))
+        assert rc == 2 and f"this session's tasks are in project {pid}" in err, (verb, err)
+    s = Session.open(db)
+    assert s._store.dump() == after
+    s.close()
+    # a project whose configuration reads data the tasks do not carry: refused, nothing drawn
+    db2 = str(tmp_path / "e.db")
+    assert _run(capsys, "session", "new", db2, "--pool", path, "--design", "passive")[0] == 0
+    rc, out, err = _run(capsys, "session", "push", db2, "--label-studio", server, "--project", str(other), "--n", "5")
+    assert rc == 2 and "reads $text, which the tasks do not carry (they carry item, stage, title_a, title_b)" in err, err
+    s = Session.open(db2)
+    assert s._store.stages() == [] and len(list(ls.tasks.list(project=other))) == 0
+    s.close()
+    # pre-annotations for a control the project does not have would not show: refused, then given
+    named = ls.projects.create(title="named control", label_config=(
+        '<View><Text name="t" value="$item"/><Choices name="sentiment" toName="t">'
+        '<Choice value="0"/><Choice value="1"/></Choices></View>')).id
+    push2 = ["session", "push", db2, "--label-studio", server, "--project", str(named), "--n", "5", "--preannotate"]
+    rc, out, err = _run(capsys, *push2)
+    assert rc == 2 and "choice control is named 'sentiment', not 'label'" in err and "--from-name sentiment" in err
+    rc, out, err = _run(capsys, *push2, "--from-name", "sentiment")
+    assert rc == 0 and "pushed 5 task(s) of stage 0" in out, err
+    preds = [t.predictions for t in ls.tasks.list(project=named, fields="all")]
+    assert len(preds) == 5 and all(p and p[0].result[0]["from_name"] == "sentiment" for p in preds)
