@@ -70,8 +70,11 @@ def check_labels(name, a, n_classes, ids):
     bad = ~(np.isfinite(af) & (af == np.round(af)) & (af >= 0) & (af < n_classes)).all(axis=1)
     row = first_bad(bad)
     if row is not None:
+        v = a2[row].tolist() if a2.shape[1] > 1 else py_scalar(a2[row, 0])
+        if isinstance(v, float) and v.is_integer():   # a label column read as floats (a missing value elsewhere)
+            v = int(v)
         raise PoolError(
-            f"column {name!r}: value {a2[row].tolist() if a2.shape[1] > 1 else py_scalar(a2[row, 0])!r} at row {row} "
+            f"column {name!r}: value {v!r} at row {row} "
             f"(item {py_scalar(ids[row])!r}) is outside the label set {{0..{n_classes - 1}}}"
         )
     return a2.astype(np.int32)

@@ -94,6 +94,13 @@ def test_labels_outside_label_set():
     df.loc[4, "label"] = 2
     with pytest.raises(PoolError, match=r"column 'label'.*row 4.*outside the label set"):
         Pool.from_frame(df)
+    df["label"] = df["label"].astype(float)   # as read where the column has a missing value elsewhere
+    df.loc[4, "label"] = 7.0
+    with pytest.raises(PoolError, match=r"column 'label': value 7 at row 4 "):
+        Pool.from_frame(df)
+    df.loc[4, "label"] = 0.5
+    with pytest.raises(PoolError, match=r"column 'label': value 0.5 at row 4 "):
+        Pool.from_frame(df)
 
 
 def test_preds_outside_label_set():
