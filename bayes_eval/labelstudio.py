@@ -250,7 +250,7 @@ def pull(session, url: str, project: int, token: str | None = None, resolve: str
             if isinstance(a.get("completed_by"), int) and a["completed_by"] in emails:
                 a["completed_by"] = {"id": a["completed_by"], "email": emails[a["completed_by"]]}
     source = f"Label Studio {url} project {project}"
-    objs = [(t, f"{source}: task {k}") for k, t in enumerate(mine, 1)]
+    objs = [(t, f"{source}: task {k} of {len(mine)} read") for k, t in enumerate(mine, 1)]   # then (task id N)
     pending = {str(v) for v in session.pending()["item"]}
     cancelled_items = sorted({str(t["data"]["item"]) for t in mine
                               if t["annotations"] and all(a.get("was_cancelled") for a in t["annotations"])
