@@ -80,16 +80,30 @@ def check_labels(name, a, n_classes, ids):
     return a2.astype(np.int32)
 
 
-def refuse_short_csv_rows(path: str, sep: str) -> None:
+def refuse_short_csv_rows(path: str, sep: str, frame) -> None:
     """A CSV row with fewer fields than its header reads as missing values (NaN) in pandas,
     and would be refused as a non-finite score: name the short row instead.  Run only when
-    the frame has a missing value, so a clean file is read once."""
+    ``frame`` (pandas' reading of ``path``) has a missing value, so a clean file is read
+    once; said only where the file's records line up one to one with the frame's rows and
+    the short row's missing fields are missing in the frame (else the frame's own checks
+    speak).  A bare carriage return in a field ends a record for pandas as for the csv
+    module (and pandas writes it unquoted): that is a row cut short too."""
     import csv
 
+    short, n = None, 0
     with open(path, newline="", encoding="utf-8", errors="replace") as fh:
         rows = csv.reader(fh, delimiter=sep)
         header = next(rows, [])
         for row in rows:
-            if row and len(row) < len(header):
-                raise PoolError(f"{path}: line {rows.line_num} has {len(row)} field(s), the header has "
-                                f"{len(header)} ({', '.join(header)}): a row cut short")
+            if not row:
+                continue
+            if short is None and len(row) < len(header):
+                short = (n, rows.line_num, len(row))
+            n += 1
+    if short is None or n != len(frame):
+        return
+    k, line, m = short
+    cut = [c for c in header[m:] if c in frame.columns]
+    if cut and frame[cut].iloc[k].isna().all():
+        raise PoolError(f"{path}: line {line} has {m} of the header's {len(header)} columns "
+                        f"({', '.join(header)}): a row cut short")

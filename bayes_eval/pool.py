@@ -477,7 +477,7 @@ class Pool:
         except (OSError, ValueError) as exc:
             raise PoolError(f"could not read pool file {path}: {exc}") from None
         if ext not in (".parquet", ".pq") and df.isna().to_numpy().any():
-            refuse_short_csv_rows(path, "\t" if ext in (".tsv", ".tab") else ",")
+            refuse_short_csv_rows(path, "\t" if ext in (".tsv", ".tab") else ",", df)
         kw.setdefault("name", os.path.splitext(os.path.basename(path))[0])
         return cls.from_frame(df, **kw)
 

@@ -72,7 +72,7 @@ def _read(path):
     if frame.isna().to_numpy().any():
         from .checks import refuse_short_csv_rows
 
-        refuse_short_csv_rows(path, "\t" if ext in (".tsv", ".tab") else ",")
+        refuse_short_csv_rows(path, "\t" if ext in (".tsv", ".tab") else ",", frame)
     return frame
 
 

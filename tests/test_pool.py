@@ -69,11 +69,23 @@ def test_a_csv_row_cut_short_is_named_as_such(tmp_path, ext, sep):
     short = lines[:3] + [sep.join(["i9", "0.1"])] + lines[3:]
     f = tmp_path / f"short{ext}"
     f.write_text("\n".join(short) + "\n")
-    with pytest.raises(PoolError, match=r"line 4 has 2 field\(s\), the header has 4 \(item, score, pred, label\)"):
+    with pytest.raises(PoolError, match=r"line 4 has 2 of the header's 4 columns \(item, score, pred, label\): a row cut short"):
         Pool.from_file(str(f))
     empty = lines[:3] + [sep.join(["i9", "", "1", "1"])] + lines[3:]
     f.write_text("\n".join(empty) + "\n")
     with pytest.raises(PoolError, match=r"column 'score'.*row 2"):
+        Pool.from_file(str(f))
+
+
+def test_a_bare_carriage_return_in_a_text_field_ends_the_row_there(tmp_path):
+    """pandas writes a text value holding a bare \\r unquoted, and reads the \\r back as the
+    end of a record: the file then holds a row cut short, and the message names its line
+    (found by tests/test_pool_properties.py)."""
+    df = pd.DataFrame({"item": range(9), "label": [0.0] * 9, "pred": [2.0] + [0.0] * 8, "score": [0.0] * 9,
+                       "text": [None] * 7 + [" \r0", None]})
+    f = tmp_path / "cr.csv"
+    df.to_csv(f, index=False)
+    with pytest.raises(PoolError, match=r"line 10 has 1 of the header's 5 columns"):
         Pool.from_file(str(f))
 
 

@@ -396,7 +396,7 @@ def test_cli_json_and_errors(tmp_path, capsys):
     short = tmp_path / "short.csv"
     short.write_text("score,pred,label\n0.1,0,0\n0.9,1\n")
     assert main(["subsampled", str(short), "--measure", "f1", "--keep-rate", "0.5"]) == 2
-    assert "line 3 has 2 field(s), the header has 3" in capsys.readouterr().err
+    assert "line 3 has 2 of the header's 3 columns" in capsys.readouterr().err
     # a flag the measure does not read is refused with the measures it is for, not silently ignored
     for measure, flag in (("calibration", ["--target", "population"]), ("f1", ["--interval", "agarwal"]),
                           ("auc", ["--n-total", "50000"])):
