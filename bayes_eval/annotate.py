@@ -698,7 +698,7 @@ def _describe(recs, idx, classes):
 
 
 def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | None = None,
-            stochastic: bool = False, known: dict | None = None) -> tuple[LabelRecords, int]:
+            stochastic: bool = False, held=None) -> tuple[LabelRecords, int]:
     """Reconcile several annotations of one item (Label Studio's overlap).
 
     Deterministic oracle: the annotations of one item that disagree are reduced to one
@@ -710,10 +710,10 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
     label; items they did not annotate fall back to ``"error"``).  Agreeing annotations
     are one label.  Stochastic oracle: every annotation is a label (nothing is reduced);
     the first annotation of a task answers its draw, the others the item's other draws
-    awaiting a label.  ``known`` (item as ``str`` -> the label the session already holds):
-    a disagreement whose stored label is one of the annotations' was resolved by an earlier
-    ingest and takes that label again, whatever ``rule`` is (pulling a project again after
-    ``--resolve`` needs no rule).  Returns the records and the number of disagreements
+    awaiting a label.  ``held`` (``item -> label or None``: the label the session already
+    holds), asked only of items whose annotations disagree: a disagreement whose held label
+    is one of the annotations' was resolved by an earlier ingest and takes that label again,
+    whatever ``rule`` is (pulling a project again after ``--resolve`` needs no rule).  Returns the records and the number of disagreements
     resolved now; raises :class:`LabelConflictError` (nothing is ingested).
     """
     if stochastic:
@@ -736,8 +736,9 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
         if len(labs) == 1:
             keep.append(idx[0])
             continue
-        if known and known.get(item) in labs:   # resolved when it was first ingested
-            keep.append(next(i for i in idx if int(classes[i]) == known[item]))
+        before = held(recs.items[idx[0]]) if held is not None else None
+        if before in labs:   # resolved when it was first ingested
+            keep.append(next(i for i in idx if int(classes[i]) == before))
             continue
         pick, why = None, None
         if rule == "majority":

@@ -773,14 +773,13 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         ``n_resolved`` counts them), cancelled annotations are counted (``n_cancelled``), and
         labels beyond an item's draws awaiting one (stochastic oracle) are not used (``n_unused``)."""
         lmap = {**(self.config.get("label_map") or {}), **(annotate.parse_label_map(label_map) or {})}
-        known = None   # deterministic: a disagreement resolved by an earlier ingest stays resolved
-        if not self._stochastic and self._label_of and recs.items:
+        def held(item):   # deterministic: a disagreement resolved by an earlier ingest stays resolved
             try:
-                rows = item_rows(self._core, self.pool.ids, list(recs.items), recs.where)
-                known = {str(i): self._label_of[int(r)] for i, r in zip(recs.items, rows) if int(r) in self._label_of}
+                return self._label_of.get(int(item_rows(self._core, self.pool.ids, [item], ["a label"])[0]))
             except SessionError:   # an unknown id: add_labels below refuses it with its row
-                pass
-        recs, n_res = annotate.resolve(recs, resolve, self._n_classes, lmap, self._stochastic, known=known)
+                return None
+
+        recs, n_res = annotate.resolve(recs, resolve, self._n_classes, lmap, self._stochastic, held=held)
         draws = recs.draws if any(d is not None for d in recs.draws) else None
         r = self.add_labels(recs.items, recs.labels, draws=draws, label_map=label_map, where=recs.where,
                             source=source or recs.source, n_skipped=recs.skipped, surplus=recs.meta is not None)

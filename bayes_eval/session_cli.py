@@ -534,7 +534,7 @@ def _status_text(st):
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]
     if flat:
         lines.append(_collapsed_note(flat, lvl))
-    if (st.get("posterior_sampler_ess") or LOW_SAMPLER_ESS) < LOW_SAMPLER_ESS:
+    if st.get("posterior_sampler_ess") is not None and st["posterior_sampler_ess"] < LOW_SAMPLER_ESS:
         lines.append(f"note: the Bayesian interval rests on few parameter values (importance ESS "
                      f"{st['posterior_sampler_ess']:.1f} of 1024 proposals): read it as one guess; "
                      "bayes_eval.report.report_from_session fits the model by NUTS, with R-hat and ESS")
