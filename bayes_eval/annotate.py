@@ -198,7 +198,7 @@ def task_columns(columns: Sequence[str] | None, fields=None, show_score: bool = 
         out = [c for c in cols if show_score or not SCORE_COLUMNS.search(c)]
     if show_score and "score" not in out:
         out.append("score")
-    return [c for c in out if c not in ("item", "draw", "stage", "q", "weight")]
+    return [c for c in out if c not in ("item", "draw", "stage", "q", "weight", "bayes_eval_session")]
 
 
 def choice_values(n_classes: int, label_map: dict | None = None) -> list[str]:
@@ -440,7 +440,7 @@ def _label_column(path, keys, from_name, where="columns"):
     if want in keys:
         return want
     extra = [k for k in keys if k not in ("item", "draw", "stage", "id", "annotation_id", "annotator", "created_at",
-                                          "updated_at", "lead_time")]
+                                          "updated_at", "lead_time", "bayes_eval_session")]
     hint = (f"; is the label under another name (Label Studio names it after the Choices control)? say which: "
             f"{{}} (one of {extra})" if extra and from_name is None else "")
     msg = f"{path}: no {want!r} {'column' if where == 'columns' else 'field'} ({where}: {sorted(keys)})"

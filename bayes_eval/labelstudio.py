@@ -12,8 +12,11 @@ access token).
   batch is open, the next one is drawn first (as ``session next``).  The task data is
   :func:`task_data`: ``item``, ``stage`` (``draw``), and the pool's own columns chosen by
   ``fields`` — model scores and probabilities only with ``show_score``; ``preannotate``
-  adds the classifier's prediction as a Label Studio prediction.
-* :func:`pull` reads every task of the project with its annotations and ingests them
+  adds the classifier's prediction as a Label Studio prediction.  Pushed tasks also carry
+  ``bayes_eval_session``, the session's tag (set at its first push): a project holding
+  another session's tasks is refused before anything is drawn.
+* :func:`pull` reads every task of the project with its annotations (this session's: its
+  tag, or no tag — tasks imported from a file) and ingests them
   (:meth:`~bayes_eval.session.Session.ingest_records`, one transaction; several
   annotations of an item reconciled by ``resolve``).  Cancelled and skipped annotations
   are counted, not ingested; ``skip_cancelled`` records the open batch's items that every
@@ -169,6 +172,32 @@ def _refuse_partitioned(session):
 PROJECT_KEY = "label_studio_project"
 
 
+#: the session's meta key for its tag, carried by every task it pushes (task data ``TAG_FIELD``)
+TAG_KEY = "label_studio_session"
+TAG_FIELD = "bayes_eval_session"
+
+
+def _tag(session, create: bool = False) -> str | None:
+    """The session's tag in task data (``bayes_eval_session``): set once, before the first import, so a
+    task in Label Studio names the session that pushed it (None: never pushed, ``create``
+    False)."""
+    tag = session._store.meta().get(TAG_KEY)
+    if tag is None and create:
+        import uuid
+
+        tag = uuid.uuid4().hex[:12]
+        session._store.set_meta(TAG_KEY, tag)
+    return tag
+
+
+def _split_by_session(tasks, tag):
+    """The project's tasks that carry an item: this session's (its tag, or none — tasks
+    imported from a file, or pushed before tags) and another session's."""
+    items = [t for t in tasks if "item" in t["data"]]
+    theirs = [t for t in items if t["data"].get(TAG_FIELD) not in (None, tag)]
+    return [t for t in items if t["data"].get(TAG_FIELD) in (None, tag)], theirs
+
+
 def _one_project(session, project):
     """One project per session (README): a push or pull to another project than the one
     the session's tasks went to is refused (the same batch in two projects could be
@@ -191,7 +220,7 @@ def _check_config(ls, url, project, keys, from_name=None):
         raise SessionError(f"project {project}'s choice control is named {', '.join(map(repr, choices))}, not "
                            f"{from_name!r}: the pre-annotations would not show; give from_name (--from-name "
                            f"{choices[0]}); nothing was drawn")
-    wanted = sorted(set(re.findall(r'value="\$([A-Za-z_][A-Za-z0-9_]*)"', config)) - set(keys))
+    wanted = sorted(set(re.findall(r'value="\$([A-Za-z_][A-Za-z0-9_]*)"', config)) - set(keys) - {TAG_FIELD})
     if wanted:
         raise SessionError(f"project {project}'s labeling configuration reads {', '.join('$' + w for w in wanted)}, "
                            f"which the tasks do not carry (they carry {', '.join(keys)}): set it to the output of "
@@ -203,13 +232,21 @@ def _push(ls, session, url, project, n, cols, show_score, preannotate, from_name
     existing = tasks_of_project(ls, url, project)  # before the batch is drawn: a dead server draws nothing
     _check_config(ls, url, project, ["item", "stage"] + (["draw"] if session.oracle == "stochastic" else []) + cols,
                   from_name if preannotate else None)
+    existing, theirs = _split_by_session(existing, _tag(session))
+    if theirs:
+        raise SessionError(f"project {project} holds {len(theirs)} task(s) another session pushed (task data {TAG_FIELD} "
+                           f"{theirs[0]['data'][TAG_FIELD]!r}): one project per session, or its labels would mix with "
+                           f"this one's; create a project for this session; nothing was drawn")
     batch = session.next_batch(n)
+    tag = _tag(session, create=True)   # recorded before any task carries it
     keys = set()
     for t in existing:
         d = t["data"]
         if "item" in d:
             keys.add((str(d["item"]), None if d.get("draw") is None else int(d["draw"])))
     tasks = task_data(session, batch, cols, show_score)
+    for t in tasks:
+        t["data"][TAG_FIELD] = tag
     stochastic = session.oracle == "stochastic"
     todo = [t for t in tasks if (str(t["data"]["item"]), t["data"].get("draw") if stochastic else None) not in
             {(k[0], k[1] if stochastic else None) for k in keys}]
@@ -243,7 +280,11 @@ def pull(session, url: str, project: int, token: str | None = None, resolve: str
     _one_project(session, project)
     with connect(url, token) as ls:
         tasks = tasks_of_project(ls, url, project)
-        mine = [t for t in tasks if "item" in t["data"]]
+        mine, theirs = _split_by_session(tasks, _tag(session))
+        if theirs and not mine:
+            raise SessionError(f"project {project} holds only tasks another session pushed ({len(theirs)}, task data "
+                               f"{TAG_FIELD} {theirs[0]['data'][TAG_FIELD]!r}): nothing of this session's to pull; nothing "
+                               f"was ingested")
         emails = _emails(ls, url) if any(len(t["annotations"]) > 1 for t in mine) else {}
     for t in mine:
         for a in t["annotations"]:
@@ -255,7 +296,8 @@ def pull(session, url: str, project: int, token: str | None = None, resolve: str
     cancelled_items = sorted({str(t["data"]["item"]) for t in mine
                               if t["annotations"] and all(a.get("was_cancelled") for a in t["annotations"])
                               and str(t["data"]["item"]) in pending})
-    info = {"tasks": len(mine), "other_tasks": len(tasks) - len(mine), "result": None, "skip": None,
+    info = {"tasks": len(mine), "other_tasks": len(tasks) - len(mine) - len(theirs),
+            "other_session_tasks": len(theirs), "result": None, "skip": None,
             "cancelled_items": cancelled_items}
     try:
         recs = annotate.records_of_tasks(objs, from_name, source) if objs else None

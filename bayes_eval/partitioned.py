@@ -23,6 +23,7 @@ import glob
 import hashlib
 import logging
 import os
+import re
 from typing import NamedTuple, Sequence
 
 import numpy as np
@@ -31,7 +32,7 @@ import pandas as pd
 from .errors import PoolError
 
 __all__ = ["DASK_EXTRA", "require_dask", "is_partitioned_path", "partition_files", "PartitionedPool",
-           "partition_digest", "combine_digests", "fix_index", "connect", "choose_engine", "read_frames"]
+           "partition_digest", "combine_digests", "partition_record", "changed_partition", "in_partition", "fix_index", "connect", "choose_engine", "read_frames"]
 
 #: how to install what the dask engine needs
 DASK_EXTRA = 'pip install "bayes_eval[dask]"'
@@ -241,6 +242,48 @@ class Part:
     @property
     def weights(self):
         return np.full(self.n_items, 1.0 / self.n_items)
+
+
+def partition_record(files, digests) -> list[list[str]]:
+    """``[file name, digest prefix]`` per partition, in order: what a session records of a
+    partitioned pool, so a changed pool on reopening names the partition that changed
+    (:func:`changed_partition`)."""
+    return [[os.path.basename(f), d.hex()[:16]] for f, d in zip(files, digests)]
+
+
+def changed_partition(recorded, now) -> str | None:
+    """Which partition differs between two :func:`partition_record` lists, in words (None
+    where either is missing or they agree)."""
+    if not recorded or not now:
+        return None
+    if len(recorded) != len(now):
+        return f"the pool had {len(recorded)} partition files and has {len(now)}"
+    for p, (a, b) in enumerate(zip(recorded, now)):
+        if a[0] != b[0]:
+            return f"partition {p} was {a[0]} and is now {b[0]}"
+        if a[1] != b[1]:
+            return f"partition {p} ({a[0]}) changed"
+    return None
+
+
+def in_partition(exc: PoolError, files, sizes) -> PoolError:
+    """A validation error of the partitions read whole (the memory engine), worded as the
+    dask engine's (:func:`task_read`): its first ``at row R`` of the concatenated rows becomes
+    the partition, its file and the row inside it, so the user can find the row to mend."""
+    from .errors import cli_message
+
+    offsets = np.cumsum([0, *sizes])
+
+    def local(msg):
+        m = re.search(r"at row (\d+)", msg)
+        if m is None:
+            return msg
+        row = int(m.group(1))
+        p = int(np.searchsorted(offsets, row, side="right") - 1)
+        return (f"partition {p} ({os.path.basename(files[p])}), {msg[:m.start()]}at row {row - int(offsets[p])}"
+                f"{msg[m.end():]}")
+
+    return PoolError(local(str(exc)), cli=local(cli_message(exc)) if exc.cli else None)
 
 
 def task_read(pool_cls, file: str, p: int, offset: int, score_kind, threshold, n_classes: int, name: str):
@@ -472,6 +515,7 @@ class PartitionedPool:
         self.score_range = (float(zr[:, 0].min()), float(zr[:, 1].max()))
         self._fingerprint = combine_digests([s.digest for s in summaries], n_classes)
         self._derived_store: dict = {}
+        self.derived("partitions", None, lambda: partition_record(files, [s.digest for s in summaries]), size=1)
         self._id_index = None
 
     # ---------------------------------------------------------------- construction

@@ -499,8 +499,8 @@ class Pool:
         """
         from dataclasses import replace
 
-        from .partitioned import (PartitionedPool, choose_engine, combine_digests, partition_digest,
-                                  partition_files, read_frames)
+        from .partitioned import (PartitionedPool, choose_engine, combine_digests, in_partition, partition_digest,
+                                  partition_files, partition_record, read_frames)
 
         files = partition_files(path)
         if engine not in (None, "memory", "dask"):
@@ -519,14 +519,18 @@ class Pool:
         import pyarrow.parquet as pq
 
         sizes = [pq.ParquetFile(f).metadata.num_rows for f in files]
-        pool = cls.from_frame(read_frames(files), n_classes=n_classes, name=name, score_kind=score_kind,
-                              threshold=threshold)
+        try:
+            pool = cls.from_frame(read_frames(files), n_classes=n_classes, name=name, score_kind=score_kind,
+                                  threshold=threshold)
+        except PoolError as exc:   # name the partition file and its row, as the dask engine does
+            raise in_partition(exc, files, sizes) from None
         pool = replace(pool, notes=pool.notes + (f"engine memory ({why}; {len(files)} partitions)",))
         offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         digests = [partition_digest(pool.preds[a:b], pool.scores[a:b], pool.probs[a:b], np.asarray(pool.ids)[a:b])
                    for a, b in zip(offs[:-1], offs[1:])]
         fp = combine_digests(digests, n_classes)
         pool.derived("fingerprint", None, lambda: fp, size=1)  # the partitions' fingerprint, as the dask engine's
+        pool.derived("partitions", None, lambda: partition_record(files, digests), size=1)
         return pool
 
     # ------------------------------------------------------------------ properties

@@ -42,6 +42,7 @@ import pandas as pd
 from . import _config  # noqa: F401  (float64)
 from . import annotate, kernel
 from .drawing import draw_stage, order_positions, poisson_pick  # noqa: F401  (re-exported)
+from .partitioned import changed_partition
 from .session_core import SessionCore, clear_cache, core_for, ids_at, item_rows, pool_fingerprint  # noqa: F401  (re-exported)
 from .session_replay import SessionReplay
 from .session_reports import SessionReports
@@ -53,6 +54,7 @@ from .session_setup import (  # noqa: F401  (re-exported)
     SESSION_DESIGNS,
     component_names,
     make_design,
+    pool_partitions,
     session_config,
     session_measures,
 )
@@ -350,7 +352,8 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                 msg = (f"{path}: the pool has changed — the session was created on pool {info.get('name')!r} "
                        f"({info.get('n_items')} items, fingerprint {meta['fingerprint'][:12]}…), the pool given "
                        f"({pool.name!r}, {pool.n_items} items) has fingerprint {fingerprint[:12]}…; "
-                       f"refusing to open it on different data")
+                       f"refusing to open it on different data"
+                       + "".join(f" ({w})" for w in [changed_partition(info.get("partitions"), pool_partitions(pool))] if w))
                 raise PoolMismatchError(msg, cli=msg + " (if the pool's file moved, give it with --pool FILE)")
             ms = session_measures(config["measures"], pool, measures, path)
             core = core_for(pool, ms, config, progress)

@@ -21,7 +21,6 @@ Importing this module is cheap (no JAX); the work happens in :mod:`bayes_eval.se
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import sys
@@ -30,6 +29,8 @@ import time
 from .posterior import LOW_SAMPLER_ESS
 from .results import blind_spot_text, labels_to_width_text
 from .results import collapsed_text as _collapsed_note
+from .session_cli_text import allowed_line, clt_check_line, fmt, jsonable, open_session, outside_note, print_json
+from .session_report_cli import cmd_report
 from .session_team_cli import TEAM_COMMANDS, add_label_reading_args, add_task_content_args, add_team_parsers
 
 __all__ = ["add_session_parser", "cmd_session", "add_pool_reading_args", "read_pool", "jsonable"]
@@ -194,99 +195,6 @@ class _Bar:
             self._last = ""
 
 
-def _outside_note(rows, median_ref: str = "") -> str | None:
-    """Where the design's estimate of a component lies outside its Bayesian interval (rows
-    with ``component``, ``estimate``, ``bayes_lower``, ``bayes_upper``, ``bayes_median``:
-    ``session status``'s components or summary.csv's records), the sentence that says so
-    for the first such component, naming the posterior median; None where none does."""
-    def num(v):
-        return v is not None and math.isfinite(v)
-
-    away = [r for r in rows if num(r.get("estimate")) and num(r.get("bayes_lower")) and num(r.get("bayes_upper"))
-            and not r["bayes_lower"] <= r["estimate"] <= r["bayes_upper"]]
-    if not away:
-        return None
-    r = away[0]
-    return (f"the design's estimate of {r['component']} ({_fmt(r['estimate'])}) lies outside its Bayesian interval; "
-            f"the posterior median is {_fmt(r.get('bayes_median'))}{median_ref}. The estimate rests on the items "
-            f"drawn, the interval also on the items nobody labeled"
-            + (f" ({len(away) - 1} more component(s) alike)" if len(away) > 1 else ""))
-
-
-def _pr_caveat(s, bayes_band: bool = False) -> str | None:
-    """The PR curve's caveat in ``session report``: where the session's CLT check fails for its
-    first measure, the curve's CLT band rests on the positives found (None where it passes or
-    the design has no check); ``bayes_band``: the figure has the Bayesian band, the one to read."""
-    from .estimators import MODEL_CHECK_MAX
-
-    chk = list(s.clt_check())[: len(s.measures[0].names)]
-    if not any(float(c) > MODEL_CHECK_MAX for c in chk):  # NaN (no check) compares False
-        return None
-    if bayes_band:
-        return "CLT check fails: the CLT band rests on the positives found; read the Bayesian band"
-    return "CLT check fails: the band rests on the positives found"
-
-
-def _clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = None) -> str:
-    """The CLT check of ``session status`` (estimators.model_assisted): whether the design's
-    calibrated model and the draws agree on the variance; ``bayes_shown``: the Bayesian interval
-    is shown first beside it (default: whether ``comps`` carry it); ``labels``: the labels in
-    the estimate (0: nothing to check yet)."""
-    checked = [c for c in comps if "clt_reliable" in c]
-    if not checked and labels == 0:
-        return "CLT check: nothing to check before the first stage is labeled"
-    if not checked:
-        return ("CLT check: not available for this design; the CLT-based intervals rest on the positives found so "
-                "far and on imbalanced pools cover 60-98% (benchmarks/results/stopping.md): read them with the "
-                "--bayesian interval, which accounts for the unlabeled items")
-    bad = [c for c in checked if not c["clt_reliable"]]
-    if bad:
-        c = bad[0]
-        # a ratio over 10^6 means the draws' own variance is ~0 (e.g. every draw so far the same): say so
-        r = ("an unbounded multiple of" if c["clt_check"] is None else
-             "over 10^6 ×" if c["clt_check"] > 1e6 else f"{c['clt_check']:.3g}×")
-        if bayes_shown is None:
-            bayes_shown = any("bayes_lower" in x for x in comps)
-        read = "read the Bayesian interval (shown first)" if bayes_shown else "read the --bayesian interval"
-        return (f"CLT check: NOT RELIABLE for {', '.join(b['component'] for b in bad[:4])}: the calibrated model "
-                f"expects {r} the variance the draws show ({c['component']}) — positives may hide where the design "
-                f"draws few items, which no draw so far can confirm or refute; the CLT-based intervals (own-weight "
-                f"variance) miss more often than 5% there: {read}")
-    worst = max(c["clt_check"] for c in checked)
-    return (f"CLT check: passed (the calibrated model's variance is at most {worst:.3g}× the draws'; the CLT "
-            f"interval uses the larger of the two; measured on nine pools, a passed check with an interval that "
-            f"misses the truth: at most 7% of runs — benchmarks/results/interval_model_variance.md)")
-
-
-def _fmt(v, digits=4):
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "undefined"
-    return f"{v:.{digits}f}"
-
-
-def jsonable(o):
-    """``o`` with NumPy scalars and arrays as Python numbers and lists, non-finite floats as
-    None: what the commands print as JSON."""
-    import numpy as np
-
-    if isinstance(o, dict):
-        return {k: jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [jsonable(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return jsonable(o.tolist())
-    if isinstance(o, (np.floating, float)):
-        o = float(o)
-        return o if math.isfinite(o) else None
-    if isinstance(o, np.integer):
-        return int(o)
-    return o
-
-
-def _print_json(obj):
-    print(json.dumps(jsonable(obj), indent=2))
-
-
 def _parse_options(items):
     """``KEY=VALUE`` strings -> dict (numbers stay strings; the session converts them)."""
     from .errors import UsageError
@@ -302,14 +210,6 @@ def _parse_options(items):
             k, v = part.split("=", 1)
             out[k.strip()] = v.strip()
     return out
-
-
-def _open(args, bar):
-    from .session import Session
-
-    engine = getattr(args, "engine", "auto")
-    return Session.open(args.db, pool=args.pool, progress=bar, engine=None if engine in (None, "auto") else engine,
-                        scheduler=getattr(args, "scheduler", None))
 
 
 # ------------------------------------------------------------------------------ commands
@@ -357,7 +257,7 @@ def _cmd_new(args, bar):
     if getattr(pool, "partitioned", False):
         pool.close()
     if args.format == "json":
-        _print_json(out)
+        print_json(out)
     else:
         nonempty = out["strata_nonempty"]   # a pool without scores, or one big tie, fills few strata
         print(f"created session {args.db}: pool {out['pool']['name']!r} ({out['pool']['n_items']:,} items), "
@@ -393,7 +293,7 @@ def _cmd_next(args, bar):
     elif args.fields or args.show_score or args.preannotate:
         raise UsageError("--fields, --show-score and --preannotate shape a batch file for annotators: give --out "
                          "batch.csv / batch.json")
-    s = _open(args, bar)
+    s = open_session(args, bar)
     bar.done()
     try:
         if args.out == "-":
@@ -418,7 +318,7 @@ def _cmd_next(args, bar):
     if args.format == "json":
         if args.out == "-":
             info["batch"] = json.loads(df.to_json(orient="records"))
-        _print_json(info)
+        print_json(info)
         return 0
     msg = sys.stderr if args.out == "-" else sys.stdout
     if not len(df) and info["fully_labeled"]:
@@ -444,7 +344,7 @@ def _cmd_ingest(args, bar):
 
     for f in args.files:  # every file readable, before the session is replayed
         annotate.read_labels(f, from_name=args.from_name)
-    s = _open(args, bar)
+    s = open_session(args, bar)
     bar.done()
     results = []
     try:
@@ -466,7 +366,7 @@ def _cmd_ingest(args, bar):
     finally:
         s.close()
     if args.format == "json":
-        _print_json({"files": [{"file": f, **r._asdict()} for f, r in results],
+        print_json({"files": [{"file": f, **r._asdict()} for f, r in results],
                      "labels": results[-1][1].labels if results else None})
     return 0
 
@@ -482,7 +382,7 @@ def _status_text(st):
              + (f" ({st['labels_in_estimate']} in the estimate)" if st["labels_in_estimate"] != st["labels"] else "")
              + f" in {st['stages']} stage(s); draws {st['draws']}"
              + (f"; open batch: {st['pending']} item(s) awaiting a label" if st["pending"] else ""),
-             f"effective sample size (Σw)²/Σw²: {_fmt(st['ess'], 1)}; largest weight: {_fmt(st['max_weight'], 2)}"]
+             f"effective sample size (Σw)²/Σw²: {fmt(st['ess'], 1)}; largest weight: {fmt(st['max_weight'], 2)}"]
     pr = st.get("proposal")
     if pr and not st.get("fully_labeled") and (pr["unlabeled_share"] < 0.5 or pr.get("audit_floor_binds")):
         # where the draws go once the design has labeled what its model finds worth labeling
@@ -508,9 +408,9 @@ def _status_text(st):
         cols = [b] + cols if st.get("headline_interval") == "bayes" else cols + [b]
     lines.append(f"{'component':<{w}}  {'estimate':>9}" + "".join(f"  {t:>{n}}" for _, t, n in cols))
     for c in comps[:12]:
-        row = f"{c['component']:<{w}}  {_fmt(c['estimate']):>9}"
+        row = f"{c['component']:<{w}}  {fmt(c['estimate']):>9}"
         for key, _, n in cols:
-            iv = (f"[{_fmt(c.get(key + '_lower'))}, {_fmt(c.get(key + '_upper'))}]"
+            iv = (f"[{fmt(c.get(key + '_lower'))}, {fmt(c.get(key + '_upper'))}]"
                   if c.get(key + "_lower") is not None else "undefined")
             row += f"  {iv:>{n}}"
         lines.append(row)
@@ -520,7 +420,7 @@ def _status_text(st):
         lines.append("read first: the Bayesian interval (the finite-pool posterior: it accounts for the items nobody "
                      "labeled)" + (", added because the CLT check fails" if st.get("bayesian_auto") else "")
                      + "; the confidence sequence and the CLT interval are for comparison.")
-        away = _outside_note(comps)
+        away = outside_note(comps)
         if away:
             lines.append("note: " + away)
     stop_kind = (st.get("stopping") or {}).get("kind")
@@ -529,8 +429,8 @@ def _status_text(st):
                  + "; the CLT interval is for one fixed budget."
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
                     "(one odd posterior cannot stop it)." if stop_kind == "bayes-stable" else ""))
-    lines.append(_clt_check_line(comps, labels=st.get("labels_in_estimate")))
-    lines += [x for x in [_allowed_line(st), blind_spot_text(st.get("blind_spot"), [c["component"] for c in comps])] if x]
+    lines.append(clt_check_line(comps, labels=st.get("labels_in_estimate")))
+    lines += [x for x in [allowed_line(st), blind_spot_text(st.get("blind_spot"), [c["component"] for c in comps])] if x]
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]
     if flat:
         lines.append(_collapsed_note(flat, lvl))
@@ -539,7 +439,7 @@ def _status_text(st):
                      f"{st['posterior_sampler_ess']:.1f} of 1024 proposals): read it as one guess; "
                      "bayes_eval.report.report_from_session fits the model by NUTS, with R-hat and ESS")
     if st.get("fully_labeled"):
-        ex = ", ".join(f"{k} = {_fmt(v)}" for k, v in list(st["exact"].items())[:12])
+        ex = ", ".join(f"{k} = {fmt(v)}" for k, v in list(st["exact"].items())[:12])
         lines.append(f"every item of the pool is labeled: exact value on the pool {ex} (nothing more to label)")
     if st.get("poisson") and not st["poisson"].get("exact") and not has_b:
         lines.append("note: a Poisson design's CLT interval cannot see relevant items that were never drawn and is "
@@ -564,17 +464,8 @@ def _status_text(st):
     return "\n".join(lines)
 
 
-def _allowed_line(st) -> str | None:
-    """What the labels allow (:mod:`bayes_eval.feasible`) per component, from ``Session.status()``."""
-    allowed = [c for c in st["estimates"] if c.get("feasible_lower") is not None]
-    rng_ = ", ".join(f"{c['component']} in [{_fmt(c['feasible_lower'])}, {_fmt(c['feasible_upper'])}]" for c in allowed[:4])
-    return None if not allowed or st.get("fully_labeled") else (
-        f"what the labels allow, whatever the unlabeled items are: {rng_} — the estimate is kept inside and the "
-        f"CLT-based intervals are cut to it")
-
-
 def _cmd_status(args, bar):
-    s = _open(args, bar)
+    s = open_session(args, bar)
     try:
         bar("estimating", 0, 1)
         st = s.status(target_width=args.target_width, level=args.level, bayesian=args.bayesian)
@@ -582,244 +473,13 @@ def _cmd_status(args, bar):
         bar.done()
         s.close()
     if args.format == "json":
-        _print_json(st)
+        print_json(st)
     else:
         print(_status_text(st))
     return 0
 
 
-def _md_table(df, floatfmt="{:.4g}"):
-    cols = list(df.columns)
-
-    def cell(v):
-        if isinstance(v, float):
-            return "" if not math.isfinite(v) else floatfmt.format(v)
-        return str(v)
-
-    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in df.itertuples(index=False, name=None):
-        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _pr_curve_table(s, thresholds, level, bayesian=True):
-    """The PR curve of the report: the session's own pr_curve measure if it has one,
-    else one estimated from the same labels on ``thresholds`` evenly spaced scores; with
-    ``bayesian``, where the session has a posterior, the Bayesian band too (columns
-    ``precision_bayes_median``, ``precision_bayes_lower`` ...: the finite-pool posterior of
-    the curve given the same labels, :meth:`~bayes_eval.session.Session.posterior_of`)."""
-    import numpy as np
-    import pandas as pd
-
-    from . import measures as M
-    from .estimators import normal_interval
-    from .posterior import equal_tailed
-    from .session import SessionError
-
-    pr = next((m for m in s.measures if m.name.startswith("pr_curve")), None)
-    blo = bhi = bmed = None
-    if pr is not None:
-        names = list(pr.names)
-        iv = s.intervals(level, bayesian=False).set_index("component")
-        value = iv.loc[names, "estimate"].to_numpy()
-        lo = iv.loc[names, "lower"].to_numpy()
-        hi = iv.loc[names, "upper"].to_numpy()
-        b = s.bayesian_interval(level) if bayesian else None
-        if b is not None:
-            b = b.set_index("component")
-            blo, bhi = b.loc[names, "lower"].to_numpy(), b.loc[names, "upper"].to_numpy()
-            bmed = b.loc[names, "estimate"].to_numpy()   # the posterior median
-    else:
-        system = int(s.config.get("system", 0))
-        # evenly spaced between the smallest and largest score, as in 001 §5.3 (quantiles of an
-        # imbalanced pool would crowd the thresholds among the negatives)
-        t = M.default_thresholds(np.asarray(s.pool.scores[:, system]), thresholds, spacing="uniform")
-        pr = M.pr_curve(t, system=system)
-        names = list(pr.names)
-        draws = s.posterior_of(pr) if bayesian else None
-        try:
-            est = s.estimate_draws(pr)
-            value = np.asarray(est.value)
-            lo, hi = (np.asarray(a) for a in normal_interval(est.value, est.cov, level))
-        except SessionError:
-            # the Poisson designs estimate their own measures from the round records only: a
-            # further measure's curve is the posterior's alone (no posterior: the error stands)
-            if draws is None:
-                raise
-            value = lo = hi = np.full(len(names), np.nan)
-        if draws is not None:
-            with np.errstate(all="ignore"):
-                blo, bhi = (np.asarray(a) for a in equal_tailed(draws, level))
-                bmed = np.nanmedian(draws, axis=0)
-    L = len(names) // 2
-    df = pd.DataFrame({"threshold": [n.split("@", 1)[1] for n in names[:L]], "precision": value[:L],
-                       "precision_lower": lo[:L], "precision_upper": hi[:L], "recall": value[L:],
-                       "recall_lower": lo[L:], "recall_upper": hi[L:]})
-    if blo is not None:
-        df["precision_bayes_median"], df["precision_bayes_lower"], df["precision_bayes_upper"] = bmed[:L], blo[:L], bhi[:L]
-        df["recall_bayes_median"], df["recall_bayes_lower"], df["recall_bayes_upper"] = bmed[L:], blo[L:], bhi[L:]
-    return df
-
-
-def _check_folder(path):
-    """The report's folder exists or can be created, and can be written."""
-    from .errors import UsageError
-
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise UsageError(f"--out {path}: a file of that name exists (the report needs a folder)")
-    up = os.path.abspath(path)
-    while not os.path.exists(up):
-        up = os.path.dirname(up)
-    if not os.path.isdir(up) or not os.access(up, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {path}: cannot write there (permission denied in {up})")
-
-
-def _cmd_report(args, bar):
-    from . import plots
-    from .session import SessionError
-
-    _check_folder(args.out)  # before the session is replayed
-    s = _open(args, bar)
-    files = []
-    try:
-        os.makedirs(args.out, exist_ok=True)
-        bar("writing tables", 0, 4)
-        bayes = not args.no_bayesian
-        summ = s.summary(level=args.level, bayesian=bayes)
-        hist = s.history(level=args.level)
-        p = os.path.join(args.out, "summary.csv")
-        summ.to_csv(p, index=False)
-        files.append(p)
-        p = os.path.join(args.out, "history.csv")
-        hist.to_csv(p, index=False)
-        files.append(p)
-        bar("plotting", 1, 4)
-        prog = s.plot_progress(os.path.join(args.out, "progress.png"), level=args.level, bayesian=bayes)
-        files.append(prog)
-        post = (plots.plot_session_posterior(s, os.path.join(args.out, "posterior.png"), args.level)
-                if s.n_stages and bayes else None)
-        if post:
-            files.append(post)
-        pr_df = None
-        pr_note = pr_caveat = None
-        pr_bayes = pr_alone = False
-        if args.pr_curve:
-            bar("PR curve", 2, 4)
-            try:
-                pr_df = _pr_curve_table(s, args.thresholds, args.level, bayesian=bayes)
-                n_used = int(hist["labels"].iloc[-1]) if len(hist) else 0  # labels in the estimate
-                pr_bayes = "precision_bayes_lower" in pr_df.columns
-                pr_alone = pr_bayes and not pr_df["precision"].notna().any()   # the posterior's curve only
-                pr_caveat = None if pr_alone else _pr_caveat(s, pr_bayes)
-                plots.plot_pr_curve(pr_df, os.path.join(args.out, "pr_curve.png"), args.level,
-                                    title=f"PR curve from {n_used} labels (design {s.design_name})", caveat=pr_caveat)
-                files.append(os.path.join(args.out, "pr_curve.png"))
-                p = os.path.join(args.out, "pr_curve.csv")
-                pr_df.to_csv(p, index=False)
-                files.append(p)
-            except SessionError as exc:
-                pr_note = f"PR curve not drawn: {exc}"
-        bar("writing the report", 3, 4)
-        st = s.status(level=args.level)
-        # issue 15, item 4: where the CLT check fails, the Bayesian interval leads and the rule stops on it too
-        lead_bayes = "bayes_lower" in summ.columns and any(not c.get("clt_reliable", True) for c in st["estimates"])
-        stop = s.stopping(args.target_width, args.level, bayesian=bayes) if args.target_width else None
-        first = s.components[: len(s.measures[0].names)][:8]
-        hshort = hist[hist["component"].isin(first)][["stage", "labels", "draws", "ess", "max_weight", "component",
-                                                      "estimate", "lower", "upper"]]
-        order = (("measure", "component", "estimate", "bayes_lower", "bayes_upper", "bayes_median", "std_error",
-                  "clt_lower", "clt_upper") if lead_bayes else
-                 ("measure", "component", "estimate", "std_error", "clt_lower", "clt_upper", "bayes_lower",
-                  "bayes_upper"))
-        show = [c for c in order if c in summ.columns]
-        md = ["# Labeling session report\n",
-              f"Session `{s.path}` — pool `{s.config['pool'].get('name')}` ({s.pool.n_items:,} items), "
-              f"measure(s) {', '.join(m.name for m in s.measures)}, design `{s.design_name}`, oracle "
-              f"{s.oracle}, seed {s.seed}.\n",
-              f"Labels spent: **{st['labels']}** ({st['labels_in_estimate']} in the estimate) in {st['stages']} "
-              f"stage(s); draws {st['draws']}; effective sample "
-              f"size (Σw)²/Σw² {_fmt(st['ess'], 1)}; largest weight {_fmt(st['max_weight'], 2)}.\n",
-              "## Estimates\n",
-              ("**Read first: the Bayesian interval** (`bayes_lower`, `bayes_upper`: the finite-pool posterior, which "
-               "accounts for the items nobody labeled); the CLT check fails, so the CLT interval is for comparison "
-               "only.\n\n" if lead_bayes else ""),
-              _md_table(summ[show].head(40)),
-              "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
-              "\n" + _clt_check_line(st["estimates"], lead_bayes) + " (per component: `clt_check` in summary.csv)\n"]
-        md += [f"\n{x[0].upper()}{x[1:]} (`feasible_lower`, `feasible_upper` in summary.csv).\n" for x in [_allowed_line(st)] if x]
-        md += [f"\n{x[0].upper()}{x[1:]} (`blind_spot` in `session status --format json`).\n"
-               for x in [blind_spot_text(st.get("blind_spot"), list(summ["component"]))] if x]
-        away = _outside_note(summ.to_dict("records"), " (`bayes_median`)") if lead_bayes else None
-        if away:
-            md.append("\n" + away[0].upper() + away[1:] + ".\n")
-        if "bayes_collapsed" in summ.columns and summ["bayes_collapsed"].any():
-            md.append("\n" + _collapsed_note(list(summ.loc[summ["bayes_collapsed"], "component"]),
-                                             int(round(args.level * 100))) + " (`bayes_collapsed` in summary.csv)\n")
-        skips = s.skip_summary()
-        if skips is not None:
-            p = os.path.join(args.out, "skipped.csv")
-            skips["items"].to_csv(p, index=False)
-            files.append(p)
-            md += ["\n## Skipped items\n", skips["note"] + "\n", *(c + "\n" for c in skips["caveats"])]
-            if "bayes_lower" in summ.columns:
-                md.append(skips["bayesian"] + "\n")
-            md.append("Skipped per stage: " + ", ".join(f"stage {k}: {v}" for k, v in skips["by_stage"].items())
-                      + " (every skipped item, with its reason, in skipped.csv).\n")
-        if stop:
-            md.append(f"\nStopping rule (width < {stop['target_width']:g}): "
-                      + (f"width {stop['width']:.4f}, " if stop["width"] is not None else "")
-                      + (f"reached — {stop['note']}." if stop.get("exact") else "reached." if stop["reached"]
-                         else "not reached; " + (labels_to_width_text(stop) + "." if stop.get("more_labels") else stop["note"]))
-                      + "\n")
-        md += ["\n## Estimate and interval against labels spent\n", "![progress](progress.png)\n"]
-        if post:
-            md += ["\n## Posterior of the measure on this pool, with the CLT interval\n",
-                   "![posterior](posterior.png)\n"]
-        if pr_df is not None:
-            md += ["\n## PR curve (same labels, 001 §3.3.1)\n", "![PR curve](pr_curve.png)\n"]
-            if pr_alone:
-                md.append("\nThe curve is the posterior's alone -- its median with its Bayesian band (shaded): the "
-                          "finite-pool posterior of the curve given the same labels (the session's posterior model, "
-                          "every unlabeled item's class drawn from it; `pr_curve.csv`'s `*_bayes_median` / "
-                          "`*_bayes_lower` / `*_bayes_upper` columns). The design's estimate of a measure it was not "
-                          f"created with needs importance-weighted draws, which design `{s.design_name}`'s rounds "
-                          "are not.\n")
-            elif pr_bayes:
-                md.append("\nTwo curves: the design's estimate with its CLT band (dashed), and the posterior median "
-                          "with its Bayesian band (shaded) -- the finite-pool posterior of the curve given the same "
-                          "labels (the session's posterior model, every unlabeled item's class drawn from it; "
-                          "`pr_curve.csv`'s `*_bayes_median` / `*_bayes_lower` / `*_bayes_upper` columns). In PR space "
-                          "each band is the precision's interval at one threshold, drawn at its curve's recall; the "
-                          "recall's own interval, often the wider, is the right panel's.\n")
-            if pr_caveat and pr_bayes:
-                md.append("\nThe CLT check fails (above), so the curve's estimate and its CLT band rest on the positives "
-                          "found: positives may hide where the design draws few items. The Bayesian band also "
-                          "accounts for the items nobody labeled: read it.\n")
-            elif pr_caveat:
-                md.append("\nThe CLT check fails (above), so this curve and its CLT band rest on the positives found: "
-                          "positives may hide where the design draws few items, and neither sees them.\n")
-        if pr_note:
-            md.append(f"\n{pr_note}\n")
-        md += ["\n## History\n", _md_table(hshort)]
-        p = os.path.join(args.out, "report.md")
-        with open(p, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(md))
-        files.append(p)
-        p = os.path.join(args.out, "summary.md")
-        with open(p, "w", encoding="utf-8") as fh:
-            fh.write(_md_table(summ[show]))
-        files.append(p)
-    finally:
-        bar.done()
-        s.close()
-    if args.format == "json":
-        _print_json({"out": os.path.abspath(args.out), "files": [os.path.abspath(f) for f in files]})
-    else:
-        print(f"wrote {len(files)} files to {args.out}: " + ", ".join(os.path.basename(f) for f in files))
-    return 0
-
-
-_COMMANDS = {"new": _cmd_new, "next": _cmd_next, "ingest": _cmd_ingest, "status": _cmd_status, "report": _cmd_report,
+_COMMANDS = {"new": _cmd_new, "next": _cmd_next, "ingest": _cmd_ingest, "status": _cmd_status, "report": cmd_report,
              **TEAM_COMMANDS}
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "keep_empty_default",
     "session_config",
     "session_measures",
+    "pool_partitions",
 ]
 
 SESSION_DESIGNS = tuple(registry.design_names())
@@ -38,6 +39,13 @@ POISSON_DESIGNS = tuple(n for n in SESSION_DESIGNS if registry.design_spec(n).ki
 POISSON_OPTIONS = ("estimator", "form", "weights", "variance", "poisson_eps", "defensive", "defensive_form",
                    "em_iters")
 ORACLES = ("deterministic", "stochastic")
+
+
+def pool_partitions(pool) -> list | None:
+    """A partitioned pool's ``[file name, digest prefix]`` per partition
+    (:func:`bayes_eval.partitioned.partition_record`), None for a pool read from one file."""
+    return pool.derived("partitions", None, lambda: None, size=1)
+
 
 def make_design(name: str, measure, cells, n_strata: int, *, oracle: str = "deterministic", **settings):
     """The session's design: :func:`bayes_eval.registry.build_design` (the same builder as
@@ -220,7 +228,9 @@ def session_config(pool, measure, design: str, *, seed, oracle, n_strata, depth,
         "pool": {"path": os.path.abspath(pool_path) if pool_path not in (None, "demo") else pool_path,
                  "name": pool.name, "n_items": pool.n_items, "n_classes": pool.n_classes,
                  # how the pool's file is read again on reopening (bayes_eval.registry.load_pool)
-                 "read": dict(pool.read_options)},
+                 "read": dict(pool.read_options),
+                 # a partitioned pool: each partition's file and digest, to name a changed one on reopening
+                 **({"partitions": parts} if (parts := pool_partitions(pool)) else {})},
         "created_at": time.time(),
         "bayes_eval_version": __version__,
     }

@@ -14,10 +14,10 @@ that can be labeled (:mod:`bayes_eval.session_skip`).  Registered by
 """
 from __future__ import annotations
 
-import json
-import math
 import os
 import sys
+
+from .session_cli_text import open_session, print_json
 
 __all__ = ["add_team_parsers", "add_task_content_args", "add_label_reading_args", "TEAM_COMMANDS", "RESOLVE_HELP"]
 
@@ -85,30 +85,8 @@ def add_team_parsers(ss, common):
     add_task_content_args(p, preannotate=False)
 
 
-def _plain(o):
-    import numpy as np
-
-    if hasattr(o, "_asdict"):
-        return _plain(o._asdict())
-    if isinstance(o, dict):
-        return {k: _plain(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_plain(v) for v in o]
-    if isinstance(o, np.generic):
-        o = o.item()
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    return o
-
-
-def _print_json(obj):
-    print(json.dumps(_plain(obj), indent=2))
-
-
 def _open(args, bar):
-    from .session import Session
-
-    s = Session.open(args.db, pool=args.pool, progress=bar)
+    s = open_session(args, bar)
     bar.done()
     return s
 
@@ -122,7 +100,7 @@ def _cmd_label_config(args, bar):
     finally:
         s.close()
     if args.format == "json":
-        _print_json({"label_config": cfg})
+        print_json({"label_config": cfg})
     else:
         sys.stdout.write(cfg)
     return 0
@@ -142,7 +120,7 @@ def _cmd_push(args, bar):
     finally:
         s.close()
     if args.format == "json":
-        _print_json(out)
+        print_json(out)
         return 0
     where = f"project {args.project} at {args.label_studio}"
     if not out["items"]:
@@ -174,7 +152,7 @@ def _cmd_pull(args, bar):
     finally:
         s.close()
     if args.format == "json":
-        _print_json({**info, "pending": pending})
+        print_json({**info, "pending": pending})
         return 0
     r = info["result"]
     parts = []
@@ -190,6 +168,8 @@ def _cmd_pull(args, bar):
             parts.append(f"{r.n_resolved} disagreement(s) resolved by rule {args.resolve!r}")
         if r.n_unused:
             parts.append(f"{r.n_unused} annotation(s) beyond the item's draws not used")
+    if info.get("other_session_tasks"):
+        parts.append(f"{info['other_session_tasks']} task(s) of another session left alone")
     if info["unannotated"]:
         parts.append(f"{info['unannotated']} task(s) not annotated yet")
     if info["cancelled"]:
@@ -227,7 +207,7 @@ def _cmd_skip(args, bar):
     finally:
         s.close()
     if args.format == "json":
-        _print_json(r)
+        print_json(r)
         return 0
     parts = [f"skipped {r.n_new} item(s)"] + ([f"{r.n_already} skipped before"] if r.n_already else [])
     state = (f"stage {r.stage} complete, estimate updated" if r.stage_closed

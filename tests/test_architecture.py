@@ -14,7 +14,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PACKAGES = {"bayes_eval": os.path.join(ROOT, "bayes_eval"), "bayes_eval.models": os.path.join(ROOT, "models")}
 
 #: the command line: nothing else may import it
-CLI = {"bayes_eval.cli", "bayes_eval.session_cli"}
+CLI = {"bayes_eval.cli", "bayes_eval.session_cli", "bayes_eval.session_report_cli", "bayes_eval.session_cli_text",
+       "bayes_eval.session_team_cli"}
 #: the stateful shell (sessions, files, annotation tools, reports, plots, the CLI)
 SHELL = CLI | {"bayes_eval.session", "bayes_eval.session_setup", "bayes_eval.session_core", "bayes_eval.stages",
                "bayes_eval.session_reports", "bayes_eval.drawing", "bayes_eval.store", "bayes_eval.annotate",

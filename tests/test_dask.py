@@ -136,8 +136,13 @@ def test_a_changed_partition_is_refused(tmp_path, client):
     changed = Pool.from_parquet_dataset(d, engine="dask", client=client)
     assert pool_fingerprint(changed) != pool_fingerprint(pk)
     assert pool_fingerprint(changed) == pool_fingerprint(Pool.from_parquet_dataset(d, engine="memory"))
-    with pytest.raises(PoolMismatchError, match="pool has changed"):
-        Session.open(str(tmp_path / "s.db"), changed)
+    # refused under either engine, naming the partition that changed (recorded at creation)
+    for pool in (changed, Pool.from_parquet_dataset(d, engine="memory")):
+        with pytest.raises(PoolMismatchError, match=r"pool has changed.*\(partition 3 \(part-003.parquet\) changed\)"):
+            Session.open(str(tmp_path / "s.db"), pool)
+    os.remove(os.path.join(d, "part-004.parquet"))   # a partition gone: said as such
+    with pytest.raises(PoolMismatchError, match=r"the pool had 5 partition files and has 4"):
+        Session.open(str(tmp_path / "s.db"), Pool.from_parquet_dataset(d, engine="memory"))
 
 
 @pytest.mark.parametrize("what,match", [
@@ -146,7 +151,10 @@ def test_a_changed_partition_is_refused(tmp_path, client):
     ("label", r"partition 3 \(part-003.parquet\), column 'label': .*row 12"),
     ("dup", r"partition 3 \(part-003.parquet\), column 'item': duplicate id 10 at row 12"),
 ])
-def test_bad_input_is_named_by_partition_and_row(tmp_path, client, what, match):
+@pytest.mark.parametrize("engine", ["dask", "memory"])
+def test_bad_input_is_named_by_partition_and_row(tmp_path, client, what, match, engine):
+    """Both engines name the partition, its file and the row inside it (the memory engine
+    validates the partitions concatenated, and maps its row back)."""
     d = str(tmp_path / "pool")
     write_pool(d, 10_000, 5)
     f = os.path.join(d, "part-003.parquet")
@@ -161,7 +169,7 @@ def test_bad_input_is_named_by_partition_and_row(tmp_path, client, what, match):
         df.loc[12, "item"] = 10  # the id of row 1 of partition 0 (7 * 1 + 3)
     df.to_parquet(f)
     with pytest.raises(PoolError, match=match):
-        Pool.from_parquet_dataset(d, engine="dask", client=client)
+        Pool.from_parquet_dataset(d, engine=engine, client=client)
 
 
 def test_missing_dask_names_the_extra(monkeypatch):

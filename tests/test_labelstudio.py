@@ -138,7 +138,10 @@ def test_push_pull_round_trip(tmp_path, capsys, ls, server, pool_file):
     assert rc == 0 and "already in project" in out, err
     tasks = list(ls.tasks.list(project=pid, fields="all"))
     assert len(tasks) == 20 and len({t.data["item"] for t in tasks}) == 20
-    assert set(tasks[0].data) == {"item", "stage", "title_a", "title_b"}  # no score, no probability
+    assert set(tasks[0].data) == {"item", "stage", "title_a", "title_b", "bayes_eval_session"}  # no score, no probability
+    s = Session.open(db)
+    assert {t.data["bayes_eval_session"] for t in tasks} == {s._store.meta()["label_studio_session"]}  # the session's tag
+    s.close()
     assert tasks[0].predictions and tasks[0].predictions[0].result[0]["value"]["choices"][0] in ("0", "1")
     rc, out, _ = _run(capsys, "session", "pull", db, "--label-studio", server, "--project", str(pid))
     assert rc == 0 and "no finished annotations yet" in out
@@ -248,3 +251,14 @@ def test_disagreements_on_the_server(tmp_path, capsys, ls, server, pool_file):
     assert rc == 0 and "pushed 5 task(s) of stage 0" in out, err
     preds = [t.predictions for t in ls.tasks.list(project=named, fields="all")]
     assert len(preds) == 5 and all(p and p[0].result[0]["from_name"] == "sentiment" for p in preds)
+    # two sessions, one project: a second session's push and pull are refused, nothing drawn or ingested
+    db3 = str(tmp_path / "f.db")
+    assert _run(capsys, "session", "new", db3, "--pool", path, "--design", "passive")[0] == 0
+    rc, out, err = _run(capsys, "session", "push", db3, "--label-studio", server, "--project", str(named), "--n", "5")
+    assert rc == 2 and "holds 5 task(s) another session pushed" in err and "nothing was drawn" in err, err
+    rc, out, err = _run(capsys, "session", "pull", db3, "--label-studio", server, "--project", str(named))
+    assert rc == 2 and "holds only tasks another session pushed (5" in err, err
+    s = Session.open(db3)
+    assert s._store.stages() == [] and s._store.labels() == []
+    s.close()
+    assert len(list(ls.tasks.list(project=named))) == 5

@@ -245,7 +245,7 @@ def test_poisson_rounds_carry_the_check_in_simulations_and_sessions(tmp_path):
 
 
 def test_the_clt_check_line_reads_huge_and_unbounded_ratios_in_words():
-    from bayes_eval.session_cli import _clt_check_line
+    from bayes_eval.session_cli_text import clt_check_line as _clt_check_line
 
     def line(ratio):
         return _clt_check_line([{"component": "f1", "clt_reliable": False, "clt_check": ratio}])
@@ -259,7 +259,8 @@ def test_a_fresh_session_says_there_is_nothing_to_check_yet(tmp_path):
     """Before the first stage is labeled an AIS session has no CLT check to report: the
     status says so instead of calling the check unavailable for the design."""
     from bayes_eval.session import Session
-    from bayes_eval.session_cli import _clt_check_line, _status_text
+    from bayes_eval.session_cli import _status_text
+    from bayes_eval.session_cli_text import clt_check_line as _clt_check_line
 
     pool = be.demo_pool(n_items=2000, positive_rate=0.05, seed=3)
     s = Session.create(str(tmp_path / "f.db"), pool, "f1", "ais", seed=0)

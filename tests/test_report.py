@@ -297,7 +297,7 @@ def test_the_pr_curve_says_when_its_band_rests_on_the_positives_found():
     import pandas as pd
 
     from bayes_eval.plots import plot_pr_curve
-    from bayes_eval.session_cli import _pr_caveat
+    from bayes_eval.session_report_cli import _pr_caveat
 
     def session(checks):
         return SimpleNamespace(clt_check=lambda: np.asarray(checks, float),
@@ -336,7 +336,7 @@ def test_the_pr_table_of_a_session_whose_measure_is_the_curve_takes_its_interval
     ``Session.bayesian_interval``, component by component; with ``bayesian=False`` no band."""
     from types import SimpleNamespace
 
-    from bayes_eval.session_cli import _pr_curve_table
+    from bayes_eval.session_report_cli import _pr_curve_table
 
     pr = M.pr_curve(np.array([-1.0, 0.0, 1.0]))
     names = list(pr.names)
