@@ -8,7 +8,7 @@ coverage of both at the checkpoints.
     python benchmarks/stopping.py [--repeats 200] [--pools abt-buy,dblp-acm,demo]
         [--designs ais,poisson-adaptive] [--out benchmarks/results/stopping]
     python benchmarks/stopping.py --bayes --repeats 100 --pools dblp-acm,abt-buy --designs ais \
-        --out benchmarks/results/stopping_bayes
+        --out benchmarks/results/stopping_bayes [--budget 2000]
 
 ``--bayes``: the rule on the Bayesian finite-pool interval instead (the calibrated model's
 posterior after every stage: ``run_simulation(bayes_stages=True)``, one posterior per stage
@@ -37,6 +37,7 @@ def main(argv=None):
                     help="comma-separated: names under ../shared/data, 'demo', or Parquet files")
     ap.add_argument("--designs", default="ais,poisson-adaptive")
     ap.add_argument("--widths", default="0.05,0.02")
+    ap.add_argument("--budget", type=int, default=2000, help="labels per run (stages of 50)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "stopping"))
     ap.add_argument("--bayes", action="store_true", help="stop on the Bayesian interval (every stage's posterior)")
     ap.add_argument("--seed", type=int, default=0, help="the simulation's seed (other seeds: more runs for a rule)")
@@ -58,7 +59,7 @@ def main(argv=None):
         pool = be.demo_pool() if name == "demo" else load_pool(path)
         for design in args.designs.split(","):
             t0 = time.perf_counter()
-            res, _ = run_simulation(pool, measure_from_args("f1", pool), design, budget=2000, batch=50,
+            res, _ = run_simulation(pool, measure_from_args("f1", pool), design, budget=args.budget, batch=50,
                                     repeats=args.repeats, seed=args.seed, bayes=args.bayes, bayes_stages=args.bayes)
             secs = time.perf_counter() - t0
             if args.save_stages:                              # every stage's intervals, for rules tried later
@@ -90,8 +91,10 @@ def main(argv=None):
     stop.to_csv(args.out + ".csv", index=False)
     fx.to_csv(args.out + "_fixed.csv", index=False)
     with open(args.out + ".md", "w") as f:
-        f.write(f"# Stopping on the interval (F1, budget 2000, batches of 50, {args.repeats} repeats)\n\n")
-        f.write("`python benchmarks/stopping.py --repeats %d%s`\n\n" % (args.repeats, " --bayes" if args.bayes else ""))
+        f.write(f"# Stopping on the interval (F1, budget {args.budget}, batches of 50, {args.repeats} repeats)\n\n")
+        f.write("`python benchmarks/stopping.py --repeats %d%s%s`\n\n" % (args.repeats, " --bayes" if args.bayes else "",
+                                                                     f" --budget {args.budget}" if args.budget != 2000
+                                                                     else ""))
         f.write("A run stops at the first stage end where the interval is at most W wide"
                 + ("" if args.bayes else " (and it holds at least 10 labels of each class, and the CLT check passes)")
                 + "; coverage = share of the stopped runs whose interval at the stop holds the true F1 "
