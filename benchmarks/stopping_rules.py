@@ -83,7 +83,9 @@ def main(argv=None):
              ("bayes, 5 in a row", lambda r, w: variant(r, w, consecutive=5)),
              ("bayes & CS ≤ 1.5W", lambda r, w: variant(r, w, kappa=1.5)),
              ("bayes & CS ≤ 2W", lambda r, w: variant(r, w, kappa=2.0))]
-    lines = ["# Stopping rules on saved per-stage intervals (F1, ais, budget 2000, batches of 50)", "",
+    budgets = [int(np.max(SavedStages(f).history.n_labels)) for f in a.files]
+    lines = [f"# Stopping rules on saved per-stage intervals (F1, at most {max(budgets)} labels a run, "
+             f"batches of 50; the design is in each file's name)", "",
              "`python benchmarks/stopping_rules.py " + " ".join(a.files) + "`", "",
              "Per pool (`benchmarks/stopping.py --bayes --save-stages`; runs: "
              + ", ".join(f"{os.path.basename(f)[:-4]} {SavedStages(f).stage_bayes_lower.shape[0]}" for f in a.files)
