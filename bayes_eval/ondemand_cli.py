@@ -104,6 +104,12 @@ def print_status(st, out=sys.stdout):
         print(f"{r['name']:<12}{r['draws']:>7}{r['new_verifications']:>6}{r['cost']:>9.2f}  "
               f"{fmt(g('precision', h)):<18}{fmt(g('recall', h)):<18}{fmt(g('f1', h)):<18}"
               f"{fmt(g('precision', 'simple')):<18}", file=out)
+    waiting = [r for r in st["systems"] if r.get("awaiting_draws")]
+    if waiting:
+        print("awaiting verifications: " + "; ".join(f"{r['name']} {r['awaiting_draws']} of {r['draws']} draws"
+                                                     for r in waiting)
+              + " (a round enters the estimates once all its draws are verified: ondemand next, then ingest)",
+              file=out)
     if st.get("pairs"):
         print(f"paired differences (b − a, {h}, 95%):", file=out)
         for p in st["pairs"]:

@@ -149,6 +149,7 @@ class OnDemand:
         cells, cell = od.cells_of(P) if len(items) else (od.Cells(np.zeros((0, len(systems))), np.zeros(0)),
                                                           np.zeros(0, dtype=np.int64))
         known = {it: int(lab) for it, lab in st.rows("SELECT item, label FROM labels")}
+        n_verified = len(known)   # every verification bought, those later found exhaustively too
         found = st.rows("SELECT item, unit FROM exhaustive ORDER BY id")
         for it, _ in found:
             known[it] = 1
@@ -159,7 +160,7 @@ class OnDemand:
             for s, it, q in st.rows("SELECT system, item, q FROM proposals"):
                 Rp[sidx[s], cell[index[it]]] = q
         return {"systems": systems, "sidx": sidx, "items": items, "index": index, "P": P, "cells": cells,
-                "cell": cell, "known": known, "found": found, "draws": draws, "Rp": Rp}
+                "cell": cell, "known": known, "found": found, "draws": draws, "Rp": Rp, "n_verified": n_verified}
 
     def _fill(self, S, group=None):
         """f̃ per cell for the variance bound (:func:`bayes_eval.ondemand.cell_fill`); ``group``:

@@ -12,7 +12,8 @@ import numpy as np
 
 from . import ondemand as od
 
-__all__ = ["status_of", "MEASURES", "ESTIMATOR_OF", "headline_estimator", "tallies", "precision_half_widths"]
+__all__ = ["status_of", "MEASURES", "ESTIMATOR_OF", "headline_estimator", "tallies", "complete_rounds",
+           "precision_half_widths"]
 
 MEASURES = ("precision", "recall", "f1")
 
@@ -34,18 +35,32 @@ def headline_estimator(config: dict) -> str:
     return ESTIMATOR_OF[config.get("protocol", "joint")]
 
 
+def complete_rounds(S: dict) -> set:
+    """The (system, round) pairs whose every draw has a known label.  Only these enter the
+    estimates: the draws of a round still awaiting verifications that are labeled already are
+    the ones whose instances earlier systems had verified, not a random part of the round
+    (a system whose first round is out would be estimated from its overlap with the others
+    alone: a precision of 0.26 ± 0.015 for a true 0.42)."""
+    done = {}
+    for _, s, it, rnd, _ in S["draws"]:
+        done[(s, rnd)] = done.get((s, rnd), True) and it in S["known"]
+    return {k for k, v in done.items() if v}
+
+
 def tallies(S: dict):
-    """(T, n, drawn, new, (strata, cells, labels)): the labeled draws' tallies T[j, c, f], the
-    labeled draws n[j], all draws and new verifications per system."""
+    """(T, n, drawn, new, (strata, cells, labels)): the tallies T[j, c, f] of the draws in
+    complete rounds (:func:`complete_rounds`), their number n[j], all draws and new
+    verifications per system."""
     systems, cell, index, known, sidx = S["systems"], S["cell"], S["index"], S["known"], S["sidx"]
     M, C = len(systems), len(S["cells"].size)
     strata, cs, fs = [], [], []
     drawn = np.zeros(M)
     new = np.zeros(M)
-    for _, s, it, _, nw in S["draws"]:
+    complete = complete_rounds(S)
+    for _, s, it, rnd, nw in S["draws"]:
         drawn[sidx[s]] += 1
         new[sidx[s]] += nw
-        if it in known:
+        if (s, rnd) in complete:
             strata.append(sidx[s])
             cs.append(cell[index[it]])
             fs.append(known[it])
@@ -79,7 +94,7 @@ def status_of(S: dict, config: dict) -> dict:
     systems = S["systems"]
     M = len(systems)
     eps, cv, ce = config["epsilon"], config["cost_verify"], config["cost_exhaustive"]
-    cells, cell, index, known = S["cells"], S["cell"], S["index"], S["known"]
+    cells, cell, index = S["cells"], S["cell"], S["index"]
     Rp = S.get("Rp")
     head = headline_estimator(config)
     C = len(cells.size)
@@ -100,13 +115,13 @@ def status_of(S: dict, config: dict) -> dict:
                 t[k, 1:] += cells.P[cell[j]] > 0
     have_recall = len(units) >= 2
     out = {"config": config, "estimator": head, "n_units": len(units), "n_found": int(m_u.sum()),
-           "labels": {"verifications": int(sum(1 for it in known if it in index and it not in
-                                                {f for f, _ in S["found"]})),
+           "labels": {"verifications": int(S["n_verified"]),
                       "exhaustive": int(m_u.sum())},
            "cost": {"verify": float(new.sum() * cv), "exhaustive": float(m_u.sum() * ce)}}
     out["cost"]["total"] = out["cost"]["verify"] + out["cost"]["exhaustive"]
     if M == 0 or n.sum() == 0:
         out["systems"] = [{"name": s[1], "items": int(s[2]), "draws": int(drawn[k]), "labeled_draws": 0,
+                           "awaiting_draws": int(drawn[k]),
                            "new_verifications": int(new[k]), "cost": float(new[k] * cv)}
                           for k, s in enumerate(systems)]
         out["pairs"] = []
@@ -125,6 +140,7 @@ def status_of(S: dict, config: dict) -> dict:
     rows = []
     for i, s in enumerate(systems):
         row = {"name": s[1], "items": int(s[2]), "draws": int(drawn[i]), "labeled_draws": int(n[i]),
+               "awaiting_draws": int(drawn[i] - n[i]),
                "new_verifications": int(new[i]), "cost": float(new[i] * cv), "covered": bool(covered[i])}
         for k, meas in enumerate(MEASURES):
             j = k * M + i

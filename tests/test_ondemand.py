@@ -221,14 +221,18 @@ def _label_round(ev, tmp_path, truth, k=[0]):
 def test_session_three_systems_end_to_end(tmp_path, protocol):
     s, paths, truth, found = _files(tmp_path)
     db = str(tmp_path / "ev.db")
+    bought = set()
     with OnDemand.create(db, epsilon=0.08, rounds=2, protocol=protocol) as ev:
         for i, p in enumerate(paths):
             r = ev.submit_file(f"sys{i + 1}", p)
             assert r["draws"] > 0 and "why" in r
             while _label_round(ev, tmp_path, truth):
-                pass
+                bought |= set(ev.store.rows("SELECT item FROM labels"))
         ev.add_exhaustive(found)
         st = ev.status()
+    # every verification bought is counted, those of instances later found exhaustively too
+    assert st["labels"]["verifications"] == len(bought) > 0
+    assert all(r["awaiting_draws"] == 0 for r in st["systems"])
     head = {"post-fill": "post", "post": "post", "joint": "joint"}[protocol]
     assert st["estimator"] == head and st["config"]["protocol"] == protocol
     assert [r["name"] for r in st["systems"]] == ["sys1", "sys2", "sys3"]
@@ -264,6 +268,37 @@ def test_session_three_systems_end_to_end(tmp_path, protocol):
         for png in files[2:]:
             with open(png, "rb") as fh:
                 assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_system_awaiting_its_verifications_is_not_estimated_from_its_overlap(tmp_path):
+    """A submitted system's first round is out for verification; the few of its draws already
+    labeled are the instances earlier systems verified — not a random part of its draws — so
+    its estimates wait for the round (from 7 such draws of 47 the simple precision read
+    1.000 ± 0.000), and status says what it awaits; once the round is in, the estimate holds
+    the truth."""
+    s, paths, truth, _ = _files(tmp_path, seed=5)
+    true = sim.truth_of(s)
+    with OnDemand.create(str(tmp_path / "ev.db"), epsilon=0.08, rounds=2, protocol="post") as ev:
+        ev.submit_file("sys1", paths[0])
+        while _label_round(ev, tmp_path, truth):
+            pass
+        ev.submit_file("sys2", paths[1])
+        st = ev.status()
+        b = st["systems"][1]
+        assert b["draws"] > 0 and b["awaiting_draws"] == b["draws"] and b["labeled_draws"] == 0
+        assert all(b[m][k] is None for m in ("precision", "recall", "f1") for k in ("joint", "post", "simple"))
+        assert not b["reached"] and st["pairs"] == []
+        import io
+
+        from bayes_eval.ondemand_cli import print_status
+        buf = io.StringIO()
+        print_status(st, buf)
+        assert f"awaiting verifications: sys2 {b['draws']} of {b['draws']} draws" in buf.getvalue()
+        _label_round(ev, tmp_path, truth)
+        b = ev.status()["systems"][1]
+    assert b["awaiting_draws"] == 0 and b["labeled_draws"] == b["draws"]
+    iv = b["precision"]["post"]
+    assert abs(iv["estimate"] - true[1]) < 2.5 * iv["half_width"] + 0.02
 
 
 def test_session_post_fill_proposals_are_stored_and_drawn_from(tmp_path):
