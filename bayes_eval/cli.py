@@ -71,7 +71,7 @@ _RULES = {
     "audit_floor": (lambda v: v is None or (_FINITE(v) and 0 <= v < 1), "in [0, 1)"),
     "strength": (lambda v: _FINITE(v) and v >= 0, ">= 0"),
     "beta": (lambda v: _FINITE(v) and v > 0, "> 0"),
-    "thresholds": (lambda v: v >= 2, ">= 2"),
+    "thresholds": (lambda v: v is None or v >= 2, ">= 2"),
     "system": (lambda v: v >= 0, ">= 0"),
     "seed": (lambda v: 0 <= v < 2**63, "a non-negative integer"),
     "level": (lambda v: _FINITE(v) and 0 < v < 1, "in (0, 1)"),
@@ -461,7 +461,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         check_args(args)  # every option value, before anything is read or run
-        if args.command in ("demo", "session"):
+        if args.command in ("demo", "session", "simulate"):
             from ._config import enable_compile_cache
 
             enable_compile_cache()
@@ -484,6 +484,11 @@ def main(argv=None):
     except (CLIError, PoolError, ValueError) as exc:
         print(f"bayes-eval: error: {cli_message(exc)}", file=sys.stderr)
         return 2
+    except BrokenPipeError:   # the output piped into a reader that stopped (`| head`): not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nothing more to flush at exit
+        return 141
     except OSError as exc:
         from .annotate import os_problem
 

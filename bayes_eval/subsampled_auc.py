@@ -180,7 +180,8 @@ def auc(labels, scores, *, keep_rate=None, keep_prob=None, target: str = "data",
 def plan(budget: int, n_pos_available=None, n_neg_available=None, *, delta: float = 0.05, auc_guess=None,
          level: float = 0.95, rhos=None) -> dict:
     """The AUC planning tool of 004 §"AUC": for a budget of ``budget`` rows, at each
-    positive share ρ (default 0.02..0.98), the rows of each class, the keep rate of the
+    positive share ρ (default 0.02..0.98 in steps of 0.02, finer where fewer than ten of
+    those are feasible, and the best ρ), the rows of each class, the keep rate of the
     negatives (when ``n_neg_available`` is known), the width 2ε of Agarwal et al.'s bound
     and — with ``auc_guess`` — the width of the Hanley–McNeil CLT interval.  ``best`` is the
     feasible ρ with the narrowest bound: 1/2 (the seed's 1:1) unless fewer than N/2
@@ -188,7 +189,20 @@ def plan(budget: int, n_pos_available=None, n_neg_available=None, *, delta: floa
     N = int(budget)
     if N < 2:
         raise UsageError(f"the planning budget must be at least 2 rows, got {budget!r}")
-    rhos = np.round(np.arange(0.02, 0.981, 0.02), 10) if rhos is None else np.asarray(rhos, float)
+    # the optimum: rho = 1/2 clipped to what the data allow
+    lo_r = 0.0 if n_neg_available is None else max(0.0, 1.0 - n_neg_available / N)
+    hi_r = 1.0 if n_pos_available is None else min(1.0, n_pos_available / N)
+    if lo_r > hi_r:
+        raise UsageError(f"a budget of {N} rows exceeds the {n_pos_available} + {n_neg_available} rows available")
+    r_best = float(np.clip(0.5, lo_r, hi_r))
+    if rhos is None:
+        rhos = np.round(np.arange(0.02, 0.981, 0.02), 10)
+        inside = (rhos >= lo_r) & (rhos <= hi_r)
+        if inside.sum() < 10:   # few positives (or negatives) for the budget: a finer grid where ρ is feasible
+            rhos = np.concatenate([rhos, np.linspace(max(lo_r, 1.0 / N), hi_r, 12)])
+        rhos = np.unique(np.round(np.append(rhos, r_best), 10))   # the best ρ is a row of the table too
+    else:
+        rhos = np.asarray(rhos, float)
     n_pos = np.maximum(np.round(rhos * N), 1)
     n_neg = np.maximum(N - n_pos, 1)
     feasible = np.ones(len(rhos), bool)
@@ -203,12 +217,6 @@ def plan(budget: int, n_pos_available=None, n_neg_available=None, *, delta: floa
         table["neg_keep_rate"] = np.minimum(n_neg / float(n_neg_available), 1.0)
     if auc_guess is not None:
         table["clt_width"] = 2 * _z(level) * np.sqrt(hanley_mcneil_var(float(auc_guess), n_pos, n_neg))
-    # the optimum: rho = 1/2 clipped to what the data allow
-    lo_r = 0.0 if n_neg_available is None else max(0.0, 1.0 - n_neg_available / N)
-    hi_r = 1.0 if n_pos_available is None else min(1.0, n_pos_available / N)
-    if lo_r > hi_r:
-        raise UsageError(f"a budget of {N} rows exceeds the {n_pos_available} + {n_neg_available} rows available")
-    r_best = float(np.clip(0.5, lo_r, hi_r))
     npb = max(int(round(r_best * N)), 1)
     best = {"rho": r_best, "n_pos": npb, "n_neg_keep": N - npb,
             "bound_width": float(2 * agarwal_epsilon(N, npb / N, delta))}

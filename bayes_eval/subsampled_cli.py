@@ -48,8 +48,9 @@ def add_subsampled_parser(subparsers):
     p.add_argument("--n-total", type=float, default=None, metavar="N",
                    help="rows before subsampling, when known: the unbiased HT form instead of the ratio form "
                         "(not for auc or calibration)")
-    p.add_argument("--bins", type=int, default=10, metavar="J", help="calibration: equal-count bins (default 10)")
-    p.add_argument("--thresholds", type=int, default=50, metavar="K", help="curves: thresholds (default 50)")
+    p.add_argument("--bins", type=int, default=None, metavar="J", help="calibration: equal-count bins (default 10)")
+    p.add_argument("--thresholds", type=int, default=None, metavar="K",
+                   help="pr_curve, roc_curve: thresholds (default 50)")
     p.add_argument("--plan-budget", type=int, default=None, metavar="N",
                    help="AUC: the planning table for a budget of N rows (positive share, negatives to keep, widths)")
     p.add_argument("--plot", metavar="PNG", default=None,
@@ -79,22 +80,26 @@ def _read(path):
 def _check(args):
     if not 0 < args.level < 1:
         raise UsageError(f"--level must be in (0, 1), got {args.level!r}")
-    if args.bins < 1:
+    if args.bins is not None and args.bins < 1:
         raise UsageError(f"--bins must be at least 1, got {args.bins}")
-    if args.thresholds < 1:
+    if args.thresholds is not None and args.thresholds < 1:
         raise UsageError(f"--thresholds must be at least 1, got {args.thresholds}")
     if args.plan_budget is not None and args.measure != "auc":
         raise UsageError("--plan-budget is for --measure auc")
     # a flag the measure does not read is refused, not ignored: the user meant something by it
     unread = {"--target": (args.target, ("calibration", "policy-value")),
               "--interval": (args.interval, tuple(m for m in MEASURE_CHOICES if m != "auc")),
-              "--n-total": (args.n_total, ("auc", "calibration"))}
+              "--n-total": (args.n_total, ("auc", "calibration")),
+              "--bins": (args.bins, tuple(m for m in MEASURE_CHOICES if m != "calibration")),
+              "--thresholds": (args.thresholds, tuple(m for m in MEASURE_CHOICES if m not in ("pr_curve", "roc_curve")))}
     for flag, (value, measures) in unread.items():
         if value is not None and args.measure in measures:
             raise UsageError(f"{flag} does not apply to --measure {args.measure} "
                              f"(it is for {', '.join(m for m in MEASURE_CHOICES if m not in measures)})")
     args.target = args.target or "data"
     args.interval = args.interval or "delong"
+    args.bins = 10 if args.bins is None else args.bins
+    args.thresholds = 50 if args.thresholds is None else args.thresholds
     if args.measure != "policy-value" and args.keep_rate is None and args.keep_prob is None:
         raise UsageError("say how the rows were thinned: --keep-rate L (negatives kept with probability L) or "
                          "--keep-prob COLUMN (per-row inclusion probabilities); --keep-rate 1 if nothing was")
@@ -126,10 +131,13 @@ def cmd_subsampled(args) -> int:
         else:
             raise UsageError("--plot draws the reliability diagram (--measure calibration) or the AUC planning "
                              "curve (--measure auc --plan-budget N)")
+        out["plot"] = os.path.abspath(args.plot)
     if args.format == "json":
         print(json.dumps(out, indent=2))
     else:
         print(_text(out, pl))
+        if args.plot:
+            print(f"wrote {args.plot}")
     return 0
 
 
@@ -184,12 +192,12 @@ def _text(d, pl) -> str:
     if pl is not None:
         t = pl["table"]
         lines.append(f"\nAUC planning for a budget of {pl['budget']:,} rows (δ = {pl['delta']:g})")
-        lines.append(f"{'rho':>5} {'positives':>9} {'negatives':>9} {'neg keep rate':>13} {'bound width':>11} "
+        lines.append(f"{'rho':>7} {'positives':>9} {'negatives':>9} {'neg keep rate':>13} {'bound width':>11} "
                      f"{'CLT width':>9}")
         for i in range(len(t["rho"])):
             if not t["feasible"][i]:
                 continue
-            lines.append(f"{t['rho'][i]:>5.2f} {t['n_pos'][i]:>9} {t['n_neg_keep'][i]:>9} "
+            lines.append(f"{t['rho'][i]:>7.4f} {t['n_pos'][i]:>9} {t['n_neg_keep'][i]:>9} "
                          f"{t['neg_keep_rate'][i]:>13.4g} {t['bound_width'][i]:>11.4f} {t['clt_width'][i]:>9.4f}")
         b = pl["best"]
         lines.append(f"best: rho = {b['rho']:.3f} ({b['n_pos']} positives, keep {b['n_neg_keep']} negatives, "
@@ -241,9 +249,9 @@ def plot_plan(plans, path: str, labels=None) -> str:
         t = pl["table"]
         f = np.asarray(t["feasible"], bool)
         lab = labels[i] if labels else f"N = {pl['budget']:,}"
-        ax.plot(t["rho"][f], t["bound_width"][f], color=f"C{i}", label=f"{lab}: Agarwal bound 2ε (δ={pl['delta']:g})")
+        ax.plot(t["rho"][f], t["bound_width"][f], color=f"C{i}", marker=".", label=f"{lab}: Agarwal bound 2ε (δ={pl['delta']:g})")
         if "clt_width" in t:
-            ax.plot(t["rho"][f], t["clt_width"][f], color=f"C{i}", ls="--", label=f"{lab}: Hanley–McNeil 95% width")
+            ax.plot(t["rho"][f], t["clt_width"][f], color=f"C{i}", ls="--", marker=".", label=f"{lab}: Hanley–McNeil 95% width")
         ax.axvline(pl["best"]["rho"], color=f"C{i}", ls=":", lw=1)
     ax.set_yscale("log")
     ax.set_xlabel("positive share ρ of the N kept rows")

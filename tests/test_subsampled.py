@@ -250,6 +250,14 @@ def test_planning_tool():
     few = SA.plan(1000, n_pos_available=50, n_neg_available=10**6)  # only 50 positives: keep them all
     assert few["best"]["rho"] == pytest.approx(0.05) and few["best"]["n_neg_keep"] == 950
     assert not few["table"]["feasible"][few["table"]["rho"] > 0.05 + 1e-9].any()
+    # the table (and the plot drawn from it) holds the best share, and enough feasible rows to
+    # draw a curve: abt-buy's 50 positives on a budget of 2,000 rows left one row, ρ = 0.02, and
+    # named a best ρ = 0.025 that was not in it
+    tight = SA.plan(2000, n_pos_available=50, n_neg_available=54_440)
+    t = tight["table"]
+    assert tight["best"]["rho"] == pytest.approx(0.025) and 0.025 in set(np.round(t["rho"][t["feasible"]], 10))
+    assert t["feasible"].sum() >= 10
+    assert t["bound_width"][t["feasible"]].min() == pytest.approx(tight["best"]["bound_width"])
 
 
 # ------------------------------------------------------------------------------------------
@@ -399,7 +407,7 @@ def test_cli_json_and_errors(tmp_path, capsys):
     assert "line 3 has 2 of the header's 3 columns" in capsys.readouterr().err
     # a flag the measure does not read is refused with the measures it is for, not silently ignored
     for measure, flag in (("calibration", ["--target", "population"]), ("f1", ["--interval", "agarwal"]),
-                          ("auc", ["--n-total", "50000"])):
+                          ("auc", ["--n-total", "50000"]), ("f1", ["--bins", "4"]), ("auc", ["--thresholds", "4"])):
         assert main(["subsampled", str(f), "--measure", measure, "--keep-rate", "0.2"] + flag) == 2
         err = capsys.readouterr().err
         assert f"{flag[0]} does not apply to --measure {measure}" in err, err
