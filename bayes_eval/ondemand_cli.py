@@ -71,8 +71,10 @@ def add_ondemand_parser(subparsers):
     q.add_argument("--rounds", type=int, default=4)
     q.add_argument("--protocols", default="",
                    help="comma-separated protocols to run beside simple and joint (their keys are added to the "
-                        "JSON), e.g. joint_post_fill — the session's post-fill protocol; names: "
-                        "bayes_eval.ondemand_sim.PROTOCOLS")
+                        "JSON): joint_post (post-stratified, draws from each system's own predictions: the "
+                        "session's 'post'), joint_post_fill (the post-fill proposal, at submission only), "
+                        "joint_post_fill_session (post-fill with the session's top-ups: the session's default "
+                        "'post-fill')")
     q.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -155,7 +157,9 @@ def cmd_ondemand(args) -> int:
         elif verb == "ingest":
             r = ev.ingest(args.labels, from_name=args.from_name)
             print(f"{args.labels}: already ingested (nothing changed)" if r["already"]
-                  else f"ingested {r['new']} new verifications ({r['rows']} rows)")
+                  else f"ingested {r['new']} new verification(s) ({r['rows']} row(s) with a label"
+                  + (f"; {r['skipped']} row(s) without one skipped, still to verify" if r.get("skipped") else "")
+                  + ")")
         elif verb == "add-exhaustive":
             r = ev.add_exhaustive(args.found)
             print(f"{args.found}: already ingested (nothing changed)" if r["already"]

@@ -389,12 +389,14 @@ class OnDemand:
         return {"tasks": len(frame), "items": list(pending), "new_draws": len(new_draws), "out": out}
 
     def ingest(self, path, fmt: str | None = None, from_name: str | None = None, label_map=None) -> dict:
-        """Verifications from a labels file (CSV ``item,label``; JSONL; Label Studio JSON)."""
+        """Verifications from a labels file (CSV ``item,label``; JSONL; Label Studio JSON);
+        ``skipped`` in the result counts its rows without a label (not yet verified)."""
         recs = read_labels(path, fmt, from_name)
         labels = parse_labels(recs.labels, 2, label_map, recs.where)
         with open(path, "rb") as fh:
             sha = _sha(fh.read())
-        return self.add_labels(recs.items, labels, source=os.fspath(path), sha256=sha, where=recs.where)
+        out = self.add_labels(recs.items, labels, source=os.fspath(path), sha256=sha, where=recs.where)
+        return {**out, "skipped": int(recs.skipped)}   # rows without a label: left for a later file
 
     def add_labels(self, items, labels, source: str | None = None, sha256: str | None = None, where=None) -> dict:
         """Verifications (0/1) of drawn instances, all or none (checks first)."""

@@ -412,7 +412,9 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
         # a zero width is a degenerate delta method (e.g. F1 = 1 where no error has been seen),
         # not a narrow interval
         narrow = ok & enough & np.all((w <= width) & (w > 0), axis=2)
-    checked = require_check and h.check is not None and not bayes
+    # a design without the calibrated model records no check (all NaN): the rule then holds none back
+    checked = (require_check and h.check is not None and not bayes
+               and bool(np.isfinite(np.asarray(h.check, float)).any()))
     if checked:
         from .estimators import MODEL_CHECK_MAX
 

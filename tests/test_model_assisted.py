@@ -70,6 +70,11 @@ def test_stopping_waits_for_the_check(many_positives):
     assert 0.3 < held["stopped"] <= free["stopped"]
     assert held["stopped_runs"] >= 0.9 * free["stopped_runs"]  # the check passes: it holds back few runs
     assert held["coverage"] >= 0.95 - 3 * np.sqrt(0.05 * 0.95 / held["stopped_runs"])
+    # a run without the check (every stage NaN: a design without the calibrated model) is held
+    # back by nothing, and the result says the check did not apply
+    res_free = res._replace(history=res.history._replace(check=np.full_like(np.asarray(res.history.check), np.nan)))
+    none = stopping(res_free, w, "clt-cs")
+    assert not none["check_required"] and none["stopped_runs"] == free["stopped_runs"]
 
 
 @pytest.mark.slow

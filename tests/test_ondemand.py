@@ -462,6 +462,14 @@ def test_cli_verbs(tmp_path, capsys):
     assert tasks and "item" in tasks[0]["data"]
     r = run("ingest", db, str(tmp_path / "nope.csv"))
     assert r.returncode == 2 and "not found" in r.stderr
+    # a labels file with a row not labeled yet: the others are taken, and the blank one is said
+    items = [t["data"]["item"] for t in tasks]
+    lab = tmp_path / "part.csv"
+    pd.DataFrame({"item": items, "label": [truth[i] for i in items[:-1]] + [None]}).to_csv(lab, index=False)
+    r = run("ingest", db, str(lab))
+    assert r.returncode == 0, r.stderr
+    assert f"ingested {len(items) - 1} new verification(s)" in r.stdout
+    assert "1 row(s) without one skipped, still to verify" in r.stdout
     r = run("new", db)
     assert r.returncode == 2 and "already exists" in r.stderr
     r = run("status", db, "--format", "json")
