@@ -49,19 +49,29 @@ def write_report(ev, out_dir) -> list:
                  ).to_csv(files[1], index=False)
     names = [r["name"] for r in st["systems"]]
     fig, axes = plt.subplots(1, 3, figsize=(12, 0.5 * len(names) + 2), sharey=True)
+    labeled = set()   # each estimator named once in the legend, at its first interval drawn
     for ax, m in zip(axes, ("precision", "recall", "f1")):
+        drawn = 0
         for off, kind, color in ((-0.15, head, "C0"), (0.15, "simple", "C1")):
             for y, r in enumerate(st["systems"]):
                 iv = r.get(m, {}).get(kind) if isinstance(r.get(m), dict) else None
                 if iv:
                     ax.errorbar(iv["estimate"], y + off, xerr=iv["half_width"], fmt="o", color=color,
-                                label=kind if y == 0 else None, capsize=3)
+                                label=None if kind in labeled else kind, capsize=3)
+                    labeled.add(kind)
+                    drawn += 1
+        if not drawn:   # say why the panel is empty rather than leave blank axes
+            why = ("recall needs an exhaustive sample (ondemand add-exhaustive)" if m != "precision"
+                   else "no round of draws fully verified yet")
+            ax.text(0.5, 0.5, f"no estimate:\n{why}", ha="center", va="center", fontsize=8, color="0.4",
+                    transform=ax.transAxes, wrap=True)
         ax.set_title(m)
         ax.set_xlim(0, 1)
         ax.grid(alpha=0.3)
     axes[0].set_yticks(range(len(names)), names)
     axes[0].invert_yaxis()
-    axes[0].legend(loc="best")
+    if labeled:
+        fig.legend(loc="upper right", fontsize=8)
     fig.suptitle(f"on-demand evaluation: 95% intervals (ε = {st['config']['epsilon']})")
     fig.tight_layout()
     fig.savefig(files[2], dpi=110)

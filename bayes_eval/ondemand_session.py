@@ -428,8 +428,10 @@ class OnDemand:
                 raise LabelConflictError(f"{w}: instance {it!r} labeled 0, but exhaustive annotation found it "
                                          f"correct")
             if prev is not None and prev != lab:
-                first = "stored earlier" if it in stored else batch[it][1]
-                raise LabelConflictError(f"{w}: instance {it!r} labeled {lab}, but {first} says {prev}")
+                first = (f"the label stored earlier is {prev}" if it in stored
+                         else f"{batch[it][1]} labels it {prev}")
+                raise LabelConflictError(f"{w}: instance {it!r} labeled {lab}, but {first} (a verification, once "
+                                         f"given, stands: correct this row or drop it; nothing was ingested)")
             if it not in stored:
                 batch[it] = (lab, w)
         with self.store.transaction() as conn:

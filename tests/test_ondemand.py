@@ -278,8 +278,11 @@ def test_a_system_awaiting_its_verifications_is_not_estimated_from_its_overlap(t
     the truth."""
     s, paths, truth, _ = _files(tmp_path, seed=5)
     true = sim.truth_of(s)
+    from bayes_eval.ondemand_report import write_report
+
     with OnDemand.create(str(tmp_path / "ev.db"), epsilon=0.08, rounds=2, protocol="post") as ev:
         ev.submit_file("sys1", paths[0])
+        write_report(ev, tmp_path / "report0")   # nothing verified yet: every panel empty, said so
         while _label_round(ev, tmp_path, truth):
             pass
         ev.submit_file("sys2", paths[1])
@@ -294,6 +297,10 @@ def test_a_system_awaiting_its_verifications_is_not_estimated_from_its_overlap(t
         buf = io.StringIO()
         print_status(st, buf)
         assert f"awaiting verifications: sys2 {b['draws']} of {b['draws']} draws" in buf.getvalue()
+        # the report says why a panel is empty (no legend warning, warnings are errors here)
+        files = write_report(ev, tmp_path / "report")
+        est = pd.read_csv(files[0])
+        assert est.loc[est.system == "sys2", "estimate"].isna().all()
         _label_round(ev, tmp_path, truth)
         b = ev.status()["systems"][1]
     assert b["awaiting_draws"] == 0 and b["labeled_draws"] == b["draws"]
