@@ -103,13 +103,23 @@ def check_args(args):
         if args.model not in oracle_model_names():
             raise CLIError(f"--model: unknown oracle model {args.model!r}; choose one of "
                            f"{', '.join(oracle_model_names())}")
-    if getattr(args, "checkpoints", None) is not None:
-        try:
-            cps = [int(c) for c in args.checkpoints.split(",") if c.strip()]
-        except ValueError:
-            raise CLIError(f"--checkpoints must be comma-separated integers, got {args.checkpoints!r}") from None
-        if not cps or min(cps) < 1:
-            raise CLIError(f"--checkpoints must be positive label counts, got {args.checkpoints!r}")
+    if hasattr(args, "budget") and hasattr(args, "batch") and args.batch > args.budget:
+        raise CLIError(f"--batch {args.batch} is more than --budget {args.budget}: a stage would spend past the budget")
+    if hasattr(args, "checkpoints"):
+        if args.checkpoints is None:   # the default: those within the budget, else the budget
+            cps = [c for c in (500, 1000, 2000) if c <= args.budget] or [args.budget]
+        else:
+            try:
+                cps = [int(c) for c in args.checkpoints.split(",") if c.strip()]
+            except ValueError:
+                raise CLIError(f"--checkpoints must be comma-separated integers, got {args.checkpoints!r}") from None
+            if not cps or min(cps) < 1:
+                raise CLIError(f"--checkpoints must be positive label counts, got {args.checkpoints!r}")
+            past = [c for c in cps if c > args.budget]
+            if past:
+                raise CLIError(f"--checkpoints {','.join(map(str, past))}: past --budget {args.budget} (no run spends "
+                               f"that many labels)")
+        args.checkpoints = ",".join(str(c) for c in sorted(set(cps)))   # in order, each once
     if getattr(args, "label_map", None) is not None:
         from .annotate import parse_label_map
 
@@ -143,25 +153,27 @@ def build_parser():
     sub = ap.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="a short labeling run on the built-in synthetic pool")
-    d.add_argument("--budget", type=int, default=1000)
-    d.add_argument("--batch", type=int, default=50)
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--measure", default="f1")
+    d.add_argument("--budget", type=int, default=1000, help="labels to spend (default 1000)")
+    d.add_argument("--batch", type=int, default=50, help="labels per stage (default 50)")
+    d.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
+    d.add_argument("--measure", default="f1", help="f1 (default), precision, recall, accuracy, fbeta, pr_curve, ...")
     d.add_argument("--format", choices=["text", "json"], default="text")
     _add_design_args(d)
 
     s = sub.add_parser("simulate", help="repeated simulated labeling runs on a pool with known labels")
     s.add_argument("pool", help="Parquet or CSV file with columns score, pred, label — or 'demo'")
     add_pool_reading_args(s)
-    s.add_argument("--measure", default="f1")
-    s.add_argument("--beta", type=float, default=1.0, help="β of the fbeta measure")
-    s.add_argument("--thresholds", type=int, default=1024, help="grid size L for pr_curve / roc_curve / auc")
-    s.add_argument("--system", type=int, default=0)
-    s.add_argument("--budget", type=int, default=2000)
-    s.add_argument("--batch", type=int, default=50)
-    s.add_argument("--repeats", type=int, default=100)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--checkpoints", default="500,1000,2000", help="comma-separated label counts")
+    s.add_argument("--measure", default="f1", help="f1 (default), precision, recall, accuracy, fbeta, pr_curve, ...")
+    s.add_argument("--beta", type=float, default=1.0, help="β of the fbeta measure (default 1)")
+    s.add_argument("--thresholds", type=int, default=1024, help="grid size L for pr_curve / roc_curve / auc (default 1024)")
+    s.add_argument("--system", type=int, default=0, help="which system's predictions, for a pool of several (default 0)")
+    s.add_argument("--budget", type=int, default=2000, help="labels per run (default 2000)")
+    s.add_argument("--batch", type=int, default=50, help="labels per stage (default 50)")
+    s.add_argument("--repeats", type=int, default=100, help="simulated runs (default 100)")
+    s.add_argument("--seed", type=int, default=0, help="the simulation's seed (default 0)")
+    s.add_argument("--checkpoints", default=None,
+                   help="comma-separated label counts at which to report, each reached at the first stage end at or "
+                        "past it (default 500,1000,2000, those within --budget, else the budget)")
     s.add_argument("--format", choices=["text", "json"], default="text")
     s.add_argument("--bayes", choices=["auto", "yes", "no"], default="auto",
                    help="finite-pool Bayesian intervals at the checkpoints (auto: for designs that carry a model)")

@@ -138,6 +138,8 @@ def test_failed_next_records_no_stage(tmp_path, capsys, pool_file, pool):
     (["simulate", "{pool}", "--budget", "-5"], "--budget must be a positive integer, got -5"),
     (["simulate", "{pool}", "--batch", "0"], "--batch must be a positive integer, got 0"),
     (["simulate", "{pool}", "--checkpoints", "0,10"], "--checkpoints must be positive"),
+    (["simulate", "{pool}", "--checkpoints", "500,3000"], "--checkpoints 3000: past --budget 2000"),
+    (["simulate", "{pool}", "--budget", "100", "--batch", "500"], "--batch 500 is more than --budget 100"),
     (["simulate", "{pool}", "--bayes-draws", "10"], "--bayes-draws must be >= 40"),
     (["demo", "--budget", "0"], "--budget must be a positive integer, got 0"),
 ])
