@@ -298,9 +298,9 @@ def _cmd_next(args, bar):
     try:
         if args.out == "-":
             df = s.next_batch(args.n)
-            cols = [c for c in df.columns if c not in ("q", "weight", "stage")]
-            out = df[cols].copy()
-            out["label"] = ""
+            # the annotators' view, as in a batch file: not the model's scores or probabilities
+            out, _ = annotate.task_frame(s.pool, df, annotate.task_columns(annotate.pool_columns(s.pool)))
+            out = out.assign(label="")
             if args.format != "json":
                 out.to_csv(sys.stdout, index=False)
         else:

@@ -1,4 +1,5 @@
 """Files for annotators: CSV / JSONL / Label Studio export and import (issue 5)."""
+import io
 import json
 
 import numpy as np
@@ -423,6 +424,10 @@ def test_cli_next_out_file_chooses_task_content(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     assert cli_main(["session", "next", db, "--fields", "title_b", "--no-progress"]) == 2
     assert "--out" in capsys.readouterr().err
+    # on stdout (no --out) the annotators see what a batch file shows: no model output either
+    assert cli_main(["session", "next", db, "--no-progress"]) == 0
+    shown = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert list(shown.columns) == ["item", "title a", "title_b", "label"] and len(shown) == 3
 
 
 def test_an_id_column_of_the_pool_is_not_read_as_a_label_studio_task_id(tmp_path):
