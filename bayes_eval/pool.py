@@ -34,6 +34,16 @@ from .scores import stratification_scale  # noqa: E402
 
 
 
+def _csv_ids(col: pd.Series) -> pd.Series:
+    """A CSV's id column, read as text: integers where every id is written as one (``17``,
+    ``-3``), else the text as written -- ``00017`` stays ``00017`` and is not the id ``17``
+    (pandas' own guess read zero-padded ids as integers, renumbering them and making ``001``
+    and ``1`` one id)."""
+    if len(col) and not col.isna().any() and col.str.fullmatch(r"-?(0|[1-9][0-9]{0,17})").all():
+        return col.astype(np.int64)
+    return col   # with a missing id: as read, for the pool's check to name it
+
+
 class PoolWarning(UserWarning):
     """Something about the pool the user should know (a column missing, a value read in
     a way they may not expect); the same text is in :attr:`Pool.notes`."""
@@ -461,8 +471,12 @@ class Pool:
         )
 
     @classmethod
-    def from_file(cls, path: str, **kw) -> "Pool":
-        """Read a pool from Parquet (``.parquet``/``.pq``) or CSV (anything else)."""
+    def from_file(cls, path: str, csv_ids: str = "text", **kw) -> "Pool":
+        """Read a pool from Parquet (``.parquet``/``.pq``) or CSV (anything else).
+
+        A CSV's ids are read as text (``csv_ids="text"``): integers where every id is written
+        as one, else as written, so ``00017`` is not renumbered to 17.  ``"guess"``: pandas'
+        own guess, as sessions created before this reading recorded it (they reopen so)."""
         if not os.path.exists(path):
             raise PoolError(f"pool file not found: {path}")
         ext = os.path.splitext(path)[1].lower()
@@ -470,7 +484,11 @@ class Pool:
             if ext in (".parquet", ".pq"):
                 df = pd.read_parquet(path)
             else:
-                df = pd.read_csv(path, sep="\t" if ext in (".tsv", ".tab") else ",")
+                id_col = kw.get("item") or "item"
+                text = {id_col: str} if csv_ids == "text" else None
+                df = pd.read_csv(path, sep="\t" if ext in (".tsv", ".tab") else ",", dtype=text)
+                if text and id_col in df.columns:
+                    df[id_col] = _csv_ids(df[id_col])
                 if len(df.columns) and str(df.columns[0]).startswith("Unnamed: 0") and "item" not in df.columns:
                     df = df.set_index(df.columns[0])  # a frame written with its index: that index is the id
                     df.index.name = None
@@ -559,9 +577,10 @@ class Pool:
 
     @property
     def read_options(self) -> dict:
-        """How this pool's file was read (``score_kind``, ``threshold``): what a session
+        """How this pool's file was read (``score_kind``, ``threshold``, ``csv_ids``): what a session
         records so that reopening reads the pool the same way."""
-        return {"score_kind": self.score_kind if self.score_kind != "none" else None, "threshold": self.threshold}
+        return {"score_kind": self.score_kind if self.score_kind != "none" else None, "threshold": self.threshold,
+                "csv_ids": "text"}
 
     def strata_scores(self, system: int = 0) -> np.ndarray:
         """(N,) one system's scores on the scale the strata are built on

@@ -246,7 +246,7 @@ def component_names(measures) -> list[str]:
 
 # ------------------------------------------------------------------------------ pools
 def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False,
-              engine: str | None = None, scheduler: str | None = None, client=None):
+              engine: str | None = None, scheduler: str | None = None, client=None, csv_ids: str = "text"):
     """A pool from a Parquet or CSV file, or the built-in demo pool for ``"demo"``.
 
     A directory or glob of Parquet files is a partitioned pool
@@ -256,8 +256,8 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
 
     ``score_kind`` (None/"auto" detects), ``threshold`` (predictions ``score >= T`` for a
     pool without a ``pred`` column) and ``legacy`` as
-    :meth:`bayes_eval.pool.Pool.from_arrays`; a session records ``pool.read_options`` and
-    reopens with them."""
+    :meth:`bayes_eval.pool.Pool.from_arrays`, ``csv_ids`` as :meth:`~bayes_eval.pool.Pool.from_file`;
+    a session records ``pool.read_options`` and reopens with them."""
     from .pool import Pool, demo_pool
 
     if path == "demo":
@@ -276,4 +276,4 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     if engine == "dask":
         raise PoolError(f"--engine dask reads a partitioned pool (a directory or glob of Parquet files), not the "
                         f"single file {path}")
-    return Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy)
+    return Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy, csv_ids=csv_ids)

@@ -332,6 +332,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                 try:
                     # as recorded (a partitioned pool: the engine and a scheduler address), unless given
                     opts = dict(read) if read is not None else {"legacy": True}
+                    opts.setdefault("csv_ids", "guess")   # ids as pandas guessed them, before text ids
                     opts.update({k: v for k, v in (("engine", engine), ("scheduler", scheduler)) if v is not None})
                     if opts.get("engine") == "memory":
                         opts.pop("scheduler", None)

@@ -13,7 +13,7 @@ import pytest
 from bayes_eval import annotate
 from bayes_eval.cli import main as cli_main
 from bayes_eval.errors import cli_message
-from bayes_eval.pool import demo_pool
+from bayes_eval.pool import PoolError, demo_pool
 from bayes_eval.session import (
     LabelConflictError,
     MalformedInputError,
@@ -377,13 +377,50 @@ def test_a_session_without_recorded_reading_reopens_its_pool_the_legacy_way(tmp_
     Session.create(db, pool, "f1", "passive", n_strata=8, pool_path=pool_file).close()
     with sqlite3.connect(db) as c:  # as a file written before score kinds: no config["pool"]["read"]
         cfg = json.loads(c.execute("SELECT value FROM meta WHERE key='config'").fetchone()[0])
-        assert cfg["pool"].pop("read") == {"score_kind": "margin", "threshold": None}
+        assert cfg["pool"].pop("read") == {"score_kind": "margin", "threshold": None, "csv_ids": "text"}
         c.execute("UPDATE meta SET value=? WHERE key='config'", (json.dumps(cfg),))
     calls = []
     real = registry.load_pool
     monkeypatch.setattr(registry, "load_pool", lambda *a, **k: calls.append(k) or real(*a, **k))
     Session.open(db).close()
-    assert calls == [{"legacy": True}]
+    assert calls == [{"legacy": True, "csv_ids": "guess"}]
+
+
+def test_zero_padded_csv_ids_stay_text_and_older_sessions_reopen_as_read(tmp_path):
+    """A CSV's ids ``00017`` are kept as written (pandas read them as the integer 17, so
+    ``001`` and ``1`` were one id); a session created before, whose reading recorded no
+    ``csv_ids``, reopens its pool as it was read then, with its labels."""
+    import bayes_eval.registry as registry
+
+    s_, pred, y = np.linspace(-2, 2, 60), (np.linspace(-2, 2, 60) > 0).astype(int), np.arange(60) % 2
+    f = tmp_path / "zp.csv"
+    pd.DataFrame({"item": [f"{i:05d}" for i in range(60)], "score": s_, "pred": pred}).to_csv(f, index=False)
+    pool = registry.load_pool(str(f))
+    assert list(pool.ids[:3]) == ["00000", "00001", "00002"]
+    with pytest.raises(PoolError, match="unknown item id"):
+        pool.index_of([17])
+    g = tmp_path / "mixed.csv"
+    pd.DataFrame({"item": ["001", "01", "1"], "score": [0.1, 0.2, 0.3], "pred": [0, 0, 1]}).to_csv(g, index=False)
+    assert list(registry.load_pool(str(g)).ids) == ["001", "01", "1"]      # three ids, not one duplicated
+    h = tmp_path / "ints.csv"
+    pd.DataFrame({"item": [10**17 + 3, -4, 0], "score": [0.1, 0.2, 0.3], "pred": [0, 0, 1]}).to_csv(h, index=False)
+    ints = registry.load_pool(str(h)).ids
+    assert ints.dtype.kind == "i" and list(ints) == [10**17 + 3, -4, 0]     # integers stay the integers they are
+    # a session of the earlier reading: ids 0..59 as integers, its reading without csv_ids
+    old = registry.load_pool(str(f), csv_ids="guess")
+    assert old.ids.dtype.kind == "i"
+    db = str(tmp_path / "old.db")
+    s = Session.create(db, old, "f1", "passive", n_strata=4, pool_path=str(f))
+    batch = s.next_batch(6)
+    s.add_labels(batch["item"], y[batch["item"].to_numpy()])
+    s.close()
+    with sqlite3.connect(db) as c:
+        cfg = json.loads(c.execute("SELECT value FROM meta WHERE key='config'").fetchone()[0])
+        del cfg["pool"]["read"]["csv_ids"]
+        c.execute("UPDATE meta SET value=? WHERE key='config'", (json.dumps(cfg),))
+    s = Session.open(db)
+    assert s.n_labels == 6 and s.pool.ids.dtype.kind == "i"
+    s.close()
 
 
 def test_simulate_prints_the_pools_notes(tmp_path, capsys, pool_file):
