@@ -534,9 +534,15 @@ def match_stochastic(pending, log: DrawLog, draw_label, items, rows, y, draws, w
                                 f"was ingested")
         known = draw_label.get(did, new.get(did, (None,))[0])
         if known is not None:
-            if known != lab:
+            if known != lab and did in draw_label:
                 raise LabelConflictError(f"{where[i]}: draw {did} of item {items[i]!r} already has label "
-                                         f"{known}, refusing {lab} — nothing was ingested")
+                                         f"{known} (stored), refusing {lab} — nothing was ingested")
+            if known != lab:
+                raise LabelConflictError(
+                    f"{where[i]}: draw {did} of item {items[i]!r} is labeled {known} by {new[did][1]} and {lab} "
+                    f"here: one label per draw — nothing was ingested (several annotators' labels of one task are "
+                    f"taken from a Label Studio export, which names each annotation; in a CSV give each its own "
+                    f"row without a draw, and they answer the item's draws still awaiting a label)")
             n_dup += 1
             continue
         new[did] = (lab, where[i])

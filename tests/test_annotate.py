@@ -301,6 +301,18 @@ def test_stochastic_oracle_takes_every_annotation(tmp_path, pool):
     f.write_text(json.dumps(tasks))
     r = s.ingest_file(str(f))  # no disagreement error: the second annotation is a label too
     assert r.n_new == 3 and r.n_unused == (0 if items.count(items[0]) > 1 else 1) and r.stage_closed
+    # a plain CSV (no annotation ids) with two labels for one draw: refused, naming both rows, not a
+    # stored label, and saying how several annotators' labels go in
+    b = s.next_batch(2)
+    c = tmp_path / "two.csv"
+    it, d = b["item"].iloc[0], int(b["draw"].iloc[0])
+    pd.DataFrame({"item": [it, it], "draw": [d, d], "label": [1, 0]}).to_csv(c, index=False)
+    before = s._store.dump()
+    with pytest.raises(LabelConflictError) as info:
+        s.ingest_file(str(c))
+    msg = str(info.value)
+    assert "line 2" in msg and "line 3" in msg and "stored" not in msg and "without a draw" in msg
+    assert s._store.dump() == before
 
 
 def test_label_studio_exports_json_min_csv_tsv_with_from_name(tmp_path, pool):
