@@ -113,6 +113,9 @@ def test_refused_skips_change_nothing(tmp_path, pool):
         with pytest.raises(err, match=words):
             s.skip(items)
         assert s._store.dump() == before and s.n_pending == 4 and s.n_skipped == 0
+    s.add_labels(b["item"][1:], pool.labels[pool.index_of(b["item"][1:].to_numpy())])   # the batch closes
+    with pytest.raises(NotDrawnError, match="no batch is open"):                      # and says so
+        s.skip([other])
     s.close()
     p = Session.create(str(tmp_path / "p.db"), pool, "f1", "poisson", seed=1)
     b = p.next_batch(5)
