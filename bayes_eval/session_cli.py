@@ -27,9 +27,10 @@ import sys
 import time
 
 from .posterior import LOW_SAMPLER_ESS
-from .results import blind_spot_text, labels_to_width_text
+from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
-from .session_cli_text import allowed_line, clt_check_line, fmt, jsonable, open_session, outside_note, print_json
+from .session_cli_text import (allowed_line, clt_check_line, fmt, jsonable, open_session, outside_note, print_json,
+                               stopping_line)
 from .session_report_cli import cmd_report
 from .session_team_cli import TEAM_COMMANDS, add_label_reading_args, add_task_content_args, add_team_parsers
 
@@ -371,9 +372,6 @@ def _cmd_ingest(args, bar):
     return 0
 
 
-_KIND = {"clt": "CLT", "clt-cs": "confidence-sequence", "bayes": "Bayesian", "bayes-stable": "Bayesian"}
-
-
 def _status_text(st):
     pool = st["pool"]
     lines = [f"session {st['session']}: pool {pool.get('name')!r} ({pool.get('n_items', 0):,} items), "
@@ -445,22 +443,8 @@ def _status_text(st):
         lines.append("note: a Poisson design's CLT interval cannot see relevant items that were never drawn and is "
                      "often too narrow before every item that can matter is labeled (measured: 25% coverage at "
                      "1000 labels on abt-buy); add --bayesian for the finite-pool Bayesian interval")
-    stop = st.get("stopping")
-    if stop:
-        tw = stop["target_width"]
-        if stop.get("exact"):
-            lines.append(f"stopping rule (width < {tw:g}): reached — {stop['note']}")
-        elif stop["width"] is None:
-            lines.append(f"stopping rule (width < {tw:g}): {stop['note']}")
-        elif stop["reached"]:
-            stable = " after each of the last 3 stages" if stop["kind"] == "bayes-stable" else ""
-            lines.append(f"stopping rule: the {lvl}% {_KIND[stop['kind']]} interval of {stop['component']} has width "
-                         f"{stop['width']:.4f} < {tw:g}{stable}: reached — you can stop")
-        elif stop["more_labels"] is None:
-            lines.append(f"stopping rule (width < {tw:g}): {stop['note']}")
-        else:
-            lines.append(f"stopping rule: the {lvl}% {_KIND[stop['kind']]} interval of {stop['component']} has width "
-                         f"{stop['width']:.4f} ≥ {tw:g}: not reached; {labels_to_width_text(stop)}")
+    if st.get("stopping"):
+        lines.append(stopping_line(st["stopping"], lvl))
     return "\n".join(lines)
 
 

@@ -107,3 +107,23 @@ def allowed_line(st) -> str | None:
     return None if not allowed or st.get("fully_labeled") else (
         f"what the labels allow, whatever the unlabeled items are: {rng_} — the estimate is kept inside and the "
         f"CLT-based intervals are cut to it")
+
+
+_KIND = {"clt": "CLT", "clt-cs": "confidence-sequence", "bayes": "Bayesian", "bayes-stable": "Bayesian"}
+
+
+def stopping_line(stop: dict, lvl: int) -> str:
+    """The stopping rule's line of ``session status`` and of the report (``Session.stopping``):
+    which interval, its width against the target, whether reached, and what is left."""
+    from .results import labels_to_width_text
+
+    tw = stop["target_width"]
+    if stop.get("exact"):
+        return f"stopping rule (width < {tw:g}): reached — {stop['note']}"
+    if stop["width"] is None or (not stop["reached"] and stop["more_labels"] is None):
+        return f"stopping rule (width < {tw:g}): {stop['note']}"
+    head = f"stopping rule: the {lvl}% {_KIND[stop['kind']]} interval of {stop['component']} has width {stop['width']:.4f}"
+    if stop["reached"]:
+        stable = " after each of the last 3 stages" if stop["kind"] == "bayes-stable" else ""
+        return f"{head} < {tw:g}{stable}: reached — you can stop"
+    return f"{head} ≥ {tw:g}: not reached; {labels_to_width_text(stop)}"

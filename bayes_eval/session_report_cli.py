@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 import os
 
-from .results import blind_spot_text, labels_to_width_text
+from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
-from .session_cli_text import allowed_line, clt_check_line, fmt, open_session, outside_note, print_json
+from .session_cli_text import (allowed_line, clt_check_line, fmt, open_session, outside_note, print_json,
+                               stopping_line)
 
 __all__ = ["cmd_report"]
 
@@ -206,11 +207,8 @@ def cmd_report(args, bar):
             md.append("Skipped per stage: " + ", ".join(f"stage {k}: {v}" for k, v in skips["by_stage"].items())
                       + " (every skipped item, with its reason, in skipped.csv).\n")
         if stop:
-            md.append(f"\nStopping rule (width < {stop['target_width']:g}): "
-                      + (f"width {stop['width']:.4f}, " if stop["width"] is not None else "")
-                      + (f"reached — {stop['note']}." if stop.get("exact") else "reached." if stop["reached"]
-                         else "not reached; " + (labels_to_width_text(stop) + "." if stop.get("more_labels") else stop["note"]))
-                      + "\n")
+            line = stopping_line(stop, int(round(args.level * 100)))
+            md.append("\n" + line[0].upper() + line[1:] + ".\n")
         md += ["\n## Estimate and interval against labels spent\n", "![progress](progress.png)\n"]
         if post:
             md += ["\n## Posterior of the measure on this pool, with the CLT interval\n",

@@ -104,8 +104,8 @@ class SessionSkips:
                 raise LabelConflictError(f"skip: item {item!r} already has a label ({lab}), so it can be labeled "
                                          f"— nothing was skipped")
             if r not in waiting and not pending:
-                raise NotDrawnError(f"skip: no batch is open (only items of the open batch can be skipped: draw one "
-                                    f"with session next, then skip the items in it) — nothing was skipped")
+                raise NotDrawnError("skip: no batch is open (only items of the open batch can be skipped: draw one "
+                                    "with session next, then skip the items in it) — nothing was skipped")
             if r not in waiting:
                 raise NotDrawnError(f"skip: item {item!r} is not awaiting a label in the open batch (only items of "
                                     f"the open batch can be skipped) — nothing was skipped")

@@ -482,10 +482,13 @@ def test_cli_walkthrough(tmp_path, capsys, pool):
     assert "extrapolation" in st_["stopping"]["note"] or st_["stopping"]["reached"]
     rc, out, err = _cli(capsys, "session", "status", db, "--target-width", "0.05", "--no-bayesian")
     assert rc == 0 and "labels spent: 90" in out and "CLT" in out
+    stop_line = next(x for x in out.splitlines() if x.startswith("stopping rule"))
+    assert "interval of f1 has width" in stop_line
     rep = tmp_path / "report"
     rc, out, err = _cli(capsys, "session", "report", db, "--out", str(rep), "--pr-curve", "--thresholds", "16",
-                        "--no-bayesian")
+                        "--no-bayesian", "--target-width", "0.05")
     assert rc == 0, err
+    assert "S" + stop_line[1:] + "." in (rep / "report.md").read_text()   # the report says what status says
     for f in ("summary.csv", "summary.md", "history.csv", "progress.png", "pr_curve.png", "report.md"):
         assert (rep / f).exists(), f
     with open(rep / "progress.png", "rb") as fh:
