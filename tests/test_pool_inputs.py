@@ -33,7 +33,7 @@ def test_detection_of_score_kinds():
     p = Pool.from_arrays(scores=sigmoid(s), preds=pred)
     assert p.score_kind == "probability"
     assert any("probabilities" in n for n in p.notes)
-    assert p.read_options == {"score_kind": "probability", "threshold": None}
+    assert p.read_options == {"score_kind": "probability", "threshold": None, "csv_ids": "text"}
 
 
 def test_a_probability_is_never_pushed_through_a_sigmoid():
