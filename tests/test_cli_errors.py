@@ -358,7 +358,7 @@ def test_session_new_reads_the_pool_as_told_and_reopens_it_the_same_way(tmp_path
                         "--strata", "8", "--format", "json")
     assert rc == 0, err
     info = json.loads(out)
-    assert info["pool"]["read"] == {"score_kind": "probability", "threshold": 0.5}
+    assert info["pool"]["read"] == {"score_kind": "probability", "threshold": 0.5, "csv_ids": "text"}
     assert any("probabilit" in n for n in info["pool_notes"]) and any("0.5" in n for n in info["pool_notes"])
     s = Session.open(db)  # reads the pool as it was read at creation (else: no 'pred', refused)
     assert s.pool.score_kind == "probability" and s.pool.threshold == 0.5
