@@ -244,8 +244,28 @@ def task_frame(pool, batch: pd.DataFrame, own: Sequence[str], show_score: bool =
     return batch[[c for c in batch.columns if c in ("item", "draw") or c in own]], preds
 
 
+#: the session's meta key for its tag, and the task data field that carries it
+TAG_KEY = "label_studio_session"
+TAG_FIELD = "bayes_eval_session"
+
+
+def session_tag(store, create: bool = False) -> str | None:
+    """The session's tag in Label Studio task data (``bayes_eval_session``): set once, before the
+    first task carries it (a ``session push``, or a ``session next --out batch.json``), so a
+    task in a project names the session it came from; None while never set and not ``create``.
+    A push into a project that holds another session's tasks is refused, and a pull reads only
+    this session's tasks and untagged ones (:mod:`bayes_eval.labelstudio`)."""
+    tag = store.meta().get(TAG_KEY)
+    if tag is None and create:
+        import uuid
+
+        tag = uuid.uuid4().hex[:12]
+        store.set_meta(TAG_KEY, tag)
+    return tag
+
+
 def write_batch_tmp(frame: pd.DataFrame, path: str, fmt: str | None = None, predictions: Sequence[str] | None = None,
-                    from_name: str = "label", fields: Sequence[str] = ()) -> str:
+                    from_name: str = "label", fields: Sequence[str] = (), tag: str | None = None) -> str:
     """Write the annotator's view of a batch to a temporary file beside ``path`` and return
     its name (``os.replace`` it into place to finish; :func:`write_batch` does both).  A
     failure removes the temporary file and raises :class:`SessionError` saying what it
@@ -254,7 +274,8 @@ def write_batch_tmp(frame: pd.DataFrame, path: str, fmt: str | None = None, pred
     ``predictions`` (one choice string per row, the classifier's): pre-annotations — in
     ``.json`` / ``.jsonl`` tasks Label Studio ``predictions`` for the control ``from_name``
     on the first of ``fields`` (:func:`preannotation`), in ``.csv`` / ``.tsv`` a
-    ``prediction`` column."""
+    ``prediction`` column.  ``tag`` (:func:`session_tag`): carried by ``.json`` tasks (the file
+    Label Studio imports) as ``bayes_eval_session``."""
     fmt = format_of(path, fmt)
     path = os.fspath(path)
     tmp = f"{path}.tmp-{os.getpid()}"
@@ -271,6 +292,8 @@ def write_batch_tmp(frame: pd.DataFrame, path: str, fmt: str | None = None, pred
             cols = list(frame.columns)
             tasks = [{"data": {c: jsonable_value(v) for c, v in zip(cols, row)}}
                      for row in frame.itertuples(index=False, name=None)]
+            for t in tasks if tag is not None else ():
+                t["data"][TAG_FIELD] = tag
             for t, v in zip(tasks, predictions if predictions is not None else ()):
                 t["predictions"] = preannotation(v, from_name, fields)
             with open(tmp, "w", encoding="utf-8") as fh:

@@ -172,22 +172,14 @@ def _refuse_partitioned(session):
 PROJECT_KEY = "label_studio_project"
 
 
-#: the session's meta key for its tag, carried by every task it pushes (task data ``TAG_FIELD``)
-TAG_KEY = "label_studio_session"
-TAG_FIELD = "bayes_eval_session"
+#: the session's meta key for its tag, and the task data field that carries it (:func:`bayes_eval.annotate.session_tag`)
+TAG_KEY = annotate.TAG_KEY
+TAG_FIELD = annotate.TAG_FIELD
 
 
 def _tag(session, create: bool = False) -> str | None:
-    """The session's tag in task data (``bayes_eval_session``): set once, before the first import, so a
-    task in Label Studio names the session that pushed it (None: never pushed, ``create``
-    False)."""
-    tag = session._store.meta().get(TAG_KEY)
-    if tag is None and create:
-        import uuid
-
-        tag = uuid.uuid4().hex[:12]
-        session._store.set_meta(TAG_KEY, tag)
-    return tag
+    """The session's tag in task data (``bayes_eval_session``; :func:`bayes_eval.annotate.session_tag`)."""
+    return annotate.session_tag(session._store, create)
 
 
 def _split_by_session(tasks, tag):

@@ -797,10 +797,11 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         ``preannotate`` the classifier's prediction (:func:`bayes_eval.annotate.task_frame`)."""
         fmt = annotate.prepare_output(path, fmt)  # before anything is drawn
         own = annotate.task_columns(annotate.pool_columns(self.pool), fields, show_score)
+        tag = annotate.session_tag(self._store, create=True) if fmt == "json" else None  # Label Studio's import
 
         def write(df):  # to a temporary file, renamed into place once the stage is stored
             df, preds = annotate.task_frame(self.pool, df, own, show_score, preannotate, self.config)
-            tmp = annotate.write_batch_tmp(df, path, fmt, preds, from_name, own)
+            tmp = annotate.write_batch_tmp(df, path, fmt, preds, from_name, own, tag)
 
             def finish(ok):
                 if not ok:

@@ -17,6 +17,8 @@ from bayes_eval.session import (
     SessionError,
 )
 
+TAG = annotate.TAG_FIELD  # the session's tag in every task it writes
+
 
 @pytest.fixture(scope="module")
 def pool():
@@ -63,8 +65,23 @@ def test_jsonl_export_is_label_studio_tasks(tmp_path, pool):
     assert [t["data"]["item"] for t in tasks] == list(df["item"])
     assert set(tasks[0]["data"]) == {"item", "left", "right"}
     g = tmp_path / "batch.json"
-    s.export_batch(str(g), n=5)  # the open batch again, as a JSON list
-    assert json.loads(g.read_text()) == tasks
+    s.export_batch(str(g), n=5)  # the open batch again, as a JSON list: Label Studio's import
+    tasks = json.loads(g.read_text())
+    # with the session's tag (Label Studio: a project holding another session's tasks is refused)
+    assert {t["data"].pop(annotate.TAG_FIELD) for t in tasks} == {s._store.meta()[annotate.TAG_KEY]}
+    assert tasks == [json.loads(line) for line in lines]
+    tasks = json.loads(g.read_text())
+    # imported into Label Studio by hand, these tasks are this session's: another session's push into that
+    # project is refused and its pull leaves them alone (labelstudio._split_by_session)
+    from bayes_eval import labelstudio
+
+    (tmp_path / "other").mkdir()
+    other = _session(tmp_path / "other", pool)
+    other.export_batch(str(tmp_path / "other.json"), n=2)
+    in_project = [{"id": k, "data": t["data"], "annotations": []} for k, t in enumerate(tasks)]
+    mine, theirs = labelstudio._split_by_session(in_project, labelstudio._tag(other))
+    assert not mine and len(theirs) == 5
+    assert len(labelstudio._split_by_session(in_project, labelstudio._tag(s))[0]) == 5
     # flat JSONL labels read back
     h = tmp_path / "labels.jsonl"
     h.write_text("\n".join(json.dumps({"item": t["data"]["item"], "label": int(truth(pool, [t["data"]["item"]])[0])})
@@ -348,11 +365,11 @@ def test_task_content_and_label_config(tmp_path):
     s = Session.create(str(tmp_path / "c.db"), pool, "f1", "passive", seed=0)
     f = tmp_path / "b.json"
     s.export_batch(str(f), n=3)
-    assert set(json.loads(f.read_text())[0]["data"]) == {"item", "title_a", "title_b"}  # no model output
+    assert set(json.loads(f.read_text())[0]["data"]) == {"item", "title_a", "title_b", TAG}  # no model output
     s.export_batch(str(f), n=3, show_score=True)
     assert {"prob_calibrated", "score"} <= set(json.loads(f.read_text())[0]["data"])
     s.export_batch(str(f), n=3, fields="title_b")
-    assert set(json.loads(f.read_text())[0]["data"]) == {"item", "title_b"}
+    assert set(json.loads(f.read_text())[0]["data"]) == {"item", "title_b", TAG}
     with pytest.raises(SessionError, match="not columns of the pool") as info:
         s.export_batch(str(f), n=3, fields="nope")
     assert "beside item, score, pred and label: ['title_a', 'title_b', 'prob_calibrated']" in info.value.cli
@@ -405,7 +422,7 @@ def test_cli_next_out_file_chooses_task_content(tmp_path, capsys, monkeypatch):
     assert cli_main(["session", "next", db, "--n", "6", "--out", str(b), "--fields", "title a",
                      "--preannotate", "--from-name", "verdict", "--no-progress"]) == 0
     tasks = json.loads(b.read_text())
-    assert len(tasks) == 6 and all(set(t["data"]) == {"item", "title a"} for t in tasks)
+    assert len(tasks) == 6 and all(set(t["data"]) == {"item", "title a", TAG} for t in tasks)
     capsys.readouterr()
     assert cli_main(["session", "label-config", db, "--fields", "title a", "--from-name", "verdict",
                      "--no-progress"]) == 0
@@ -431,7 +448,7 @@ def test_cli_next_out_file_chooses_task_content(tmp_path, capsys, monkeypatch):
     assert r["files"][0]["n_new"] == 6 and r["files"][0]["stage_closed"]
     # by default no model output reaches the annotators; on stdout the options are refused
     assert cli_main(["session", "next", db, "--n", "3", "--out", str(b), "--no-progress"]) == 0
-    assert set(json.loads(b.read_text())[0]["data"]) == {"item", "title a", "title_b"}
+    assert set(json.loads(b.read_text())[0]["data"]) == {"item", "title a", "title_b", TAG}
     assert "predictions" not in json.loads(b.read_text())[0]
     capsys.readouterr()
     assert cli_main(["session", "next", db, "--fields", "title_b", "--no-progress"]) == 2
