@@ -196,9 +196,9 @@ def build_parser():
                    help="model of the Bayesian intervals: calibrated (default, binary), design, dirichlet-tree")
     s.add_argument("--bayes-draws", type=int, default=200, metavar="N",
                    help="posterior draws per Bayesian interval (default 200; a session uses 1000). The "
-                        "equal-tailed interval's quantiles sit at plotting position p(N+1), so it holds on "
-                        "average 95%% of the posterior's mass for any N; more draws make each interval less "
-                        "noisy, and the cost of the Bayesian intervals grows with N")
+                        "highest-density interval spans 0.95(N+1) draw spacings, so it holds on average 95%% "
+                        "of the posterior's mass for any N; more draws make each interval less noisy, and the "
+                        "cost of the Bayesian intervals grows with N")
     _add_design_args(s)
     s.add_argument("--poisson-size", default="random", choices=["random", "exact", "pareto", "sequential"],
                    help="Poisson designs: random-size rounds (true Poisson sampling, mean = the batch; default) or "

@@ -65,7 +65,7 @@ class SimResult(NamedTuple):
     seconds: float
     compile_seconds: float
     design: str
-    bayes_lower: np.ndarray | None = None  # (repeats, n_ck, m) equal-tailed posterior interval
+    bayes_lower: np.ndarray | None = None  # (repeats, n_ck, m) the library's posterior interval: resolved_interval
     bayes_upper: np.ndarray | None = None
     bayes_mean: np.ndarray | None = None
     # (repeats, n_ck) the importance ESS behind each posterior's parameter draws (PosteriorDraws.sampler_ess)
@@ -298,11 +298,10 @@ def labels_to_width_text(stop: dict) -> str:
 
 def collapsed_text(components, lvl: int) -> str:
     """What a widened, collapsed Bayesian interval (:func:`bayes_eval.posterior.resolved_interval`) means."""
-    return (f"note: at least {lvl}% of the posterior of {', '.join(components[:4])} sits on one completion of the "
-            f"pool while unlabeled items can still change it -- the model's bet that nothing is hidden, which no "
-            f"label has tested (measured on dblp-acm: such width-0 intervals held the truth in 5 of 23 stages); the "
-            f"Bayesian interval shown is widened to what one unlabeled item's label can change, and the stopping "
-            f"rule reads that width")
+    return (f"note: the {lvl}% posterior interval of {', '.join(components[:4])} is narrower than what one "
+            f"unlabeled item's label can change -- the model's bet that nothing is hidden, which no label has tested "
+            f"(measured on dblp-acm: width-0 intervals held the truth in 5 of 23 stages); the Bayesian interval shown "
+            f"is widened to what one unlabeled item's label can change, and the stopping rule reads that width")
 
 
 def blind_spot_text(bs: dict | None, names) -> str | None:

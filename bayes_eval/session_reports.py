@@ -27,7 +27,7 @@ import pandas as pd
 from . import _config  # noqa: F401  (float64)
 from .errors import SessionError
 from .estimators import MODEL_CHECK_MAX
-from .posterior import equal_tailed
+from .posterior import highest_density
 from .session_core import posterior_model as core_posterior_model
 from .session_core import posterior_sampler
 
@@ -268,19 +268,19 @@ class SessionReports:
 
     def bayesian_interval(self, level: float = 0.95, n_draws: int = 1000, seed: int | None = None,
                           snap_index: int = -1):
-        """Equal-tailed Bayesian intervals of every component from :meth:`posterior` (after
+        """Highest-density Bayesian intervals of every component from :meth:`posterior` (after
         closed stage ``snap_index``), or None when the design has no oracle model.  Columns as
         :meth:`intervals` (``kind="bayes"``, ``estimate`` = posterior median) and ``collapsed``:
-        where the interval had collapsed onto one completed-pool value while an unlabeled item
-        can still change it, and is therefore widened to the values one unlabeled item's class
+        where the interval was narrower than what one unlabeled item's label can change while
+        such an item is left, and is therefore widened to the values one unlabeled item's class
         away (:func:`bayes_eval.posterior.resolved_interval`, the simulation's interval too)."""
         draws = self.posterior(n_draws, seed, snap_index)
         if draws is None:
             return None
         with np.errstate(all="ignore"):
-            lo, hi = (np.asarray(v) for v in equal_tailed(jnp.asarray(draws), level))
+            lo, hi = (np.asarray(v) for v in highest_density(jnp.asarray(draws), level))
             med = np.nanmedian(draws, axis=0) if np.isfinite(draws).any() else lo
-        # posterior.resolved_interval: a collapsed interval is widened to what one unlabeled item can change
+        # posterior.resolved_interval: never narrower than what one unlabeled item can change
         col = self._collapsed(level, snap_index, n_draws, seed)
         if col.any():
             one = self._one_item(n_draws, seed, snap_index)
@@ -531,22 +531,25 @@ class SessionReports:
         return self._post_cache[self._snap_key(n_draws, seed, snap_index)[0]][1]
 
     def _collapsed(self, level: float, snap_index: int = -1, n_draws: int = 1000, seed: int | None = None) -> np.ndarray:
-        """(m,) bool: whether the equal-tailed Bayesian interval of each component after closed
-        stage ``snap_index`` has collapsed onto one completed-pool value while an unlabeled
-        item can still change it (:func:`bayes_eval.posterior.collapsed`, with each measure's
-        loss).  All False where there is no posterior."""
-        from .posterior import collapsed
+        """(m,) bool: whether the highest-density Bayesian interval of each component after
+        closed stage ``snap_index`` is narrower than what one unlabeled item's label can change
+        while such an item is left, and is therefore widened
+        (:func:`bayes_eval.posterior.widen_to_resolution`, with each measure's loss).  All
+        False where there is no posterior."""
+        from .posterior import unlabeled_items_matter, widen_to_resolution
 
         draws = self.posterior(n_draws, seed, snap_index)
         if draws is None or not self._snapshots:
             return np.zeros(len(self._names), bool)
         _, i, last = self._snap_key(n_draws, seed, snap_index)
         labeled = jnp.asarray(self._labeled if i == last else self._snapshots[i].labeled)
+        lo, hi = highest_density(jnp.asarray(draws), level)
+        one = jnp.asarray(self._one_item(n_draws, seed, snap_index))
         out, c = [], 0
         for j, m in enumerate(self.measures):
             d = len(m.names)
-            cells = self._core.cells._replace(loss=self._core.loss_tables[j])
-            out.append(np.asarray(collapsed(jnp.asarray(draws[:, c:c + d]), labeled, cells, level)))
+            matter = unlabeled_items_matter(self._core.cells._replace(loss=self._core.loss_tables[j]), labeled)
+            out.append(np.asarray(widen_to_resolution(lo[c:c + d], hi[c:c + d], one[:, c:c + d], matter)[2]))
             c += d
         return np.concatenate(out)
 

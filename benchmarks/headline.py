@@ -98,7 +98,9 @@ def stopping_table(folder, widths=(0.1, 0.05, 0.02)):
     for f in sorted(files, key=key):
         pool, design = f[:-4].rsplit("_", 1)
         res = SavedStages(os.path.join(folder, f))
-        for rule, label in (("bayes-stable", "Bayesian, 3 in a row (the session's)"),
+        # stages saved before the highest-density interval (stopping.py's ``bayes_interval``) hold the equal-tailed one
+        kind = "Bayesian" if res.bayes_interval == "highest-density" else "Bayesian (equal-tailed, the release before)"
+        for rule, label in (("bayes-stable", f"{kind}, 3 in a row (the session's)"),
                             ("clt-cs", "confidence sequence, with the CLT check")):
             cells = []
             for w in widths:

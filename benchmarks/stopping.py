@@ -73,7 +73,9 @@ def main(argv=None):
                                     bayes_upper=res.stage_bayes_upper if res.stage_bayes_upper is not None
                                     else np.zeros(0), true_value=res.true_value,
                                     bayes_collapsed=res.stage_bayes_collapsed if res.stage_bayes_collapsed is not None
-                                    else np.zeros(0))
+                                    else np.zeros(0),
+                                    # which Bayesian interval (posterior.resolved_interval); files before: equal-tailed
+                                    bayes_interval="highest-density")
             for c in summarize(res):
                 fixed.append(dict(pool=name, design=design, labels=c["labels"], rmse=c["mse"] ** 0.5,
                                   coverage_clt=c["coverage"], width_clt=c["mean_width"],

@@ -41,6 +41,8 @@ class SavedStages:
         # where each stage's interval collapsed and was widened (posterior.resolved_interval; saved since stop 31)
         c = z["bayes_collapsed"] if "bayes_collapsed" in z.files else np.zeros(0)
         self.stage_bayes_collapsed = c if c.size else None
+        # which Bayesian interval the stages hold (posterior.resolved_interval; recorded since stop 44)
+        self.bayes_interval = str(z["bayes_interval"]) if "bayes_interval" in z.files else "equal-tailed"
 
 
 def _first(res, narrow, lo, hi):

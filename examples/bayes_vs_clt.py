@@ -1,7 +1,7 @@
 """Bayesian and CLT intervals side by side, on a pool with known labels.
 
     python examples/bayes_vs_clt.py [POOL.parquet] [--budget 1000] [--models calibrated,dirichlet-tree]
-                                    [--method nuts] [--out docs] [--md FILE] [--thresholds 40] [--seed 0]
+                                    [--method nuts] [--out bayes_vs_clt] [--md FILE] [--thresholds 40] [--seed 0]
 
 Runs an AIS labeling session (001 Alg. 1; the pool's ground truth plays the annotator)
 for F1 and a PR curve, then the finite-pool posterior of both (001 §4; docs/architecture.md) under each
@@ -61,7 +61,7 @@ def main(argv=None):
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--thresholds", type=int, default=40, help="thresholds of the PR curve")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=os.path.join(HERE, "..", "docs"), help="folder of the PNGs")
+    ap.add_argument("--out", default="bayes_vs_clt", help="folder of the PNGs (the README's figures: --out docs)")
     ap.add_argument("--md", default=None, help="also write the printed tables to this markdown file")
     args = ap.parse_args(argv)
 
