@@ -289,11 +289,18 @@ def labels_to_width_text(stop: dict) -> str:
     """One sentence for :func:`labels_to_width`'s record (``session status``, the report)."""
     b, n0, w0, more = (stop.get(k) for k in ("width_exponent", "rate_from_labels", "rate_from_width",
                                              "more_labels_observed_rate"))
+    left = stop.get("unlabeled_items")   # a deterministic oracle labels each item once
+
+    def past(n):
+        return left is not None and n > left
+
     rate = ("" if b is None else f"; at the rate it shrank since {n0:,} labels (width {w0:.4f} then, ∝ labels^"
-            f"{-b:.2f}) about {more:,}" if more is not None else f"; it has not shrunk since {n0:,} labels "
-            f"(width {w0:.4f} then): no rate to extrapolate")
-    return (f"about {stop['more_labels']:,} more labels if the width shrinks as 1/sqrt(labels){rate} "
-            f"(extrapolations, not promises)")
+            f"{-b:.2f}) " + (f"more than the {left:,} unlabeled items" if past(more) else f"about {more:,}")
+            if more is not None else f"; it has not shrunk since {n0:,} labels (width {w0:.4f} then): no rate to "
+            f"extrapolate")
+    n = stop["more_labels"]
+    first = f"more labels than the {left:,} unlabeled items" if past(n) else f"about {n:,} more labels"
+    return f"{first} if the width shrinks as 1/sqrt(labels){rate} (extrapolations, not promises)"
 
 
 def collapsed_text(components, lvl: int) -> str:

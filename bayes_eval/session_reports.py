@@ -421,6 +421,8 @@ class SessionReports:
         m0 = len(self.measures[0].names)
         first = set(self._names[:m0])
         out = {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels}
+        if not self._stochastic:  # an extrapolation past them says "more than the pool holds"
+            out["unlabeled_items"] = int(self.pool.n_items) - int(round(float(np.sum(self._labeled))))
         if bayesian and self.posterior_model() is not None and not self._stochastic:
             return self._stopping_stable(target_width, level, first, out)
         iv = self.intervals(level, bayesian=False, sequence=True)

@@ -45,6 +45,13 @@ def interval_table(folder):
                 rows.append(json.load(fh))
     if not rows:
         return []
+    # a (pool, design) not rerun since the highest-density interval: the equal-tailed release's runs, marked
+    before = folder + "_et"
+    have = {f for f in os.listdir(folder) if f.endswith(".json")}
+    for f in sorted(os.listdir(before)) if os.path.isdir(before) else ():
+        if f.endswith(".json") and f not in have:
+            with open(os.path.join(before, f)) as fh:
+                rows.append(dict(json.load(fh), interval_before=True))
 
     def name(d):
         return os.path.splitext(os.path.basename(d["pool"]))[0]
@@ -65,9 +72,11 @@ def interval_table(folder):
 
         checked = " / ".join(f"{_f(c.get('clt_check_passed'), '.2f')}, {_f(c.get('coverage_checked'), '.2f')}"
                              for c in cps) if any(c.get("clt_check_passed") is not None for c in cps) else "–"
+        bayes = kind("coverage_bayes", "mean_width_bayes") + (" equal-tailed (the release before)"
+                                                               if d.get("interval_before") else "")
         out.append(f"| {name(d)} ({d['repeats']}) | {d['design']} | {' / '.join(_f(r, '.4f') for r in rmse)} | "
                    f"{kind('coverage', 'mean_width')} | {checked} | {kind('coverage_cs', 'mean_width_cs')} | "
-                   f"{kind('coverage_bayes', 'mean_width_bayes')} |")
+                   f"{bayes} |")
     return out
 
 

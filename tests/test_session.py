@@ -274,6 +274,12 @@ def test_labels_to_width_at_both_rates():
     r = labels_to_width(500, 0.4, 0.1)
     assert r["width_exponent"] is None and r["more_labels"] == 7500 and "shrank" not in labels_to_width_text(r)
     assert labels_to_width(500, 0.09, 0.1, 250, 0.2)["more_labels_observed_rate"] == 0
+    # past what the pool holds unlabeled (a deterministic oracle labels each item once): said so, not counted
+    r = dict(labels_to_width(500, 0.4, 0.2, 125, 0.4 * 2 ** 0.5), unlabeled_items=5000)
+    assert "about 1,500 more labels" in labels_to_width_text(r) and "7,500" not in labels_to_width_text(r)
+    assert "labels^-0.25) more than the 5,000 unlabeled items" in labels_to_width_text(r)
+    r = dict(labels_to_width(500, 0.4, 0.1), unlabeled_items=5000)
+    assert labels_to_width_text(r).startswith("more labels than the 5,000 unlabeled items if")
 
 
 def test_confidence_sequence_waits_for_both_classes(tmp_path, pool):

@@ -1,7 +1,9 @@
 """Issue 15, item 1 at the issue's repeat count: the Bayesian interval's coverage and width ÷
 RMSE, 500 runs per (pool, design), with the release's interval (the per-cell calibrated
-posterior, the collapsed interval widened, quantiles at plotting position p (n + 1):
-``bayes_eval.posterior.equal_tailed``).
+posterior; the highest-density interval, never narrower than one unlabeled item's change:
+``bayes_eval.posterior.resolved_interval``).  The equal-tailed release's runs (the same runs,
+labels and draws) are in ``benchmarks/results/bayes_record_et/``; ``hdi_compare.py`` sets the two
+side by side.
 
 One ``bayes-eval simulate POOL --design D --repeats N --bayes yes --bayes-draws B`` per
 (pool, design), each written to ``benchmarks/results/bayes_record/<pool>_<design>.json`` as
