@@ -43,8 +43,6 @@ def interval_table(folder):
         if f.endswith(".json"):
             with open(os.path.join(folder, f)) as fh:
                 rows.append(json.load(fh))
-    if not rows:
-        return []
     # a (pool, design) not rerun since the highest-density interval: the equal-tailed release's runs, marked
     before = folder + "_et"
     have = {f for f in os.listdir(folder) if f.endswith(".json")}
@@ -52,6 +50,8 @@ def interval_table(folder):
         if f.endswith(".json") and f not in have:
             with open(os.path.join(before, f)) as fh:
                 rows.append(dict(json.load(fh), interval_before=True))
+    if not rows:
+        return []
 
     def name(d):
         return os.path.splitext(os.path.basename(d["pool"]))[0]
