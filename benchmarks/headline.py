@@ -36,16 +36,13 @@ def interval_table(folder):
     coverage and mean width ÷ RMSE of the CLT interval (all runs; and where its check passed,
     with the share that passed), the confidence sequence and the Bayesian interval (issue 15:
     coverage 0.93–0.97 at ≤ 6 × RMSE).  Empty where the folder holds no runs."""
-    if not os.path.isdir(folder):
-        return []
     rows = []
-    for f in sorted(os.listdir(folder)):
-        if f.endswith(".json"):
-            with open(os.path.join(folder, f)) as fh:
-                rows.append(json.load(fh))
+    have = sorted(f for f in os.listdir(folder) if f.endswith(".json")) if os.path.isdir(folder) else []
+    for f in have:
+        with open(os.path.join(folder, f)) as fh:
+            rows.append(json.load(fh))
     # a (pool, design) not rerun since the highest-density interval: the equal-tailed release's runs, marked
     before = folder + "_et"
-    have = {f for f in os.listdir(folder) if f.endswith(".json")}
     for f in sorted(os.listdir(before)) if os.path.isdir(before) else ():
         if f.endswith(".json") and f not in have:
             with open(os.path.join(before, f)) as fh:
