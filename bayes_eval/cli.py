@@ -455,7 +455,7 @@ def cmd_demo(args):
               f"the posterior (mean {bmean:.4f}) also on the items nobody labeled.")
     print("On this pool some positives score as low as the negatives, where few items are drawn: the CLT-based "
           "intervals rest on the positives found: at 1000 labels the CLT interval held the truth in 69% of 500 runs, "
-          "the confidence sequence in 82%, the Bayesian interval, which accounts for the unlabeled items, in 99% "
+          "the confidence sequence in 82%, the Bayesian interval, which accounts for the unlabeled items, in 99.6% "
           "(benchmarks/results/interval_bayes_record.md): read it here.")
     if last.get("clt_reliable") is not None:
         print("CLT check (the calibrated model's variance ÷ the draws'; above 5× the CLT-based intervals are not "
