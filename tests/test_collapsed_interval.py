@@ -61,15 +61,11 @@ def test_collapsed_flags_a_point_mass_only_while_an_unlabeled_item_can_change_th
     assert not bool(collapsed(two, open_, cells, level=0.99)[0])
 
 
-def test_a_collapsed_interval_is_widened_to_what_one_unlabeled_item_can_change():
-    """posterior.resolved_interval: where >= 95% of the draws complete the pool alike while an
-    unlabeled item can still change F1, the interval is the values one item's class away --
-    the dblp-acm case in miniature (every predicted positive labeled positive, one positive
-    hidden among predicted negatives whose other items are labeled negative)."""
+def _one_hidden_positive_pool():
+    """F1's g, a three-cell pool and its labels: every predicted positive labeled positive
+    (18), one positive found among the predicted negatives, one predicted negative unlabeled."""
     from bayes_eval.cells import CellTable
-    from bayes_eval.posterior import complete_pool_draws, one_item_range, PosteriorDraws, resolved_interval
 
-    f1 = M.get("f1").g
     # F1's loss: (TP, (predicted + true positives) / 2) per item
     pp = [[0.0, 0.5], [1.0, 1.0]]          # predicted positive: y = 0 -> FP, y = 1 -> TP
     pn = [[0.0, 0.0], [0.0, 0.5]]          # predicted negative: y = 1 -> FN
@@ -77,6 +73,17 @@ def test_a_collapsed_interval_is_widened_to_what_one_unlabeled_item_can_change()
                       weight=jnp.full(3, 1 / 50), loss=jnp.array([pp, pn, pn]), prior=jnp.full((3, 2), 0.5),
                       truth=jnp.zeros((3, 2)))
     labeled = jnp.array([[0.0, 18.0], [29.0, 0.0], [1.0, 1.0]])   # 1 unlabeled item in cell 1
+    return M.get("f1").g, cells, labeled
+
+
+def test_a_collapsed_interval_is_widened_to_what_one_unlabeled_item_can_change():
+    """posterior.resolved_interval: where >= 95% of the draws complete the pool alike while an
+    unlabeled item can still change F1, the interval is the values one item's class away --
+    the dblp-acm case in miniature (every predicted positive labeled positive, one positive
+    hidden among predicted negatives whose other items are labeled negative)."""
+    from bayes_eval.posterior import complete_pool_draws, one_item_range, PosteriorDraws, resolved_interval
+
+    f1, cells, labeled = _one_hidden_positive_pool()
     n = 400
     pi = jnp.broadcast_to(jnp.array([[0.0, 1.0], [0.99, 0.01], [0.5, 0.5]]), (n, 3, 2))
     value, risk, m = complete_pool_draws(jax.random.PRNGKey(0), f1, cells, labeled, pi)
@@ -112,16 +119,10 @@ def test_a_highest_density_interval_below_one_items_change_is_widened_too():
     but the highest-density one is the single value 'nothing hidden' -- the same bet, by
     another route.  resolved_interval widens it to the values one unlabeled item's class away
     (widen_to_resolution), and flags it; an interval that holds them is left alone."""
-    from bayes_eval.cells import CellTable
     from bayes_eval.posterior import (collapsed, complete_pool_draws, one_item_range, PosteriorDraws,
                                       resolved_interval, widen_to_resolution)
 
-    f1 = M.get("f1").g
-    pp, pn = [[0.0, 0.5], [1.0, 1.0]], [[0.0, 0.0], [0.0, 0.5]]
-    cells = CellTable(stratum=jnp.array([0, 1, 2]), size=jnp.array([18.0, 30.0, 2.0]),
-                      weight=jnp.full(3, 1 / 50), loss=jnp.array([pp, pn, pn]), prior=jnp.full((3, 2), 0.5),
-                      truth=jnp.zeros((3, 2)))
-    labeled = jnp.array([[0.0, 18.0], [29.0, 0.0], [1.0, 1.0]])   # 1 unlabeled item in cell 1
+    f1, cells, labeled = _one_hidden_positive_pool()
     n = 1000
     pi = jnp.broadcast_to(jnp.array([[0.0, 1.0], [0.965, 0.035], [0.5, 0.5]]), (n, 3, 2))
     value, risk, m = complete_pool_draws(jax.random.PRNGKey(3), f1, cells, labeled, pi)
