@@ -277,14 +277,9 @@ class SessionReports:
         draws = self.posterior(n_draws, seed, snap_index)
         if draws is None:
             return None
+        lo, hi, col = self._resolved(level, snap_index, n_draws, seed)
         with np.errstate(all="ignore"):
-            lo, hi = (np.asarray(v) for v in highest_density(jnp.asarray(draws), level))
             med = np.nanmedian(draws, axis=0) if np.isfinite(draws).any() else lo
-        # posterior.resolved_interval: never narrower than what one unlabeled item can change
-        col = self._collapsed(level, snap_index, n_draws, seed)
-        if col.any():
-            one = self._one_item(n_draws, seed, snap_index)
-            lo, hi = np.where(col, np.minimum(lo, one[0]), lo), np.where(col, np.maximum(hi, one[1]), hi)
         return pd.DataFrame({"component": self._names, "kind": "bayes", "level": level, "estimate": med,
                              "lower": lo, "upper": hi, "collapsed": col})
 
@@ -532,28 +527,39 @@ class SessionReports:
         self.posterior(n_draws, seed, snap_index)
         return self._post_cache[self._snap_key(n_draws, seed, snap_index)[0]][1]
 
-    def _collapsed(self, level: float, snap_index: int = -1, n_draws: int = 1000, seed: int | None = None) -> np.ndarray:
-        """(m,) bool: whether the highest-density Bayesian interval of each component after
-        closed stage ``snap_index`` is narrower than what one unlabeled item's label can change
-        while such an item is left, and is therefore widened
-        (:func:`bayes_eval.posterior.widen_to_resolution`, with each measure's loss).  All
-        False where there is no posterior."""
+    def _resolved(self, level: float, snap_index: int = -1, n_draws: int = 1000, seed: int | None = None):
+        """(lower, upper, widened), each (m,): the highest-density interval of each component
+        after closed stage ``snap_index``, widened where it is narrower than what one unlabeled
+        item's label can change while such an item is left
+        (:func:`bayes_eval.posterior.widen_to_resolution`, with each measure's loss) -- the
+        simulation's interval, :func:`bayes_eval.posterior.resolved_interval`.  None where there
+        is no posterior."""
         from .posterior import unlabeled_items_matter, widen_to_resolution
 
         draws = self.posterior(n_draws, seed, snap_index)
-        if draws is None or not self._snapshots:
-            return np.zeros(len(self._names), bool)
+        if draws is None:
+            return None
+        with np.errstate(all="ignore"):
+            lo, hi = highest_density(jnp.asarray(draws), level)
+        if not self._snapshots:
+            return np.asarray(lo), np.asarray(hi), np.zeros(len(self._names), bool)
         _, i, last = self._snap_key(n_draws, seed, snap_index)
         labeled = jnp.asarray(self._labeled if i == last else self._snapshots[i].labeled)
-        lo, hi = highest_density(jnp.asarray(draws), level)
         one = jnp.asarray(self._one_item(n_draws, seed, snap_index))
         out, c = [], 0
         for j, m in enumerate(self.measures):
             d = len(m.names)
             matter = unlabeled_items_matter(self._core.cells._replace(loss=self._core.loss_tables[j]), labeled)
-            out.append(np.asarray(widen_to_resolution(lo[c:c + d], hi[c:c + d], one[:, c:c + d], matter)[2]))
+            widened = widen_to_resolution(lo[c:c + d], hi[c:c + d], one[:, c:c + d], matter)
+            out.append([np.asarray(a) for a in widened])
             c += d
-        return np.concatenate(out)
+        return tuple(np.concatenate([o[k] for o in out]) for k in range(3))
+
+    def _collapsed(self, level: float, snap_index: int = -1, n_draws: int = 1000, seed: int | None = None) -> np.ndarray:
+        """(m,) bool: where :meth:`_resolved` widened the Bayesian interval (``bayes_collapsed``);
+        all False where there is no posterior."""
+        r = self._resolved(level, snap_index, n_draws, seed)
+        return np.zeros(len(self._names), bool) if r is None else r[2]
 
     @property
     def fully_labeled(self) -> bool:
