@@ -70,6 +70,10 @@ def posterior_mean_rmse(cps, wid):
 
 def table():
     rows = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(OUT, "*.json")))]
+    done = {os.path.basename(f) for f in glob.glob(os.path.join(OUT, "*.json"))}
+    # not rerun since the highest-density interval: the equal-tailed release's runs, marked
+    rows += [dict(json.load(open(f)), interval_before=True) for f in sorted(glob.glob(os.path.join(OUT + "_et", "*.json")))
+             if os.path.basename(f) not in done]
     rows.sort(key=lambda d: (d["design"], ORDER.index(pool_name(d["pool"])) if pool_name(d["pool"]) in ORDER else 99))
     lines = [
         "# Issue 15, item 1: the Bayesian interval at 500 runs per pool and design",
@@ -95,7 +99,8 @@ def table():
         met = [target_met(c, w, r, d["repeats"]) if c is not None and w is not None else "–"
                for c, w, r in zip(cov, wid, rmse)]
         lines.append("| " + " | ".join([
-            d["design"], pool_name(d["pool"]), str(d["repeats"]), fmt(rmse, "{:.4f}"), fmt(cov, "{:.3f}"),
+            d["design"], pool_name(d["pool"]) + (" (equal-tailed, not rerun)" if d.get("interval_before") else ""),
+            str(d["repeats"]), fmt(rmse, "{:.4f}"), fmt(cov, "{:.3f}"),
             fmt(wid, "{:.3f}"), fmt([w / r if w is not None and r > 0 else None for w, r in zip(wid, rmse)], "{:.1f}"),
             " / ".join(met),
             posterior_mean_rmse(cps, wid),
