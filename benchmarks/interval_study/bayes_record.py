@@ -84,8 +84,7 @@ def table():
         "(500 / 1000 / 2000 labels): RMSE of the design's estimate, the Bayesian interval's coverage",
         "(binomial SE at 500 runs: 0.010), mean width, width ÷ RMSE, and the issue's target (coverage",
         "0.93–0.97 at ≤ 6 × RMSE); last, the RMSE of the posterior mean taken as the estimate and the",
-        "width ÷ it (runs recorded since `simulate` reports `mse_bayes`; the 50%, 10% and balanced pools'",
-        "runs predate it and were not rerun: the projection onto what the labels allow moves no run there).",
+        "width ÷ it (`mse_bayes`; every run here records it).",
         "",
         "| design | pool | runs | RMSE | Bayes cov. | Bayes width | width ÷ RMSE | target met "
         "| RMSE of the posterior mean (width ÷ it) |",
