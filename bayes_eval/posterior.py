@@ -509,8 +509,10 @@ def highest_density(draws, level: float = 0.95):
     """Highest-density (shortest) posterior interval of each component, NaN-aware: the
     narrowest window of k consecutive sorted draws, k − 1 = ⌈level (n + 1)⌉ spacings, so that
     on average it holds ``level`` of the posterior's mass as :func:`equal_tailed` does (the
-    plotting position of :func:`_tails`; the shortest of the windows holds a little less).
-    Among windows of equal width (a discrete posterior on a lattice) the middle one.
+    plotting position of :func:`_tails`; the shortest of the windows holds a little less: at
+    200 draws 94.7-94.8% of a skewed posterior, 94.3% of a normal one,
+    ``benchmarks/results/hdi_mass.md``).  Among windows of equal width (a discrete posterior
+    on a lattice) the middle one.
 
     Why it is the library's interval (:func:`resolved_interval`): the finite-pool posterior
     of F1 on an imbalanced pool is skewed -- a long tail of positives the labels have not

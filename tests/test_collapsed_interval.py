@@ -177,6 +177,24 @@ def test_the_highest_density_interval_is_shorter_on_a_skewed_posterior_and_holds
     assert hi_m - lo_m == 10.0 and lo_m in (4.0, 5.0)
 
 
+def test_the_highest_density_interval_holds_less_on_a_symmetric_posterior():
+    """The narrowest of the windows holds less than their mean mass most where the width of the
+    windows is flat around its minimum: on a normal posterior (F1's shape on pools with hundreds
+    of positives) the 200-draw interval holds 94.3% on average, against 94.7-94.8% on a skewed
+    one, and is no wider than the equal-tailed interval, which holds 95% there
+    (benchmarks/interval_study/hdi_mass.py; why the 50%, 10% and balanced pools' coverage reads
+    0.000-0.016 below the equal-tailed one's).  SE of the mean mass over 4000 sets: 0.0003."""
+    from scipy.stats import norm
+
+    x = np.random.default_rng(7).standard_normal((200, 4000))
+    lo, hi = (np.asarray(v) for v in highest_density(jnp.asarray(x)))
+    el, eh = (np.asarray(v) for v in equal_tailed(jnp.asarray(x)))
+    mass = float(np.mean(norm.cdf(hi) - norm.cdf(lo)))
+    mass_et = float(np.mean(norm.cdf(eh) - norm.cdf(el)))
+    assert 0.940 < mass < 0.946 < 0.948 < mass_et < 0.952
+    assert np.mean(hi - lo) < np.mean(eh - el)
+
+
 def test_a_session_widens_a_collapsed_posterior_to_one_items_change(tmp_path):
     """Issue 15, item 3: once every positive is found and the low-score items left unlabeled
     look negative, the posterior puts >= 95% on one completion of the pool and its
