@@ -103,6 +103,13 @@ def control_points(scores, rewards, *, keep_rate=None, keep_prob=None, bins: int
     from scipy.stats import norm
 
     s, r, b = _setup(scores, rewards, keep_rate, keep_prob)
+    outside = (s < 0.0) | (s > 1.0)
+    if np.all((r >= 0.0) & (r <= 1.0)) and np.any(outside):
+        i = int(np.argmax(outside))
+        raise PoolError(f"score {s[i]:g} (row {i}) is outside [0, 1]: calibration compares a predicted "
+                        "probability with the observed rate, so margins or ranks must be read as probabilities "
+                        "first (bayes_eval.scores.prior_probability, the sigmoid of a margin; "
+                        "`bayes-eval subsampled --measure calibration` and subsampled_frame.estimate do it)")
     if int(bins) < 1:
         raise UsageError(f"the number of bins must be at least 1, got {bins!r}")
     w = 1.0 / b if weighted else np.ones_like(b)

@@ -276,6 +276,22 @@ def test_multiclass_macro_f1_and_accuracy_from_samples():
 
 
 # ---------------------------------------------------------------------------- bayes-eval demo
+def test_cli_demo_with_no_estimate_yet_says_undefined_and_cites_no_other_designs_figures():
+    """Passive sampling of 300 of the demo pool's 50,000 items draws no positive and no
+    predicted positive: F1 is undefined.  The demo said "estimate nan" and "CLT interval
+    [nan, nan] ... misses the truth", and closed with AIS's measured coverage as if it were
+    this design's; it now says undefined and names the command that measures this design."""
+    from bayes_eval.cli import main
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert main(["demo", "--budget", "300", "--design", "passive"]) == 0
+    text = buf.getvalue()
+    assert "nan" not in text.lower().replace("finite", "")
+    assert "estimate undefined" in text and "CLT interval          undefined" in text
+    assert "69% of 500" not in text and "--design DESIGN --bayes yes" in text
+
+
 def test_cli_demo_json():
     """``bayes-eval demo --budget 200 --format json``: one AIS run on the built-in pool;
     stages of 50 labels up to the budget, every estimate and interval defined, the

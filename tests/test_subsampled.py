@@ -341,6 +341,26 @@ def test_ece_and_squared_loss():
     assert within(sq, np.mean((y - p) ** 2)).all()
 
 
+def test_calibration_refuses_margins_that_the_frame_reads_as_probabilities():
+    """A margin is not a probability: ECE of raw margins against 0/1 rewards was 3.3 (above its
+    range) without a word.  The array API now names the score and the conversion; the frame
+    entry point (the CLI's) reads margins as sigmoid probabilities and agrees with the array
+    API given those probabilities."""
+    from bayes_eval.errors import PoolError
+    from bayes_eval.subsampled_frame import estimate
+
+    p, y = _calib_pool(20_000, seed=5)
+    margin = np.log(p / (1 - p))
+    with pytest.raises(PoolError, match=r"outside \[0, 1\].*prior_probability"):
+        SC.calibration(margin, y)
+    df = pd.DataFrame({"score": margin, "pred": (margin > 0).astype(int), "label": y})
+    via_frame = estimate(df, "calibration", keep_rate=1.0)
+    direct = SC.calibration(1 / (1 + np.exp(-margin)), y)
+    assert via_frame.extra["score_kind"] != "probability"
+    np.testing.assert_allclose(via_frame.estimate, direct.estimate, rtol=1e-9)
+    assert 0.0 <= via_frame.estimate[0] < 0.05
+
+
 # ------------------------------------------------------------------------------------------
 # bad input, the frame entry point, the session sample
 # ------------------------------------------------------------------------------------------
