@@ -345,13 +345,16 @@ def cmd_simulate(args):
             print(f"{c['labels']:>7} {mean:>9.4f} {bias:>10.2e} {c['mse']:>10.3e} {c['coverage']:>9.2f} "
                   f"{c['mean_width']:>8.4f} {c['undefined_runs']:>6}" + extra)
         if out["stalled_runs"]:
-            spent = ", ".join(f"{c['labels']}: {c['mean_labels']:.0f}" for c in summary)
+            short = [c for c in summary if c["mean_labels"] < c["labels"] - 1e-9]
             why = (f"the pool has only {pool.n_items:,} items and a deterministic oracle labels each once"
                    if args.oracle == "deterministic" and args.budget > pool.n_items
                    else "the proposal puts almost no mass on the items left")
+            then = ("so fewer labels were spent than the checkpoints say; labels spent on average at "
+                    + ", ".join(f"{c['labels']}: {c['mean_labels']:.0f}" for c in short) if short else
+                    f"after the last checkpoint ({summary[-1]['labels']}), which every run reached; "
+                    f"the budget of {args.budget} was not spent")
             print(f"{out['stalled_runs']} of {args.repeats} runs stalled: a stage reached its draw cap before "
-                  f"finding enough unlabeled items ({why}), so "
-                  f"fewer labels were spent than the checkpoints say; labels spent on average at {spent}")
+                  f"finding enough unlabeled items ({why}), {then}")
         if any("coverage_cs" in c for c in summary):
             print("confidence sequence (valid at every stage): coverage / mean width at "
                   + ", ".join(f"{c['labels']}: {c['coverage_cs']:.2f} / {c['mean_width_cs']:.4f}"

@@ -494,6 +494,16 @@ def test_simulate_says_when_runs_stalled_and_how_many_labels_were_spent(tmp_path
     assert rc == 0, err
     assert "3 of 3 runs stalled" in out and "100: 60" in out
     assert "the pool has only 60 items" in out and "almost no mass" not in out   # the cause named
+    # a checkpoint within the pool is reached: the stall is after it, not "fewer than the checkpoints say"
+    rest = args[:10] + args[12:]                                  # args without "--checkpoints 100"
+    rc, out, err = _cli(capsys, *rest, "--checkpoints", "50,100")
+    assert rc == 0, err
+    line = next(x for x in out.splitlines() if "runs stalled" in x)
+    assert line.endswith("labels spent on average at 100: 60")         # only the checkpoint not reached
+    rc, out, err = _cli(capsys, *rest, "--checkpoints", "50")
+    assert rc == 0, err
+    assert "after the last checkpoint (50), which every run reached; the budget of 100 was not spent" in out
+    assert "fewer labels were spent" not in out
 
 
 def test_simulate_is_silent_about_stalls_when_no_run_stalled(tmp_path, capsys, pool_file):
