@@ -74,6 +74,8 @@ def _read(path):
         from .checks import refuse_short_csv_rows
 
         refuse_short_csv_rows(path, "\t" if ext in (".tsv", ".tab") else ",", frame)
+    if len(frame) == 0:
+        raise PoolError(f"{path}: no rows (columns: {', '.join(map(str, frame.columns)) or 'none'})")
     return frame
 
 

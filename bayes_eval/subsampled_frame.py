@@ -48,6 +48,9 @@ def resolve_keep(frame, keep_rate=None, keep_prob=None) -> tuple:
         try:
             return {"keep_rate": float(keep_rate)}, "--keep-rate"
         except ValueError:
+            if keep_rate not in frame.columns and keep_rate.strip().endswith("%"):
+                raise UsageError(f"--keep-rate {keep_rate!r}: give the keep rate as a number in (0, 1] "
+                                 f"(e.g. 0.1 for 10%) or the name of a column of per-row rates") from None
             return {"keep_rate": np.asarray(_col(frame, keep_rate), float)}, keep_rate
     return {"keep_rate": keep_rate}, "--keep-rate"
 

@@ -425,6 +425,14 @@ def test_cli_json_and_errors(tmp_path, capsys):
     short.write_text("score,pred,label\n0.1,0,0\n0.9,1\n")
     assert main(["subsampled", str(short), "--measure", "f1", "--keep-rate", "0.5"]) == 2
     assert "line 3 has 2 of the header's 3 columns" in capsys.readouterr().err
+    empty = tmp_path / "empty.csv"                 # a header and no rows: the file is named
+    empty.write_text("score,pred,label\n")
+    assert main(["subsampled", str(empty), "--measure", "f1", "--keep-rate", "0.5"]) == 2
+    assert f"{empty}: no rows (columns: score, pred, label)" in capsys.readouterr().err
+    # "10%" is not a column name: say how to write the rate
+    assert main(["subsampled", str(f), "--measure", "f1", "--keep-rate", "10%"]) == 2
+    err = capsys.readouterr().err
+    assert "give the keep rate as a number in (0, 1] (e.g. 0.1 for 10%)" in err and "no column" not in err
     # a flag the measure does not read is refused with the measures it is for, not silently ignored
     for measure, flag in (("calibration", ["--target", "population"]), ("f1", ["--interval", "agarwal"]),
                           ("auc", ["--n-total", "50000"]), ("f1", ["--bins", "4"]), ("auc", ["--thresholds", "4"])):
