@@ -74,7 +74,7 @@ def add_ondemand_parser(subparsers):
                         "JSON): joint_post (post-stratified, draws from each system's own predictions: the "
                         "session's 'post'), joint_post_fill (the post-fill proposal, at submission only), "
                         "joint_post_fill_session (post-fill with the session's top-ups: the session's default "
-                        "'post-fill')")
+                        "'post-fill'; the session's names post-fill and post are read as these)")
     q.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -200,10 +200,14 @@ def _simulate(args) -> int:
                                  f"(no {col!r}; columns are {list(frame.columns)})")
         setting = sim.pool_setting(frame, args.systems, seed=args.seed,
                                    name=os.path.splitext(os.path.basename(args.setting))[0])
-    extra = tuple(p for p in (x.strip() for x in args.protocols.split(",")) if p and p not in ("simple", "joint"))
+    # the session's protocol names (`ondemand new --protocol`) read as the protocols they run
+    alias = {"post-fill": "joint_post_fill_session", "post": "joint_post"}
+    extra = tuple(dict.fromkeys(alias.get(p, p) for p in (x.strip() for x in args.protocols.split(","))
+                                if p and p not in ("simple", "joint")))
     unknown = [p for p in extra if p not in sim.PROTOCOLS]
     if unknown:
-        raise UsageError(f"--protocols: unknown {', '.join(unknown)}; known: {', '.join(sorted(sim.PROTOCOLS))}")
+        raise UsageError(f"--protocols: unknown {', '.join(unknown)}; known: {', '.join(sorted(sim.PROTOCOLS))} "
+                         f"(and the session's names: post-fill, post)")
     out = sim.summarize(sim.simulate(setting, args.epsilon, args.repeats, args.seed, rounds=args.rounds,
                                      protocols=("simple", "joint") + extra))
     if args.format == "json":

@@ -490,6 +490,10 @@ def test_cli_verbs(tmp_path, capsys):
     out = json.loads(r.stdout)
     assert r.returncode == 0 and set(out["cost"]) == {"simple", "joint", "joint_post_fill_session"}
     assert "joint_post_fill_session" in out["systems"][0]["precision"]
+    # the session's protocol name (`ondemand new --protocol post-fill`, the default) runs the same protocol
+    r = run("simulate", "synthetic", "--systems", "2", "--repeats", "3", "--protocols", "post-fill",
+            "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["cost"] == out["cost"]
 
 
 @pytest.mark.slow
