@@ -1,6 +1,6 @@
 """Scale benchmark: a labeling session on synthetic pools of 10^5 ... 10^8 items.
 
-    python benchmarks/scale.py                       # 1e5, 1e6, 1e7, 1e8 (needs ~20 GB at 1e8)
+    python benchmarks/scale.py                       # 1e5, 1e6, 1e7, 1e8 (peak ~7.5 GB at 1e8, scale.md)
     python benchmarks/scale.py --sizes 1e5,1e6       # a subset
     python benchmarks/scale.py --quick               # 1e4, 1e5: smoke run
 
