@@ -439,7 +439,8 @@ def cmd_demo(args):
     def holds(lo, hi):
         return "holds the truth" if lo is not None and lo <= truth <= hi else "misses the truth"
 
-    est_last = f"{last['estimate']:.4f}" if np.isfinite(last["estimate"]) else "undefined (the items drawn do not define it yet)"
+    est_last = (f"{last['estimate']:.4f}" if np.isfinite(last["estimate"])
+                else "undefined (the items drawn do not define it yet)")
     print(f"\nlabels spent: {last['labels']} of {pool.n_items:,} items; estimate {est_last}")
     if blo is not None:
         print(f"  95% Bayesian interval     [{blo:.4f}, {bhi:.4f}]  finite-pool posterior (calibrated model; "

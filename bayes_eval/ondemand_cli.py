@@ -201,13 +201,12 @@ def _simulate(args) -> int:
         setting = sim.pool_setting(frame, args.systems, seed=args.seed,
                                    name=os.path.splitext(os.path.basename(args.setting))[0])
     # the session's protocol names (`ondemand new --protocol`) read as the protocols they run
-    alias = {"post-fill": "joint_post_fill_session", "post": "joint_post"}
-    extra = tuple(dict.fromkeys(alias.get(p, p) for p in (x.strip() for x in args.protocols.split(","))
-                                if p and p not in ("simple", "joint")))
+    named = (sim.SESSION_TWIN.get(p, p) for p in (x.strip() for x in args.protocols.split(",")))
+    extra = tuple(dict.fromkeys(p for p in named if p and p not in ("simple", "joint")))
     unknown = [p for p in extra if p not in sim.PROTOCOLS]
     if unknown:
         raise UsageError(f"--protocols: unknown {', '.join(unknown)}; known: {', '.join(sorted(sim.PROTOCOLS))} "
-                         f"(and the session's names: post-fill, post)")
+                         f"(and the session's names: {', '.join(sim.SESSION_TWIN)})")
     out = sim.summarize(sim.simulate(setting, args.epsilon, args.repeats, args.seed, rounds=args.rounds,
                                      protocols=("simple", "joint") + extra))
     if args.format == "json":

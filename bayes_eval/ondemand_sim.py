@@ -147,6 +147,8 @@ POST_FILL_DEFENSIVE = od.POST_FILL_DEFENSIVE
 #: submission's rounds and top-up, top-up passes over the earlier systems whose realized
 #: half-width the new post-strata pushed above ε (``OnDemand.next`` does this at every call)
 SESSION_TOP_UP = frozenset({"joint_post_fill_session"})
+#: a session's protocol (``ondemand_session.PROTOCOLS``) -> the simulated protocol that runs it
+SESSION_TWIN = {"post-fill": "joint_post_fill_session", "post": "joint_post", "joint": "joint"}
 
 
 def _realized_hw(kind, cells, T, n, m, Rp=None):

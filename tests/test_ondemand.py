@@ -494,6 +494,9 @@ def test_cli_verbs(tmp_path, capsys):
     r = run("simulate", "synthetic", "--systems", "2", "--repeats", "3", "--protocols", "post-fill",
             "--format", "json")
     assert r.returncode == 0 and json.loads(r.stdout)["cost"] == out["cost"]
+    from bayes_eval import ondemand_session, ondemand_sim    # every session protocol has its simulated twin
+    assert set(ondemand_sim.SESSION_TWIN) == set(ondemand_session.PROTOCOLS)
+    assert set(ondemand_sim.SESSION_TWIN.values()) <= set(ondemand_sim.PROTOCOLS)
 
 
 @pytest.mark.slow
