@@ -9,7 +9,9 @@ machinery (400 draws, the draws' own (a, b, κ)):
   sampler's ESS (of 1024 proposals).  A calibrated posterior claims what it errs: ratio ≈ 1.
 - **the measure**: the same for F1 on the pool (the posterior mean's bias, its SD over runs, the
   mean posterior SD), and the ratio of the root mean squared error of the posterior mean to the
-  mean posterior SD (≈ 1 when the posterior is calibrated; above 1, over-confident).
+  mean posterior SD (≈ 1 when the posterior is calibrated; above 1, over-confident); and the
+  posterior SD split into the part from the rates (the same draws with every unlabeled cell
+  completed at its expected counts) and the rest, the unlabeled items' binomial draw.
 
     python benchmarks/interval_study/dispersion_study.py /tmp/istudy/p0.1.parquet /tmp/jensen/p01pa.npz \\
         /tmp/istudy/p0.1.parquet /tmp/jensen/p01ais.npz
@@ -67,7 +69,13 @@ def study(pool_path, capture, draws, prior="library"):
         th, ess = C.sample_params(k1, z, counts, st, draws, log_post=lp)
         pi = calibrated_pi(k2, units.probs, counts, th[:, 0], th[:, 1], jnp.exp(th[:, 2]))
         v = pool_posterior_from_pi(k3, g, uc, lab, pi, n_units).value[:, 0]
-        return jnp.concatenate([th[:, :2].mean(0), th[:, :2].std(0), jnp.stack([ess, v.mean(), v.std()])])
+        # the same draws with every unlabeled cell completed at its expected counts, U_x π(·|x):
+        # their spread is the part of the posterior from the rates (curve and departures), the
+        # rest is the unlabeled items' own binomial draw
+        unl = jnp.maximum(uc.size - lab.sum(1), 0.0)
+        risk = jnp.einsum("x,nxc,xcd->nd", uc.weight, lab[None] + unl[None, :, None] * pi[:, uc.stratum], uc.loss)
+        ve = jax.vmap(lambda r: jnp.atleast_1d(g(r))[0])(risk)
+        return jnp.concatenate([th[:, :2].mean(0), th[:, :2].std(0), jnp.stack([ess, v.mean(), v.std(), ve.std()])])
 
     rows = []
     for c, n in enumerate(d["checkpoints"]):
@@ -77,7 +85,8 @@ def study(pool_path, capture, draws, prior="library"):
         rows.append(dict(labels=int(n), a=r[:, 0].mean(), b=r[:, 1].mean(), a_sd=r[:, 0].std(), b_sd=r[:, 1].std(),
                          a_post=r[:, 2].mean(), b_post=r[:, 3].mean(), ess=float(np.median(r[:, 4])),
                          bias=err.mean(), f_sd=r[:, 5].std(), f_post=r[:, 6].mean(),
-                         ratio=math.sqrt(np.mean(err ** 2)) / r[:, 6].mean()))
+                         ratio=math.sqrt(np.mean(err ** 2)) / r[:, 6].mean(), f_rates=r[:, 7].mean(),
+                         f_binom=float(np.sqrt(np.maximum(r[:, 6] ** 2 - r[:, 7] ** 2, 0.0)).mean())))
         print(os.path.basename(capture), rows[-1], flush=True)
     return t, d["labeled"].shape[0], rows
 
@@ -98,14 +107,16 @@ def main(argv=None):
              "sampler's median ESS of 1024; F1's posterior mean − truth, its SD over runs against the mean "
              "posterior SD, and RMSE of the posterior mean ÷ mean posterior SD (1 when calibrated).", "",
              "| capture | runs | labels | a, b (mean) | a: SD over runs / posterior SD | b: SD over runs / posterior SD "
-             "| ESS | F1 posterior mean − truth | F1: SD over runs / posterior SD | RMSE ÷ posterior SD |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| ESS | F1 posterior mean − truth | F1: SD over runs / posterior SD | RMSE ÷ posterior SD "
+             "| posterior SD from the rates / from the binomial draw |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for pool_path, capture in zip(a.pairs[::2], a.pairs[1::2]):
         t, runs, rows = study(pool_path, capture, a.draws, a.prior)
         for r in rows:
             lines.append(f"| {os.path.basename(capture)} (F1 {t:.4f}) | {runs} | {r['labels']} | {r['a']:.3f}, {r['b']:.3f} | "
                          f"{r['a_sd']:.4f} / {r['a_post']:.4f} | {r['b_sd']:.4f} / {r['b_post']:.4f} | {r['ess']:.0f} | "
-                         f"{r['bias']:+.4f} | {r['f_sd']:.4f} / {r['f_post']:.4f} | {r['ratio']:.3f} |")
+                         f"{r['bias']:+.4f} | {r['f_sd']:.4f} / {r['f_post']:.4f} | {r['ratio']:.3f} | "
+                         f"{r['f_rates']:.4f} / {r['f_binom']:.4f} |")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
