@@ -303,6 +303,9 @@ def risk(measure: Measure, features: Features, labels, weights=None) -> jax.Arra
     with n × d (e.g. a PR curve with L = 1024 on a large pool).  Inside ``jax.jit`` the
     direct per-item sum is used.
     """
+    if not hasattr(features, "preds"):
+        hint = " (a method: call it, `pool.features()`)" if callable(features) else ""
+        raise TypeError(f"features must be a Features (preds, scores, probs); got {type(features).__name__}{hint}")
     n = int(np.shape(features.preds)[0])
     _check_labels(labels, n, measure.n_classes)
     if weights is not None and np.shape(weights) != (n,):

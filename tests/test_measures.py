@@ -475,6 +475,19 @@ def test_features_from_arrays_bad_input(kwargs, match):
         M.features_from_arrays(**kwargs)
 
 
+def test_features_not_called_is_named(binary_pool):
+    # Pool.features is a method; passed uncalled it used to fail deep inside with
+    # "'function' object has no attribute 'preds'"
+    from bayes_eval.pool import Pool
+
+    pool = Pool.from_arrays(scores=np.asarray(binary_pool["feats"].scores)[:, 0], labels=binary_pool["y"], threshold=0.0)
+    with pytest.raises(TypeError, match=r"call it, `pool.features\(\)`"):
+        M.value(M.f1(), pool.features, binary_pool["y"])
+    with pytest.raises(TypeError, match="got ndarray"):
+        M.value(M.f1(), np.zeros(N), binary_pool["y"])
+    assert np.isfinite(np.asarray(M.value(M.f1(), pool.features(), binary_pool["y"]))).all()
+
+
 def test_bad_arguments(binary_pool):
     feats = binary_pool["feats"]
     with pytest.raises(ValueError, match="row 3"):
