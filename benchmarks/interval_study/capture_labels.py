@@ -12,8 +12,10 @@ design's estimates at the checkpoints (``value``) and today's Bayesian interval
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -22,8 +24,35 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
 from bayes_eval import measures as M  # noqa: E402
 from bayes_eval import simulate as S  # noqa: E402
-from bayes_eval.cells import leaf_probs  # noqa: E402
+from bayes_eval.cells import build_cells, leaf_probs, posterior_units  # noqa: E402
 from bayes_eval.registry import load_pool  # noqa: E402
+from bayes_eval.strata import stratify  # noqa: E402
+
+
+class Capture(NamedTuple):
+    """A capture read back beside its pool: what the studies of captured runs share."""
+    pool: object        # the Pool
+    data: object        # the npz (``labeled``, ``true_value``, ``checkpoints``, the cells, ...)
+    units: object       # the calibrated model's posterior units (per cell): ``units.cells``, ``n_units``, ``probs``
+    z: object           # logit of each unit's classifier probability (the curve's abscissa)
+    g: object           # F1's g(R)
+    truth: float        # the pool's F1
+
+
+def load_capture(pool_path, capture):
+    """Read ``capture`` (this script's npz) and rebuild ``pool_path``'s cells and posterior units
+    as the simulation built them (its default stratification); refuse a capture of another pool."""
+    import jax.numpy as jnp
+
+    pool, d = load_pool(pool_path), np.load(capture)
+    n_strata = inspect.signature(S.run_simulation).parameters["n_strata"].default
+    strata = stratify(pool, n_strata)
+    cells, _ = build_cells(pool, strata, M.get("f1"))
+    if not np.allclose(np.asarray(cells.size), d["size"]):
+        raise SystemExit(f"{capture}: its cells are not {pool_path}'s")
+    units = posterior_units(cells, strata.n_strata, "cell")
+    z = jnp.log(units.probs[:, 1]) - jnp.log1p(-units.probs[:, 1])
+    return Capture(pool, d, units, z, M.get("f1").g, float(d["true_value"][0]))
 
 
 def main():

@@ -21,7 +21,6 @@ Writes ``benchmarks/results/dispersion.md`` (``--out``); about a minute per capt
 from __future__ import annotations
 
 import argparse
-import inspect
 import math
 import os
 import sys
@@ -35,31 +34,21 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
-from bayes_eval import measures as M  # noqa: E402
-from bayes_eval import simulate as S  # noqa: E402
-from bayes_eval.cells import build_cells, leaf_counts, posterior_units  # noqa: E402
+from audit_study import write_table  # noqa: E402  (beside this file)
+from bayes_eval.cells import leaf_counts  # noqa: E402
 from bayes_eval.models import calibrated as C  # noqa: E402
 from bayes_eval.posterior import calibrated_pi, pool_posterior_from_pi  # noqa: E402
-from bayes_eval.registry import load_pool  # noqa: E402
-from bayes_eval.strata import stratify  # noqa: E402
+from capture_labels import load_capture  # noqa: E402
+from kappa_prior_study import PRIORS, log_post_with  # noqa: E402
 
 OUT = os.path.join(ROOT, "benchmarks", "results", "dispersion.md")
 
 
 def study(pool_path, capture, draws, prior="library"):
-    from kappa_prior_study import PRIORS, log_post_with  # beside this file
-
     lp = log_post_with(PRIORS[prior])
-    pool, d = load_pool(pool_path), np.load(capture)
-    n_strata = inspect.signature(S.run_simulation).parameters["n_strata"].default
-    strata = stratify(pool, n_strata)
-    cells, _ = build_cells(pool, strata, M.get("f1"))
-    if not np.allclose(np.asarray(cells.size), d["size"]):
-        raise SystemExit(f"{capture}: its cells are not {pool_path}'s")
-    units = posterior_units(cells, strata.n_strata, "cell")
+    cap = load_capture(pool_path, capture)
+    d, units, z, g, t = cap.data, cap.units, cap.z, cap.g, cap.truth
     uc, n_units = units.cells, units.n_units
-    z = jnp.log(units.probs[:, 1]) - jnp.log1p(-units.probs[:, 1])
-    g, t = M.get("f1").g, float(d["true_value"][0])
 
     @jax.jit
     def one(key, lab):
@@ -118,9 +107,7 @@ def main(argv=None):
                          f"{r['bias']:+.4f} | {r['f_sd']:.4f} / {r['f_post']:.4f} | {r['ratio']:.3f} | "
                          f"{r['f_rates']:.4f} / {r['f_binom']:.4f} |")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", a.out)
+    write_table(a.out, lines)
 
 
 if __name__ == "__main__":

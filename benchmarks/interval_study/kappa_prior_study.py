@@ -23,7 +23,6 @@ Writes ``benchmarks/results/kappa_prior.md`` (``--out``).  About 1 minute per ca
 from __future__ import annotations
 
 import argparse
-import inspect
 import math
 import os
 import sys
@@ -35,15 +34,14 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
 
-from bayes_eval import measures as M  # noqa: E402
-from bayes_eval import simulate as S  # noqa: E402
-from bayes_eval.cells import build_cells, leaf_counts, posterior_units  # noqa: E402
+from audit_study import MARK, write_table  # noqa: E402  (beside this file)
+from bayes_eval.cells import leaf_counts  # noqa: E402
 from bayes_eval.models import calibrated as C  # noqa: E402
 from bayes_eval.posterior import calibrated_pi, pool_posterior_from_pi, resolved_interval  # noqa: E402
-from bayes_eval.registry import load_pool  # noqa: E402
 from bayes_eval.results import covers  # noqa: E402
-from bayes_eval.strata import stratify  # noqa: E402
+from capture_labels import load_capture  # noqa: E402
 
 OUT = os.path.join(ROOT, "benchmarks", "results", "kappa_prior.md")
 PRIORS = {"library": C.PRIOR["log_kappa"], "wide": (math.log(20.0), 3.0), "high": (math.log(200.0), 1.5),
@@ -63,16 +61,9 @@ def log_post_with(kappa_prior):
 
 
 def study(pool_path, capture, draws, priors):
-    pool, d = load_pool(pool_path), np.load(capture)
-    n_strata = inspect.signature(S.run_simulation).parameters["n_strata"].default
-    strata = stratify(pool, n_strata)
-    cells, _ = build_cells(pool, strata, M.get("f1"))
-    if not np.allclose(np.asarray(cells.size), d["size"]):
-        raise SystemExit(f"{capture}: its cells are not {pool_path}'s")
-    units = posterior_units(cells, strata.n_strata, "cell")
+    cap = load_capture(pool_path, capture)
+    d, units, z, g, t = cap.data, cap.units, cap.z, cap.g, cap.truth
     uc, n_units = units.cells, units.n_units
-    z = jnp.log(units.probs[:, 1]) - jnp.log1p(-units.probs[:, 1])
-    g, t = M.get("f1").g, float(d["true_value"][0])
     runs = d["labeled"].shape[0]
     rows = []
     for name in priors:
@@ -119,8 +110,10 @@ def main(argv=None):
              "Priors on log κ: " + "; ".join(f"{k} N({m:.2f}, {s:g}²)" for k, (m, s) in PRIORS.items()) + ".", "",
              "| capture | runs | prior | labels | coverage | mean width | posterior mean − truth | median log κ |",
              "|---|---|---|---|---|---|---|---|"]
-    if a.append:
-        lines = open(a.out, encoding="utf-8").read().rstrip("\n").split("\n") + [
+    if a.append:   # the tables above the hand-written reading, which write_table keeps
+        with open(a.out, encoding="utf-8") as f:
+            old = f.read().split(MARK)[0]
+        lines = old.rstrip("\n").split("\n") + [
             "", f"Added by `python benchmarks/interval_study/kappa_prior_study.py {' '.join(a.pairs)} --priors {a.priors} "
             "--append`:", "", lines[-2], lines[-1]]
     for pool_path, capture in zip(a.pairs[::2], a.pairs[1::2]):
@@ -130,9 +123,7 @@ def main(argv=None):
                          f"{bias:+.4f} | {lk:.1f} |")
         lines.append(f"| | | | | (binomial SE at 0.95: {se / math.sqrt(runs):.3f}) | | | |")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", a.out)
+    write_table(a.out, lines)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ Output in ``benchmarks/results/shortfall.md`` (``--out``); about 4 minutes for 2
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import sys
 
@@ -36,14 +35,13 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
 
-from bayes_eval import measures as M  # noqa: E402
-from bayes_eval import simulate as S  # noqa: E402
-from bayes_eval.cells import build_cells, leaf_counts, posterior_units  # noqa: E402
+from audit_study import write_table  # noqa: E402  (beside this file)
+from bayes_eval.cells import leaf_counts  # noqa: E402
 from bayes_eval.models.calibrated import fit_mode, sample_params  # noqa: E402
 from bayes_eval.posterior import calibrated_pi, equal_tailed, highest_density, pool_posterior_from_pi  # noqa: E402
-from bayes_eval.registry import load_pool  # noqa: E402
-from bayes_eval.strata import stratify  # noqa: E402
+from capture_labels import load_capture  # noqa: E402
 
 OUT = os.path.join(ROOT, "benchmarks", "results", "shortfall.md")
 
@@ -69,16 +67,9 @@ def main(argv=None):
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--out", default=OUT)
     a = ap.parse_args(argv)
-    pool, d = load_pool(a.pool), np.load(a.capture)
-    n_strata = inspect.signature(S.run_simulation).parameters["n_strata"].default
-    strata = stratify(pool, n_strata)
-    cells, _ = build_cells(pool, strata, M.get("f1"))
-    if not np.allclose(np.asarray(cells.size), d["size"]):
-        raise SystemExit("the capture's cells are not this pool's")
-    units = posterior_units(cells, strata.n_strata, "cell")
+    cap = load_capture(a.pool, a.capture)
+    pool, d, units, z, g, t = cap.pool, cap.data, cap.units, cap.z, cap.g, cap.truth
     uc, n_units = units.cells, units.n_units
-    z = jnp.log(units.probs[:, 1]) - jnp.log1p(-units.probs[:, 1])
-    g, t = M.get("f1").g, float(d["true_value"][0])
     lab_all, runs = d["labeled"], d["labeled"].shape[0]
     rate = d["truth"][:, 1] / np.maximum(d["size"], 1)
     pred_neg = d["loss"][:, 0, :].sum(-1) == 0   # a predicted negative has no loss when y = 0
@@ -126,9 +117,7 @@ def main(argv=None):
                          f"{hdi:.3f} ({(r[:, 2] - r[:, 1]).mean():.4f}) | {et:.3f} ({(r[:, 4] - r[:, 3]).mean():.4f}) |")
         print(lines[-3:], flush=True)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", a.out)
+    write_table(a.out, lines)
 
 
 if __name__ == "__main__":
