@@ -37,6 +37,7 @@ class Capture(NamedTuple):
     z: object           # logit of each unit's classifier probability (the curve's abscissa)
     g: object           # F1's g(R)
     truth: float        # the pool's F1
+    item_cell: object   # (N,) the simulation cell of every item (``build_cells``'s second output)
 
 
 def load_capture(pool_path, capture):
@@ -47,12 +48,12 @@ def load_capture(pool_path, capture):
     pool, d = load_pool(pool_path), np.load(capture)
     n_strata = inspect.signature(S.run_simulation).parameters["n_strata"].default
     strata = stratify(pool, n_strata)
-    cells, _ = build_cells(pool, strata, M.get("f1"))
+    cells, item_cell = build_cells(pool, strata, M.get("f1"))
     if not np.allclose(np.asarray(cells.size), d["size"]):
         raise SystemExit(f"{capture}: its cells are not {pool_path}'s")
     units = posterior_units(cells, strata.n_strata, "cell")
     z = jnp.log(units.probs[:, 1]) - jnp.log1p(-units.probs[:, 1])
-    return Capture(pool, d, units, z, M.get("f1").g, float(d["true_value"][0]))
+    return Capture(pool, d, units, z, M.get("f1").g, float(d["true_value"][0]), np.asarray(item_cell))
 
 
 def main():

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import inspect
 import json
 import os
 import sys
@@ -46,17 +45,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
 from audit_study import write_table  # noqa: E402  (beside this file)
 from capture_labels import load_capture  # noqa: E402
-from bayes_eval import measures as M  # noqa: E402
-from bayes_eval import simulate as S  # noqa: E402
-from bayes_eval.cells import build_cells  # noqa: E402
-from bayes_eval.strata import stratify  # noqa: E402
+from bayes_eval.models.calibrated import PRIOR  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT_DIR = os.path.join(ROOT, "benchmarks", "results", "item_curve")
 TABLE = os.path.join(ROOT, "benchmarks", "results", "item_curve.md")
 
-PRIOR_MEAN = np.array([0.0, 1.0])
-PRIOR_SD = np.array([3.0, 1.5])
+PRIOR_MEAN = np.array([PRIOR["a"][0], PRIOR["b"][0]])   # the library's prior on the curve's (a, b)
+PRIOR_SD = np.array([PRIOR["a"][1], PRIOR["b"][1]])
 
 
 def labeled_items(item_cell, y, counts, rng):
@@ -116,8 +112,7 @@ def study(pool_path, capture, n_draws, seed, runs=None):
 
     cap = load_capture(pool_path, capture)
     d, truth = cap.data, cap.truth
-    n_strata = inspect.signature(S.run_simulation).parameters["n_strata"].default
-    _, item_cell = build_cells(cap.pool, stratify(cap.pool, n_strata), M.get("f1"))
+    item_cell = cap.item_cell
     y = np.asarray(cap.pool.labels).astype(np.int64)
     prob = np.clip(np.asarray(cap.pool.probs[:, 0, 1], np.float64), 1e-12, 1 - 1e-12)
     s = np.log(prob) - np.log1p(-prob)    # the classifier's logit: the score for margins (sigmoid(score))
