@@ -423,7 +423,7 @@ def _status_text(st):
             lines.append("note: " + away)
     stop_kind = (st.get("stopping") or {}).get("kind")
     lines.append("the confidence sequence widens the CLT interval for looking after every stage"
-                 + (" (the stopping rule uses it where the CLT check passes)" if stop_kind in (None, "clt-cs") else "")
+                 + (" (the stopping rule uses it, where the CLT check passes)" if stop_kind == "clt-cs" else "")
                  + "; the CLT interval is for one fixed budget."
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
                     "(one odd posterior cannot stop it)." if stop_kind == "bayes-stable" else ""))

@@ -610,7 +610,11 @@ class SessionReports:
         auto = bayesian == "auto"
         if auto:
             bayesian = failed
-        iv = self.intervals(level, bayesian=bool(bayesian), sequence=True)
+        # the stopping rule: bayes-stable wherever a posterior exists, unless bayesian=False; the
+        # Bayesian interval it stops on is then shown beside the others (the same cached posterior)
+        stop_bayes = target_width is not None and (
+            bool(bayesian) or (auto and self.posterior_model() is not None and not self._stochastic))
+        iv = self.intervals(level, bayesian=bool(bayesian) or stop_bayes, sequence=True)
         v, sd = self._values()
         rng_ = self.feasible()
         comps = []
@@ -682,8 +686,6 @@ class SessionReports:
         if exact is not None:
             out["exact"] = {k: _f(v) for k, v in exact.items()}
         if target_width is not None:
-            # the stopping rule: bayes-stable wherever a posterior exists, unless bayesian=False
-            stop_bayes = bool(bayesian) or (auto and self.posterior_model() is not None and not self._stochastic)
             out["stopping"] = self.stopping(target_width, level, bayesian=stop_bayes)
         return out
 

@@ -335,3 +335,33 @@ def test_the_pr_curves_bayesian_band_is_the_sessions_posterior(failing_session, 
         md = f.read()
     assert "the posterior median with its Bayesian band (shaded)" in md
     assert "The Bayesian band also accounts for the items nobody labeled: read it." in md
+
+
+def test_status_shows_the_bayesian_interval_its_stopping_rule_reads(tmp_path):
+    """Where the CLT check passes the confidence sequence leads, but `--target-width` stops on the
+    Bayesian interval (bayes-stable): the table then shows that interval beside the others, so the
+    user sees what the rule read; without a target nothing about a rule is said."""
+    pool = be.demo_pool(n_items=6000, positive_rate=0.1, seed=3)
+    truth = dict(zip(np.asarray(pool.ids).tolist(), np.asarray(pool.labels).tolist()))
+    s = be.Session.create(str(tmp_path / "s.db"), pool, "f1", "ais", seed=0)
+    for _ in range(4):
+        batch = s.next_batch(50)
+        s.add_labels(batch["item"], [truth[i] for i in batch["item"]])
+    assert s.clt_check()[0] <= MODEL_CHECK_MAX          # the check passes on this pool
+    plain = s.status(bayesian="auto")
+    assert plain["headline_interval"] == "clt-cs" and "bayes_lower" not in plain["estimates"][0]
+    assert "stopping rule" not in _status_text(plain)
+    st = s.status(target_width=0.5, bayesian="auto")
+    row, stop = st["estimates"][0], st["stopping"]
+    assert st["headline_interval"] == "clt-cs" and st["bayesian_auto"] is False
+    assert stop["kind"] == "bayes-stable"
+    assert stop["stable_widths"][-1] == pytest.approx(row["bayes_upper"] - row["bayes_lower"], rel=1e-9)
+    text = _status_text(st)
+    header = next(line for line in text.splitlines() if line.startswith("component"))
+    assert header.index("confidence sequence") < header.index("CLT interval") < header.index("Bayesian interval")
+    assert "The stopping rule uses the Bayesian interval" in text and "read first: the Bayesian" not in text
+    # --no-bayesian: no posterior, the rule reads the confidence sequence and says so
+    st = s.status(target_width=0.5, bayesian=False)
+    assert "bayes_lower" not in st["estimates"][0] and st["stopping"]["kind"] != "bayes-stable"
+    assert "(the stopping rule uses it, where the CLT check passes)" in _status_text(st)
+    s.close()
