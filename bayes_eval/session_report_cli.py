@@ -161,17 +161,18 @@ def cmd_report(args, bar):
             except SessionError as exc:
                 pr_note = f"PR curve not drawn: {exc}"
         bar("writing the report", 3, 4)
-        st = s.status(level=args.level)
-        # issue 15, item 4: where the CLT check fails, the Bayesian interval leads and the rule stops on it too
-        lead_bayes = "bayes_lower" in summ.columns and any(not c.get("clt_reliable", True) for c in st["estimates"])
+        # issue 15, item 4: the interval session status reads first leads here too -- the Bayesian one where
+        # the CLT check fails (or the design has none), else the confidence sequence (the posterior is cached)
+        st = s.status(level=args.level, bayesian=bayes)
+        lead_bayes = st["headline_interval"] == "bayes"
         stop = s.stopping(args.target_width, args.level, bayesian=bayes) if args.target_width else None
         first = s.components[: len(s.measures[0].names)][:8]
         hshort = hist[hist["component"].isin(first)][["stage", "labels", "draws", "ess", "max_weight", "component",
                                                       "estimate", "lower", "upper"]]
         order = (("measure", "component", "estimate", "bayes_lower", "bayes_upper", "bayes_median", "std_error",
                   "clt_lower", "clt_upper") if lead_bayes else
-                 ("measure", "component", "estimate", "std_error", "clt_lower", "clt_upper", "bayes_lower",
-                  "bayes_upper"))
+                 ("measure", "component", "estimate", "cs_lower", "cs_upper", "std_error", "clt_lower", "clt_upper",
+                  "bayes_lower", "bayes_upper"))
         show = [c for c in order if c in summ.columns]
         md = ["# Labeling session report\n",
               f"Session `{s.path}` — pool `{s.config['pool'].get('name')}` ({s.pool.n_items:,} items), "
@@ -183,7 +184,12 @@ def cmd_report(args, bar):
               "## Estimates\n",
               ("**Read first: the Bayesian interval** (`bayes_lower`, `bayes_upper`: the finite-pool posterior, which "
                "accounts for the items nobody labeled); the CLT check fails, so the CLT interval is for comparison "
-               "only.\n\n" if lead_bayes else ""),
+               "only.\n\n" if lead_bayes else "" if not all(c.get("clt_reliable") for c in st["estimates"]) else
+               "**Read first: the confidence sequence** (`cs_lower`, `cs_upper`: the CLT interval widened for looking "
+               "after every stage); the CLT check passes, so the CLT-based intervals can be read"
+               + ("; the Bayesian interval is for comparison"
+                  + (" and is the one the stopping rule reads (below)" if stop and stop.get("kind") == "bayes-stable"
+                     else "") if "bayes_lower" in summ.columns else "") + ".\n\n"),
               _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
               "\n" + clt_check_line(st["estimates"], lead_bayes) + " (per component: `clt_check` in summary.csv)\n"]

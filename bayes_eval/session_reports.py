@@ -327,18 +327,23 @@ class SessionReports:
         return {"ess": ess, "max_weight": self._max_w, "draws": self._n_draws}
 
     def summary(self, level: float = 0.95, bayesian: bool = False) -> pd.DataFrame:
-        """One row per component: estimate, standard error, CLT interval (and Bayesian
-        interval with ``bayesian=True``), labels, draws, ESS, largest weight."""
+        """One row per component: estimate, standard error, CLT interval, confidence sequence
+        (``cs_lower``, ``cs_upper``: :meth:`confidence_sequence`), the CLT check, what the labels
+        allow (and the Bayesian interval with ``bayesian=True``), labels, draws, ESS, largest
+        weight."""
         v, sd = self._values()
         z = _z(level)
         measure_of = [m.name for m in self.measures for _ in m.names]
         ws = self.weight_stats()
         lo, hi = self._cut(v - z * sd, v + z * sd)
+        cs = self.confidence_sequence(level)
         rng_ = self.feasible()
         rng_ = np.where(np.isfinite(rng_), rng_, np.nan)   # NaN: not computed
         df = pd.DataFrame({"measure": measure_of, "component": self._names, "estimate": v, "std_error": sd,
                            "clt_lower": lo, "clt_upper": hi,
                            "clt_check": self.clt_check(),  # NaN: no check for this design
+                           # the confidence sequence (session status's interval where the check passes)
+                           "cs_lower": cs["lower"].to_numpy(float), "cs_upper": cs["upper"].to_numpy(float),
                            # what the labels allow (bayes_eval.feasible)
                            "feasible_lower": rng_[0], "feasible_upper": rng_[1]})
         if bayesian:

@@ -341,13 +341,22 @@ def test_status_shows_the_bayesian_interval_its_stopping_rule_reads(tmp_path):
     """Where the CLT check passes the confidence sequence leads, but `--target-width` stops on the
     Bayesian interval (bayes-stable): the table then shows that interval beside the others, so the
     user sees what the rule read; without a target nothing about a rule is said."""
-    pool = be.demo_pool(n_items=6000, positive_rate=0.1, seed=3)
+    demo = be.demo_pool(n_items=6000, positive_rate=0.1, seed=3)
+    pool_file = str(tmp_path / "pool.parquet")
+    pd.DataFrame({"score": demo.scores[:, 0], "pred": demo.preds[:, 0], "label": demo.labels}).to_parquet(pool_file)
+    pool = be.Pool.from_file(pool_file)
     truth = dict(zip(np.asarray(pool.ids).tolist(), np.asarray(pool.labels).tolist()))
-    s = be.Session.create(str(tmp_path / "s.db"), pool, "f1", "ais", seed=0)
+    db = str(tmp_path / "s.db")
+    s = be.Session.create(db, pool, "f1", "ais", seed=0)
     for _ in range(4):
         batch = s.next_batch(50)
         s.add_labels(batch["item"], [truth[i] for i in batch["item"]])
     assert s.clt_check()[0] <= MODEL_CHECK_MAX          # the check passes on this pool
+    cs = s.confidence_sequence()
+    summ = s.summary()                                  # summary.csv carries the confidence sequence
+    assert summ["cs_lower"].iloc[0] == pytest.approx(cs["lower"].iloc[0], rel=1e-12)
+    assert summ["cs_upper"].iloc[0] == pytest.approx(cs["upper"].iloc[0], rel=1e-12)
+    assert summ["cs_lower"].iloc[0] <= summ["clt_lower"].iloc[0] <= summ["clt_upper"].iloc[0] <= summ["cs_upper"].iloc[0]
     plain = s.status(bayesian="auto")
     assert plain["headline_interval"] == "clt-cs" and "bayes_lower" not in plain["estimates"][0]
     assert "stopping rule" not in _status_text(plain)
@@ -365,3 +374,14 @@ def test_status_shows_the_bayesian_interval_its_stopping_rule_reads(tmp_path):
     assert "bayes_lower" not in st["estimates"][0] and st["stopping"]["kind"] != "bayes-stable"
     assert "(the stopping rule uses it, where the CLT check passes)" in _status_text(st)
     s.close()
+    # the report leads with the same interval as status: the confidence sequence here, the Bayesian
+    # interval beside it as the one the stopping rule reads
+    rep = str(tmp_path / "report")
+    assert cli_main(["session", "report", db, "--pool", pool_file, "--out", rep, "--target-width", "0.5",
+                     "--no-progress"]) == 0
+    with open(os.path.join(rep, "report.md")) as fh:
+        md = fh.read()
+    assert "**Read first: the confidence sequence**" in md and "the one the stopping rule reads" in md
+    header = next(line for line in md.splitlines() if line.startswith("| measure"))
+    assert header.index("cs_lower") < header.index("clt_lower") < header.index("bayes_lower")
+    assert "Stopping rule: the 95% Bayesian interval of f1" in md
