@@ -270,7 +270,7 @@ def stop_interval_of(spec, oracle: str, bayes: str) -> str:
 def cmd_simulate(args):
     from .simulate import run_simulation, summarize
 
-    pool = read_pool(args.pool, args.score_kind, args.threshold)
+    pool = read_pool(args.pool, args.score_kind, args.threshold, id_column=args.id_column)
     if args.format != "json":
         for note in pool.notes:
             print(f"{args.pool}: {note}", file=sys.stderr)

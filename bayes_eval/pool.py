@@ -15,7 +15,7 @@ import functools
 import hashlib
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -42,6 +42,15 @@ def _csv_ids(col: pd.Series) -> pd.Series:
     if len(col) and not col.isna().any() and col.str.fullmatch(r"-?(0|[1-9][0-9]{0,17})").all():
         return col.astype(np.int64)
     return col   # with a missing id: as read, for the pool's check to name it
+
+
+def _looks_like_ids(name: str, col: pd.Series) -> bool:
+    """A column named like ids (``id``, ``item_id``, ``docId``, ...) with one distinct,
+    non-missing value per row: what a user may have meant as the pool's item ids."""
+    low = name.lower()
+    if not (low in ("id", "key", "uid", "uuid") or low.endswith("_id") or name.endswith("Id")):
+        return False
+    return bool(col.notna().all() and col.is_unique)
 
 
 class PoolWarning(UserWarning):
@@ -90,6 +99,9 @@ class Pool:
     notes : tuple of str
         What was detected or derived when the pool was read, in words (printed by
         ``bayes-eval session new``).
+    id_column : str or None
+        The column the ids were read from when it is not ``item`` (``--id-column``,
+        :meth:`from_frame`'s ``item=``); None for the ``item`` column, the index or row numbers.
     """
 
     preds: np.ndarray
@@ -105,6 +117,7 @@ class Pool:
     score_kind: str = "margin"
     threshold: float | None = None
     notes: tuple = ()
+    id_column: str | None = None
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -464,11 +477,22 @@ class Pool:
         weights = arr(wc)
         skip = set((sc or []) + (pc or []) + (lc or []) + ([item] if item is not None else []))
         own = df[[c for c in df.columns if c not in skip]].copy()
-        return cls.from_arrays(
+        pool = cls.from_arrays(
             scores=scores, preds=preds, probs=probs, labels=labels, weights=weights, ids=ids,
             n_classes=n_classes, system_names=sc if sc is not None and len(sc) > 1 else None,
             columns=own, name=name, score_kind=score_kind, threshold=threshold, legacy=legacy,
         )
+        if item is not None and item != "item":
+            return replace(pool, id_column=item, notes=pool.notes + (f"item ids from column {item!r}",))
+        if item is None and isinstance(df.index, pd.RangeIndex) and df.index.start == 0 and df.index.step == 1:
+            # ids are row numbers: say so where the pool has a column that looks like its own ids
+            cand = [c for c in own.columns if isinstance(c, str) and _looks_like_ids(c, own[c])]
+            if cand:
+                return replace(pool, notes=pool.notes + (
+                    f"item ids are the row numbers 0..{len(df) - 1} (no 'item' column); column {cand[0]!r} holds a "
+                    f"unique value per row: to use it as the ids, name it 'item' or pass --id-column {cand[0]} "
+                    f"(Python: item={cand[0]!r})",))
+        return pool
 
     @classmethod
     def from_file(cls, path: str, csv_ids: str = "text", **kw) -> "Pool":
@@ -579,8 +603,11 @@ class Pool:
     def read_options(self) -> dict:
         """How this pool's file was read (``score_kind``, ``threshold``, ``csv_ids``): what a session
         records so that reopening reads the pool the same way."""
-        return {"score_kind": self.score_kind if self.score_kind != "none" else None, "threshold": self.threshold,
-                "csv_ids": "text"}
+        out = {"score_kind": self.score_kind if self.score_kind != "none" else None, "threshold": self.threshold,
+               "csv_ids": "text"}
+        if self.id_column is not None:
+            out["id_column"] = self.id_column
+        return out
 
     def strata_scores(self, system: int = 0) -> np.ndarray:
         """(N,) one system's scores on the scale the strata are built on

@@ -246,7 +246,8 @@ def component_names(measures) -> list[str]:
 
 # ------------------------------------------------------------------------------ pools
 def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False,
-              engine: str | None = None, scheduler: str | None = None, client=None, csv_ids: str = "text"):
+              engine: str | None = None, scheduler: str | None = None, client=None, csv_ids: str = "text",
+              id_column: str | None = None):
     """A pool from a Parquet or CSV file, or the built-in demo pool for ``"demo"``.
 
     A directory or glob of Parquet files is a partitioned pool
@@ -256,10 +257,14 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
 
     ``score_kind`` (None/"auto" detects), ``threshold`` (predictions ``score >= T`` for a
     pool without a ``pred`` column) and ``legacy`` as
-    :meth:`bayes_eval.pool.Pool.from_arrays`, ``csv_ids`` as :meth:`~bayes_eval.pool.Pool.from_file`;
+    :meth:`bayes_eval.pool.Pool.from_arrays`, ``csv_ids`` as :meth:`~bayes_eval.pool.Pool.from_file`,
+    ``id_column`` the column holding the item ids when it is not ``item`` (``--id-column``);
     a session records ``pool.read_options`` and reopens with them."""
     from .pool import Pool, demo_pool
 
+    if id_column is not None and path == "demo":
+        raise PoolError("the demo pool's ids are its row numbers; an id column applies to a pool file",
+                        cli="the demo pool's ids are its row numbers; --id-column applies to a pool file")
     if path == "demo":
         if threshold is not None:
             raise PoolError("the demo pool has predictions; a threshold applies only to a pool without a 'pred' column",
@@ -271,9 +276,16 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     from .partitioned import is_partitioned_path
 
     if is_partitioned_path(path):
+        if id_column is not None:
+            raise PoolError("a partitioned pool takes its ids from its 'item' column; rename the id column to 'item'",
+                            cli=f"--id-column {id_column} applies to a single pool file; a partitioned pool takes "
+                                f"its ids from its 'item' column: rename {id_column!r} to 'item' in its files")
         return Pool.from_parquet_dataset(path, score_kind=score_kind, threshold=threshold, engine=engine,
                                          scheduler=scheduler, client=client)
     if engine == "dask":
         raise PoolError(f"--engine dask reads a partitioned pool (a directory or glob of Parquet files), not the "
                         f"single file {path}")
+    if id_column is not None:
+        return Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy, csv_ids=csv_ids,
+                              item=id_column)
     return Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy, csv_ids=csv_ids)

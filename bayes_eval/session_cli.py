@@ -144,6 +144,9 @@ def add_pool_reading_args(p):
     p.add_argument("--threshold", type=float, default=None, metavar="T",
                    help="for a pool without a 'pred' column: predictions are score >= T (in the score's units, "
                         "e.g. 0.5 for probabilities, 0 for margins)")
+    p.add_argument("--id-column", default=None, metavar="NAME",
+                   help="the pool's column holding the item ids, when it is not named 'item' (default: the 'item' "
+                        "column, else the file's index, else row numbers); labels are matched to items by these ids")
 
 
 def add_engine_args(p):
@@ -156,13 +159,13 @@ def add_engine_args(p):
                    help="with --engine dask: the dask.distributed scheduler to use (default: a local cluster)")
 
 
-def read_pool(path, score_kind="auto", threshold=None, engine="auto", scheduler=None):
+def read_pool(path, score_kind="auto", threshold=None, engine="auto", scheduler=None, id_column=None):
     """:func:`bayes_eval.registry.load_pool` for the command line (its errors carry a
     ``cli`` wording naming ``--threshold`` / ``--score-kind``, :func:`errors.cli_message`)."""
     from .registry import load_pool
 
     return load_pool(path, score_kind=None if score_kind == "auto" else score_kind, threshold=threshold,
-                     engine=None if engine in (None, "auto") else engine, scheduler=scheduler)
+                     engine=None if engine in (None, "auto") else engine, scheduler=scheduler, id_column=id_column)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -227,7 +230,7 @@ def _cmd_new(args, bar):
     if args.audit_floor is not None and args.design != "ais":
         raise UsageError(f"--audit-floor applies to the ais design, not to {args.design!r}")
     bar("reading the pool", 0, 1)
-    pool = read_pool(args.pool, args.score_kind, args.threshold, args.engine, args.scheduler)
+    pool = read_pool(args.pool, args.score_kind, args.threshold, args.engine, args.scheduler, args.id_column)
     if args.system >= pool.n_systems:
         raise UsageError(f"--system {args.system}: the pool has {pool.n_systems} system(s)")
     measures = [p for m in (args.measure or ["f1"]) for p in m.split(",") if p.strip()]

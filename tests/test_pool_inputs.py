@@ -202,6 +202,35 @@ def test_frame_written_with_its_index_to_csv(tmp_path):
     assert pool.ids[0] == "x0" and "Unnamed: 0" not in pool.columns.columns
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_the_ids_from_a_column_named_otherwise(tmp_path, fmt):
+    """--id-column NAME / item=NAME: the ids from the user's own column (zero-padded text kept as
+    written in a CSV); the column is not shown again as one of the pool's own columns; a session
+    records it (read_options) and reopens with it. Without it, a pool whose ids fall back to row
+    numbers says which column looks like its ids."""
+    ids = [f"{i:05d}" for i in range(50)]
+    df = _frame(ids).rename(columns={"item": "doc_id"})
+    path = tmp_path / f"pool.{fmt}"
+    df.to_parquet(path, index=False) if fmt == "parquet" else df.to_csv(path, index=False)
+    pool = load_pool(str(path), id_column="doc_id")
+    assert list(pool.ids) == ids and pool.id_column == "doc_id"
+    assert pool.read_options["id_column"] == "doc_id" and "doc_id" not in pool.columns.columns
+    assert pool.index_of(["00007"]).tolist() == [7]
+    assert load_pool(str(path), **pool.read_options).fingerprint() == pool.fingerprint()
+    plain = load_pool(str(path))                        # row numbers, and a note naming the column
+    assert plain.ids.tolist() == list(range(50)) and "id_column" not in plain.read_options
+    assert any("--id-column doc_id" in n for n in plain.notes)
+    dup = df.assign(doc_id=["a"] * 50)                   # not unique: not taken for ids, no note
+    dup.to_parquet(tmp_path / "dup.parquet", index=False)
+    assert not any("--id-column" in n for n in load_pool(str(tmp_path / "dup.parquet")).notes)
+    with pytest.raises(PoolError, match="column 'nope' not found"):
+        load_pool(str(path), id_column="nope")
+    with pytest.raises(PoolError, match="duplicate id"):
+        load_pool(str(tmp_path / "dup.parquet"), id_column="doc_id")
+    with pytest.raises(PoolError, match="demo pool's ids are its row numbers"):
+        load_pool("demo", id_column="doc_id")
+
+
 def test_load_pool_reads_score_kind_and_threshold(tmp_path):
     s, pred, y = _arrays(200)
     pd.DataFrame({"score": sigmoid(s), "label": y}).to_parquet(tmp_path / "p.parquet")

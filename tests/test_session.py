@@ -593,3 +593,35 @@ def test_history_clips_a_bounded_measures_interval_to_its_range():
         lo, hi = cut(raw_lo[i:i + 1], raw_hi[i:i + 1], s.feasible(i))
         assert h["upper"].iloc[i] == pytest.approx(min(hi[0], 1.0), rel=1e-12)
         assert h["lower"].iloc[i] == pytest.approx(min(max(lo[0], 0.0), 1.0), rel=1e-12)
+
+
+def test_cli_session_keyed_by_the_users_own_id_column(tmp_path, capsys, pool):
+    """`session new --id-column doc_id`: batches carry the user's ids in `item`, labels keyed by
+    them are ingested, and reopening (a later command) reads the pool with the same column."""
+    ids = [f"doc-{i:06d}" for i in range(pool.n_items)]
+    pool_file = tmp_path / "pool.csv"
+    pd.DataFrame({"doc_id": ids, "score": pool.scores[:, 0], "pred": pool.preds[:, 0],
+                  "text": [f"t{i}" for i in range(pool.n_items)]}).to_csv(pool_file, index=False)
+    truth = dict(zip(ids, np.asarray(pool.labels).tolist()))
+    db = str(tmp_path / "s.db")
+    rc, out, err = _cli(capsys, "session", "new", db, "--pool", str(pool_file), "--seed", "0", "--id-column", "doc_id")
+    assert rc == 0 and "item ids from column 'doc_id'" in out, err
+    for k in range(2):
+        batch = str(tmp_path / f"b{k}.csv")
+        rc, out, err = _cli(capsys, "session", "next", db, "--n", "20", "--out", batch)
+        assert rc == 0, err
+        b = pd.read_csv(batch, dtype={"item": str})
+        assert list(b.columns) == ["item", "text", "label"] and b["item"].str.startswith("doc-").all()
+        b["label"] = [truth[i] for i in b["item"]]
+        b.to_csv(batch, index=False)
+        rc, out, err = _cli(capsys, "session", "ingest", db, batch)
+        assert rc == 0 and "20 new label(s)" in out, err
+    rc, out, err = _cli(capsys, "session", "status", db, "--format", "json", "--no-bayesian")
+    assert rc == 0 and json.loads(out)["labels"] == 40, err
+    # a row keyed by a row number (what the ids were without the column) is an unknown id
+    bad = str(tmp_path / "bad.csv")
+    pd.DataFrame({"item": ["17"], "label": [0]}).to_csv(bad, index=False)
+    rc, out, err = _cli(capsys, "session", "ingest", db, bad)
+    assert rc == 2 and "unknown item id '17'" in err
+    rc, out, err = _cli(capsys, "session", "new", str(tmp_path / "t.db"), "--pool", str(pool_file), "--id-column", "x")
+    assert rc == 2 and "column 'x' not found" in err and not os.path.exists(tmp_path / "t.db")
