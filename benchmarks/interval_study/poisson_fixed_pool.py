@@ -14,7 +14,13 @@ finite-pool posterior of F1 (the unlabeled items' labels drawn per curve draw; p
   (water-filling) -- the shape of the variance-minimizing Poisson designs of 000 §2;
 * ``positive``: π_i ∝ p̃_i, capped (labels where the positives are);
 * ``near``: π_i ∝ (p̃_i (1 − p̃_i))⁴, capped (labels crowded at the decision threshold, with
-  items taken with certainty, as the F1-optimal Poisson designs do).
+  items taken with certainty, as the F1-optimal Poisson designs do);
+* ``adaptive-sqrt`` / ``adaptive-near``: the same shapes in ``--rounds`` Poisson rounds of
+  n / rounds expected labels over the items not labeled yet, p̃ replaced after each round by
+  the labels' own rate in the item's score bin (20 equal-count bins; Beta(1, 1) posterior mean,
+  the classifier's p̃ where a bin has no label) -- adaptive as poisson-adaptive is: where the
+  first labels of a region come out negative, the next rounds label less there.  The posterior
+  ignores the design either way (the selection is ignorable); what changes is which labels it sees.
 
 Each design runs ``--runs`` times on one fixed pool and, separately, on a fresh pool per run
 (coverage over the generator).  Reported: coverage of the equal-tailed 95% interval, its mean
@@ -35,8 +41,12 @@ def pool(rng, n_items, beta, sep):
     return s, y
 
 
-def inclusion(design, s, n, beta):
-    p = 1 / (1 + np.exp(-s))                  # the classifier's own probability (uncalibrated)
+def inclusion(design, s, n, beta, p=None, free_mask=None):
+    """Inclusion probabilities of ``n`` expected labels; ``p`` the rate the shape is taken at
+    (default: the classifier's own probability), ``free_mask`` the items that may be drawn."""
+    if p is None:
+        p = 1 / (1 + np.exp(-s))              # the classifier's own probability (uncalibrated)
+    design = design.removeprefix("adaptive-")
     if design == "uniform":
         w = np.ones_like(s)
     elif design == "sqrt":
@@ -47,10 +57,12 @@ def inclusion(design, s, n, beta):
         w = (p * (1 - p)) ** 4
     else:
         raise ValueError(design)
+    if free_mask is not None:
+        w = np.where(free_mask, w, 0.0)
     pi = np.zeros_like(s)
     fixed = np.zeros(s.shape, bool)
     for _ in range(50):                       # water-filling: cap at 1, spread the rest
-        free = ~fixed
+        free = ~fixed & (w > 0)
         pi[free] = w[free] * (n - fixed.sum()) / w[free].sum()
         over = free & (pi >= 1)
         if not over.any():
@@ -72,8 +84,26 @@ def laplace(x, y, n_iter=30):
     return th, np.linalg.inv(H)
 
 
-def one_run(rng, s, y, pi, draws):
-    lab = rng.random(s.shape[0]) < pi
+def adaptive_labels(rng, design, s, y, n, rounds, n_bins=20):
+    """The labeled mask of ``rounds`` Poisson rounds, each shaped at the labels' own rate per
+    score bin so far (the classifier's probability in a bin without labels)."""
+    edges = np.quantile(s, np.linspace(0, 1, n_bins + 1)[1:-1])
+    b = np.searchsorted(edges, s)
+    p0 = 1 / (1 + np.exp(-s))
+    lab = np.zeros(s.shape[0], bool)
+    for r in range(rounds):
+        n_lab = np.bincount(b[lab], minlength=n_bins)
+        n_pos = np.bincount(b[lab], weights=y[lab], minlength=n_bins)
+        rate = (n_pos + 1) / (n_lab + 2)
+        p = np.where(n_lab[b] > 0, rate[b], p0)
+        pi = inclusion(design, s, n / rounds, None, p=p, free_mask=~lab)
+        lab |= (~lab) & (rng.random(s.shape[0]) < pi)
+    return lab
+
+
+def one_run(rng, s, y, pi, draws, lab=None):
+    if lab is None:
+        lab = rng.random(s.shape[0]) < pi
     th, cov = laplace(s[lab], y[lab].astype(float))
     pred = s >= 0
     tp_k = np.sum(lab & pred & (y == 1))
@@ -106,6 +136,7 @@ def main():
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--designs", default="uniform,sqrt,positive,near")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=10, help="rounds of the adaptive designs")
     a = ap.parse_args()
     beta = a.sep  # logit p = sep * s for classes N(±sep/2, 1) at prevalence 1/2
     print(f"pool: {a.items} items, classes N(±{a.sep / 2}, 1), {a.n} expected labels, {a.runs} runs, {a.draws} draws")
@@ -119,8 +150,13 @@ def main():
             for r in range(a.runs):
                 if fresh:
                     s, y = pool(rng, a.items, beta, a.sep)
-                pi = inclusion(design, s, a.n, beta)
-                lo, hi, m, _ = one_run(rng, s, y, pi, a.draws)
+                if design.startswith("adaptive-"):
+                    lab = adaptive_labels(rng, design, s, y, a.n, a.rounds)
+                    pi = np.zeros_like(s)                 # ("certain items": none is before the run)
+                    lo, hi, m, _ = one_run(rng, s, y, None, a.draws, lab=lab)
+                else:
+                    pi = inclusion(design, s, a.n, beta)
+                    lo, hi, m, _ = one_run(rng, s, y, pi, a.draws)
                 out.append((lo, hi, m, f1_of(s, y), int(np.sum(pi >= 1))))
             o = np.array(out)
             err = o[:, 2] - o[:, 3]
