@@ -428,6 +428,10 @@ class Pool:
         if item is not None:
             if item not in df.columns:
                 raise PoolError(f"column {item!r} not found; columns are {list(df.columns)}")
+            role = next((r for r, c in (("score", sc), ("prediction", pc), ("probability", prc), ("label", lc),
+                                        ("weight", wc)) if c and item in c), None)
+            if role is not None:
+                raise PoolError(f"column {item!r} is the pool's {role} column; the item ids must be another column")
             ids = df[item].to_numpy()
         else:
             ids = df.index.to_numpy()

@@ -225,6 +225,8 @@ def test_the_ids_from_a_column_named_otherwise(tmp_path, fmt):
     assert not any("--id-column" in n for n in load_pool(str(tmp_path / "dup.parquet")).notes)
     with pytest.raises(PoolError, match="column 'nope' not found"):
         load_pool(str(path), id_column="nope")
+    with pytest.raises(PoolError, match="'score' is the pool's score column"):
+        load_pool(str(path), id_column="score")
     with pytest.raises(PoolError, match="duplicate id"):
         load_pool(str(tmp_path / "dup.parquet"), id_column="doc_id")
     with pytest.raises(PoolError, match="demo pool's ids are its row numbers"):
