@@ -34,7 +34,7 @@ def test_compare_designs_ranks_ais_above_passive(capsys):
     assert "true F1 = 0.7895" in out
     mse = {d: float(m) for d, m in re.findall(r"^\s*(\w+)  @500: mse=([\d.e+-]+)", out, re.M)}
     assert set(mse) == {"passive", "is", "oasis", "ais"}
-    assert mse["ais"] < mse["passive"] / 10        # 2.7e-3 against 2.1e-1 at 100 repeats (the README)
+    assert mse["ais"] < mse["passive"] / 10        # 100 repeats: 2.7e-3 against 2.1e-1
 
 
 @pytest.mark.slow
