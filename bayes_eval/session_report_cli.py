@@ -114,6 +114,23 @@ def _check_folder(path):
         raise UsageError(f"--out {path}: cannot write there (permission denied in {up})")
 
 
+def _read_first(lead_bayes: bool, st: dict, has_bayes: bool, stop: dict | None) -> str:
+    """The report's sentence naming the interval to read first (``session status``'s headline):
+    the Bayesian one where it leads, the confidence sequence where the CLT check passes, else none."""
+    if lead_bayes:
+        return ("**Read first: the Bayesian interval** (`bayes_lower`, `bayes_upper`: the finite-pool posterior, "
+                "which accounts for the items nobody labeled); the CLT check fails, so the CLT interval is for "
+                "comparison only.\n\n")
+    if not all(c.get("clt_reliable") for c in st["estimates"]):
+        return ""
+    bayes = ""
+    if has_bayes:
+        bayes = "; the Bayesian interval is for comparison" + (
+            " and is the one the stopping rule reads (below)" if stop and stop.get("kind") == "bayes-stable" else "")
+    return ("**Read first: the confidence sequence** (`cs_lower`, `cs_upper`: the CLT interval widened for looking "
+            "after every stage); the CLT check passes, so the CLT-based intervals can be read" + bayes + ".\n\n")
+
+
 def cmd_report(args, bar):
     """``session report``: write the session's report folder ``args.out``."""
     from . import plots
@@ -182,14 +199,7 @@ def cmd_report(args, bar):
               f"stage(s); draws {st['draws']}; effective sample "
               f"size (Σw)²/Σw² {fmt(st['ess'], 1)}; largest weight {fmt(st['max_weight'], 2)}.\n",
               "## Estimates\n",
-              ("**Read first: the Bayesian interval** (`bayes_lower`, `bayes_upper`: the finite-pool posterior, which "
-               "accounts for the items nobody labeled); the CLT check fails, so the CLT interval is for comparison "
-               "only.\n\n" if lead_bayes else "" if not all(c.get("clt_reliable") for c in st["estimates"]) else
-               "**Read first: the confidence sequence** (`cs_lower`, `cs_upper`: the CLT interval widened for looking "
-               "after every stage); the CLT check passes, so the CLT-based intervals can be read"
-               + ("; the Bayesian interval is for comparison"
-                  + (" and is the one the stopping rule reads (below)" if stop and stop.get("kind") == "bayes-stable"
-                     else "") if "bayes_lower" in summ.columns else "") + ".\n\n"),
+              _read_first(lead_bayes, st, "bayes_lower" in summ.columns, stop),
               _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
               "\n" + clt_check_line(st["estimates"], lead_bayes) + " (per component: `clt_check` in summary.csv)\n"]

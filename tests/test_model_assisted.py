@@ -93,14 +93,11 @@ def test_the_check_flags_positives_hidden_in_the_bulk():
     assert st["stopped"] <= 0.5 * free["stopped"], (st, free)
 
 
-@pytest.fixture(scope="module")
-def failing_session(tmp_path_factory):
-    """A session of 200 AIS labels on a pool whose positives hide in the low-score bulk (the
-    check fails), from a pool file the CLI can reopen: (db path, pool file)."""
-    d = tmp_path_factory.mktemp("failing")
-    pool = be.demo_pool(n_items=20_000, seed=0)
+def _ais_session_on_file(d, demo):
+    """``demo`` written to a pool file the CLI can reopen, and a session of 4 AIS stages of 50
+    labels on it (its ground truth the oracle), closed: (db path, pool file)."""
     pool_file = d / "pool.parquet"
-    df = pd.DataFrame({"score": pool.scores[:, 0], "pred": pool.preds[:, 0], "label": pool.labels})
+    df = pd.DataFrame({"score": demo.scores[:, 0], "pred": demo.preds[:, 0], "label": demo.labels})
     df.index.name = "item"
     df.to_parquet(pool_file)
     pool = be.Pool.from_file(str(pool_file))
@@ -112,6 +109,13 @@ def failing_session(tmp_path_factory):
         s.add_labels(b["item"], [labels[i] for i in b["item"]])
     s.close()
     return db, str(pool_file)
+
+
+@pytest.fixture(scope="module")
+def failing_session(tmp_path_factory):
+    """A session of 200 AIS labels on a pool whose positives hide in the low-score bulk (the
+    check fails), from a pool file the CLI can reopen: (db path, pool file)."""
+    return _ais_session_on_file(tmp_path_factory.mktemp("failing"), be.demo_pool(n_items=20_000, seed=0))
 
 
 def test_a_session_does_not_stop_on_a_failed_check(failing_session):
@@ -341,16 +345,8 @@ def test_status_shows_the_bayesian_interval_its_stopping_rule_reads(tmp_path):
     """Where the CLT check passes the confidence sequence leads, but `--target-width` stops on the
     Bayesian interval (bayes-stable): the table then shows that interval beside the others, so the
     user sees what the rule read; without a target nothing about a rule is said."""
-    demo = be.demo_pool(n_items=6000, positive_rate=0.1, seed=3)
-    pool_file = str(tmp_path / "pool.parquet")
-    pd.DataFrame({"score": demo.scores[:, 0], "pred": demo.preds[:, 0], "label": demo.labels}).to_parquet(pool_file)
-    pool = be.Pool.from_file(pool_file)
-    truth = dict(zip(np.asarray(pool.ids).tolist(), np.asarray(pool.labels).tolist()))
-    db = str(tmp_path / "s.db")
-    s = be.Session.create(db, pool, "f1", "ais", seed=0)
-    for _ in range(4):
-        batch = s.next_batch(50)
-        s.add_labels(batch["item"], [truth[i] for i in batch["item"]])
+    db, pool_file = _ais_session_on_file(tmp_path, be.demo_pool(n_items=6000, positive_rate=0.1, seed=3))
+    s = be.Session.open(db, be.Pool.from_file(pool_file))
     assert s.clt_check()[0] <= MODEL_CHECK_MAX          # the check passes on this pool
     cs = s.confidence_sequence()
     summ = s.summary()                                  # summary.csv carries the confidence sequence

@@ -52,21 +52,6 @@ def exact_draws(key, th, cov, x, y, n_proposals, n_draws, nu=4.0):
     return ab[jax.random.choice(k3, n_proposals, (n_draws,), p=w)], float(1.0 / (w ** 2).sum())
 
 
-def f1_of_curves(key, ab, s_pp, s_pn, known):
-    """F1's finite-pool draws for curve draws ``ab`` (as ``item_curve_study.f1_draws``)."""
-    import jax
-    import jax.numpy as jnp
-    k1, k2 = jax.random.split(key)
-
-    def sums(sc, k):
-        p = jax.nn.sigmoid(ab[:, :1] + ab[:, 1:] * sc[None, :])
-        m, v = p.sum(1), (p * (1 - p)).sum(1)
-        return jnp.clip(m + jnp.sqrt(v) * jax.random.normal(k, (ab.shape[0],)), 0.0, sc.shape[0])
-    tp_u, fn_u = sums(s_pp, k1), sums(s_pn, k2)
-    tp, fp, fn = known[0] + tp_u, known[1] + (s_pp.shape[0] - tp_u), known[2] + fn_u
-    return 2 * tp / (2 * tp + fp + fn)
-
-
 def main(argv=None):
     import jax
     import jax.numpy as jnp
@@ -99,7 +84,7 @@ def main(argv=None):
         f_lap = S.f1_draws(k1, th, cov, s_pp, s_pn, known, a.draws)
         ab, e = exact_draws(k2, th, cov, x, yy, a.proposals, a.draws)
         ess.append(e)
-        for name, f in (("laplace", f_lap), ("exact", f1_of_curves(k3, ab, s_pp, s_pn, known))):
+        for name, f in (("laplace", f_lap), ("exact", S.f1_of_curves(ab, s_pp, s_pn, known, *jax.random.split(k3)))):
             lo, hi = highest_density(f[:, None])
             iv[name].append((float(lo[0]), float(hi[0])))
     print(f"{a.capture}: {len(ess)} runs at {int(cap.data['checkpoints'][-1])} labels, truth {truth:.4f}")

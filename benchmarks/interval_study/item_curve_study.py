@@ -92,11 +92,20 @@ def f1_draws(key, th, cov, s_pp, s_pn, known, n_draws):
     import jax.numpy as jnp
     k1, k2, k3 = jax.random.split(key, 3)
     ab = th + jax.random.normal(k1, (n_draws, 2)) @ jnp.linalg.cholesky(cov).T
+    return f1_of_curves(ab, s_pp, s_pn, known, k2, k3)
+
+
+def f1_of_curves(ab, s_pp, s_pn, known, key_pp, key_pn):
+    """F1 draws on the pool for curve draws ``ab`` (n, 2): the unlabeled positives among the
+    predicted positives / negatives from the normal approximation of their Poisson-binomial sums."""
+    import jax
+    import jax.numpy as jnp
+
     def sums(sc, k):
         p = jax.nn.sigmoid(ab[:, :1] + ab[:, 1:] * sc[None, :])
         m, v = p.sum(1), (p * (1 - p)).sum(1)
-        return jnp.clip(m + jnp.sqrt(v) * jax.random.normal(k, (n_draws,)), 0.0, sc.shape[0])
-    tp_u, fn_u = sums(s_pp, k2), sums(s_pn, k3)
+        return jnp.clip(m + jnp.sqrt(v) * jax.random.normal(k, (ab.shape[0],)), 0.0, sc.shape[0])
+    tp_u, fn_u = sums(s_pp, key_pp), sums(s_pn, key_pn)
     tp = known[0] + tp_u
     fp = known[1] + (s_pp.shape[0] - tp_u)
     fn = known[2] + fn_u
