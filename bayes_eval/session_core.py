@@ -397,6 +397,38 @@ def posterior_sampler(core: SessionCore, model, measures, choice: str, n_draws: 
     return fn
 
 
+def resolved_program(core: SessionCore, level: float, widen: bool) -> Callable:
+    """``(draws (n, m), labeled (X, C), one_item (2, m)) -> (lower, upper, widened)``, each (m,):
+    the highest-density ``level`` interval of every component
+    (:func:`~bayes_eval.posterior.highest_density`), widened where an unlabeled item can
+    still change the measure and the interval is narrower than one item's class
+    (:func:`~bayes_eval.posterior.widen_to_resolution`, each measure with its own loss) -- the
+    simulation's :func:`~bayes_eval.posterior.resolved_interval` on a session's draws.  One
+    jit-compiled program per core, level and ``widen`` (False before any stage closed: the
+    interval as it is): run eagerly its twenty-odd array operations were as many programs to
+    trace and load, ~1.7 s of every ``session status`` with the Bayesian interval."""
+    from .posterior import highest_density, unlabeled_items_matter, widen_to_resolution
+
+    fkey = ("resolved", float(level), bool(widen))
+    fn = core.jitted.get(fkey)
+    if fn is None:
+        sizes = [int(np.shape(t)[-1]) for t in core.loss_tables]  # components per measure
+
+        def resolved(draws, labeled, one_item):
+            lo, hi = highest_density(draws, level)
+            if not widen:
+                return lo, hi, jnp.zeros(lo.shape, bool)
+            out, c = [], 0
+            for loss, d in zip(core.loss_tables, sizes):
+                matter = unlabeled_items_matter(core.cells._replace(loss=loss), labeled)
+                out.append(widen_to_resolution(lo[c:c + d], hi[c:c + d], one_item[:, c:c + d], matter))
+                c += d
+            return tuple(jnp.concatenate([o[k] for o in out]) for k in range(3))
+
+        fn = core.jitted[fkey] = jax.jit(resolved)
+    return fn
+
+
 def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int) -> Callable:
     """The compiled program of :func:`posterior_sampler` and :func:`measure_posterior`:
     ``(key, labeled) -> ((n_draws, m), (2, m), ())``, the last the sampler's importance ESS

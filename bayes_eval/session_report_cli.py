@@ -116,11 +116,17 @@ def _check_folder(path):
 
 def _read_first(lead_bayes: bool, st: dict, has_bayes: bool, stop: dict | None) -> str:
     """The report's sentence naming the interval to read first (``session status``'s headline):
-    the Bayesian one where it leads, the confidence sequence where the CLT check passes, else none."""
+    the Bayesian one wherever it was computed, else the confidence sequence where the CLT check
+    passes, else none."""
     if lead_bayes:
+        failed = any(c.get("clt_reliable") is False for c in st["estimates"])
         return ("**Read first: the Bayesian interval** (`bayes_lower`, `bayes_upper`: the finite-pool posterior, "
-                "which accounts for the items nobody labeled); the CLT check fails, so the CLT interval is for "
-                "comparison only.\n\n")
+                "which accounts for the items nobody labeled"
+                + ("; the stopping rule reads it, below" if stop and stop.get("kind") == "bayes-stable" else "")
+                + "); " + ("the CLT check fails, so the CLT-based intervals are for comparison only" if failed else
+                           "the CLT-based intervals (`cs_lower`, `cs_upper`, `clt_lower`, `clt_upper`) are for "
+                           "comparison")
+                + ".\n\n")
     if not all(c.get("clt_reliable") for c in st["estimates"]):
         return ""
     bayes = ""
@@ -178,8 +184,8 @@ def cmd_report(args, bar):
             except SessionError as exc:
                 pr_note = f"PR curve not drawn: {exc}"
         bar("writing the report", 3, 4)
-        # issue 15, item 4: the interval session status reads first leads here too -- the Bayesian one where
-        # the CLT check fails (or the design has none), else the confidence sequence (the posterior is cached)
+        # issue 15, item 4: the interval session status reads first leads here too -- the Bayesian one wherever
+        # it is computed, else the confidence sequence (the posterior is cached)
         st = s.status(level=args.level, bayesian=bayes)
         lead_bayes = st["headline_interval"] == "bayes"
         stop = s.stopping(args.target_width, args.level, bayesian=bayes) if args.target_width else None
@@ -187,7 +193,7 @@ def cmd_report(args, bar):
         hshort = hist[hist["component"].isin(first)][["stage", "labels", "draws", "ess", "max_weight", "component",
                                                       "estimate", "lower", "upper"]]
         order = (("measure", "component", "estimate", "bayes_lower", "bayes_upper", "bayes_median", "std_error",
-                  "clt_lower", "clt_upper") if lead_bayes else
+                  "cs_lower", "cs_upper", "clt_lower", "clt_upper") if lead_bayes else
                  ("measure", "component", "estimate", "cs_lower", "cs_upper", "std_error", "clt_lower", "clt_upper",
                   "bayes_lower", "bayes_upper"))
         show = [c for c in order if c in summ.columns]
