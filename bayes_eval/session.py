@@ -548,7 +548,13 @@ class Session(SessionReports, SessionSkips, SessionReplay):
             self._lab = self._lab.extend(*new_lab)
         self._stages[-1]["closed_at"] = snap.closed_at
         self._open = None
-        self._post_cache.clear()
+        # posteriors of earlier stages stay valid (keyed by stage index); keep those a stopping rule
+        # reads again (bayes-stable: the last STABLE_STAGES) and drop older ones, which can be large
+        from .results import STABLE_STAGES
+
+        keep = len(self._snapshots) - STABLE_STAGES - 1
+        for k in [k for k in self._post_cache if k[-1] < max(keep, 0)]:
+            del self._post_cache[k]
 
     # ------------------------------------------------------------------ batches
     def _frame(self, rows, draw_ids, q, w, stage) -> pd.DataFrame:
@@ -815,14 +821,22 @@ class Session(SessionReports, SessionSkips, SessionReplay):
 
         return self._next(n, write)
 
-    def run(self, oracle: Callable[[pd.DataFrame], Sequence], budget: int, batch: int = 50) -> "Session":
+    def run(self, oracle: Callable[[pd.DataFrame], Sequence], budget: int, batch: int = 50,
+            target_width: float | None = None, level: float = 0.95) -> "Session":
         """Label until ``budget`` labels with a Python oracle: ``oracle(batch_frame)``
-        returns the labels of the batch's rows, in order."""
+        returns the labels of the batch's rows, in order.  With ``target_width``, stop earlier,
+        after the first batch at whose end :meth:`stopping` (the rule of ``session status
+        --target-width``: bayes-stable for designs with a posterior) is reached -- the interval
+        ``status()`` reads first is then at most ``target_width`` wide."""
+        if target_width is not None and not target_width > 0:
+            raise SessionError(f"the target width must be positive, got {target_width}")
         while self.n_labels < budget:
             df = self.next_batch(min(batch, budget - self.n_labels))
             if df.empty:
                 break
             self.add_labels(df["item"], np.asarray(oracle(df)), draws=df["draw"] if self._stochastic else None)
+            if target_width is not None and self.n_pending == 0 and self.stopping(target_width, level)["reached"]:
+                break
         return self
 
     # ------------------------------------------------------------------ reports

@@ -43,7 +43,8 @@ class SessionReports:
     ``_names``, the tallies ``_labeled``, ``_n_labels``, ``_n_draws``, ``_sum_w``,
     ``_sum_w2``, ``_max_w``, the draw log ``_draws`` with the labels ``_label_of`` /
     ``_draw_label``, ``_stochastic``, ``_n_classes``, and its caches ``_est_cache`` (per
-    stage and measure) and ``_post_cache`` (posterior draws; emptied when a stage closes).
+    stage and measure) and ``_post_cache`` (posterior draws and intervals per closed stage; those of stages before
+    the last few are dropped when a stage closes).
     """
 
     def _est(self, snap_index: int, j: int):
@@ -389,14 +390,13 @@ class SessionReports:
         rows = self._store.draws()
         return pd.DataFrame(rows, columns=["draw", "stage", "row", "item", "new", "q", "weight"])
 
-    def stopping(self, target_width: float, level: float = 0.95, bayesian: bool = False) -> dict:
+    def stopping(self, target_width: float, level: float = 0.95, bayesian: bool | str = "auto") -> dict:
         """Whether the ``level`` interval is narrower than ``target_width``, and how many
-        more labels that is expected to take.
+        more labels that is expected to take: the rule of ``session status --target-width``.
 
-        The interval is the confidence sequence (:meth:`confidence_sequence`, widened for
-        looking after every stage) of the first measure's widest component, and a run may
-        stop on it only where the CLT check passes.  With ``bayesian=True`` and a design whose
-        posterior is available, the rule is instead ``bayes-stable``: the Bayesian interval of
+        With ``bayesian`` True or ``"auto"`` (the default, as on the command line) and a design
+        whose posterior is available (AIS, the Poisson designs; deterministic oracle), the rule is
+        ``bayes-stable``: the Bayesian interval of
         every component at most ``target_width`` wide after each of the last
         :data:`~bayes_eval.results.STABLE_STAGES` closed stages -- an interval that collapsed onto
         one completed-pool value counts at the width one unlabeled item can change
@@ -407,7 +407,10 @@ class SessionReports:
         extrapolated two ways (:func:`bayes_eval.results.labels_to_width`): width ∝ 1/sqrt(labels)
         from the current value (``more_labels``), and at the rate the same interval shrank since the
         closed stage nearest half the labels (``more_labels_observed_rate``, ``width_exponent``; one
-        more interval computed) -- *extrapolations*, not promises.
+        more interval computed) -- *extrapolations*, not promises.  Otherwise (``bayesian=False``,
+        or no posterior) the interval is the confidence sequence (:meth:`confidence_sequence`,
+        widened for looking after every stage) of the first measure's widest component, and a run
+        may stop on it only where the CLT check passes.
         """
         if not target_width > 0:
             raise SessionError(f"the target width must be positive, got {target_width}",
@@ -523,7 +526,7 @@ class SessionReports:
         seed = self.seed if seed is None else int(seed)
         last = len(self._snapshots) - 1
         i = snap_index % len(self._snapshots) if self._snapshots else last
-        return ((int(n_draws), seed) if i == last else (int(n_draws), seed, i)), i, last
+        return (int(n_draws), seed, i), i, last   # a closed stage's labels never change: keyed by its index
 
     def _one_item(self, n_draws: int = 1000, seed: int | None = None, snap_index: int = -1) -> np.ndarray:
         """(2, m): each component's range one unlabeled item's class away from the median
@@ -587,14 +590,15 @@ class SessionReports:
             return "every item that can matter is labeled: the estimate is exact; nothing more to label"
         return None
 
-    def status(self, target_width: float | None = None, level: float = 0.95, bayesian: bool | str = False) -> dict:
+    def status(self, target_width: float | None = None, level: float = 0.95, bayesian: bool | str = "auto") -> dict:
         """A JSON-ready summary of the session (what ``bayes-eval session status`` shows).
 
         ``labels`` counts every accepted label (the budget spent, an open batch's
         partial labels included); ``labels_in_estimate`` those of the closed stages,
         which the estimate and intervals rest on.  ``bayesian``: add the Bayesian interval
-        (True), not (False), or ``"auto"`` (the CLI's default): wherever the design has a
-        posterior (:meth:`posterior_model`; deterministic oracle) and a stage has closed.
+        (True), not (False: faster, no posterior), or ``"auto"`` (the default, as on the
+        command line): wherever the design has a posterior (:meth:`posterior_model`;
+        deterministic oracle) and a stage has closed.
         ``headline_interval`` names the interval to read first (issue 15, item 4): ``"bayes"``
         wherever it was computed -- the interval of target 1 and the one ``target_width``'s rule
         (bayes-stable) stops on -- else ``"clt-cs"``, the confidence sequence.  Where the CLT

@@ -1,10 +1,13 @@
 """A scripted labeling loop: a Python function plays the annotator.
 
-    python examples/labeling_loop.py [POOL.parquet] [--budget 1000] [--batch 50] [--db loop.db]
+    python examples/labeling_loop.py [POOL.parquet] [--budget 1000] [--batch 50] [--db loop.db] [--target-width W]
 
 Without a pool file it uses the built-in synthetic demo pool, whose known labels play the
 oracle.  The session lives in one SQLite file: stop the script at any point (even with
 kill -9) and run it again — it reopens the file and carries on exactly where it stopped.
+With ``--target-width W`` the loop stops earlier, once the stopping rule of ``bayes-eval session
+status --target-width`` is met (for AIS and the Poisson designs: the Bayesian interval, the one
+the status reads first, at most W wide after each of the last 3 stages).
 """
 import argparse
 import os
@@ -21,6 +24,7 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--design", default="ais")
     ap.add_argument("--db", default="labeling_loop.db")
+    ap.add_argument("--target-width", type=float, default=None, help="stop once the interval is this narrow")
     args = ap.parse_args(argv)
     pool = be.demo_pool() if args.pool is None else be.Pool.from_file(args.pool)
 
@@ -38,15 +42,18 @@ def main(argv=None):
         if batch.empty:
             break
         session.add_labels(batch["item"], oracle(batch))            # one transaction per batch
-    # (or simply: session.run(oracle, budget=args.budget, batch=args.batch))
+        if args.target_width and session.stopping(args.target_width)["reached"]:
+            break                                                   # narrow enough: stop labeling
+    # (or simply: session.run(oracle, budget=args.budget, batch=args.batch, target_width=args.target_width))
 
     print(session.summary().round(4).to_string(index=False))
     truth = pool.true_value(M.stack(*session.measures))
     print("true values:", {c: round(float(v), 4) for c, v in zip(session.components, truth)})
-    stop = session.stopping(target_width=0.05)
-    print(f"95% interval width {stop['width']}: "
-          + ("narrower than 0.05" if stop["reached"] else f"about {stop['more_labels']} more labels to reach 0.05 "
-             f"({stop['note']})"))
+    w = args.target_width or 0.05
+    stop = session.stopping(target_width=w)                        # the rule session status --target-width applies
+    print(f"{session.n_labels} labels; stopping rule {stop['kind']}: 95% interval width {stop['width']}: "
+          + (f"narrower than {w:g}" if stop["reached"] else f"about {stop['more_labels']} more labels to reach "
+             f"{w:g} ({stop['note']})"))
     session.close()
 
 

@@ -161,8 +161,8 @@ def test_session_status_says_where_the_draws_go_and_when_the_floor_holds_them(tm
         while s.n_labels < 200:
             b = s.next_batch(25)
             s.add_labels(b["item"], pool.labels[pool.index_of(b["item"])])
-            draws.append(s.status()["draws"])
-        st = s.status()
+            draws.append(s.status(bayesian=False)["draws"])
+        st = s.status(bayesian=False)
         seen[floor] = (st["proposal"], (draws[-1] - draws[-2]) / 25.0, _status_text(st))
         s.close()
     off, on = seen[0.0][0], seen[0.01][0]

@@ -122,13 +122,17 @@ def test_a_session_does_not_stop_on_a_failed_check(failing_session):
     db, pool_file = failing_session
     s = be.Session.open(db, be.Pool.from_file(pool_file))
     assert s.clt_check()[0] > MODEL_CHECK_MAX  # positives may hide in the bulk: the check fails here
-    st = s.stopping(10.0)  # any interval is narrower than 10
+    st = s.stopping(10.0, bayesian=False)  # the confidence sequence: any interval is narrower than 10
     assert st["reached"] is False and st["clt_check_passed"] is False and "CLT check fails" in st["note"]
     assert st["width"] < 10.0
-    # the Python API's status keeps its default: no posterior, the confidence sequence leads
-    st = s.status()
+    # without a posterior the confidence sequence leads
+    st = s.status(bayesian=False)
     assert st["headline_interval"] == "clt-cs" and not st["bayesian_auto"]
     assert "bayes_lower" not in st["estimates"][0]
+    # the Python API's defaults are the command line's: the posterior, read first and stopped on
+    st = s.status(target_width=10.0)
+    assert st["headline_interval"] == "bayes" and st["bayesian_auto"] is True
+    assert st["stopping"]["kind"] == "bayes-stable" == s.stopping(10.0)["kind"]
     s.close()
     # on the Bayesian interval the rule needs it narrow after each of the last 3 closed stages: one
     # stage of 20 labels never stops, however wide the target
@@ -158,7 +162,7 @@ def test_a_session_uses_the_model_assisted_variance(tmp_path):
     assert np.isfinite(check) and check > 0
     want = float(own.var[0]) * (max(1.0, check) if check <= MODEL_CHECK_MAX else 1.0)
     assert float(assisted.var[0]) == pytest.approx(want, rel=1e-9)
-    st = s.status()
+    st = s.status(bayesian=False)
     row = st["estimates"][0]
     assert row["clt_check"] == pytest.approx(check, rel=1e-9)
     assert row["clt_reliable"] == (check <= MODEL_CHECK_MAX)
@@ -169,7 +173,7 @@ def test_a_session_uses_the_model_assisted_variance(tmp_path):
     assert hist["clt_check"].iloc[-1] == pytest.approx(check, rel=1e-9) and len(hist) == 4
     # reopened from the file, the session replays to the same variance
     s2 = be.Session.open(str(tmp_path / "s.db"), pool)
-    assert s2.status()["estimates"][0]["std_error"] == pytest.approx(row["std_error"], rel=1e-9)
+    assert s2.status(bayesian=False)["estimates"][0]["std_error"] == pytest.approx(row["std_error"], rel=1e-9)
     # status(bayesian="auto") computes the posterior wherever the design has one, whatever the check
     auto = s2.status(bayesian="auto")
     assert auto["bayesian_auto"] is True and auto["headline_interval"] == "bayes"
@@ -247,11 +251,11 @@ def test_poisson_rounds_carry_the_check_in_simulations_and_sessions(tmp_path):
     for _ in range(2):
         b = s.next_batch(100)
         s.add_labels(b["item"], [truth[i] for i in b["item"]])
-    row = s.status()["estimates"][0]
+    row = s.status(bayesian=False)["estimates"][0]
     assert "clt_check" in row and row["clt_reliable"] == (row["clt_check"] is not None
                                                          and row["clt_check"] <= MODEL_CHECK_MAX)
     s2 = be.Session.open(str(tmp_path / "p.db"), pool)
-    assert s2.status()["estimates"][0]["std_error"] == pytest.approx(row["std_error"], rel=1e-9)
+    assert s2.status(bayesian=False)["estimates"][0]["std_error"] == pytest.approx(row["std_error"], rel=1e-9)
 
 
 def test_the_clt_check_line_reads_huge_and_unbounded_ratios_in_words():
@@ -274,7 +278,7 @@ def test_a_fresh_session_says_there_is_nothing_to_check_yet(tmp_path):
 
     pool = be.demo_pool(n_items=2000, positive_rate=0.05, seed=3)
     s = Session.create(str(tmp_path / "f.db"), pool, "f1", "ais", seed=0)
-    text = _status_text(s.status())
+    text = _status_text(s.status(bayesian=False))
     s.close()
     assert "CLT check: nothing to check before the first stage is labeled" in text
     assert "not available for this design" in _clt_check_line([{"component": "f1"}], labels=100)

@@ -258,6 +258,36 @@ def test_stopping_rule_extrapolates(tmp_path, pool):
     assert done["reached"] and done["more_labels"] == 0 and done["more_labels_observed_rate"] == 0
 
 
+def test_a_scripted_run_stops_on_the_rule_the_status_reads(tmp_path):
+    """Session.run(target_width=W) labels until the rule of `session status --target-width` is met
+    (bayes-stable for AIS: the Bayesian interval, which status reads first, at most W wide after each
+    of the last 3 stages) and stops at the first such stage; the per-stage posteriors it reuses give
+    what a fresh process computes from the file."""
+    pool = demo_pool(n_items=4000, positive_rate=0.1, seed=3)
+    db = str(tmp_path / "run.db")
+    s = Session.create(db, pool, "f1", "ais", seed=0)
+    with pytest.raises(SessionError, match="target width must be positive"):
+        s.run(truth_oracle(pool), budget=100, target_width=0)
+    assert s.n_labels == 0                                     # refused before any label
+    w = 0.3
+    s.run(truth_oracle(pool), budget=2000, batch=50, target_width=w)
+    stop = s.stopping(w)
+    assert stop["kind"] == "bayes-stable" and stop["reached"] is True and s.n_labels < 2000
+    assert max(stop["stable_widths"]) < w and s.n_stages >= 3
+    st = s.status(target_width=w)                              # the interval read first is the one stopped on
+    row = st["estimates"][0]
+    assert st["headline_interval"] == "bayes" and row["bayes_upper"] - row["bayes_lower"] == pytest.approx(
+        stop["stable_widths"][-1], rel=1e-12)
+    # it stopped at the first stage where the rule held: one stage earlier it did not
+    s.close()
+    s2 = Session.open(db, pool)
+    assert s2.stopping(w)["stable_widths"] == pytest.approx(stop["stable_widths"], rel=1e-12)
+    if s2.n_stages > 3:                                        # (3 stages: the first at which it can hold)
+        earlier = [s2.bayesian_interval(snap_index=k) for k in range(s2.n_stages - 4, s2.n_stages - 1)]
+        assert max(float(b["upper"].iloc[0] - b["lower"].iloc[0]) for b in earlier) >= w
+    s2.close()
+
+
 def test_labels_to_width_at_both_rates():
     from bayes_eval.results import labels_to_width, labels_to_width_text
 
@@ -447,6 +477,15 @@ def test_example_script_runs(tmp_path, capsys):
         ["--budget", "100", "--batch", "50", "--design", "is", "--db", str(tmp_path / "loop.db")])
     out = capsys.readouterr().out
     assert "f1" in out and "true values" in out
+    # with --target-width the loop stops once the session's rule is met (AIS: bayes-stable)
+    small = demo_pool(n_items=4000, positive_rate=0.1, seed=3)
+    f = tmp_path / "small.parquet"
+    pd.DataFrame({"score": small.scores[:, 0], "pred": small.preds[:, 0], "label": small.labels}).to_parquet(f)
+    runpy.run_path(os.path.join(EXAMPLES, "labeling_loop.py"), run_name="not_main")["main"](
+        [str(f), "--budget", "1000", "--design", "ais", "--target-width", "0.3", "--db", str(tmp_path / "w.db")])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "stopping rule bayes-stable" in last and "narrower than 0.3" in last
+    assert int(last.split()[0]) < 1000                         # labels spent: stopped before the budget
 
 
 # ---------------------------------------------------------------------------- CLI

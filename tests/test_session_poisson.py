@@ -75,7 +75,7 @@ def test_fixed_size_rounds_give_exactly_n_distinct_items(tmp_path, pool):
     d = s.draws()
     assert d["row"].is_unique and (d["new"] == 1).all()  # distinct items, never re-drawn
     assert list(s.history()["labels"].unique()) == [40, 80, 120, 160, 200, 240]
-    st = s.status()
+    st = s.status(bayesian=False)
     assert st["poisson"]["round_size"] == "pareto" and st["poisson"]["rounds"] == 6 and not st["poisson"]["exact"]
     est = s.estimate()
     truth = pool.true_value(M.f1())[0]
@@ -106,7 +106,7 @@ def test_random_size_rounds_and_static_design(tmp_path, pool):
         assert s.draws()["row"].is_unique
         sizes[design] = got
         assert np.isfinite(s.estimate()["f1"])
-        assert s.status()["poisson"]["round_size"] == "random"
+        assert s.status(bayesian=False)["poisson"]["round_size"] == "random"
     # random sizes with mean n (8 rounds of mean 30: the total is within a few sd of 240)
     for design, got in sizes.items():
         assert len(set(got)) > 1, (design, got)
@@ -212,7 +212,7 @@ def test_labeling_every_item_that_can_matter_gives_the_exact_value(tmp_path, poo
             n_rounds += 1
             assert n_rounds <= 8
         # 4 rounds of 150 reach the 600 items (every F1 item can matter): that round labels all left
-        assert s.n_labels == pool.n_items and s.is_exact and s.status()["poisson"]["exact"]
+        assert s.n_labels == pool.n_items and s.is_exact and s.status(bayesian=False)["poisson"]["exact"]
         np.testing.assert_allclose(s.estimate().to_numpy(), truth, rtol=1e-12)
         if design == "poisson-adaptive" and fs == "auto":
             assert n_rounds == 4 and s.draws()["stage"].value_counts().sort_index().tolist() == [150] * 4

@@ -91,7 +91,7 @@ def test_skip_closes_the_batch_next_goes_on_and_the_file_replays(tmp_path, pool)
     assert not set(b2["item"]) & set(b["item"][:3])  # a skipped item is never asked for again
     r = s.skip(list(b2["item"]))  # a whole batch skipped closes it
     assert r.stage_closed and s.n_stages == 2
-    est, st = s.estimate(), s.status()
+    est, st = s.estimate(), s.status(bayesian=False)
     assert st["skipped"] == 13 and "items that can be labeled" in st["skipped_note"]
     s.close()
     s2 = Session.open(str(tmp_path / "s.db"), pool)
