@@ -548,13 +548,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
             self._lab = self._lab.extend(*new_lab)
         self._stages[-1]["closed_at"] = snap.closed_at
         self._open = None
-        # posteriors of earlier stages stay valid (keyed by stage index); keep those a stopping rule
-        # reads again (bayes-stable: the last STABLE_STAGES) and drop older ones, which can be large
-        from .results import STABLE_STAGES
-
-        keep = len(self._snapshots) - STABLE_STAGES - 1
-        for k in [k for k in self._post_cache if k[-1] < max(keep, 0)]:
-            del self._post_cache[k]
+        self._drop_old_posteriors()
 
     # ------------------------------------------------------------------ batches
     def _frame(self, rows, draw_ids, q, w, stage) -> pd.DataFrame:
@@ -823,13 +817,11 @@ class Session(SessionReports, SessionSkips, SessionReplay):
 
     def run(self, oracle: Callable[[pd.DataFrame], Sequence], budget: int, batch: int = 50,
             target_width: float | None = None, level: float = 0.95) -> "Session":
-        """Label until ``budget`` labels with a Python oracle: ``oracle(batch_frame)``
-        returns the labels of the batch's rows, in order.  With ``target_width``, stop earlier,
-        after the first batch at whose end :meth:`stopping` (the rule of ``session status
-        --target-width``: bayes-stable for designs with a posterior) is reached -- the interval
-        ``status()`` reads first is then at most ``target_width`` wide."""
+        """Label until ``budget`` labels with a Python oracle: ``oracle(batch_frame)`` returns the
+        labels of the batch's rows, in order; with ``target_width``, until :meth:`stopping` (the rule
+        of ``session status --target-width``) is reached at the end of a batch."""
         if target_width is not None and not target_width > 0:
-            raise SessionError(f"the target width must be positive, got {target_width}")
+            self.stopping(target_width, level)  # refused, before any label
         while self.n_labels < budget:
             df = self.next_batch(min(batch, budget - self.n_labels))
             if df.empty:
@@ -838,19 +830,6 @@ class Session(SessionReports, SessionSkips, SessionReplay):
             if target_width is not None and self.n_pending == 0 and self.stopping(target_width, level)["reached"]:
                 break
         return self
-
-    # ------------------------------------------------------------------ reports
-    def plot_progress(self, path: str | None = None, components: Sequence[str] | None = None, level: float = 0.95,
-                      bayesian: bool = False):
-        """Estimate and CLT interval against labels spent (PNG via matplotlib's Agg).
-
-        ``components`` defaults to the first measure's first component (up to four may
-        be given); ``bayesian=True`` adds the current Bayesian interval (designs with an
-        oracle model).  Returns the path written, or the Figure when ``path`` is None.
-        """
-        from . import plots
-
-        return plots.plot_progress(self, path, components, level, bayesian)
 
     # ------------------------------------------------------------------ diagnostics
     def integrity_check(self) -> str:

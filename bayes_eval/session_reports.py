@@ -528,6 +528,27 @@ class SessionReports:
         i = snap_index % len(self._snapshots) if self._snapshots else last
         return (int(n_draws), seed, i), i, last   # a closed stage's labels never change: keyed by its index
 
+    def plot_progress(self, path: str | None = None, components=None, level: float = 0.95, bayesian: bool = False):
+        """Estimate and CLT interval against labels spent (PNG via matplotlib's Agg).
+
+        ``components`` defaults to the first measure's first component (up to four may
+        be given); ``bayesian=True`` adds the current Bayesian interval (designs with an
+        oracle model).  Returns the path written, or the Figure when ``path`` is None.
+        """
+        from . import plots
+
+        return plots.plot_progress(self, path, components, level, bayesian)
+
+    def _drop_old_posteriors(self):
+        """When a stage closes: the posteriors of earlier stages stay valid (keyed by stage
+        index); keep those a stopping rule reads again (bayes-stable: the last
+        :data:`~bayes_eval.results.STABLE_STAGES`) and drop older ones, which can be large."""
+        from .results import STABLE_STAGES
+
+        keep = max(len(self._snapshots) - STABLE_STAGES - 1, 0)
+        for k in [k for k in self._post_cache if k[-1] < keep]:
+            del self._post_cache[k]
+
     def _one_item(self, n_draws: int = 1000, seed: int | None = None, snap_index: int = -1) -> np.ndarray:
         """(2, m): each component's range one unlabeled item's class away from the median
         completion (:func:`bayes_eval.posterior.one_item_range`), from :meth:`posterior`'s draws."""
