@@ -181,17 +181,20 @@ def build_parser():
                    help="a scripted stopping rule: each run stops at the first stage end where the interval "
                         "(--stop-interval) is at most W wide; the output gains a 'stopping' block (share stopped, "
                         "coverage at the stop, labels at the stop)")
-    s.add_argument("--stop-interval", choices=["auto", "clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable"],
+    s.add_argument("--stop-interval", choices=["auto", "clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable",
+                                               "read-first"],
                    default="auto",
                    help="the interval the stopping rule looks at: auto (default: the rule session status "
-                        "--target-width uses -- bayes-stable for designs with a posterior under the deterministic "
-                        "oracle, unless --bayes no; else clt-cs), clt-cs (the confidence sequence, valid "
+                        "--target-width uses -- read-first for designs with a posterior under the deterministic "
+                        "oracle, unless --bayes no; else clt-cs), read-first (at each stage end the interval "
+                        "session status reads first: clt-cs where the CLT check passes, else bayes-stable; as "
+                        "costly as bayes), clt-cs (the confidence sequence, valid "
                         "uniformly over stages, as session status --target-width --no-bayesian), clt "
                         "(the fixed-n interval), bayes (the finite-pool Bayesian interval after every stage: one "
                         "posterior per stage and run, ~40x the cost of --bayes yes at 40 stages), bayes-cs (both the "
                         "Bayesian interval and the confidence sequence) or bayes-stable (the Bayesian interval at "
-                        "most W wide after each of the last 3 stages: session status --target-width's rule for "
-                        "designs with a posterior; as costly as bayes)")
+                        "most W wide after each of the last 3 stages, as session status --target-width "
+                        "--bayesian; as costly as bayes)")
     s.add_argument("--posterior-model", default="calibrated",
                    help="model of the Bayesian intervals: calibrated (default, binary), design, dirichlet-tree")
     s.add_argument("--bayes-draws", type=int, default=200, metavar="N",
@@ -258,13 +261,14 @@ def _companion_of(args, pool):
 
 def stop_interval_of(spec, oracle: str, bayes: str) -> str:
     """``--stop-interval auto``: the rule ``session status --target-width`` applies to a
-    session of the same design -- ``bayes-stable`` where the session has a posterior (a
-    design with an oracle model or Poisson rounds, deterministic oracle) and the Bayesian
-    interval is not turned off (``--bayes no``, the session's ``--no-bayesian``), else the
-    confidence sequence (issue 15, item 3: "default: the one session status --target-width
+    session of the same design -- ``read-first`` (the confidence sequence where the CLT check
+    passes, else the Bayesian interval after each of the last 3 stages) where the session has
+    a posterior (a design with an oracle model or Poisson rounds, deterministic oracle) and the
+    Bayesian interval is not turned off (``--bayes no``, the session's ``--no-bayesian``), else
+    the confidence sequence (issue 15, item 3: "default: the one session status --target-width
     uses")."""
     has_posterior = (spec.has_model or spec.kind == "rounds") and oracle == "deterministic"
-    return "bayes-stable" if has_posterior and bayes != "no" else "clt-cs"
+    return "read-first" if has_posterior and bayes != "no" else "clt-cs"
 
 
 def cmd_simulate(args):
@@ -285,7 +289,8 @@ def cmd_simulate(args):
     bayes = {"yes": True, "no": False, "auto": spec.has_model}[args.bayes]
     if args.stop_interval == "auto":
         args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes)
-    bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "bayes-stable")
+    bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "bayes-stable",
+                                                                          "read-first")
     if bayes_stages and args.bayes == "no":
         raise CLIError(f"--stop-interval {args.stop_interval} needs the Bayesian interval: drop --bayes no")
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch,

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["StageRecord", "SimResult", "schedule", "make_result", "summarize", "covers", "cs_bounds", "stopping",
-           "STOP_INTERVALS", "STABLE_STAGES", "labels_to_width", "labels_to_width_text"]
+           "STOP_INTERVALS", "STABLE_STAGES", "check_passes", "labels_to_width", "labels_to_width_text"]
 
 
 class StageRecord(NamedTuple):
@@ -228,7 +228,7 @@ def summarize(res: SimResult) -> list[dict]:
 #: z_{0.975}: the stored CLT intervals are 95% (``simulate``'s level)
 _Z95 = 1.959963984540054
 #: the interval kinds a run can stop on (:func:`stopping`)
-STOP_INTERVALS = ("clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable")
+STOP_INTERVALS = ("clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable", "read-first")
 #: closed stages in a row whose Bayesian interval must be narrow enough (``"bayes-stable"``)
 STABLE_STAGES = 3
 
@@ -344,48 +344,9 @@ def _holds_text(holds, names) -> str:
             f"fewer positives than that")
 
 
-def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_labels: int = MIN_CLASS_LABELS,
-             require_check: bool = True) -> dict:
-    """A scripted loop that looks at ``interval`` after every stage and stops at the first
-    stage end where its width is ≤ ``width`` (every component's, for a vector measure),
-    or at the budget.  Returns ``{"width", "interval", "stopped"`` (share of runs that
-    stopped within the budget), ``"coverage"`` (share of the stopped runs whose interval
-    at the stop holds the truth; None if none stopped), ``"mean_labels"`` (labels at the
-    stop, over the stopped runs), ``"coverage_se"`` (its binomial standard error)``}``.
-
-    ``"clt"``: the fixed-n 95% interval (001 §3.3.2) -- looked at after every stage it
-    does not keep 95% (the point of measuring it); ``"clt-cs"``: the asymptotic confidence
-    sequence, valid uniformly over stages; ``"bayes"``: the Bayesian finite-pool interval
-    after every stage (a simulation run with ``bayes_stages=True``; a posterior conditions on
-    the labels whatever rule chose to stop, 001 §4.2, so it needs neither the CLT check nor
-    a minimum of labels per class); ``"bayes-cs"``: both the Bayesian interval and the
-    confidence sequence at most W wide (no CLT check), coverage read on the Bayesian
-    interval; ``"bayes-stable"``: the rule of ``session status --target-width`` for designs with a
-    posterior -- the Bayesian interval at most W wide after each of the last
-    :data:`STABLE_STAGES` stages, the conservative choice: one odd posterior cannot stop it.
-    (Every wrong stop measured for ``"bayes"`` and ``"bayes-cs"`` after the collapsed interval
-    was widened came from a numerical defect of the calibrated model, fixed at stop 40; on the
-    same runs ``"bayes"`` is now honest in every cell with 19–30% fewer labels,
-    ``benchmarks/results/stopping_rules_cells.md``; issue 15, items 3 and 4.)  The Bayesian interval is
-    :func:`bayes_eval.posterior.resolved_interval`: where it collapsed onto one completed-pool
-    value while an unlabeled item can still change G (``res.stage_bayes_collapsed``) it is
-    widened to what one unlabeled item's class can change, so no rule stops below the
-    measure's resolution on the model's bet that nothing is hidden (before: 4 of 100
-    dblp-acm runs stopped on a width-0 interval at W = 0.02, all wrong).  A CLT run may stop only once it holds
-    ``min_class_labels`` labeled items of every class: before that the variance of a
-    CLT interval is not estimable (a first stage whose positives were all predicted
-    positive has F1 = 1 and variance 0), the rule ``session status --target-width`` keeps
-    too; nor on an interval of width 0 (a degenerate delta method, not a narrow interval).
-    With ``require_check`` (default) a run may stop only where the CLT check passes
-    (:func:`~bayes_eval.estimators.model_assisted`: the calibrated model's variance at most
-    ``MODEL_CHECK_MAX`` × the draws'; stages without a check -- designs without the model --
-    are not held back): a narrow interval that rests on positives not yet found is not a
-    reason to stop (issue 15, item 3).  ``"check_required"`` in the result says whether it
-    applied."""
-    if interval not in STOP_INTERVALS:
-        raise ValueError(f"stop interval must be one of {', '.join(STOP_INTERVALS)}, got {interval!r}")
-    if not (np.isfinite(width) and width > 0):
-        raise ValueError(f"the stopping width must be a positive number, got {width}")
+def _narrow(res, width: float, interval: str, min_class_labels: int, require_check: bool):
+    """(narrow (runs, stages) bool, lower, upper (runs, stages, m), check applied) of one rule of
+    :func:`stopping` other than ``"read-first"``."""
     h = res.history
     value, lo, hi = h.value, h.lower, h.upper  # (repeats, stages, m_hist)
     bayes = interval in ("bayes", "bayes-cs", "bayes-stable")
@@ -426,10 +387,83 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
 
         chk = np.asarray(h.check)
         narrow &= np.all(np.isnan(chk) | (chk <= MODEL_CHECK_MAX), axis=2)
+    return narrow, lo, hi, checked
+
+
+def check_passes(res):
+    """(runs, stages) bool: the CLT check passes at that stage end -- computed for some component
+    and over ``MODEL_CHECK_MAX`` for none (``session status``'s rule for the interval read first)."""
+    from .estimators import MODEL_CHECK_MAX
+
+    if res.history.check is None:
+        return np.zeros(res.history.value.shape[:2], bool)
+    chk = np.asarray(res.history.check, float)
+    return np.any(np.isfinite(chk) | (chk == np.inf), axis=2) & ~np.any(chk > MODEL_CHECK_MAX, axis=2)
+
+
+def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_labels: int = MIN_CLASS_LABELS,
+             require_check: bool = True) -> dict:
+    """A scripted loop that looks at ``interval`` after every stage and stops at the first
+    stage end where its width is ≤ ``width`` (every component's, for a vector measure),
+    or at the budget.  Returns ``{"width", "interval", "stopped"`` (share of runs that
+    stopped within the budget), ``"coverage"`` (share of the stopped runs whose interval
+    at the stop holds the truth; None if none stopped), ``"mean_labels"`` (labels at the
+    stop, over the stopped runs), ``"coverage_se"`` (its binomial standard error)``}``.
+
+    ``"clt"``: the fixed-n 95% interval (001 §3.3.2) -- looked at after every stage it
+    does not keep 95% (the point of measuring it); ``"clt-cs"``: the asymptotic confidence
+    sequence, valid uniformly over stages; ``"bayes"``: the Bayesian finite-pool interval
+    after every stage (a simulation run with ``bayes_stages=True``; a posterior conditions on
+    the labels whatever rule chose to stop, 001 §4.2, so it needs neither the CLT check nor
+    a minimum of labels per class); ``"bayes-cs"``: both the Bayesian interval and the
+    confidence sequence at most W wide (no CLT check), coverage read on the Bayesian
+    interval; ``"bayes-stable"``: the Bayesian interval at most W wide after each of the last
+    :data:`STABLE_STAGES` stages, the conservative choice: one odd posterior cannot stop it;
+    ``"read-first"``: the rule of ``session status --target-width`` for designs with a posterior
+    -- at each stage end the interval the status reads first there: the confidence sequence
+    (``"clt-cs"``) where the CLT check passes, else ``"bayes-stable"``'s, coverage read on that
+    interval.  Where the check passes the Bayesian interval rests on the calibration curve and
+    missed on pools whose positive rate is no logistic curve of the score (0.52-0.89 at
+    500-2000 labels, ``benchmarks/results/misspecified.md``), the confidence sequence did not.
+    (Every wrong stop measured for ``"bayes"`` and ``"bayes-cs"`` after the collapsed interval
+    was widened came from a numerical defect of the calibrated model, fixed at stop 40; on the
+    same runs ``"bayes"`` is now honest in every cell with 19–30% fewer labels,
+    ``benchmarks/results/stopping_rules_cells.md``; issue 15, items 3 and 4.)  The Bayesian interval is
+    :func:`bayes_eval.posterior.resolved_interval`: where it collapsed onto one completed-pool
+    value while an unlabeled item can still change G (``res.stage_bayes_collapsed``) it is
+    widened to what one unlabeled item's class can change, so no rule stops below the
+    measure's resolution on the model's bet that nothing is hidden (before: 4 of 100
+    dblp-acm runs stopped on a width-0 interval at W = 0.02, all wrong).  A CLT run may stop only once it holds
+    ``min_class_labels`` labeled items of every class: before that the variance of a
+    CLT interval is not estimable (a first stage whose positives were all predicted
+    positive has F1 = 1 and variance 0), the rule ``session status --target-width`` keeps
+    too; nor on an interval of width 0 (a degenerate delta method, not a narrow interval).
+    With ``require_check`` (default) a run may stop only where the CLT check passes
+    (:func:`~bayes_eval.estimators.model_assisted`: the calibrated model's variance at most
+    ``MODEL_CHECK_MAX`` × the draws'; stages without a check -- designs without the model --
+    are not held back): a narrow interval that rests on positives not yet found is not a
+    reason to stop (issue 15, item 3).  ``"check_required"`` in the result says whether it
+    applied."""
+    if interval not in STOP_INTERVALS:
+        raise ValueError(f"stop interval must be one of {', '.join(STOP_INTERVALS)}, got {interval!r}")
+    if not (np.isfinite(width) and width > 0):
+        raise ValueError(f"the stopping width must be a positive number, got {width}")
+    h = res.history
+    if interval == "read-first":
+        # the interval session status reads first at each stage end: the confidence sequence where the
+        # CLT check passes, else the Bayesian interval (narrow after each of the last STABLE_STAGES)
+        passes = check_passes(res)
+        n_cs, lo_cs, hi_cs, _ = _narrow(res, width, "clt-cs", min_class_labels, True)
+        n_b, lo_b, hi_b, _ = _narrow(res, width, "bayes-stable", min_class_labels, True)
+        narrow = np.where(passes, n_cs, n_b)
+        lo, hi = np.where(passes[..., None], lo_cs, lo_b), np.where(passes[..., None], hi_cs, hi_b)
+        checked = True
+    else:
+        narrow, lo, hi, checked = _narrow(res, width, interval, min_class_labels, require_check)
     stopped = narrow.any(axis=1)
     first = np.argmax(narrow, axis=1)
-    truth = res.true_value[: value.shape[2]]
-    r = np.arange(value.shape[0])
+    truth = res.true_value[: lo.shape[2]]
+    r = np.arange(lo.shape[0])
     cov = np.all(covers(lo[r, first], hi[r, first], truth), axis=1)
     n_stop = int(stopped.sum())
     c = float(cov[stopped].mean()) if n_stop else None

@@ -115,10 +115,10 @@ def add_session_parser(subparsers):
     s.add_argument("--level", type=float, default=0.95)
     bz = s.add_mutually_exclusive_group()
     bz.add_argument("--bayesian", action="store_const", const=True, dest="bayesian", default="auto",
-                    help="add the Bayesian interval also before the first stage closes (by default it is added, "
-                         "and read first, wherever the design has a posterior: AIS and the Poisson designs, "
-                         "deterministic oracle; --target-width stops on it: narrow enough after each of the last "
-                         "3 stages)")
+                    help="always add the Bayesian interval, read it first and stop on it (--target-width: "
+                         "narrow enough after each of the last 3 stages), whatever the CLT check; by default it "
+                         "is added, read first and stopped on where the CLT check fails, for designs with a "
+                         "posterior (AIS and the Poisson designs, deterministic oracle)")
     bz.add_argument("--no-bayesian", action="store_const", const=False, dest="bayesian",
                     help="never compute the Bayesian interval (faster by ~2.5 s: the posterior); the confidence "
                          "sequence is then read first, and --target-width stops on it where the CLT check passes")
@@ -403,7 +403,7 @@ def _status_text(st):
     comps = st["estimates"]
     has_b = any("bayes_lower" in c for c in comps)
     w = max(9, max(len(c["component"]) for c in comps) if comps else 9)
-    # the headline interval first (issue 15, item 4): the Bayesian one wherever it is computed
+    # the headline interval first (issue 15, item 4): the Bayesian one where the CLT check fails
     cols = [("cs", f"{lvl}% confidence sequence", 26), ("clt", f"{lvl}% CLT interval", 22)]
     if has_b:
         b = ("bayes", f"{lvl}% Bayesian interval", 24)

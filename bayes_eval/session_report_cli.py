@@ -116,8 +116,7 @@ def _check_folder(path):
 
 def _read_first(lead_bayes: bool, st: dict, has_bayes: bool, stop: dict | None) -> str:
     """The report's sentence naming the interval to read first (``session status``'s headline):
-    the Bayesian one wherever it was computed, else the confidence sequence where the CLT check
-    passes, else none."""
+    the Bayesian one where it leads, the confidence sequence where the CLT check passes, else none."""
     if lead_bayes:
         failed = any(c.get("clt_reliable") is False for c in st["estimates"])
         return ("**Read first: the Bayesian interval** (`bayes_lower`, `bayes_upper`: the finite-pool posterior, "
@@ -184,11 +183,12 @@ def cmd_report(args, bar):
             except SessionError as exc:
                 pr_note = f"PR curve not drawn: {exc}"
         bar("writing the report", 3, 4)
-        # issue 15, item 4: the interval session status reads first leads here too -- the Bayesian one wherever
-        # it is computed, else the confidence sequence (the posterior is cached)
-        st = s.status(level=args.level, bayesian=bayes)
+        # issue 15, item 4: the interval session status reads first leads here too -- the Bayesian one where
+        # the CLT check fails (or has nothing to check), else the confidence sequence (the posterior is cached)
+        rule = "auto" if bayes else False        # the Bayesian interval is in the tables; status's rule leads
+        st = s.status(level=args.level, bayesian=rule)
         lead_bayes = st["headline_interval"] == "bayes"
-        stop = s.stopping(args.target_width, args.level, bayesian=bayes) if args.target_width else None
+        stop = s.stopping(args.target_width, args.level, bayesian=rule) if args.target_width else None
         first = s.components[: len(s.measures[0].names)][:8]
         hshort = hist[hist["component"].isin(first)][["stage", "labels", "draws", "ess", "max_weight", "component",
                                                       "estimate", "lower", "upper"]]

@@ -85,6 +85,54 @@ def test_the_stable_bayesian_rule_needs_consecutive_narrow_stages(sim):
     assert st["stopped"] <= once["stopped"] and st["mean_labels"] >= once["mean_labels"] - 1e-9
 
 
+def test_the_read_first_rule_reads_the_interval_the_status_leads_with(sim):
+    """``"read-first"`` (session status --target-width's rule, issue 15 item 4): at each stage end
+    the confidence sequence where the CLT check passes, else the Bayesian interval narrow after
+    each of the last STABLE_STAGES stage ends; coverage read on the interval it stopped on --
+    checked by hand on per-stage intervals and checks set by hand."""
+    from bayes_eval.estimators import MODEL_CHECK_MAX
+    from bayes_eval.results import MIN_CLASS_LABELS, STABLE_STAGES, check_passes, cs_bounds
+
+    h = sim.history
+    R, S, m = h.value.shape
+    rng = np.random.default_rng(1)
+    wid = rng.uniform(0.05, 0.15, (R, S, m))
+    off = np.where(rng.uniform(size=(R, 1, 1)) < 0.5, 0.0, 0.3)      # Bayesian intervals on or off the truth
+    mid = sim.true_value[:m] + off + 0 * wid
+    # the check passes at a random half of the stage ends, fails (10x over the bound) at the others
+    chk = np.where(rng.uniform(size=(R, S, m)) < 0.5, 1.0, 10 * MODEL_CHECK_MAX)
+    res = sim._replace(stage_bayes_lower=mid - wid / 2, stage_bayes_upper=mid + wid / 2,
+                       history=h._replace(check=chk))
+    w = 0.1
+    st = stopping(res, w, "read-first")
+    passes = check_passes(res)
+    assert np.array_equal(passes, chk[..., 0] == 1.0)
+    cl, ch = cs_bounds(h.value, h.lower, h.upper, h.n_draws[..., None], sd=h.sd, feasible=h.feasible)
+    cw = ch - cl
+    cs_ok = (np.all(h.n_class >= MIN_CLASS_LABELS, axis=2) & np.all(np.isfinite(cw) & (cw <= w) & (cw > 0), axis=2))
+    b_ok = np.all(wid <= w, axis=2)
+    stable = np.zeros_like(b_ok)
+    for t in range(STABLE_STAGES - 1, S):
+        stable[:, t] = b_ok[:, t - STABLE_STAGES + 1:t + 1].all(axis=1)
+    narrow = np.where(passes, cs_ok, stable)
+    stopped, first = narrow.any(axis=1), np.argmax(narrow, axis=1)
+    r = np.arange(R)
+    lo = np.where(passes[r, first][:, None], cl[r, first], (mid - wid / 2)[r, first])
+    hi = np.where(passes[r, first][:, None], ch[r, first], (mid + wid / 2)[r, first])
+    held = np.all((lo <= sim.true_value[:m]) & (sim.true_value[:m] <= hi), axis=1)
+    assert st["interval"] == "read-first" and st["stopped"] == pytest.approx(stopped.mean())
+    assert 0 < st["stopped"] and st["stopped_runs"] == int(stopped.sum())
+    assert st["coverage"] == pytest.approx(held[stopped].mean())
+    assert st["mean_labels"] == pytest.approx(h.n_labels[stopped, first[stopped]].mean())
+    # where the check passes everywhere it is the confidence sequence's rule, where it fails everywhere bayes-stable's
+    ok = sim._replace(stage_bayes_lower=res.stage_bayes_lower, stage_bayes_upper=res.stage_bayes_upper,
+                      history=h._replace(check=np.ones((R, S, m))))
+    bad = ok._replace(history=h._replace(check=np.full((R, S, m), np.inf)))
+    assert stopping(ok, w, "read-first")["stopped"] == stopping(ok, w, "clt-cs")["stopped"]
+    assert stopping(bad, w, "read-first")["coverage"] == stopping(bad, w, "bayes-stable")["coverage"]
+    assert stopping(bad, w, "read-first")["stopped"] == stopping(bad, w, "bayes-stable")["stopped"]
+
+
 @pytest.mark.slow
 def test_stopping_on_the_bayesian_interval_after_every_stage():
     """``bayes_stages``: the finite-pool posterior after every stage; the stopping rule on it

@@ -260,31 +260,32 @@ def test_stopping_rule_extrapolates(tmp_path, pool):
 
 def test_a_scripted_run_stops_on_the_rule_the_status_reads(tmp_path):
     """Session.run(target_width=W) labels until the rule of `session status --target-width` is met
-    (bayes-stable for AIS: the Bayesian interval, which status reads first, at most W wide after each
-    of the last 3 stages) and stops at the first such stage; the per-stage posteriors it reuses give
-    what a fresh process computes from the file."""
+    (read-first: here, with the CLT check passing, the confidence sequence -- the interval status
+    reads first) and stops at the first stage where it holds; per-stage posteriors (the Bayesian
+    rule's) reused from the cache give what a fresh process computes from the file."""
     pool = demo_pool(n_items=4000, positive_rate=0.1, seed=3)
     db = str(tmp_path / "run.db")
     s = Session.create(db, pool, "f1", "ais", seed=0)
     with pytest.raises(SessionError, match="target width must be positive"):
         s.run(truth_oracle(pool), budget=100, target_width=0)
     assert s.n_labels == 0                                     # refused before any label
-    w = 0.3
+    w = 0.5
     s.run(truth_oracle(pool), budget=2000, batch=50, target_width=w)
     stop = s.stopping(w)
-    assert stop["kind"] == "bayes-stable" and stop["reached"] is True and s.n_labels < 2000
-    assert max(stop["stable_widths"]) < w and s.n_stages >= 3
+    assert stop["rule"] == "read-first" and stop["kind"] == "clt-cs" and stop["reached"] is True
+    assert s.n_labels < 2000
     st = s.status(target_width=w)                              # the interval read first is the one stopped on
     row = st["estimates"][0]
-    assert st["headline_interval"] == "bayes" and row["bayes_upper"] - row["bayes_lower"] == pytest.approx(
-        stop["stable_widths"][-1], rel=1e-12)
-    # it stopped at the first stage where the rule held: one stage earlier it did not
+    assert st["headline_interval"] == "clt-cs" and row["cs_upper"] - row["cs_lower"] == pytest.approx(
+        stop["width"], rel=1e-12)
+    before = s.confidence_sequence(snap_index=s.n_stages - 2)  # one stage earlier it did not hold
+    assert float(before["upper"].iloc[0] - before["lower"].iloc[0]) >= w or before["lower"].isna().all()
+    # the Bayesian rule (--bayesian) reads a posterior per stage: cached, and equal to a fresh process's
+    bs = s.stopping(0.05, bayesian=True)
+    assert bs["kind"] == "bayes-stable" and len(bs["stable_widths"]) == 3
     s.close()
     s2 = Session.open(db, pool)
-    assert s2.stopping(w)["stable_widths"] == pytest.approx(stop["stable_widths"], rel=1e-12)
-    if s2.n_stages > 3:                                        # (3 stages: the first at which it can hold)
-        earlier = [s2.bayesian_interval(snap_index=k) for k in range(s2.n_stages - 4, s2.n_stages - 1)]
-        assert max(float(b["upper"].iloc[0] - b["lower"].iloc[0]) for b in earlier) >= w
+    assert s2.stopping(0.05, bayesian=True)["stable_widths"] == pytest.approx(bs["stable_widths"], rel=1e-12)
     s2.close()
 
 
@@ -477,14 +478,16 @@ def test_example_script_runs(tmp_path, capsys):
         ["--budget", "100", "--batch", "50", "--design", "is", "--db", str(tmp_path / "loop.db")])
     out = capsys.readouterr().out
     assert "f1" in out and "true values" in out
-    # with --target-width the loop stops once the session's rule is met (AIS: bayes-stable)
+    # with --target-width the loop stops once the session's rule is met (AIS: read-first)
     small = demo_pool(n_items=4000, positive_rate=0.1, seed=3)
     f = tmp_path / "small.parquet"
     pd.DataFrame({"score": small.scores[:, 0], "pred": small.preds[:, 0], "label": small.labels}).to_parquet(f)
     runpy.run_path(os.path.join(EXAMPLES, "labeling_loop.py"), run_name="not_main")["main"](
-        [str(f), "--budget", "1000", "--design", "ais", "--target-width", "0.3", "--db", str(tmp_path / "w.db")])
+        [str(f), "--budget", "1000", "--design", "ais", "--target-width", "0.5", "--db", str(tmp_path / "w.db")])
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert "stopping rule bayes-stable" in last and "narrower than 0.3" in last
+    # read-first reads the interval status reads first at that stage: the confidence sequence where the
+    # CLT check passes, the Bayesian interval where it fails (here early on)
+    assert ("stopping rule clt-cs" in last or "stopping rule bayes-stable" in last) and "narrower than 0.5" in last
     assert int(last.split()[0]) < 1000                         # labels spent: stopped before the budget
 
 

@@ -226,15 +226,16 @@ def test_repeats_in_memory_bounded_chunks_give_the_same_runs(monkeypatch):
 
 def test_stop_interval_auto_is_the_session_status_rule():
     """Issue 15, item 3: `simulate --stop-width` stops by default on the interval `session
-    status --target-width` uses: bayes-stable where a session has a posterior (a design with
-    an oracle model or Poisson rounds, deterministic oracle, the Bayesian interval not turned
-    off), else the confidence sequence."""
+    status --target-width` uses: read-first (the confidence sequence where the CLT check passes,
+    else bayes-stable) where a session has a posterior (a design with an oracle model or Poisson
+    rounds, deterministic oracle, the Bayesian interval not turned off), else the confidence
+    sequence."""
     from bayes_eval.cli import stop_interval_of
     from bayes_eval.registry import DESIGNS
 
     for name in ("ais", "poisson", "poisson-adaptive"):
-        assert stop_interval_of(DESIGNS[name], "deterministic", "auto") == "bayes-stable", name
-        assert stop_interval_of(DESIGNS[name], "deterministic", "yes") == "bayes-stable", name
+        assert stop_interval_of(DESIGNS[name], "deterministic", "auto") == "read-first", name
+        assert stop_interval_of(DESIGNS[name], "deterministic", "yes") == "read-first", name
         assert stop_interval_of(DESIGNS[name], "deterministic", "no") == "clt-cs", name
     assert stop_interval_of(DESIGNS["ais"], "stochastic", "auto") == "clt-cs"
     for name in ("passive", "stratified", "is", "oasis"):
@@ -300,9 +301,9 @@ def test_cli_bayes_draws_sets_the_posterior_draws_of_the_bayesian_intervals(caps
 
 
 @pytest.mark.slow
-def test_cli_stop_width_defaults_to_bayes_stable_for_ais(capsys, tmp_path):
-    """End to end: AIS with --stop-width and no --stop-interval stops on bayes-stable (a
-    posterior after every stage); no run stops before 3 stages are closed."""
+def test_cli_stop_width_defaults_to_read_first_for_ais(capsys, tmp_path):
+    """End to end: AIS with --stop-width and no --stop-interval stops on read-first (a posterior
+    after every stage); no run stops before 3 stages are closed; --stop-interval bayes-stable too."""
     import pandas as pd
 
     from bayes_eval.cli import main
@@ -314,5 +315,10 @@ def test_cli_stop_width_defaults_to_bayes_stable_for_ais(capsys, tmp_path):
     assert main(["simulate", f, "--design", "ais", "--budget", "400", "--batch", "50", "--repeats", "6",
                  "--checkpoints", "400", "--format", "json", "--stop-width", "0.5", "--strata", "16"]) == 0
     st = json.loads(capsys.readouterr().out)["stopping"]
-    assert st["interval"] == "bayes-stable"
+    assert st["interval"] == "read-first"
     assert st["stopped"] > 0 and st["mean_labels"] >= 150
+    assert main(["simulate", f, "--design", "ais", "--budget", "400", "--batch", "50", "--repeats", "6",
+                 "--checkpoints", "400", "--format", "json", "--stop-width", "0.5", "--strata", "16",
+                 "--stop-interval", "bayes-stable"]) == 0
+    st = json.loads(capsys.readouterr().out)["stopping"]
+    assert st["interval"] == "bayes-stable" and st["stopped"] > 0 and st["mean_labels"] >= 150

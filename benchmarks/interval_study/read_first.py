@@ -5,16 +5,17 @@
 Item 4 asks `session status`, the report and the demo to lead with the interval that meets
 targets 1 and 3, and the stopping rule to use it.  Until stop 50 a session led with the
 confidence sequence wherever the CLT check passed, while `--target-width` stopped on the
-Bayesian interval (bayes-stable).  This script reads the saved per-stage intervals of
+Bayesian interval (bayes-stable); since, it stops on the interval it leads with
+(``results.stopping(..., "read-first")``).  This script reads the saved per-stage intervals of
 ``benchmarks/stopping.py --bayes --save-stages`` (every stage's CLT interval, check and
 Bayesian interval of each run) and measures, without new runs:
 
 1. at 500 / 1000 / 2000 labels, over the runs whose check passes there: how often the
    confidence sequence and the Bayesian interval hold the truth, and their mean widths;
-2. stopping on the interval read first, under the old rule (the confidence sequence where the
-   check passes, else bayes-stable) against bayes-stable throughout (the new rule, which is the
-   stopping rule of sessions already) and the confidence sequence alone (``clt-cs``, with the
-   check): share stopped, coverage at the stop, labels at the stop.
+2. stopping on the interval read first (``read-first``: the confidence sequence where the check
+   passes, else bayes-stable) against bayes-stable throughout (the session's rule before stop
+   50) and the confidence sequence alone (``clt-cs``, with the check): share stopped, coverage
+   at the stop, labels at the stop.
 """
 from __future__ import annotations
 
@@ -27,8 +28,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, ".."))
-from bayes_eval.estimators import MODEL_CHECK_MAX  # noqa: E402
-from bayes_eval.results import MIN_CLASS_LABELS, STABLE_STAGES, covers, cs_bounds, stopping  # noqa: E402
+from bayes_eval.results import check_passes, covers, cs_bounds, stopping  # noqa: E402
 from stopping_rules import SavedStages  # noqa: E402
 
 WIDTHS = (0.1, 0.05, 0.02)
@@ -42,35 +42,7 @@ def stage_intervals(res):
     m = h.value.shape[2]
     cl, ch = cs_bounds(h.value, h.lower, h.upper, h.n_draws[..., None], sd=h.sd, feasible=h.feasible)
     bl, bh = res.stage_bayes_lower[..., :m], res.stage_bayes_upper[..., :m]
-    chk = np.asarray(h.check, float)
-    passes = np.all(np.isnan(chk) | (chk <= MODEL_CHECK_MAX), 2) & np.any(np.isfinite(chk), 2)
-    return (cl, ch), (bl, bh), passes
-
-
-def old_rule(res, w):
-    """Stopping on the old headline: where the check passes, the confidence sequence at most w wide
-    (with ``MIN_CLASS_LABELS`` of each class, a width above 0: ``results.stopping``'s clt-cs), else
-    the Bayesian interval at most w wide after each of the last ``STABLE_STAGES`` stages; coverage
-    read on the interval the rule read at the stop."""
-    h = res.history
-    (cl, ch), (bl, bh), passes = stage_intervals(res)
-    cw, bw = ch - cl, bh - bl
-    enough = np.all(h.n_class >= MIN_CLASS_LABELS, 2)
-    cs_narrow = passes & enough & np.all(np.isfinite(cw) & (cw <= w) & (cw > 0), 2)
-    b_narrow = np.all(np.isfinite(bw) & (bw <= w), 2)
-    run = b_narrow.copy()
-    for k in range(1, STABLE_STAGES):
-        run[:, k:] &= b_narrow[:, :-k]
-    run[:, :STABLE_STAGES - 1] = False
-    narrow = np.where(passes, cs_narrow, run)
-    lo = np.where(passes[..., None], cl, bl)
-    hi = np.where(passes[..., None], ch, bh)
-    stopped, first = narrow.any(1), np.argmax(narrow, 1)
-    r = np.arange(len(first))
-    cov = np.all(covers(lo[r, first], hi[r, first], res.true_value[:lo.shape[2]]), 1)
-    n = int(stopped.sum())
-    return {"stopped": float(stopped.mean()), "coverage": float(cov[stopped].mean()) if n else None,
-            "mean_labels": float(h.n_labels[r, first][stopped].mean()) if n else None, "stopped_runs": n}
+    return (cl, ch), (bl, bh), check_passes(res)
 
 
 def cell(st):
@@ -111,14 +83,16 @@ def main(argv=None):
                          f"{bc:.3f} ({bw:.4f}) | {cw / bw:.2f} |")
     lines += ["", "## 2. Stopping on the interval read first", "",
               "Share of runs stopped within the budget, coverage at the stop (runs stopped), labels at the stop. "
-              "Old: the confidence sequence where the check passes, else bayes-stable (what a session led with "
-              "until stop 50). New: bayes-stable throughout (the rule `session status --target-width` already "
-              "applied; the interval now also read first). clt-cs: the confidence sequence alone, with the check.",
+              "read-first: at each stage end the interval `session status` reads first -- the confidence sequence "
+              "where the CLT check passes, else the Bayesian interval narrow after each of the last 3 stages "
+              "(`session status --target-width` since stop 50). bayes-stable: the Bayesian interval throughout "
+              "(the session's rule before stop 50, and with `--bayesian`). clt-cs: the confidence sequence "
+              "alone, with the check.",
               "", "| pool | rule | " + " | ".join(f"W = {w:g}" for w in WIDTHS) + " |", "|---|---|" + "---|" * len(WIDTHS)]
     for name, res in zip(names, res_all):
-        for label, fn in (("old: CS where the check passes, else bayes-stable", old_rule),
-                          ("**new: bayes-stable**", lambda r, w: stopping(r, w, "bayes-stable")),
-                          ("clt-cs (with the check)", lambda r, w: stopping(r, w, "clt-cs"))):
+        for label, rule in (("**read-first** (the session's rule)", "read-first"),
+                            ("bayes-stable (`--bayesian`)", "bayes-stable"), ("clt-cs (with the check)", "clt-cs")):
+            fn = (lambda r, w, rule=rule: stopping(r, w, rule))
             lines.append(f"| {name} | {label} | " + " | ".join(cell(fn(res, w)) for w in WIDTHS) + " |")
     with open(a.out, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
