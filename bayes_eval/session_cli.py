@@ -426,7 +426,11 @@ def _status_text(st):
         away = outside_note(comps)
         if away:
             lines.append("note: " + away)
-    lines.append("the confidence sequence widens the CLT interval for looking after every stage"
+    # where the confidence sequence is the interval read first (the CLT check passes), say so
+    cs_first = (st.get("headline_interval") == "clt-cs" and bool(comps)
+                and all(c.get("clt_reliable") for c in comps))
+    lines.append(("read first: " if cs_first else "")
+                 + "the confidence sequence widens the CLT interval for looking after every stage"
                  + (" (the stopping rule uses it, where the CLT check passes)" if stop_kind == "clt-cs" else "")
                  + "; the CLT interval is for one fixed budget."
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "

@@ -370,6 +370,7 @@ def test_status_stops_on_the_interval_it_reads_first(tmp_path):
     assert stop["width"] == pytest.approx(row["cs_upper"] - row["cs_lower"], rel=1e-9)
     text = _status_text(st)
     assert "(the stopping rule uses it, where the CLT check passes)" in text and "read first: the Bayesian" not in text
+    assert "read first: the confidence sequence widens the CLT interval" in text
     assert "stopping rule: the 95% confidence-sequence interval of f1" in text
     # --bayesian: the Bayesian interval is read first and stopped on, whatever the check
     st = s.status(target_width=0.9, bayesian=True)
