@@ -478,7 +478,12 @@ def test_example_script_runs(tmp_path, capsys):
         ["--budget", "100", "--batch", "50", "--design", "is", "--db", str(tmp_path / "loop.db")])
     out = capsys.readouterr().out
     assert "f1" in out and "true values" in out
-    # with --target-width the loop stops once the session's rule is met (AIS: read-first)
+
+
+@pytest.mark.slow
+def test_example_script_stops_at_its_target_width(tmp_path, capsys):
+    """labeling_loop.py --target-width W stops once the session's rule is met (AIS: read-first);
+    Session.run(target_width=) is in the default tier (test_a_scripted_run_stops_on_the_rule_the_status_reads)."""
     small = demo_pool(n_items=4000, positive_rate=0.1, seed=3)
     f = tmp_path / "small.parquet"
     pd.DataFrame({"score": small.scores[:, 0], "pred": small.preds[:, 0], "label": small.labels}).to_parquet(f)
