@@ -423,7 +423,7 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     -- at each stage end the interval the status reads first there: the confidence sequence
     (``"clt-cs"``) where the CLT check passes, else ``"bayes-stable"``'s, coverage read on that
     interval.  Where the check passes the Bayesian interval rests on the calibration curve and
-    missed on pools whose positive rate is no logistic curve of the score (0.52-0.89 at
+    missed on pools whose positive rate is no logistic curve of the score (0.46-0.89 with AIS at
     500-2000 labels, ``benchmarks/results/misspecified.md``), the confidence sequence did not.
     (Every wrong stop measured for ``"bayes"`` and ``"bayes-cs"`` after the collapsed interval
     was widened came from a numerical defect of the calibrated model, fixed at stop 40; on the

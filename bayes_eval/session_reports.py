@@ -430,7 +430,8 @@ class SessionReports:
         out = {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels}
         if not self._stochastic:  # an extrapolation past them says "more than the pool holds"
             out["unlabeled_items"] = int(self.pool.n_items) - int(round(float(np.sum(self._labeled))))
-        out["rule"] = "clt-cs" if bayesian is False else "bayes-stable" if bayesian is True else "read-first"
+        has_posterior = bayesian is not False and self.posterior_model() is not None and not self._stochastic
+        out["rule"] = ("bayes-stable" if bayesian is True else "read-first") if has_posterior else "clt-cs"
         if self._bayes_read_first(bayesian):
             return self._stopping_stable(target_width, level, first, out)
         iv = self.intervals(level, bayesian=False, sequence=True)
@@ -642,7 +643,7 @@ class SessionReports:
         the check fails, has nothing to check, or ``bayesian=True``; else ``"clt-cs"``, the
         confidence sequence.  Where the check passes the confidence sequence held the truth in
         0.99-1.00 of runs on every pool measured, the Bayesian interval, 1.6-3.8 × narrower, in
-        0.52-0.89 on pools whose positive rate is no logistic curve of the score
+        0.46-0.89 on pools whose positive rate is no logistic curve of the score
         (``benchmarks/results/misspecified.md``).  ``bayesian_auto`` says whether ``"auto"``
         turned the Bayesian interval on.
         """

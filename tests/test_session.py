@@ -244,7 +244,8 @@ def test_stopping_rule_extrapolates(tmp_path, pool):
     # wider than the fixed-budget interval (compared below the estimate: F1's bounds are clipped at 1)
     assert iv["estimate"] - iv["lower"] > 1.5 * (clt["estimate"] - clt["lower"]) > 0
     st_ = s.stopping(width / 2)
-    assert st_["kind"] == "clt-cs"
+    assert st_["kind"] == st_["rule"] == "clt-cs"           # no posterior for `is`: the confidence sequence
+    assert s.stopping(width / 2, bayesian=True)["rule"] == "clt-cs"
     assert not st_["reached"] and st_["more_labels"] == int(np.ceil(100 * 4 - 100))
     assert "extrapolation" in st_["note"]
     # and at the rate the same interval shrank since the closed stage nearest half the labels

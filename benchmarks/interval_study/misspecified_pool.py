@@ -16,7 +16,9 @@ wrong and the check passes:
   0.45 over [-1, 1.5) -- straddling the classifier's threshold 0 -- and 0.92 above: a staircase,
   no logistic curve (42% positive, F1 0.647);
 * ``dip``: 30,000 items, scores N(0, 1.5); a logistic rate sigmoid(1.5 s) except for a dip to
-  0.1 over [0.5, 1.5), just above the threshold (non-monotone; 35% positive, F1 0.591).
+  0.1 over [0.5, 1.5), just above the threshold (non-monotone; 35% positive, F1 0.591);
+* ``staircase10``: 50,000 items, scores N(0, 1.5); rate 0.002 below -1, 0.02 on [-1, 1.5), 0.5
+  above, the classifier's threshold at 1 (9.3% positive, F1 0.474).
 """
 from __future__ import annotations
 
@@ -38,6 +40,12 @@ def pools(seed=11):
     rate = np.where((s >= 0.5) & (s < 1.5), 0.1, 1 / (1 + np.exp(-1.5 * s)))
     y = (rng.random(n) < rate).astype(np.int8)
     yield "dip", pd.DataFrame({"score": s, "pred": (s >= 0).astype(np.int8), "label": y})
+    rng = np.random.default_rng(12)
+    n = 50000
+    s = rng.normal(0.0, 1.5, n)
+    rate = np.where(s < -1.0, 0.002, np.where(s < 1.5, 0.02, 0.5))
+    y = (rng.random(n) < rate).astype(np.int8)
+    yield "staircase10", pd.DataFrame({"score": s, "pred": (s >= 1.0).astype(np.int8), "label": y})
 
 
 def main(out):
