@@ -106,7 +106,9 @@ def stopping_table(folder, widths=(0.1, 0.05, 0.02)):
         res = SavedStages(os.path.join(folder, f))
         # stages saved before the highest-density interval (stopping.py's ``bayes_interval``) hold the equal-tailed one
         kind = "Bayesian" if res.bayes_interval == "highest-density" else "Bayesian (equal-tailed, the release before)"
-        for rule, label in (("bayes-stable", f"{kind}, 3 in a row (the session's)"),
+        for rule, label in (("read-first", f"read first: confidence sequence where the check passes, else {kind}, "
+                                           "3 in a row (the session's)"),
+                            ("bayes-stable", f"{kind}, 3 in a row (`--bayesian`)"),
                             ("clt-cs", "confidence sequence, with the CLT check")):
             cells = []
             for w in widths:

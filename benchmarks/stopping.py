@@ -82,7 +82,7 @@ def main(argv=None):
                                   coverage_cs=c.get("coverage_cs"), width_cs=c.get("mean_width_cs"),
                                   coverage_bayes=c.get("coverage_bayes"), width_bayes=c.get("mean_width_bayes")))
             for w in (float(v) for v in args.widths.split(",")):
-                for kind in (("bayes", "bayes-cs", "bayes-stable") if args.bayes else ("clt", "clt-cs")):
+                for kind in (("bayes", "bayes-cs", "bayes-stable", "read-first") if args.bayes else ("clt", "clt-cs")):
                     st = stopping(res, w, kind)
                     rows.append(dict(pool=name, design=design, repeats=args.repeats, **st))
                     print(name, design, w, kind, {k: st[k] for k in ("stopped", "coverage", "mean_labels")},
