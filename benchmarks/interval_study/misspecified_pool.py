@@ -2,6 +2,7 @@
 CLT check passes and a session now reads the Bayesian interval first (issue 15, item 4).
 
     python benchmarks/interval_study/misspecified_pool.py /tmp/istudy
+    python benchmarks/interval_study/misspecified_pool.py --fit /tmp/istudy/plateau.parquet /tmp/istudy/staircase10.parquet
     bayes-eval simulate /tmp/istudy/plateau.parquet --design D --repeats 200 --seed 0 --bayes yes \\
         --checkpoints 500,1000,2000 --format json > benchmarks/results/misspecified/plateau_D.json
 
@@ -48,6 +49,40 @@ def pools(seed=11):
     yield "staircase10", pd.DataFrame({"score": s, "pred": (s >= 1.0).astype(np.int8), "label": y})
 
 
+def fitted_curve(path, labels=1000, seed=0):
+    """One AIS session of ``labels`` labels on the pool at ``path`` (its truth the oracle): the
+    calibrated model's fitted (a, b, κ) on those labels, its curve against the pool's rate in
+    three score bands, and the intervals the session reports (``--fit``)."""
+    import tempfile
+
+    import jax.numpy as jnp
+
+    import bayes_eval as be
+    from bayes_eval.cells import leaf_counts, posterior_units
+
+    pool = be.Pool.from_file(path)
+    with tempfile.TemporaryDirectory() as d:
+        s = be.Session.create(os.path.join(d, "s.db"), pool, "f1", "ais", seed=seed)
+        s.run(lambda b: pool.labels[pool.index_of(b["item"].to_numpy())], budget=labels, batch=50)
+        core, model = s._core, s.posterior_model()
+        units = core.jitted.get(("posterior_units", "calibrated")) or posterior_units(core.cells, core.n_strata,
+                                                                                        "stratum")
+        cnt, unl = leaf_counts(units.cells, jnp.asarray(s._labeled), units.n_units)
+        a, b, log_kappa = np.asarray(model.fit(model.init_state(), cnt, unl).mode)
+        e = s.status(bayesian=True)["estimates"][0]
+        s.close()
+    score, y = np.asarray(pool.scores)[:, 0], np.asarray(pool.labels)
+    print(f"{os.path.basename(path)}: {labels} AIS labels, fitted a = {a:.2f}, b = {b:.2f}, kappa = "
+          f"{np.exp(log_kappa):.1f}; truth {pool.true_value(be.measures.f1())[0]:.4f}, estimate "
+          f"{e['estimate']:.4f}, Bayesian [{e['bayes_lower']:.4f}, {e['bayes_upper']:.4f}] (median "
+          f"{e['bayes_median']:.4f}), confidence sequence [{e['cs_lower']:.4f}, {e['cs_upper']:.4f}]")
+    for lo, hi in ((-np.inf, -1.0), (-1.0, 1.5), (1.5, np.inf)):
+        band = (score >= lo) & (score < hi)
+        curve = float(np.mean(1 / (1 + np.exp(-(a + b * score[band])))))   # SVM margins: z = score
+        print(f"  scores in [{lo:g}, {hi:g}): {int(band.sum()):,} items, rate {y[band].mean():.3f}, "
+              f"fitted curve {curve:.3f}")
+
+
 def main(out):
     os.makedirs(out, exist_ok=True)
     for name, df in pools():
@@ -61,4 +96,8 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/istudy")
+    if len(sys.argv) > 2 and sys.argv[1] == "--fit":     # misspecified_pool.py --fit POOL.parquet [...]
+        for path in sys.argv[2:]:
+            fitted_curve(path)
+    else:
+        main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/istudy")
