@@ -366,7 +366,9 @@ def cmd_simulate(args):
                               for c in summary if "coverage_cs" in c))
         if "stopping" in out:
             st = out["stopping"]
-            line = (f"stopping at width <= {st['width']:g} ({st['interval']}): {st['stopped']:.0%} of runs stopped "
+            rule = {"read-first": "read-first: the confidence sequence where the CLT check passes, else the "
+                                  "Bayesian interval after each of the last 3 stages"}.get(st["interval"], st["interval"])
+            line = (f"stopping at width <= {st['width']:g} ({rule}): {st['stopped']:.0%} of runs stopped "
                     "within the budget")
             if st["coverage"] is not None:
                 line += (f"; coverage at the stop {st['coverage']:.3f} (± {st['coverage_se']:.3f}), "
