@@ -372,8 +372,8 @@ def measure_range(session, component: str):
 
 def plot_progress(session, path: str | None = None, components=None, level: float = 0.95,
                   bayesian: bool = False):
-    """Estimate and CLT interval against labels spent, for :meth:`Session.plot_progress
-    <bayes_eval.session.Session.plot_progress>`.
+    """Estimate, CLT interval (shaded) and confidence sequence (dashed) against labels spent,
+    for :meth:`Session.plot_progress <bayes_eval.session.Session.plot_progress>`.
 
     Parameters
     ----------
@@ -422,6 +422,11 @@ def plot_progress(session, path: str | None = None, components=None, level: floa
             lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
         ax.fill_between(d["labels"].to_numpy(float), lo, hi, color=line.get_color(), alpha=0.2,
                         label=f"{int(level * 100)}% CLT interval{note}")
+        if "cs_lower" in d and np.isfinite(d["cs_lower"].to_numpy(float)).any():
+            # the confidence sequence: the interval read first, and stopped on, where the CLT check passes
+            x = d["labels"].to_numpy(float)
+            for col, lab in (("cs_lower", f"{int(level * 100)}% confidence sequence (for stopping)"), ("cs_upper", None)):
+                ax.plot(x, d[col].to_numpy(float), ls="--", lw=1, color=line.get_color(), label=lab)
     if bayesian and session.n_stages and session.oracle != "stochastic":
         b = session.bayesian_interval(level)  # None for a design without an oracle model
         if b is not None:

@@ -362,22 +362,26 @@ class SessionReports:
 
     def history(self, level: float = 0.95) -> pd.DataFrame:
         """Every closed stage: labels and draws after it, ESS, largest weight, times, and
-        the estimate and CLT interval of each component (long format; the interval's bounds
-        clipped to a bounded measure's range, as :meth:`intervals`)."""
+        the estimate, CLT interval (``lower``, ``upper``) and confidence sequence (``cs_lower``,
+        ``cs_upper``: :meth:`confidence_sequence` after that stage, the interval the stopping rule
+        reads where the CLT check passes) of each component (long format; the bounds clipped to a
+        bounded measure's range, as :meth:`intervals`)."""
         z = _z(level)
         parts = []
         for i, s in enumerate(self._snapshots):
             v, sd = self._values(i)
             lo, hi = self._cut(v - z * sd, v + z * sd, i)
+            cs = self.confidence_sequence(level, i)
             parts.append(pd.DataFrame({
                 "stage": s.stage, "labels": s.labels, "draws": s.draws, "new_labels": s.n_new, "ess": s.ess,
                 "max_weight": s.max_weight, "opened_at": s.opened_at, "closed_at": s.closed_at,
                 "component": self._names, "estimate": v, "std_error": sd, "lower": lo, "upper": hi,
-                "clt_check": self.clt_check(i)}))
+                "clt_check": self.clt_check(i), "cs_lower": cs["lower"].to_numpy(float),
+                "cs_upper": cs["upper"].to_numpy(float)}))
         if not parts:
             return pd.DataFrame(columns=["stage", "labels", "draws", "new_labels", "ess", "max_weight", "opened_at",
                                          "closed_at", "component", "estimate", "std_error", "lower", "upper",
-                                         "clt_check"])
+                                         "clt_check", "cs_lower", "cs_upper"])
         return self._clipped(pd.concat(parts, ignore_index=True))
 
     def labels(self) -> pd.DataFrame:
@@ -536,7 +540,7 @@ class SessionReports:
         return (int(n_draws), seed, i), i, last   # a closed stage's labels never change: keyed by its index
 
     def plot_progress(self, path: str | None = None, components=None, level: float = 0.95, bayesian: bool = False):
-        """Estimate and CLT interval against labels spent (PNG via matplotlib's Agg).
+        """Estimate, CLT interval and confidence sequence against labels spent (PNG via matplotlib's Agg).
 
         ``components`` defaults to the first measure's first component (up to four may
         be given); ``bayesian=True`` adds the current Bayesian interval (designs with an

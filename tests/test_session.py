@@ -228,6 +228,12 @@ def test_intervals_summary_history_plot(tmp_path, pool):
     assert sm["max_weight"][0] == pytest.approx(w.max())
     h = s.history()
     assert list(h["labels"]) == [40, 80, 120] and list(h["stage"]) == [0, 1, 2]
+    # each stage's confidence sequence (what progress.png draws dashed, history.csv carries)
+    for i in range(3):
+        cs = s.confidence_sequence(snap_index=i)
+        np.testing.assert_allclose(h[["cs_lower", "cs_upper"]].to_numpy(float)[i],
+                                   cs[["lower", "upper"]].to_numpy(float)[0], rtol=1e-12, equal_nan=True)
+    assert (h["cs_lower"].isna() | (h["cs_lower"] <= h["lower"])).all()      # wider than the CLT interval
     png = s.plot_progress(str(tmp_path / "p.png"))
     with open(png, "rb") as fh:
         assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
