@@ -128,10 +128,7 @@ def _read_first(lead_bayes: bool, st: dict, has_bayes: bool, stop: dict | None) 
                 + ".\n\n")
     if not all(c.get("clt_reliable") for c in st["estimates"]):
         return ""
-    bayes = ""
-    if has_bayes:
-        bayes = "; the Bayesian interval is for comparison" + (
-            " and is the one the stopping rule reads (below)" if stop and stop.get("kind") == "bayes-stable" else "")
+    bayes = "; the Bayesian interval is for comparison" if has_bayes else ""   # the rule reads the sequence here
     return ("**Read first: the confidence sequence** (`cs_lower`, `cs_upper`: the CLT interval widened for looking "
             "after every stage); the CLT check passes, so the CLT-based intervals can be read" + bayes + ".\n\n")
 
@@ -186,9 +183,9 @@ def cmd_report(args, bar):
         # issue 15, item 4: the interval session status reads first leads here too -- the Bayesian one where
         # the CLT check fails (or has nothing to check), else the confidence sequence (the posterior is cached)
         rule = "auto" if bayes else False        # the Bayesian interval is in the tables; status's rule leads
-        st = s.status(level=args.level, bayesian=rule)
+        st = s.status(target_width=args.target_width, level=args.level, bayesian=rule)
         lead_bayes = st["headline_interval"] == "bayes"
-        stop = s.stopping(args.target_width, args.level, bayesian=rule) if args.target_width else None
+        stop = st.get("stopping")                # the same rule, computed once by status
         first = s.components[: len(s.measures[0].names)][:8]
         hshort = hist[hist["component"].isin(first)][["stage", "labels", "draws", "ess", "max_weight", "component",
                                                       "estimate", "lower", "upper"]]
