@@ -283,8 +283,10 @@ def widen_to_resolution(lower, upper, one_item, matter):
             jnp.where(short, jnp.maximum(upper, one_item[1]), upper), short)
 
 
-def calibrated_pi(key, leaf_probs, counts, a, b, kappa):
-    """Draws of π(y|k) of the calibrated Beta-binomial model given draws of (a, b, κ).
+def calibrated_pi(key, leaf_probs, counts, a, b, kappa, band_offset=None):
+    """Draws of π(y|k) of the calibrated Beta-binomial model given draws of (a, b, κ) (and
+    of the curve's band offsets, ``band_offset`` (n, m): ``models.calibrated.make_curve``'s
+    m quantile bands of z).
 
     Given the calibration parameters, the class rate of stratum k has the exact
     conditional posterior π_k | labels ~ Beta(κ μ_k + n_k1, κ (1 − μ_k) + n_k0),
@@ -308,7 +310,12 @@ def calibrated_pi(key, leaf_probs, counts, a, b, kappa):
     p = jnp.clip(jnp.asarray(leaf_probs, dtype=jnp.float64)[:, 1], 1e-12, 1 - 1e-12)
     z = jnp.log(p) - jnp.log1p(-p)
     counts = jnp.asarray(counts, dtype=jnp.float64)
-    mu = jnp.clip(jax.nn.sigmoid(a[:, None] + b[:, None] * z[None, :]), 1e-12, 1 - 1e-12)
+    eta = a[:, None] + b[:, None] * z[None, :]
+    if band_offset is not None and band_offset.shape[-1] > 1:
+        from .models.calibrated import make_curve
+
+        eta = eta + band_offset[:, make_curve(z, band_offset.shape[-1]).band]
+    mu = jnp.clip(jax.nn.sigmoid(eta), 1e-12, 1 - 1e-12)
     al = kappa[:, None] * mu + counts[None, :, 1]
     be = kappa[:, None] * (1 - mu) + counts[None, :, 0]
     pi1 = jax.random.beta(key, al, be)

@@ -48,9 +48,56 @@ from jax.scipy.special import digamma, gammaln, polygamma
 
 from .. import _config  # noqa: F401
 
-__all__ = ["CalibratedState", "calibrated_model", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
+__all__ = ["CalibratedState", "CalibrationCurve", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "calibrated_model", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
 
 PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1.5)}
+
+#: the curve's bands for the posterior model (``calibrated_model(bands=...)``; the registry's
+#: ``"calibrated"``): units in BANDS quantile bands of z, each band's offset d_j from the
+#: logistic a random walk of scale BAND_SCALE (logit units), each d_j also held to 0 at that
+#: scale.  Measured on captured runs (``benchmarks/results/band_offsets.md``): see the module
+#: docstring.  The companion model of the designs keeps the two-parameter curve (bands=0).
+BANDS = 6
+BAND_SCALE = 1.0
+
+
+class CalibrationCurve(NamedTuple):
+    """The abscissa of the calibration curve: each unit's z, its band, and the band offsets'
+    prior precision Q (m × m; m = 0: the two-parameter logistic curve)."""
+
+    z: jnp.ndarray          # (K,)
+    band: jnp.ndarray       # (K,) int
+    precision: jnp.ndarray  # (m, m)
+
+
+def band_precision(n_bands: int, scale: float = BAND_SCALE):
+    """Q = (I + DᵀD) / scale² of the band offsets (D the first differences): a Gaussian random
+    walk over neighbouring bands, each offset also held to 0 at the same scale."""
+    m = int(n_bands)
+    D = jnp.diff(jnp.eye(m), axis=0)
+    return (jnp.eye(m) + D.T @ D) / float(scale) ** 2
+
+
+def make_curve(z, n_bands: int = 0, scale: float = BAND_SCALE) -> CalibrationCurve:
+    """The curve over units with logits ``z``: ``n_bands`` quantile bands of z over the units."""
+    z = jnp.asarray(z)
+    m = int(n_bands)
+    if m <= 1:
+        return CalibrationCurve(z, jnp.zeros(z.shape, jnp.int32), jnp.zeros((0, 0)))
+    cuts = jnp.quantile(z, jnp.linspace(0.0, 1.0, m + 1)[1:-1])
+    return CalibrationCurve(z, jnp.searchsorted(cuts, z, side="right").astype(jnp.int32), band_precision(m, scale))
+
+
+def _as_curve(z) -> CalibrationCurve:
+    return z if isinstance(z, CalibrationCurve) else make_curve(z, 0)
+
+
+def curve_eta(theta, curve: CalibrationCurve):
+    """η_u = a + b z_u + d_{band(u)}: the logit of the curve at each unit (theta = (a, b, log κ, d))."""
+    eta = theta[0] + theta[1] * curve.z
+    if curve.precision.shape[0]:
+        eta = eta + theta[3:][curve.band]
+    return eta
 
 
 class CalibratedState(NamedTuple):
@@ -119,25 +166,33 @@ def _bb_loglik(kappa, mu, n1, n0):
 
 
 def log_posterior(theta, z, counts):
-    """log p(a, b, log κ | labeled counts) up to a constant (Beta-binomial marginal)."""
+    """log p(a, b, log κ[, d] | labeled counts) up to a constant (Beta-binomial marginal);
+    ``z`` the units' logits or a :class:`CalibrationCurve` (with band offsets d)."""
+    curve = _as_curve(z)
     a, b, lk = theta[0], theta[1], theta[2]
     kappa = jnp.exp(lk)
-    mu = jax.nn.sigmoid(a + b * z)
-    mu = jnp.clip(mu, 1e-12, 1 - 1e-12)
+    mu = jnp.clip(jax.nn.sigmoid(curve_eta(theta, curve)), 1e-12, 1 - 1e-12)
     n1, n0 = counts[:, 1], counts[:, 0]
     ll = jnp.sum(jnp.where(n1 + n0 > 0, _bb_loglik(kappa, mu, n1, n0), 0.0))
     lp = 0.0
     for v, (m, s) in zip((a, b, lk), PRIOR.values()):
         lp = lp - 0.5 * ((v - m) / s) ** 2
+    if curve.precision.shape[0]:
+        d = theta[3:]
+        lp = lp - 0.5 * d @ curve.precision @ d
     return ll + lp
 
 
-def _prior_mode():
-    return jnp.array([m for m, _ in PRIOR.values()])
+def _prior_mode(n_bands: int = 0):
+    return jnp.concatenate([jnp.array([m for m, _ in PRIOR.values()]), jnp.zeros(int(n_bands))])
 
 
-def _prior_cov():
-    return jnp.diag(jnp.array([s**2 for _, s in PRIOR.values()]))
+def _prior_cov(precision=None):
+    c = jnp.diag(jnp.array([s**2 for _, s in PRIOR.values()]))
+    if precision is None or precision.shape[0] == 0:
+        return c
+    m = precision.shape[0]
+    return jnp.block([[c, jnp.zeros((3, m))], [jnp.zeros((m, 3)), jnp.linalg.inv(precision)]])
 
 
 def log_posterior_derivatives(theta, z, counts):
@@ -150,10 +205,15 @@ def log_posterior_derivatives(theta, z, counts):
     ``log_posterior`` gives the same (tests/test_models.py) but compiles nested expansions
     of the log-Gammas: with the six per-stratum terms written separately a first ``fit``
     compiled for 4.1 s, with them stacked and these derivatives 1.3 s (256 strata, one core).
-    The ψ and ψ₁ differences are :func:`_psi_diffs`, exact at any κ."""
-    a, b, lk = theta[0], theta[1], theta[2]
+    The ψ and ψ₁ differences are :func:`_psi_diffs`, exact at any κ.  With band offsets
+    (``z`` a :class:`CalibrationCurve`) η = x_uᵀ(a, b, d) with x_u = (1, z_u, onehot(band_u)),
+    and the sums over units become Xᵀ(·) and Xᵀ diag(·) X."""
+    curve = _as_curve(z)
+    z = curve.z
+    m_b = curve.precision.shape[0]
+    lk = theta[2]
     kappa = jnp.exp(lk)
-    eta = a + b * z
+    eta = curve_eta(theta, curve)
     mu = jnp.clip(jax.nn.sigmoid(eta), 1e-12, 1 - 1e-12)
     n1, n0 = counts[:, 1], counts[:, 0]
     n = n1 + n0
@@ -172,15 +232,27 @@ def log_posterior_derivatives(theta, z, counts):
     w = lambda v: jnp.where(seen, v, 0.0)  # noqa: E731  (unlabeled strata do not enter)
     ll, g_eta, g_lk, h_ee, h_el, h_ll = map(w, (ll, g_eta, g_lk, h_ee, h_el, h_ll))
     f = jnp.sum(ll)
-    grad = jnp.stack([jnp.sum(g_eta), jnp.sum(g_eta * z), jnp.sum(g_lk)])
-    hab = jnp.array([[jnp.sum(h_ee), jnp.sum(h_ee * z)], [jnp.sum(h_ee * z), jnp.sum(h_ee * z * z)]])
-    hl = jnp.stack([jnp.sum(h_el), jnp.sum(h_el * z)])
-    hess = jnp.block([[hab, hl[:, None]], [hl[None, :], jnp.sum(h_ll)[None, None]]])
+    X = jnp.concatenate([jnp.ones_like(z)[:, None], z[:, None], jax.nn.one_hot(curve.band, m_b, dtype=z.dtype)], axis=1)
+    g_x = X.T @ g_eta                      # (2 + m): a, b, d
+    h_xx = X.T @ (h_ee[:, None] * X)
+    h_xl = X.T @ h_el
+    # theta = (a, b, log κ, d): the curve's coefficients are theta[[0, 1, 3, ...]]
+    order = jnp.array([0, 1, 2 + m_b] + list(range(2, 2 + m_b)))   # theta index -> (x..., log κ) index
+    grad_x = jnp.concatenate([g_x, jnp.sum(g_lk)[None]])
+    hess_x = jnp.block([[h_xx, h_xl[:, None]], [h_xl[None, :], jnp.sum(h_ll)[None, None]]])
+    grad = grad_x[order]
+    hess = hess_x[order][:, order]
     m = _prior_mode()
     s2 = jnp.array([s**2 for _, s in PRIOR.values()])
-    f = f - 0.5 * jnp.sum((theta - m) ** 2 / s2)
-    grad = grad - (theta - m) / s2
-    hess = hess - jnp.diag(1.0 / s2)
+    t3 = theta[:3]
+    f = f - 0.5 * jnp.sum((t3 - m) ** 2 / s2)
+    grad = grad.at[:3].add(-(t3 - m) / s2)
+    hess = hess.at[:3, :3].add(-jnp.diag(1.0 / s2))
+    if m_b:
+        Q, d = curve.precision, theta[3:]
+        f = f - 0.5 * d @ Q @ d
+        grad = grad.at[3:].add(-Q @ d)
+        hess = hess.at[3:, 3:].add(-Q)
     return f, grad, hess
 
 
@@ -189,7 +261,8 @@ def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
     another ``(theta, z, counts) -> log density`` of three parameters (study models reuse
     the fit; default :func:`log_posterior`, whose derivatives are in closed form,
     :func:`log_posterior_derivatives`; another density's come from autodiff)."""
-    theta = _prior_mode() if init is None else init.mode
+    curve = _as_curve(z)
+    theta = _prior_mode(curve.precision.shape[0]) if init is None else init.mode
     if log_post is None:
         f = lambda t: log_posterior(t, z, counts)  # noqa: E731
         derivatives = lambda t: log_posterior_derivatives(t, z, counts)  # noqa: E731
@@ -202,7 +275,7 @@ def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
         ft, g, h = derivatives(t)
         # make the Newton system negative definite (Levenberg-style damping)
         lam = jnp.maximum(0.0, jnp.max(jnp.linalg.eigvalsh(h))) + 1e-3
-        delta = jnp.linalg.solve(-(h - lam * jnp.eye(3)), g)
+        delta = jnp.linalg.solve(-(h - lam * jnp.eye(t.shape[0])), g)
         delta = delta * jnp.minimum(1.0, 2.0 / jnp.maximum(jnp.linalg.norm(delta), 1e-12))
         t_new = t + delta
         better = f(t_new) >= ft
@@ -212,7 +285,8 @@ def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
     h = derivatives(theta)[2]
     cov = jnp.linalg.inv(-h)
     ok = jnp.all(jnp.isfinite(cov)) & jnp.all(jnp.linalg.eigvalsh(-h) > 0)
-    cov = jnp.where(ok, 0.5 * (cov + cov.T), _prior_cov())
+    fallback = _prior_cov(curve.precision) if theta.shape[0] == 3 + curve.precision.shape[0] else jnp.eye(theta.shape[0])
+    cov = jnp.where(ok, 0.5 * (cov + cov.T), fallback)
     return CalibratedState(mode=theta, cov=cov)
 
 
@@ -245,33 +319,36 @@ def sample_params(key, z, counts, state: CalibratedState, n_draws: int, n_propos
     return x[idx], ess
 
 
-def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25):
+def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, bands: int = 0,
+                     band_scale: float = BAND_SCALE):
     """The model behind the ``OracleModel`` interface of :mod:`bayes_eval.models`.
 
     ``leaf_probs`` (K, 2): the classifier's mean class probabilities per stratum;
     ``fit_iters``: damped Newton steps per ``fit`` (warm-started from the given state;
-    a companion model refitted after every stage needs few).
+    a companion model refitted after every stage needs few); ``bands``: the curve's band
+    offsets (0: the two-parameter logistic curve; the posterior model of the registry uses
+    :data:`BANDS`), ``band_scale`` their random walk's scale.
     """
     from .oracle import OracleModel
 
-    z = _z_of(leaf_probs)
+    curve = make_curve(_z_of(leaf_probs), bands, band_scale)
+    n_bands = curve.precision.shape[0]
 
     def init_state():
-        return CalibratedState(mode=_prior_mode(), cov=_prior_cov())
+        return CalibratedState(mode=_prior_mode(n_bands), cov=_prior_cov(curve.precision))
 
     def fit(state, counts, unlabeled):
-        return fit_mode(z, counts, init=state, n_iter=fit_iters)
+        return fit_mode(curve, counts, init=state, n_iter=fit_iters)
 
     def predictive(state):
-        a, b, _ = state.mode
-        mu = jax.nn.sigmoid(a + b * z)
+        mu = jax.nn.sigmoid(curve_eta(state.mode, curve))
         return jnp.stack([1 - mu, mu], axis=-1)  # refined per stratum by ``sample``
 
     def sample(key, counts, unlabeled, n_draws, state=None):
-        st = fit_mode(z, counts, init=state, n_iter=25 if state is None else 4)
+        st = fit_mode(curve, counts, init=state, n_iter=25 if state is None else 4)
         k1, k2, k3 = jax.random.split(key, 3)
-        th, ess = sample_params(k1, z, counts, st, n_draws, n_proposals)
-        mu = jax.nn.sigmoid(th[:, :1] + th[:, 1:2] * z[None, :])
+        th, ess = sample_params(k1, curve, counts, st, n_draws, n_proposals)
+        mu = jax.nn.sigmoid(jax.vmap(curve_eta, in_axes=(0, None))(th, curve))
         kappa = jnp.exp(th[:, 2:3])
         al = kappa * mu + counts[None, :, 1]
         be = kappa * (1 - mu) + counts[None, :, 0]
@@ -280,10 +357,10 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25):
         m1 = jax.random.binomial(k3, unlabeled[None, :], pi1)
         m = jnp.stack([unlabeled[None, :] - m1, m1], axis=-1)
         return {"pi": pi, "unlabeled_counts": m, "a": th[:, 0], "b": th[:, 1], "kappa": kappa[:, 0],
-                "importance_ess": ess}
+                "band_offset": th[:, 3:], "importance_ess": ess}
 
     def posterior_predictive(state, counts):
-        # the per-stratum posterior mean at the mode of (a, b, log kappa):
+        # the per-stratum posterior mean at the mode of (a, b, log kappa, d):
         # (kappa mu_k + n_k1) / (kappa + n_k) -- what the stratum's own labels add to the curve
         kappa = jnp.exp(state.mode[2])
         mu = predictive(state)[:, 1]
@@ -294,8 +371,9 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25):
     return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
 
 
-def numpyro_model(z, counts):
-    """The same model in NumPyro (marginal over π), for NUTS and ArviZ diagnostics."""
+def numpyro_model(z, counts, band=None, precision=None):
+    """The same model in NumPyro (marginal over π), for NUTS and ArviZ diagnostics; with
+    ``band`` / ``precision`` (a :class:`CalibrationCurve`'s) the band offsets ``band_offset``."""
     import numpyro
     import numpyro.distributions as dist
 
@@ -303,15 +381,19 @@ def numpyro_model(z, counts):
     b = numpyro.sample("b", dist.Normal(*PRIOR["b"]))
     lk = numpyro.sample("log_kappa", dist.Normal(*PRIOR["log_kappa"]))
     kappa = jnp.exp(lk)
-    mu = jnp.clip(jax.nn.sigmoid(a + b * z), 1e-12, 1 - 1e-12)
+    eta = a + b * z
+    if precision is not None and precision.shape[0]:
+        d = numpyro.sample("band_offset", dist.MultivariateNormal(jnp.zeros(precision.shape[0]), precision_matrix=precision))
+        eta = eta + d[band]
+    mu = jnp.clip(jax.nn.sigmoid(eta), 1e-12, 1 - 1e-12)
     n = counts.sum(-1)
     with numpyro.plate("strata", z.shape[0]):
         numpyro.sample("n_pos", dist.BetaBinomial(kappa * mu, kappa * (1 - mu), total_count=n), obs=counts[:, 1])
 
 
 def run_nuts(key, leaf_probs, counts, num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False,
-             chain_method="sequential", extra_fields=("diverging", "num_steps")):
-    """NUTS on (a, b, log κ); returns the numpyro MCMC object.
+             chain_method="sequential", extra_fields=("diverging", "num_steps"), bands=0, band_scale=BAND_SCALE):
+    """NUTS on (a, b, log κ[, band offsets]); returns the numpyro MCMC object.
 
     ``chain_method`` as in ``numpyro.infer.MCMC`` (``"sequential"``, ``"vectorized"``,
     ``"parallel"``); ``extra_fields`` are kept for diagnostics (divergences reach ArviZ's
@@ -319,8 +401,9 @@ def run_nuts(key, leaf_probs, counts, num_warmup=500, num_samples=1000, num_chai
     ``run_nuts``."""
     from numpyro.infer import MCMC, NUTS
 
-    z = _z_of(leaf_probs)
+    curve = make_curve(_z_of(leaf_probs), bands, band_scale)
     mcmc = MCMC(NUTS(numpyro_model), num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 chain_method=chain_method, progress_bar=progress_bar)
-    mcmc.run(key, z, jnp.asarray(counts, dtype=jnp.float64), extra_fields=tuple(extra_fields))
+    mcmc.run(key, curve.z, jnp.asarray(counts, dtype=jnp.float64), curve.band, curve.precision,
+             extra_fields=tuple(extra_fields))
     return mcmc

@@ -11,8 +11,8 @@ parameters by chain, the draws of π(y | stratum) they imply, the NumPyro ``MCMC
 whose sampler fields become ArviZ's ``sample_stats``, and the prior with the ArviZ dims
 of every variable.
 
-* ``calibrated`` (binary): NUTS on (a, b, log κ) of the Beta-binomial model with a
-  logistic recalibration of the scores (``models/calibrated.py``), π then drawn from its
+* ``calibrated`` (binary): NUTS on (a, b, log κ) and the curve's band offsets of the
+  Beta-binomial model with a logistic recalibration of the scores (``models/calibrated.py``), π then drawn from its
   exact Beta conditional; ``method="fast"``: the Laplace-t importance resampling of the
   simulation core.
 * ``dirichlet-tree``: NUTS on the tree's θ and branch probabilities (001 §4,
@@ -80,7 +80,8 @@ class CalibratedSampler:
         if mcmc is None:
             mcmc = MCMC(NUTS(cal.numpyro_model, **nuts_kwargs), num_warmup=num_warmup, num_samples=num_samples,
                         num_chains=num_chains, chain_method=chain_method, progress_bar=False, jit_model_args=True)
-        mcmc.run(key, z, counts, extra_fields=tuple(extra_fields))
+        curve = cal.make_curve(z, cal.BANDS)
+        mcmc.run(key, curve.z, counts, curve.band, curve.precision, extra_fields=tuple(extra_fields))
         self._mcmc[ck] = mcmc
         while len(self._mcmc) > self._keep:
             self._mcmc.pop(next(iter(self._mcmc)))
@@ -111,25 +112,33 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
                                                     chain_method, {**CALIBRATED_NUTS, **nuts_kwargs}, extra_fields)
         s = mcmc.get_samples(group_by_chain=True)
         a, b, lk = (np.asarray(s[n]) for n in ("a", "b", "log_kappa"))
+        d = np.asarray(s["band_offset"]) if "band_offset" in s else np.zeros(a.shape + (0,))
         kappa = np.exp(lk)
-        flat = lambda x: jnp.asarray(x.reshape(-1))  # noqa: E731
-        pi = _calibrated_pi()(k_pi, lp, counts, flat(a), flat(b), flat(kappa))
+        flat = lambda x: jnp.asarray(x.reshape((-1,) + x.shape[2:]))  # noqa: E731
+        pi = _calibrated_pi()(k_pi, lp, counts, flat(a), flat(b), flat(kappa), flat(d) if d.shape[-1] else None)
     else:
-        om = cal.calibrated_model(lp, n_proposals=int(n_proposals))
+        om = cal.calibrated_model(lp, n_proposals=int(n_proposals), bands=cal.BANDS)
 
         def one(k):
             d = om.sample(k, counts, unlabeled, int(num_samples))
-            return d["a"], d["b"], d["kappa"], d["pi"], d["importance_ess"]
+            return d["a"], d["b"], d["kappa"], d["band_offset"], d["pi"], d["importance_ess"]
 
-        a, b, kappa, pi, iess = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
-        a, b, kappa = np.asarray(a), np.asarray(b), np.asarray(kappa)
+        a, b, kappa, d, pi, iess = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
+        a, b, kappa, d = np.asarray(a), np.asarray(b), np.asarray(kappa), np.asarray(d)
         lk = np.log(kappa)
         pi = jnp.asarray(pi).reshape((-1,) + pi.shape[2:])
         info["importance_ess"] = np.asarray(iess).tolist()
         info["n_proposals"] = int(n_proposals)
     params = {"a": a, "b": b, "kappa": kappa, "log_kappa": lk}
     dims = {f"prior_{name}": ["moment"] for name in prior}
-    return ParameterDraws(params, pi, mcmc, prior, dims, {"moment": ["mean", "sd"]}, info)
+    coords = {"moment": ["mean", "sd"]}
+    if d.shape[-1]:
+        params["band_offset"] = d
+        dims["band_offset"] = ["band"]
+        coords["band"] = np.arange(d.shape[-1])
+        info["bands"] = int(d.shape[-1])
+        info["band_scale"] = float(cal.BAND_SCALE)
+    return ParameterDraws(params, pi, mcmc, prior, dims, coords, info)
 
 
 def tree_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str, num_chains: int, num_warmup: int,

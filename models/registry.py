@@ -14,7 +14,7 @@ name                   model                                                    
 ``independent``        a Dirichlet per stratum (the non-hierarchical baseline)      any
 ``classifier``         the classifier's probabilities, never updated                any
 ``calibrated``         the Beta-binomial model with a logistic recalibration of     2
-                       the scores (``models/calibrated.py``)
+                       the scores and band offsets (``models/calibrated.py``)
 =====================  ==========================================================  =======
 
 Models with a full-posterior sampler for diagnostics (NUTS with its sampler statistics,
@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..strata import tree_shape
-from .calibrated import calibrated_model
+from .calibrated import BANDS, calibrated_model
 from .oracle import classifier_scores, dirichlet_tree, flat_dirichlet_tree, independent_dirichlet
 
 __all__ = ["ORACLE_MODELS", "oracle_model_names", "make_oracle_model", "make_companion_model", "COMPANIONS",
@@ -62,7 +62,7 @@ def _classifier(leaf_probs, depth=8, branching=None, strength=1.0, em_iters=10):
 def _calibrated(leaf_probs, depth=8, branching=None, strength=1.0, em_iters=10):
     if np.asarray(leaf_probs).shape[1] != 2:
         raise ValueError("the calibrated model is binary only; use model='dirichlet-tree'")
-    return calibrated_model(leaf_probs)
+    return calibrated_model(leaf_probs, bands=BANDS)
 
 
 #: name -> factory ``(leaf_probs, depth, branching, strength, em_iters) -> OracleModel``
@@ -97,7 +97,9 @@ def make_oracle_model(name: str, leaf_probs, *, depth: int = 8, branching: int |
 
 def make_companion_model(name: str, leaf_probs, fit_iters: int = 2):
     """The companion model of a mixture design: ``"calibrated"``, refitted with
-    ``fit_iters`` warm-started Newton steps per stage (binary pools)."""
+    ``fit_iters`` warm-started Newton steps per stage (binary pools).  It keeps the
+    two-parameter curve (no band offsets): a proposal needs a smooth rate, and its fit runs
+    after every stage."""
     if name not in COMPANIONS:
         raise ValueError(f"unknown companion model {name!r}; choose one of {COMPANIONS}")
     if np.asarray(leaf_probs).shape[1] != 2:

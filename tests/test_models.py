@@ -564,3 +564,48 @@ def test_calibrated_closed_form_derivatives_are_the_autodiff_ones():
         np.testing.assert_allclose(float(f), float(ref), rtol=1e-12)
         np.testing.assert_allclose(np.asarray(grad), np.asarray(grad_ad), rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(np.asarray(hess), np.asarray(hess_ad), rtol=1e-9, atol=1e-9)
+
+
+def test_banded_curve_derivatives_are_the_autodiff_ones():
+    """With band offsets (``make_curve(z, 6)``: the posterior model's curve) the closed-form
+    gradient and Hessian of the Newton steps must still be autodiff's, and the log density the
+    Beta-binomial marginal on η = a + b z + d_band plus the offsets' Gaussian random-walk
+    prior written out here; without bands the curve must give the two-parameter model's value."""
+    from jax.scipy.special import gammaln
+
+    from bayes_eval.models.calibrated import PRIOR, log_posterior, log_posterior_derivatives, make_curve
+
+    def written_out(theta, curve, counts):
+        a, b, lk = theta[:3]
+        d = theta[3:]
+        kappa = jnp.exp(lk)
+        mu = jax.nn.sigmoid(a + b * curve.z + d[curve.band])
+        n1, n0 = counts[:, 1], counts[:, 0]
+        ll = (gammaln(kappa * mu + n1) + gammaln(kappa * (1 - mu) + n0) - gammaln(kappa + n1 + n0)
+              - gammaln(kappa * mu) - gammaln(kappa * (1 - mu)) + gammaln(kappa))
+        prior = sum(-0.5 * ((v - m) / s) ** 2 for v, (m, s) in zip(theta[:3], PRIOR.values()))
+        walk = -0.5 * (jnp.sum(d**2) + jnp.sum(jnp.diff(d) ** 2)) / 2.0**2
+        return jnp.sum(jnp.where(n1 + n0 > 0, ll, 0.0)) + prior + walk
+
+    @jax.jit
+    def both(theta, curve, counts):
+        return (log_posterior_derivatives(theta, curve, counts), written_out(theta, curve, counts),
+                log_posterior(theta, curve, counts), jax.grad(log_posterior)(theta, curve, counts),
+                jax.hessian(log_posterior)(theta, curve, counts))
+
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        k = 40
+        z = jnp.asarray(rng.normal(0.0, 2.0, k))
+        curve = make_curve(z, 6, 2.0)
+        assert sorted(set(np.asarray(curve.band).tolist())) == list(range(6))
+        counts = jnp.asarray(rng.integers(0, 40, (k, 2)).astype(float)).at[:7].set(0.0)
+        theta = jnp.asarray(rng.normal(0.0, 2.0, 9))
+        (f, grad, hess), ref, lp, grad_ad, hess_ad = both(theta, curve, counts)
+        np.testing.assert_allclose(float(lp), float(ref), rtol=1e-12)
+        np.testing.assert_allclose(float(f), float(ref), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(grad), np.asarray(grad_ad), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(hess), np.asarray(hess_ad), rtol=1e-9, atol=1e-9)
+        flat = make_curve(z, 0)
+        np.testing.assert_allclose(float(log_posterior(theta[:3], flat, counts)),
+                                   float(log_posterior(theta[:3], z, counts)), rtol=1e-13)

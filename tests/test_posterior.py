@@ -96,8 +96,9 @@ def test_replicated_labels_keep_the_labeled_totals():
 def _sbc_runner(k=16, per=150, n_draws=400):
     """A jitted function of per-repeat (keys, p1, stage2) -> dict of per-repeat results.
 
-    Per repeat: (a, b, log κ) from the calibrated model's prior, π_k ~ Beta(κμ_k,
-    κ(1−μ_k)), labels ~ Bernoulli(π_k) per item; stage 1 labels a Poisson sample at rate
+    Per repeat: (a, b, log κ) and the curve's band offsets d from the prior of the
+    calibrated model the registry's posterior uses (``bands=BANDS``), π_k ~ Beta(κμ_k,
+    κ(1−μ_k)) with μ_k = sigmoid(a + b z_k + d_band(k)), labels ~ Bernoulli(π_k) per item; stage 1 labels a Poisson sample at rate
     ``p1`` (scores only), stage 2 labels ≈ ``stage2`` more items with stratum rates
     ∝ sqrt(r(1−r)), r the smoothed share of positives seen in stage 1 (a design that
     depends on the labels seen: ignorable, 001 §4.2).  Then the finite-pool posterior of
@@ -110,7 +111,9 @@ def _sbc_runner(k=16, per=150, n_draws=400):
 
     lp = leaf_probs(cells, k)
     z = np.asarray(cal._z_of(lp))
-    model, control = cal.calibrated_model(lp), classifier_scores(lp)
+    model, control = cal.calibrated_model(lp, bands=cal.BANDS), classifier_scores(lp)
+    curve = cal.make_curve(z, cal.BANDS)
+    walk = jnp.linalg.cholesky(jnp.linalg.inv(curve.precision))   # d = walk @ N(0, I) ~ N(0, Q⁻¹)
     stratum_of_item = jnp.asarray(strata.index)
     cell_of_item = jnp.asarray(item_cell)
     n_items, x = item_cell.size, cells.n_cells
@@ -120,7 +123,8 @@ def _sbc_runner(k=16, per=150, n_draws=400):
     def one(key, p1, stage2):
         ks = jax.random.split(key, 10)
         a, b, lk = (m + s * jax.random.normal(kk) for (m, s), kk in zip(prior, ks[:3]))
-        mu = jnp.clip(jax.nn.sigmoid(a + b * z), 1e-9, 1 - 1e-9)
+        d = walk @ jax.random.normal(jax.random.fold_in(ks[0], 1), (cal.BANDS,))
+        mu = jnp.clip(jax.nn.sigmoid(a + b * z + d[curve.band]), 1e-9, 1 - 1e-9)
         kappa = jnp.exp(lk)
         pi = jax.random.beta(ks[3], kappa * mu, kappa * (1 - mu))
         y = (jax.random.uniform(ks[4], (n_items,)) < pi[stratum_of_item]).astype(jnp.float64)

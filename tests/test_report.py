@@ -17,6 +17,7 @@ import pytest
 from bayes_eval import measures as M
 from bayes_eval.pool import Pool, demo_pool
 from bayes_eval import report as R
+from bayes_eval.models.calibrated import BANDS
 
 from conftest import shared_pool_path
 
@@ -92,7 +93,9 @@ def test_arviz_summary_reports_rhat_and_ess(report):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         full = az.summary(report.idata)
-    assert len(full) == 4 + 256 * 2 + 1 + 2 * THRESHOLDS.size
+    # a, b, kappa, log_kappa, the curve's band offsets, π per stratum and class, G, the PR curve
+    assert len(full) == 4 + BANDS + 256 * 2 + 1 + 2 * THRESHOLDS.size
+    assert {f"band_offset[{j}]" for j in range(BANDS)} <= set(full.index)
     # the report's own summary picks the scalar parameters and G
     assert {"a", "b", "kappa", "log_kappa", "G[f1]"} <= set(report.summary().index)
 
