@@ -27,7 +27,8 @@ library's (``posterior.pool_posterior_from_pi``), the interval the library's
         --variants library,m6t1,m6t2
 
 Variants: ``library`` (no bands: today's model, through the same code, as the control) and
-``mMtT`` (M bands, random-walk scale τ = T; ``m6t0.5`` works), ``mMtTaA`` (anchor scale A).  Per capture, variant and
+``mMtT`` (M bands, random-walk scale τ = T; ``m6t0.5`` works), ``mMtTaA`` (anchor scale A); a trailing ``s`` cuts the bands at the decision threshold
+(half the bands among the predicted-negative units, half among the predicted-positive ones).  Per capture, variant and
 checkpoint: coverage, mean width, the posterior mean's bias, the median importance ESS.
 Writes ``benchmarks/results/band_offsets.md`` (``--out``; ``--append`` adds rows).
 """
@@ -60,11 +61,11 @@ OUT = os.path.join(ROOT, "benchmarks", "results", "band_offsets.md")
 
 def parse_variant(name):
     if name == "library":
-        return 0, 0.0, 0.0
-    m = re.fullmatch(r"m(\d+)t([0-9.]+)(?:a([0-9.]+))?", name)
+        return 0, 0.0, 0.0, False
+    m = re.fullmatch(r"m(\d+)t([0-9.]+)(?:a([0-9.]+))?(s?)", name)
     if not m:
-        raise SystemExit(f"unknown variant {name!r}: 'library' or 'mMtT' or 'mMtTaA'")
-    return int(m.group(1)), float(m.group(2)), float(m.group(3) or m.group(2))
+        raise SystemExit(f"unknown variant {name!r}: 'library' or 'mMtT' or 'mMtTaA' (a trailing 's': split)")
+    return int(m.group(1)), float(m.group(2)), float(m.group(3) or m.group(2)), bool(m.group(4))
 
 
 def bands_of(z, sizes, m):
@@ -72,6 +73,20 @@ def bands_of(z, sizes, m):
     zz = np.asarray(z)[np.asarray(sizes) > 0]
     cuts = np.quantile(zz, np.linspace(0, 1, m + 1)[1:-1])
     return jnp.asarray(np.searchsorted(cuts, np.asarray(z), side="right"))
+
+
+def split_bands_of(z, predicted_positive, m):
+    """(U,) band of each unit with the bands cut at the decision threshold: m / 2 quantile bands
+    of z among the predicted-negative units, then m / 2 among the predicted-positive ones (the
+    random walk runs on across the threshold)."""
+    z, pp = np.asarray(z), np.asarray(predicted_positive, bool)
+    half = m // 2
+    band = np.zeros(z.shape, int)
+    for g, (sel, k) in enumerate(((~pp, half), (pp, m - half))):
+        if sel.any():
+            cuts = np.quantile(z[sel], np.linspace(0, 1, k + 1)[1:-1])
+            band[sel] = np.searchsorted(cuts, z[sel], side="right") + g * half
+    return jnp.asarray(band)
 
 
 def band_prior_precision(m, tau, anchor):
@@ -113,8 +128,12 @@ def study(pool_path, capture, draws, proposals, variants, max_runs=None):
     runs = d["labeled"].shape[0] if max_runs is None else min(max_runs, d["labeled"].shape[0])
     rows = []
     for name in variants:
-        m, tau, anchor = parse_variant(name)
-        band = bands_of(z, sizes, m) if m else jnp.zeros(n_units, int)
+        m, tau, anchor, split = parse_variant(name)
+        if split:   # a unit is predicted positive where its loss for the negative class is nonzero (F1)
+            pp = np.asarray(jax.ops.segment_max(jnp.abs(uc.loss[:, 0, :]).max(-1), uc.stratum, num_segments=n_units)) > 0
+            band = split_bands_of(z, pp, m)
+        else:
+            band = bands_of(z, sizes, m) if m else jnp.zeros(n_units, int)
         lp = make_log_post(band, m, tau, anchor)
         init = initial_state(m)
 
