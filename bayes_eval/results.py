@@ -424,7 +424,8 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     (``"clt-cs"``) where the CLT check passes, else ``"bayes-stable"``'s, coverage read on that
     interval.  Where the check passes the Bayesian interval rests on the calibration curve and
     missed on pools whose positive rate is no logistic curve of the score (0.46-0.89 with AIS at
-    500-2000 labels, ``benchmarks/results/misspecified.md``), the confidence sequence did not.
+    500-2000 labels with a two-parameter curve, 0.82-0.98 with the curve's band offsets of stop 51,
+    ``benchmarks/results/misspecified.md``), the confidence sequence did not.
     (Every wrong stop measured for ``"bayes"`` and ``"bayes-cs"`` after the collapsed interval
     was widened came from a numerical defect of the calibrated model, fixed at stop 40; on the
     same runs ``"bayes"`` is now honest in every cell with 19–30% fewer labels,

@@ -647,8 +647,8 @@ class SessionReports:
         the check fails, has nothing to check, or ``bayesian=True``; else ``"clt-cs"``, the
         confidence sequence.  Where the check passes the confidence sequence held the truth in
         0.99-1.00 of runs on every pool measured, the Bayesian interval, 1.6-3.8 × narrower, in
-        0.46-0.89 on pools whose positive rate is no logistic curve of the score
-        (``benchmarks/results/misspecified.md``).  ``bayesian_auto`` says whether ``"auto"``
+        0.82-0.98 with AIS on pools whose positive rate is no logistic curve of the score
+        (0.46-0.89 before the curve's band offsets; ``benchmarks/results/misspecified.md``).  ``bayesian_auto`` says whether ``"auto"``
         turned the Bayesian interval on.
         """
         requested = bayesian
