@@ -2,8 +2,9 @@
 
 The equal-tailed record (``benchmarks/results/bayes_record_et/*.json``: the release before,
 ``posterior.resolved_interval`` with equal tails) and the highest-density record
-(``benchmarks/results/bayes_record/*.json``: this release, the interval never narrower than
-one unlabeled item's change) come from the same ``bayes-eval simulate POOL --design D
+(``benchmarks/results/bayes_record_2param/*.json``: stop 44's release, the interval never narrower than
+one unlabeled item's change, on the two-parameter curve -- the same model as the equal-tailed record;
+``bayes_record/`` is stop 51's banded model) come from the same ``bayes-eval simulate POOL --design D
 --repeats 500 --seed 0 --bayes yes --bayes-draws 200`` (``bayes_record.py``): same runs, same
 labels, same posterior draws -- only the interval drawn from the draws differs.  Abt-buy's
 twins (``make_pools.py --twin``; 200 runs) are the negative control: pools the labels cannot
@@ -61,7 +62,7 @@ def main():
              "| design | pool | runs | RMSE | equal-tailed cov. | ET width ÷ RMSE | highest-density cov. "
              "| HDI width ÷ RMSE | width HDI ÷ ET |", "|---|---|---|---|---|---|---|---|---|"]
     pairs = []
-    for f in glob.glob(os.path.join(RES, "bayes_record", "*.json")):
+    for f in glob.glob(os.path.join(RES, "bayes_record_2param", "*.json")):
         g = os.path.join(RES, "bayes_record_et", os.path.basename(f))
         if os.path.exists(g):
             pairs.append((json.load(open(g)), json.load(open(f))))
