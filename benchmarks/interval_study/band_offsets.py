@@ -1,8 +1,8 @@
 """A calibration curve that may depart from the logistic in *bands* of the score, on captured runs
 (issue 15, item 1: the route ``misspecified.md`` points at).
 
-The library's calibrated model (``models/calibrated.py``) puts each unit's class rate on a
-two-parameter logistic curve of the score, μ_u = sigmoid(a + b z_u), and lets each unit stray
+Until stop 51 the library's calibrated model (``models/calibrated.py``) put each unit's class rate on a
+two-parameter logistic curve of the score, μ_u = sigmoid(a + b z_u), and let each unit stray
 from it independently (π_u ~ Beta(κ μ_u, κ (1 − μ_u))).  Where the pool's positive rate is no
 logistic curve of the score (the staircase and dip pools of ``misspecified_pool.py``) the
 fitted curve is off by whole bands; the lightly-labeled units are pulled back to it one by one,
@@ -26,7 +26,9 @@ library's (``posterior.pool_posterior_from_pi``), the interval the library's
     python benchmarks/interval_study/band_offsets.py POOL CAPTURE.npz [POOL CAPTURE.npz ...] \\
         --variants library,m6t1,m6t2
 
-Variants: ``library`` (no bands: today's model, through the same code, as the control) and
+Variants: ``library`` (no bands: the two-parameter model the library used until stop 51, through
+the same code, as the control; the library's model since is ``m6t1``, ``models/calibrated.py``
+``BANDS`` / ``BAND_SCALE``) and
 ``mMtT`` (M bands, random-walk scale τ = T; ``m6t0.5`` works), ``mMtTaA`` (anchor scale A); a trailing ``s`` cuts the bands at the decision threshold
 (half the bands among the predicted-negative units, half among the predicted-positive ones).  Per capture, variant and
 checkpoint: coverage, mean width, the posterior mean's bias, the median importance ESS.
