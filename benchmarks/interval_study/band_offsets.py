@@ -91,35 +91,14 @@ def split_bands_of(z, predicted_positive, m):
     return jnp.asarray(band)
 
 
-def band_prior_precision(m, tau, anchor):
-    D = np.diff(np.eye(m), axis=0)
-    return jnp.asarray(np.eye(m) / anchor**2 + D.T @ D / tau**2)
-
-
-def make_log_post(band, m, tau, anchor):
+def curve_of(z, band, m, tau, anchor):
+    """The library's :class:`~bayes_eval.models.calibrated.CalibrationCurve` with this variant's
+    bands and prior precision Q = I/A² + DᵀD/τ² (the library's is A = τ); m = 0: no bands.  The
+    library's density, closed-form derivatives and sampler then serve every variant."""
     if m == 0:
-        return C.log_posterior
-    Q = band_prior_precision(m, tau, anchor)
-
-    def log_post(theta, z, counts):
-        d = theta[3:]
-        a, b, lk = theta[0], theta[1], theta[2]
-        kappa = jnp.exp(lk)
-        mu = jnp.clip(jax.nn.sigmoid(a + b * z + d[band]), 1e-12, 1 - 1e-12)
-        n1, n0 = counts[:, 1], counts[:, 0]
-        ll = jnp.sum(jnp.where(n1 + n0 > 0, C._bb_loglik(kappa, mu, n1, n0), 0.0))
-        lp = 0.0
-        for v, (mm, s) in zip((a, b, lk), C.PRIOR.values()):
-            lp = lp - 0.5 * ((v - mm) / s) ** 2
-        return ll + lp - 0.5 * d @ Q @ d
-
-    return log_post
-
-
-def initial_state(m):
-    mode = jnp.concatenate([C._prior_mode(), jnp.zeros(m)])
-    cov = jnp.diag(jnp.concatenate([jnp.diag(C._prior_cov()), jnp.ones(m)]))
-    return C.CalibratedState(mode=mode, cov=cov)
+        return C.make_curve(z, 0)
+    D = np.diff(np.eye(m), axis=0)
+    return C.CalibrationCurve(z, jnp.asarray(band, jnp.int32), jnp.asarray(np.eye(m) / anchor**2 + D.T @ D / tau**2))
 
 
 def study(pool_path, capture, draws, proposals, variants, max_runs=None):
@@ -136,17 +115,16 @@ def study(pool_path, capture, draws, proposals, variants, max_runs=None):
             band = split_bands_of(z, pp, m)
         else:
             band = bands_of(z, sizes, m) if m else jnp.zeros(n_units, int)
-        lp = make_log_post(band, m, tau, anchor)
-        init = initial_state(m)
+        curve = curve_of(z, band, m, tau, anchor)
+        init = C.CalibratedState(mode=C._prior_mode(m), cov=C._prior_cov(curve.precision))
 
         @jax.jit
-        def interval(key, lab, lp=lp, init=init, band=band, m=m):
+        def interval(key, lab, curve=curve, init=init):
             counts = leaf_counts(uc, lab, n_units)[0]
-            st = C.fit_mode(z, counts, init=init, n_iter=40, log_post=lp)
+            st = C.fit_mode(curve, counts, init=init, n_iter=40)
             k1, k2, k3 = jax.random.split(key, 3)
-            th, ess = C.sample_params(k1, z, counts, st, draws, n_proposals=proposals, log_post=lp)
-            off = th[:, 3:][:, band] if m else 0.0
-            mu = jnp.clip(jax.nn.sigmoid(th[:, :1] + th[:, 1:2] * z[None, :] + off), 1e-12, 1 - 1e-12)
+            th, ess = C.sample_params(k1, curve, counts, st, draws, n_proposals=proposals)
+            mu = jnp.clip(jax.nn.sigmoid(jax.vmap(C.curve_eta, in_axes=(0, None))(th, curve)), 1e-12, 1 - 1e-12)
             kappa = jnp.exp(th[:, 2:3])
             pi1 = jax.random.beta(k2, kappa * mu + counts[None, :, 1], kappa * (1 - mu) + counts[None, :, 0])
             pi = jnp.stack([1 - pi1, pi1], axis=-1)
