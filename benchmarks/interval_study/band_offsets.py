@@ -19,7 +19,7 @@ This model lets the curve itself depart, by one offset per band of the score:
 so units of one band move together (their departures no longer average out), and a band's
 labels — not the curve through the other bands — set its level.  (a, b, log κ, d) are sampled
 by the library's Laplace-t importance resampling (``calibrated.fit_mode`` / ``sample_params``
-with autodiff derivatives), π_u from its exact Beta conditional, the finite pool as the
+on the library's ``CalibrationCurve``, closed-form derivatives), π_u from its exact Beta conditional, the finite pool as the
 library's (``posterior.pool_posterior_from_pi``), the interval the library's
 (``posterior.resolved_interval``: highest-density with the one-item floor)::
 
