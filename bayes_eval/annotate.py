@@ -470,7 +470,19 @@ def _label_column(path, keys, from_name, where="columns"):
     raise MalformedInputError(msg + hint.format("from_name=NAME"), cli=msg + hint.format("--from-name NAME"))
 
 
-def _read_csv(path: str, text: str, from_name=None, sep=","):
+def _item_key(keys, id_column):
+    """The key holding the item ids: ``item``, else the pool's own id column (``--id-column``)
+    where the file has it, else None."""
+    if "item" in keys:
+        return "item"
+    return id_column if id_column is not None and id_column in keys else None
+
+
+def _or_id_column(id_column):
+    return f" (or {id_column!r}, the pool's id column)" if id_column is not None else ""
+
+
+def _read_csv(path: str, text: str, from_name=None, sep=",", id_column=None):
     reader = csv.reader(io.StringIO(text), delimiter=sep)
     try:
         header = next(reader)
@@ -479,10 +491,12 @@ def _read_csv(path: str, text: str, from_name=None, sep=","):
     except csv.Error as exc:
         raise MalformedInputError(f"{path}: line 1: {exc}") from None
     header = [h.strip() for h in header]
-    if "item" not in header:
-        raise MalformedInputError(f"{path}: no 'item' column (columns are {header}); "
-                                  f"a labels file needs columns 'item' and 'label'")
-    i_item, i_label = header.index("item"), header.index(_label_column(path, header, from_name))
+    key = _item_key(header, id_column)
+    if key is None:
+        also = _or_id_column(id_column)
+        raise MalformedInputError(f"{path}: no 'item' column{also} (columns are {header}); "
+                                  f"a labels file needs columns 'item'{also} and 'label'")
+    i_item, i_label = header.index(key), header.index(_label_column(path, header, from_name))
     i_draw = header.index("draw") if "draw" in header else None
     # ``id`` is Label Studio's task id in its CSV / TSV export (beside its annotation columns);
     # in a batch file from ``session next`` it is one of the pool's own columns shown to annotators
@@ -584,16 +598,18 @@ def _annotation_where(task_where, k, ann):
     return out
 
 
-def _records_of_object(obj, where, from_name):
+def _records_of_object(obj, where, from_name, id_column=None):
     """(item, label, draw, where, meta) records of one JSON object and its cancelled
     annotations: ([], 0) when not yet labeled."""
     if not isinstance(obj, dict):
         raise MalformedInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     data = obj.get("data")
     if "annotations" in obj or isinstance(data, dict):
-        if not isinstance(data, dict) or "item" not in data:
-            raise MalformedInputError(f"{where}: task has no data.item (was it exported by bayes-eval?)")
-        item = data["item"]
+        key = _item_key(data, id_column) if isinstance(data, dict) else None
+        if key is None:
+            raise MalformedInputError(f"{where}: task has no data.item{_or_id_column(id_column)} "
+                                      f"(was it exported by bayes-eval?)")
+        item = data[key]
         draw = data.get("draw")
         tid = obj.get("id")
         w = f"{where}{f' (task id {tid})' if tid is not None else ''} (item {item!r})"
@@ -617,9 +633,10 @@ def _records_of_object(obj, where, from_name):
                     "task": tid, "annotation": ann.get("id"), "annotator": annotator_of(ann),
                     "ground_truth": bool(ann.get("ground_truth")), "created": ann.get("created_at")}))
         return out, cancelled
-    if "item" not in obj:
-        raise MalformedInputError(f"{where}: no 'item' field (keys: {sorted(obj)})")
-    item = obj["item"]
+    key = _item_key(obj, id_column)
+    if key is None:
+        raise MalformedInputError(f"{where}: no 'item' field{_or_id_column(id_column)} (keys: {sorted(obj)})")
+    item = obj[key]
     if _blank(item):
         raise MalformedInputError(f"{where}: empty item id")
     key = from_name or "label"
@@ -641,12 +658,13 @@ def _records_of_object(obj, where, from_name):
     return [(item, label, obj.get("draw"), w, m)], 0
 
 
-def records_of_tasks(objs, from_name=None, source="Label Studio") -> LabelRecords:
+def records_of_tasks(objs, from_name=None, source="Label Studio", id_column=None) -> LabelRecords:
     """:class:`LabelRecords` of Label Studio tasks or flat records (``objs``: a list of
-    ``(object, where)``); an :class:`EmptyInputError` when none has a label."""
+    ``(object, where)``); an :class:`EmptyInputError` when none has a label.  The item id is
+    under ``item`` or, where that is absent, under ``id_column`` (the pool's own id column)."""
     recs, skipped, cancelled = [], 0, 0
     for obj, w in objs:
-        r, c = _records_of_object(obj, w, from_name)
+        r, c = _records_of_object(obj, w, from_name, id_column)
         cancelled += c
         if not r:
             skipped += 1
@@ -658,9 +676,12 @@ def records_of_tasks(objs, from_name=None, source="Label Studio") -> LabelRecord
                         skipped, source, [r[4] for r in recs], cancelled)
 
 
-def read_labels(path: str, fmt: str | None = None, from_name: str | None = None) -> LabelRecords:
+def read_labels(path: str, fmt: str | None = None, from_name: str | None = None,
+                id_column: str | None = None) -> LabelRecords:
     """Read a labeled file (CSV / TSV incl. Label Studio's export, JSONL, JSON incl. Label
-    Studio's JSON and JSON_MIN exports).
+    Studio's JSON and JSON_MIN exports).  Items are named in the column (key) ``item``, or,
+    in a file without one, in ``id_column`` — the pool's own id column (``--id-column``), so a
+    file keyed the way the user's data is keyed is read as it is.
 
     Raises :class:`EmptyInputError` for a file without labels and
     :class:`MalformedInputError` for unreadable rows, naming the line or task.
@@ -671,7 +692,8 @@ def read_labels(path: str, fmt: str | None = None, from_name: str | None = None)
     if not text.strip():
         raise EmptyInputError(f"{path}: the file is empty")
     if fmt in ("csv", "tsv"):
-        items, labels, draws, where, skipped, meta = _read_csv(path, text, from_name, "," if fmt == "csv" else "\t")
+        items, labels, draws, where, skipped, meta = _read_csv(path, text, from_name, "," if fmt == "csv" else "\t",
+                                                               id_column)
         if not items:
             raise EmptyInputError(f"{path}: no labels (all {skipped} rows/tasks are without a label)")
         return LabelRecords(items, labels, draws, where, skipped, path, meta)
@@ -696,7 +718,7 @@ def read_labels(path: str, fmt: str | None = None, from_name: str | None = None)
         objs = [(o, f"{path}: task {n}") for n, o in enumerate(doc, 1)]
     if not objs:
         raise EmptyInputError(f"{path}: no tasks or rows")
-    return records_of_tasks(objs, from_name, path)
+    return records_of_tasks(objs, from_name, path, id_column)
 
 
 # ------------------------------------------------------------------------------ disagreements

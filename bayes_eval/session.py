@@ -766,9 +766,10 @@ class Session(SessionReports, SessionSkips, SessionReplay):
     def ingest_file(self, path: str, *, fmt: str | None = None, label_map: dict | None = None,
                     from_name: str | None = None, resolve: str = "error") -> IngestResult:
         """Read a labeled file (CSV, JSONL, Label Studio JSON export) and ingest it as one
-        transaction (see :mod:`bayes_eval.annotate` for the formats)."""
-        return self.ingest_records(annotate.read_labels(path, fmt=fmt, from_name=from_name), label_map=label_map,
-                                   resolve=resolve, source=os.path.abspath(path))
+        transaction (see :mod:`bayes_eval.annotate` for the formats; items under ``item`` or the
+        pool's own id column)."""
+        recs = annotate.read_labels(path, fmt=fmt, from_name=from_name, id_column=getattr(self.pool, "id_column", None))
+        return self.ingest_records(recs, label_map=label_map, resolve=resolve, source=os.path.abspath(path))
 
     def ingest_records(self, recs: annotate.LabelRecords, *, label_map: dict | None = None, resolve: str = "error",
                        source: str | None = None) -> IngestResult:

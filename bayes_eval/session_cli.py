@@ -344,11 +344,28 @@ def _cmd_next(args, bar):
     return 0
 
 
+def _recorded_id_column(db):
+    """The pool's id column a session records (``--id-column``), read before the replay; None
+    where it has none or the file cannot be read (opening it then says why)."""
+    from .errors import SessionError
+    from .store import Store
+
+    try:
+        store = Store.open(db)
+    except SessionError:
+        return None
+    try:
+        return (store.meta()["config"]["pool"].get("read") or {}).get("id_column")
+    finally:
+        store.close()
+
+
 def _cmd_ingest(args, bar):
     from . import annotate
 
+    id_column = _recorded_id_column(args.db)
     for f in args.files:  # every file readable, before the session is replayed
-        annotate.read_labels(f, from_name=args.from_name)
+        annotate.read_labels(f, from_name=args.from_name, id_column=id_column)
     s = open_session(args, bar)
     bar.done()
     results = []

@@ -651,7 +651,8 @@ def test_history_clips_a_bounded_measures_interval_to_its_range():
 
 def test_cli_session_keyed_by_the_users_own_id_column(tmp_path, capsys, pool):
     """`session new --id-column doc_id`: batches carry the user's ids in `item`, labels keyed by
-    them are ingested, and reopening (a later command) reads the pool with the same column."""
+    them are ingested — under `item`, or under the user's own `doc_id` (a file written from the
+    user's data) — and reopening (a later command) reads the pool with the same column."""
     ids = [f"doc-{i:06d}" for i in range(pool.n_items)]
     pool_file = tmp_path / "pool.csv"
     pd.DataFrame({"doc_id": ids, "score": pool.scores[:, 0], "pred": pool.preds[:, 0],
@@ -667,11 +668,21 @@ def test_cli_session_keyed_by_the_users_own_id_column(tmp_path, capsys, pool):
         b = pd.read_csv(batch, dtype={"item": str})
         assert list(b.columns) == ["item", "text", "label"] and b["item"].str.startswith("doc-").all()
         b["label"] = [truth[i] for i in b["item"]]
+        if k == 1:   # the second comes back keyed the way the user's data is keyed
+            b = b.rename(columns={"item": "doc_id"})[["doc_id", "label"]]
         b.to_csv(batch, index=False)
         rc, out, err = _cli(capsys, "session", "ingest", db, batch)
         assert rc == 0 and "20 new label(s)" in out, err
     rc, out, err = _cli(capsys, "session", "status", db, "--format", "json", "--no-bayesian")
     assert rc == 0 and json.loads(out)["labels"] == 40, err
+    same = str(tmp_path / "same.jsonl")   # JSON lines keyed by doc_id: the same labels, nothing new
+    b.to_json(same, orient="records", lines=True)
+    rc, out, err = _cli(capsys, "session", "ingest", db, same)
+    assert rc == 0 and "0 new label(s), 20 already known" in out, err
+    other = str(tmp_path / "other.csv")   # a column that is neither: the message names both
+    b.rename(columns={"doc_id": "key"}).to_csv(other, index=False)
+    rc, out, err = _cli(capsys, "session", "ingest", db, other)
+    assert rc == 2 and "no 'item' column (or 'doc_id', the pool's id column)" in err
     # a row keyed by a row number (what the ids were without the column) is an unknown id
     bad = str(tmp_path / "bad.csv")
     pd.DataFrame({"item": ["17"], "label": [0]}).to_csv(bad, index=False)
