@@ -20,7 +20,7 @@ __all__ = ["main", "build_parser", "measure_from_args", "load_pool", "check_args
 
 from .errors import PoolError, SessionError, UsageError as CLIError, cli_message  # noqa: E402
 from .registry import load_pool, measure_from_args  # noqa: E402,F401  (re-exported)
-from .session_cli import add_pool_reading_args, jsonable, read_pool  # noqa: E402,F401  (shared with sessions)
+from .session_cli import add_pool_reading_args, jsonable, pool_columns, read_pool  # noqa: E402,F401  (shared with sessions)
 
 
 def _add_design_args(p):
@@ -274,7 +274,7 @@ def stop_interval_of(spec, oracle: str, bayes: str) -> str:
 def cmd_simulate(args):
     from .simulate import run_simulation, summarize
 
-    pool = read_pool(args.pool, args.score_kind, args.threshold, id_column=args.id_column)
+    pool = read_pool(args.pool, args.score_kind, args.threshold, id_column=args.id_column, columns=pool_columns(args))
     if args.format != "json":
         for note in pool.notes:
             print(f"{args.pool}: {note}", file=sys.stderr)

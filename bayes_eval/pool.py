@@ -102,6 +102,10 @@ class Pool:
     id_column : str or None
         The column the ids were read from when it is not ``item`` (``--id-column``,
         :meth:`from_frame`'s ``item=``); None for the ``item`` column, the index or row numbers.
+    column_names : tuple of (role, column) pairs
+        The pool file's own names of its score / pred / label columns where they are not
+        ``score`` / ``pred`` / ``label`` (``--score-column`` etc.,
+        :func:`bayes_eval.registry.load_pool`'s ``columns=``); a session records them.
     """
 
     preds: np.ndarray
@@ -118,6 +122,7 @@ class Pool:
     threshold: float | None = None
     notes: tuple = ()
     id_column: str | None = None
+    column_names: tuple = ()
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -306,9 +311,9 @@ class Pool:
                 raise PoolError("column 'pred': predictions are required for multi-class pools without a 'prob' column")
             hint = {"probability": "0.5", "margin": "0", "logit": "0"}.get(kind, "T")
             missing = ("column 'pred' not found: the pool needs the classifier's predicted labels. Add a 'pred' "
-                       "column, or derive it from the scores with ")
-            raise PoolError(missing + f"threshold={hint} (pred = score >= threshold)",
-                            cli=missing + f"--threshold {hint} (pred = score >= threshold)")
+                       "column, name the column that holds them ({}), or derive them from the scores with ")
+            raise PoolError(missing.format("pred=NAME") + f"threshold={hint} (pred = score >= threshold)",
+                            cli=missing.format("--pred-column NAME") + f"--threshold {hint} (pred = score >= threshold)")
         n_sys = p.shape[1]
         if s is None:
             s = p.astype(np.float64)
@@ -422,7 +427,11 @@ class Pool:
         lc = cols(label, "label")
         wc = cols(weight, None)
         if sc is None and pc is None and prc is None:
-            raise PoolError(f"no score, pred or prob column found; columns are {list(df.columns)}")
+            msg = (f"no 'score' or 'pred' column; columns are {list(df.columns)}: say which column holds the "
+                   f"classifier's scores ({{}}) and which its predicted labels ({{}}; or derive them from the scores: "
+                   f"{{}})")
+            raise PoolError(msg.format("score=NAME", "pred=NAME", "threshold=T"),
+                            cli=msg.format("--score-column NAME", "--pred-column NAME", "--threshold T"))
         if item is None and "item" in df.columns:
             item = "item"
         if item is not None:
@@ -611,6 +620,8 @@ class Pool:
                "csv_ids": "text"}
         if self.id_column is not None:
             out["id_column"] = self.id_column
+        if self.column_names:
+            out["columns"] = dict(self.column_names)
         return out
 
     def strata_scores(self, system: int = 0) -> np.ndarray:

@@ -247,7 +247,7 @@ def component_names(measures) -> list[str]:
 # ------------------------------------------------------------------------------ pools
 def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False,
               engine: str | None = None, scheduler: str | None = None, client=None, csv_ids: str = "text",
-              id_column: str | None = None):
+              id_column: str | None = None, columns: dict | None = None):
     """A pool from a Parquet or CSV file, or the built-in demo pool for ``"demo"``.
 
     A directory or glob of Parquet files is a partitioned pool
@@ -258,9 +258,26 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     ``score_kind`` (None/"auto" detects), ``threshold`` (predictions ``score >= T`` for a
     pool without a ``pred`` column) and ``legacy`` as
     :meth:`bayes_eval.pool.Pool.from_arrays`, ``csv_ids`` as :meth:`~bayes_eval.pool.Pool.from_file`,
-    ``id_column`` the column holding the item ids when it is not ``item`` (``--id-column``);
+    ``id_column`` the column holding the item ids when it is not ``item`` (``--id-column``),
+    ``columns`` the file's own names of its score / pred / label columns, e.g.
+    ``{"score": "prob", "pred": "predicted", "label": "gold"}`` (``--score-column`` etc.);
     a session records ``pool.read_options`` and reopens with them."""
+    from dataclasses import replace
+
     from .pool import Pool, demo_pool
+
+    columns = {k: v for k, v in (columns or {}).items() if v is not None}
+    unknown = sorted(set(columns) - {"score", "pred", "label"})
+    if unknown:
+        raise PoolError(f"columns: unknown role(s) {unknown}; the roles are 'score', 'pred' and 'label'")
+    flags = " / ".join(f"--{k}-column" for k in columns)
+    if columns and path == "demo":
+        raise PoolError("the demo pool's columns are its own; column names apply to a pool file",
+                        cli=f"the demo pool's columns are its own; {flags} apply to a pool file")
+    named = list(columns.values()) + ([id_column] if id_column is not None else [])
+    if len(set(named)) < len(named):
+        raise PoolError(f"one column named for two roles: {columns}" + (f", ids {id_column!r}" if id_column else ""),
+                        cli="one column given to two of " + flags + (" / --id-column" if id_column else ""))
 
     if id_column is not None and path == "demo":
         raise PoolError("the demo pool's ids are its row numbers; an id column applies to a pool file",
@@ -276,6 +293,10 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     from .partitioned import is_partitioned_path
 
     if is_partitioned_path(path):
+        if columns:
+            raise PoolError("a partitioned pool's columns are read as 'score', 'pred' and 'label'; rename them in its files",
+                            cli=f"{flags} apply to a single pool file; a partitioned pool's columns are read as "
+                                f"'score', 'pred' and 'label': rename them in its files")
         if id_column is not None:
             raise PoolError("a partitioned pool takes its ids from its 'item' column; rename the id column to 'item'",
                             cli=f"--id-column {id_column} applies to a single pool file; a partitioned pool takes "
@@ -285,7 +306,10 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     if engine == "dask":
         raise PoolError(f"--engine dask reads a partitioned pool (a directory or glob of Parquet files), not the "
                         f"single file {path}")
-    if id_column is not None:
-        return Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy, csv_ids=csv_ids,
-                              item=id_column)
-    return Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy, csv_ids=csv_ids)
+    kw = {"item": id_column} if id_column is not None else {}
+    pool = Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy, csv_ids=csv_ids,
+                          **kw, **columns)
+    if not columns:
+        return pool
+    said = ", ".join(f"{k} from column {v!r}" for k, v in columns.items())
+    return replace(pool, column_names=tuple(sorted(columns.items())), notes=pool.notes + (said,))

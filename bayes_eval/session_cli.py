@@ -148,6 +148,10 @@ def add_pool_reading_args(p):
     p.add_argument("--id-column", default=None, metavar="NAME",
                    help="the pool's column holding the item ids, when it is not named 'item' (default: the 'item' "
                         "column, else the file's index, else row numbers); labels are matched to items by these ids")
+    for role, what in (("score", "the classifier's scores"), ("pred", "its predicted labels"),
+                       ("label", "the ground truth (simulate's oracle)")):
+        p.add_argument(f"--{role}-column", default=None, metavar="NAME",
+                       help=f"the pool's column holding {what}, when it is not named '{role}'")
 
 
 def add_engine_args(p):
@@ -160,13 +164,20 @@ def add_engine_args(p):
                    help="with --engine dask: the dask.distributed scheduler to use (default: a local cluster)")
 
 
-def read_pool(path, score_kind="auto", threshold=None, engine="auto", scheduler=None, id_column=None):
+def pool_columns(args) -> dict:
+    """``--score-column`` / ``--pred-column`` / ``--label-column`` as ``load_pool``'s ``columns``."""
+    return {r: getattr(args, f"{r}_column", None) for r in ("score", "pred", "label")
+            if getattr(args, f"{r}_column", None) is not None}
+
+
+def read_pool(path, score_kind="auto", threshold=None, engine="auto", scheduler=None, id_column=None, columns=None):
     """:func:`bayes_eval.registry.load_pool` for the command line (its errors carry a
     ``cli`` wording naming ``--threshold`` / ``--score-kind``, :func:`errors.cli_message`)."""
     from .registry import load_pool
 
     return load_pool(path, score_kind=None if score_kind == "auto" else score_kind, threshold=threshold,
-                     engine=None if engine in (None, "auto") else engine, scheduler=scheduler, id_column=id_column)
+                     engine=None if engine in (None, "auto") else engine, scheduler=scheduler, id_column=id_column,
+                     columns=columns)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -231,7 +242,8 @@ def _cmd_new(args, bar):
     if args.audit_floor is not None and args.design != "ais":
         raise UsageError(f"--audit-floor applies to the ais design, not to {args.design!r}")
     bar("reading the pool", 0, 1)
-    pool = read_pool(args.pool, args.score_kind, args.threshold, args.engine, args.scheduler, args.id_column)
+    pool = read_pool(args.pool, args.score_kind, args.threshold, args.engine, args.scheduler, args.id_column,
+                     pool_columns(args))
     if args.system >= pool.n_systems:
         raise UsageError(f"--system {args.system}: the pool has {pool.n_systems} system(s)")
     measures = [p for m in (args.measure or ["f1"]) for p in m.split(",") if p.strip()]

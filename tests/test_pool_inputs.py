@@ -233,6 +233,41 @@ def test_the_ids_from_a_column_named_otherwise(tmp_path, fmt):
         load_pool("demo", id_column="doc_id")
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_score_pred_and_label_from_columns_named_otherwise(tmp_path, fmt):
+    """--score-column / --pred-column / --label-column (``columns=``): the user's own names read as
+    the roles they say, the same pool as with the standard names (same fingerprint), recorded in
+    read_options so that a session reopens with them; without them the error names the flags; a
+    named column that is absent, a column named twice and the demo pool are refused."""
+    ids = [f"{i:05d}" for i in range(50)]
+    df = _frame(ids)
+    std = tmp_path / f"std.{fmt}"
+    own = tmp_path / f"own.{fmt}"
+    mine = df.rename(columns={"score": "prob_margin", "pred": "predicted", "label": "gold"})
+    for frame, path in ((df, std), (mine, own)):
+        frame.to_parquet(path, index=False) if fmt == "parquet" else frame.to_csv(path, index=False)
+    cols = {"score": "prob_margin", "pred": "predicted", "label": "gold"}
+    pool = load_pool(str(own), columns=cols)
+    ref = load_pool(str(std))
+    assert pool.fingerprint() == ref.fingerprint()
+    assert np.array_equal(pool.scores, ref.scores) and np.array_equal(pool.labels, ref.labels)
+    assert pool.read_options["columns"] == cols and "columns" not in ref.read_options
+    assert not set(cols.values()) & set(pool.columns.columns)   # not shown again as the pool's own columns
+    assert any("score from column 'prob_margin'" in n for n in pool.notes)
+    assert load_pool(str(own), **pool.read_options).fingerprint() == pool.fingerprint()
+    with pytest.raises(PoolError, match="no 'score' or 'pred' column") as e:
+        load_pool(str(own))
+    assert "--score-column NAME" in e.value.cli and "--pred-column NAME" in e.value.cli
+    with pytest.raises(PoolError, match="column 'nope' not found"):
+        load_pool(str(own), columns={**cols, "label": "nope"})
+    with pytest.raises(PoolError, match="two roles"):
+        load_pool(str(own), columns={"score": "gold", "label": "gold"})
+    with pytest.raises(PoolError, match="unknown role"):
+        load_pool(str(own), columns={"weight": "gold"})
+    with pytest.raises(PoolError, match="demo pool's columns"):
+        load_pool("demo", columns={"score": "x"})
+
+
 def test_load_pool_reads_score_kind_and_threshold(tmp_path):
     s, pred, y = _arrays(200)
     pd.DataFrame({"score": sigmoid(s), "label": y}).to_parquet(tmp_path / "p.parquet")

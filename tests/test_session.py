@@ -650,17 +650,18 @@ def test_history_clips_a_bounded_measures_interval_to_its_range():
 
 
 def test_cli_session_keyed_by_the_users_own_id_column(tmp_path, capsys, pool):
-    """`session new --id-column doc_id`: batches carry the user's ids in `item`, labels keyed by
+    """`session new --id-column doc_id --score-column svm_margin`: batches carry the user's ids in `item`, labels keyed by
     them are ingested — under `item`, or under the user's own `doc_id` (a file written from the
     user's data) — and reopening (a later command) reads the pool with the same column."""
     ids = [f"doc-{i:06d}" for i in range(pool.n_items)]
     pool_file = tmp_path / "pool.csv"
-    pd.DataFrame({"doc_id": ids, "score": pool.scores[:, 0], "pred": pool.preds[:, 0],
+    pd.DataFrame({"doc_id": ids, "svm_margin": pool.scores[:, 0], "pred": pool.preds[:, 0],
                   "text": [f"t{i}" for i in range(pool.n_items)]}).to_csv(pool_file, index=False)
     truth = dict(zip(ids, np.asarray(pool.labels).tolist()))
     db = str(tmp_path / "s.db")
-    rc, out, err = _cli(capsys, "session", "new", db, "--pool", str(pool_file), "--seed", "0", "--id-column", "doc_id")
-    assert rc == 0 and "item ids from column 'doc_id'" in out, err
+    rc, out, err = _cli(capsys, "session", "new", db, "--pool", str(pool_file), "--seed", "0", "--id-column", "doc_id",
+                        "--score-column", "svm_margin")   # the scores under the user's name too (recorded, reread)
+    assert rc == 0 and "item ids from column 'doc_id'" in out and "score from column 'svm_margin'" in out, err
     for k in range(2):
         batch = str(tmp_path / f"b{k}.csv")
         rc, out, err = _cli(capsys, "session", "next", db, "--n", "20", "--out", batch)
