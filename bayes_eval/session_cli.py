@@ -367,7 +367,8 @@ def _recorded_id_column(db):
     except SessionError:
         return None
     try:
-        return (store.meta()["config"]["pool"].get("read") or {}).get("id_column")
+        pool = (store.meta().get("config") or {}).get("pool") or {}
+        return (pool.get("read") or {}).get("id_column")
     finally:
         store.close()
 
