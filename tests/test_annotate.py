@@ -192,6 +192,11 @@ def test_parse_labels_and_mapping():
     for bad in ("2", "maybe", 0.5, -1, "", None):
         with pytest.raises(InvalidLabelError, match="row 0"):
             annotate.parse_labels([bad], 2, None, where)
+    # text booleans read as JSON's true / false are, for a binary label set only
+    np.testing.assert_array_equal(annotate.parse_labels(["True", "false", " TRUE "], 2, None, where), [1, 0, 1])
+    with pytest.raises(InvalidLabelError, match="outside the label set") as e:
+        annotate.parse_labels(["true"], 3, None, where)
+    assert "--label-map NAME0=0,NAME1=1,NAME2=2" in e.value.cli
     with pytest.raises(InvalidLabelError, match="outside the label set"):
         annotate.label_mapping(2, {"odd": 3})
     assert annotate.parse_label_map("negative=0, positive=1") == {"negative": 0, "positive": 1}
