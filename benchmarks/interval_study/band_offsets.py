@@ -30,7 +30,10 @@ Variants: ``library`` (no bands: the two-parameter model the library used until 
 the same code, as the control; the library's model since is ``m6t1``, ``models/calibrated.py``
 ``BANDS`` / ``BAND_SCALE``) and
 ``mMtT`` (M bands, random-walk scale τ = T; ``m6t0.5`` works), ``mMtTaA`` (anchor scale A); a trailing ``s`` cuts the bands at the decision threshold
-(half the bands among the predicted-negative units, half among the predicted-positive ones).  Per capture, variant and
+(half the bands among the predicted-negative units, half among the predicted-positive ones);
+``kMtTeE`` (each band its own log κ = log κ + e_j, e_j ~ N(0, E²)) and ``tMnNUsSaA`` (Student-t(NU)
+random-walk steps of scale S, anchor A), both through :func:`variant_density` (autodiff
+derivatives; stop 52: measured, not adopted -- ``band_offsets.md``).  Per capture, variant and
 checkpoint: coverage, mean width, the posterior mean's bias, the median importance ESS.
 Writes ``benchmarks/results/band_offsets.md`` (``--out``; ``--append`` adds rows).
 """
@@ -41,6 +44,7 @@ import math
 import os
 import re
 import sys
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -61,13 +65,67 @@ from capture_labels import load_capture  # noqa: E402
 OUT = os.path.join(ROOT, "benchmarks", "results", "band_offsets.md")
 
 
+class Variant(NamedTuple):
+    bands: int        # 0: the two-parameter curve
+    tau: float        # random-walk scale (Student-t increments: their scale)
+    anchor: float     # each offset held to 0 at this scale
+    split: bool       # bands cut at the decision threshold
+    kappa_sd: float   # > 0: each band its own log κ offset e_j ~ N(0, kappa_sd²) (``kMtTeE``)
+    t_df: float       # > 0: Student-t(t_df) random-walk increments instead of Gaussian (``tMnNsSaA``)
+
+
 def parse_variant(name):
     if name == "library":
-        return 0, 0.0, 0.0, False
+        return Variant(0, 0.0, 0.0, False, 0.0, 0.0)
     m = re.fullmatch(r"m(\d+)t([0-9.]+)(?:a([0-9.]+))?(s?)", name)
-    if not m:
-        raise SystemExit(f"unknown variant {name!r}: 'library' or 'mMtT' or 'mMtTaA' (a trailing 's': split)")
-    return int(m.group(1)), float(m.group(2)), float(m.group(3) or m.group(2)), bool(m.group(4))
+    if m:
+        return Variant(int(m.group(1)), float(m.group(2)), float(m.group(3) or m.group(2)), bool(m.group(4)), 0.0, 0.0)
+    m = re.fullmatch(r"k(\d+)t([0-9.]+)e([0-9.]+)", name)
+    if m:
+        return Variant(int(m.group(1)), float(m.group(2)), float(m.group(2)), False, float(m.group(3)), 0.0)
+    m = re.fullmatch(r"t(\d+)n([0-9.]+)s([0-9.]+)a([0-9.]+)", name)
+    if m:
+        return Variant(int(m.group(1)), float(m.group(3)), float(m.group(4)), False, 0.0, float(m.group(2)))
+    raise SystemExit(f"unknown variant {name!r}: 'library', 'mMtT', 'mMtTaA' (a trailing 's': split), 'kMtTeE' "
+                     f"(per-band κ) or 'tMnNUsSaA' (Student-t increments)")
+
+
+def variant_density(v: Variant, band):
+    """``(log_post, kappa_of)`` for :func:`bayes_eval.models.calibrated.fit_mode` /
+    ``sample_params`` where the variant is not the library's Gaussian random walk (else
+    ``(None, None)``: the library's density and closed-form derivatives).  ``kappa_of(theta)``:
+    each unit's κ.
+
+    * per-band κ (``kMtTeE``): theta = (a, b, log κ, d₁..d_M, e₁..e_M), log κ_u = log κ + e_band(u),
+      e ~ N(0, E²): a band whose units stray from its curve (a step inside it) no longer lowers
+      κ — and with it what the labels of every other band say about that band's level;
+    * Student-t increments (``tMnNUsSaA``): d_j − d_{j−1} ~ t_N(0, S²), d_j ~ N(0, A²): small steps
+      shrunk, a jump allowed where the labels show one."""
+    band = jnp.asarray(band)
+    m = v.bands
+    if v.kappa_sd > 0:
+        D = np.diff(np.eye(m), axis=0)
+        Q = jnp.asarray(np.eye(m) / v.anchor**2 + D.T @ D / v.tau**2)
+
+        def log_post(th, curve, counts):
+            d, e = th[3:3 + m], th[3 + m:]
+            mu = jnp.clip(jax.nn.sigmoid(th[0] + th[1] * curve.z + d[band]), 1e-12, 1 - 1e-12)
+            kappa = jnp.exp(th[2] + e[band])
+            n1, n0 = counts[:, 1], counts[:, 0]
+            ll = jnp.sum(jnp.where(n1 + n0 > 0, C._bb_loglik(kappa, mu, n1, n0), 0.0))
+            lp = sum(-0.5 * ((x - c) / sd) ** 2 for x, (c, sd) in zip(th[:3], C.PRIOR.values()))
+            return ll + lp - 0.5 * d @ Q @ d - 0.5 * jnp.sum(e**2) / v.kappa_sd**2
+
+        return log_post, lambda th: jnp.exp(th[..., 2:3] + th[..., 3 + m:][..., band])
+    if v.t_df > 0:
+        def log_post(th, curve, counts):   # the curve's own precision is zero: no Gaussian prior
+            d = th[3:]
+            inc = jnp.diff(d)
+            return (C.log_posterior(th, curve, counts) - 0.5 * jnp.sum(d**2) / v.anchor**2
+                    - 0.5 * (v.t_df + 1) * jnp.sum(jnp.log1p(inc**2 / (v.t_df * v.tau**2))))
+
+        return log_post, None
+    return None, None
 
 
 def bands_of(z, sizes, m):
@@ -109,23 +167,31 @@ def study(pool_path, capture, draws, proposals, variants, max_runs=None):
     runs = d["labeled"].shape[0] if max_runs is None else min(max_runs, d["labeled"].shape[0])
     rows = []
     for name in variants:
-        m, tau, anchor, split = parse_variant(name)
-        if split:   # a unit is predicted positive where its loss for the negative class is nonzero (F1)
+        v = parse_variant(name)
+        m = v.bands
+        if v.split:   # a unit is predicted positive where its loss for the negative class is nonzero (F1)
             pp = np.asarray(jax.ops.segment_max(jnp.abs(uc.loss[:, 0, :]).max(-1), uc.stratum, num_segments=n_units)) > 0
             band = split_bands_of(z, pp, m)
         else:
             band = bands_of(z, sizes, m) if m else jnp.zeros(n_units, int)
-        curve = curve_of(z, band, m, tau, anchor)
-        init = C.CalibratedState(mode=C._prior_mode(m), cov=C._prior_cov(curve.precision))
+        log_post, kappa_of = variant_density(v, band)
+        # the Student-t variant's curve carries no Gaussian precision (its prior is in log_post)
+        curve = curve_of(z, band, m, v.tau, v.anchor) if v.t_df == 0 else C.CalibrationCurve(
+            z, jnp.asarray(band, jnp.int32), jnp.zeros((m, m)))
+        init = C.CalibratedState(mode=C._prior_mode(m), cov=C._prior_cov(curve_of(z, band, m, v.tau, v.anchor).precision))
+        if v.kappa_sd > 0:
+            init = C.CalibratedState(mode=jnp.concatenate([init.mode, jnp.zeros(m)]),
+                                     cov=jax.scipy.linalg.block_diag(init.cov, v.kappa_sd**2 * jnp.eye(m)))
+        kappa_of = kappa_of or (lambda th: jnp.exp(th[..., 2:3]))
 
         @jax.jit
-        def interval(key, lab, curve=curve, init=init):
+        def interval(key, lab, curve=curve, init=init, log_post=log_post, kappa_of=kappa_of):
             counts = leaf_counts(uc, lab, n_units)[0]
-            st = C.fit_mode(curve, counts, init=init, n_iter=40)
+            st = C.fit_mode(curve, counts, init=init, n_iter=40, log_post=log_post)
             k1, k2, k3 = jax.random.split(key, 3)
-            th, ess = C.sample_params(k1, curve, counts, st, draws, n_proposals=proposals)
-            mu = jnp.clip(jax.nn.sigmoid(jax.vmap(C.curve_eta, in_axes=(0, None))(th, curve)), 1e-12, 1 - 1e-12)
-            kappa = jnp.exp(th[:, 2:3])
+            th, ess = C.sample_params(k1, curve, counts, st, draws, n_proposals=proposals, log_post=log_post)
+            mu = jnp.clip(jax.nn.sigmoid(jax.vmap(C.curve_eta, in_axes=(0, None))(th[:, :3 + m], curve)), 1e-12, 1 - 1e-12)
+            kappa = kappa_of(th)
             pi1 = jax.random.beta(k2, kappa * mu + counts[None, :, 1], kappa * (1 - mu) + counts[None, :, 0])
             pi = jnp.stack([1 - pi1, pi1], axis=-1)
             post = pool_posterior_from_pi(k3, g, uc, lab, pi, n_units)
