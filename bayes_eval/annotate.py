@@ -468,10 +468,11 @@ def _label_column(path, keys, from_name, where="columns"):
         return want
     extra = [k for k in keys if k not in ("item", "draw", "stage", "id", "annotation_id", "annotator", "created_at",
                                           "updated_at", "lead_time", "bayes_eval_session")]
-    hint = (f"; is the label under another name (Label Studio names it after the Choices control)? say which: "
-            f"{{}} (one of {extra})" if extra and from_name is None else "")
+    def hint(flag):   # (the keys may hold braces: no str.format over them)
+        return (f"; is the label under another name (Label Studio names it after the Choices control)? say which: "
+                f"{flag} (one of {extra})" if extra and from_name is None else "")
     msg = f"{path}: no {want!r} {'column' if where == 'columns' else 'field'} ({where}: {sorted(keys)})"
-    raise MalformedInputError(msg + hint.format("from_name=NAME"), cli=msg + hint.format("--from-name NAME"))
+    raise MalformedInputError(msg + hint("from_name=NAME"), cli=msg + hint("--from-name NAME"))
 
 
 def _item_key(keys, id_column):

@@ -34,6 +34,25 @@ from .scores import stratification_scale  # noqa: E402
 
 
 
+def _csv_separator(path: str, default: str):
+    """(separator, note) of a delimited text file: ``default`` unless its header line holds none
+    of it but semicolons, tabs or bars (a spreadsheet's CSV export in many locales is
+    ;-separated), then that one, said in the note.  Compressed files keep ``default``."""
+    if os.path.splitext(path)[1].lower() in (".gz", ".bz2", ".zip", ".xz", ".zst"):
+        return default, None
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+            header = fh.readline()
+    except OSError:
+        return default, None
+    if default in header:
+        return default, None
+    for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")):
+        if sep != default and sep in header:
+            return sep, f"columns separated by {name} (the header has no {'comma' if default == ',' else 'tab'})"
+    return default, None
+
+
 def _csv_ids(col: pd.Series) -> pd.Series:
     """A CSV's id column, read as text: integers where every id is written as one (``17``,
     ``-3``), else the text as written -- ``00017`` stays ``00017`` and is not the id ``17``
@@ -311,9 +330,9 @@ class Pool:
                 raise PoolError("column 'pred': predictions are required for multi-class pools without a 'prob' column")
             hint = {"probability": "0.5", "margin": "0", "logit": "0"}.get(kind, "T")
             missing = ("column 'pred' not found: the pool needs the classifier's predicted labels. Add a 'pred' "
-                       "column, name the column that holds them ({}), or derive them from the scores with ")
-            raise PoolError(missing.format("pred=NAME") + f"threshold={hint} (pred = score >= threshold)",
-                            cli=missing.format("--pred-column NAME") + f"--threshold {hint} (pred = score >= threshold)")
+                       "column, name the column that holds them (NAMED), or derive them from the scores with ")
+            raise PoolError(missing.replace("NAMED", "pred=NAME") + f"threshold={hint} (pred = score >= threshold)",
+                            cli=missing.replace("NAMED", "--pred-column NAME") + f"--threshold {hint} (pred = score >= threshold)")
         n_sys = p.shape[1]
         if s is None:
             s = p.astype(np.float64)
@@ -427,11 +446,12 @@ class Pool:
         lc = cols(label, "label")
         wc = cols(weight, None)
         if sc is None and pc is None and prc is None:
-            msg = (f"no 'score' or 'pred' column; columns are {list(df.columns)}: say which column holds the "
-                   f"classifier's scores ({{}}) and which its predicted labels ({{}}; or derive them from the scores: "
-                   f"{{}})")
-            raise PoolError(msg.format("score=NAME", "pred=NAME", "threshold=T"),
-                            cli=msg.format("--score-column NAME", "--pred-column NAME", "--threshold T"))
+            def msg(score, pred, threshold):   # (the column names may hold braces: no str.format over them)
+                return (f"no 'score' or 'pred' column; columns are {list(df.columns)}: say which column holds the "
+                        f"classifier's scores ({score}) and which its predicted labels ({pred}; or derive them from "
+                        f"the scores: {threshold})")
+            raise PoolError(msg("score=NAME", "pred=NAME", "threshold=T"),
+                            cli=msg("--score-column NAME", "--pred-column NAME", "--threshold T"))
         if item is None and "item" in df.columns:
             item = "item"
         if item is not None:
@@ -509,7 +529,10 @@ class Pool:
 
     @classmethod
     def from_file(cls, path: str, csv_ids: str = "text", **kw) -> "Pool":
-        """Read a pool from Parquet (``.parquet``/``.pq``) or CSV (anything else).
+        """Read a pool from Parquet (``.parquet``/``.pq``), JSON lines (``.jsonl``/``.ndjson``: one
+        object per item), JSON (``.json``: a list of objects) or CSV / TSV (anything else; a CSV
+        whose header has no comma but semicolons, tabs or bars is read with that separator, and
+        the pool's notes say so).  Spreadsheets are refused with what to do.
 
         A CSV's ids are read as text (``csv_ids="text"``): integers where every id is written
         as one, else as written, so ``00017`` is not renumbered to 17.  ``"guess"``: pandas'
@@ -517,13 +540,19 @@ class Pool:
         if not os.path.exists(path):
             raise PoolError(f"pool file not found: {path}")
         ext = os.path.splitext(path)[1].lower()
+        if ext in (".xlsx", ".xls", ".xlsm", ".ods"):
+            raise PoolError(f"{path}: a spreadsheet; save its sheet as CSV (or Parquet) and give that file")
+        sep, note = ("\t" if ext in (".tsv", ".tab") else ","), None
         try:
             if ext in (".parquet", ".pq"):
                 df = pd.read_parquet(path)
+            elif ext in (".jsonl", ".ndjson", ".json"):
+                df = pd.read_json(path, lines=ext != ".json", dtype=False)   # no dtype (nor date) guessing
             else:
+                sep, note = _csv_separator(path, sep)
                 id_col = kw.get("item") or "item"
                 text = {id_col: str} if csv_ids == "text" else None
-                df = pd.read_csv(path, sep="\t" if ext in (".tsv", ".tab") else ",", dtype=text)
+                df = pd.read_csv(path, sep=sep, dtype=text)
                 if text and id_col in df.columns:
                     df[id_col] = _csv_ids(df[id_col])
                 if len(df.columns) and str(df.columns[0]).startswith("Unnamed: 0") and "item" not in df.columns:
@@ -531,10 +560,13 @@ class Pool:
                     df.index.name = None
         except (OSError, ValueError) as exc:
             raise PoolError(f"could not read pool file {path}: {exc}") from None
-        if ext not in (".parquet", ".pq") and df.isna().to_numpy().any():
-            refuse_short_csv_rows(path, "\t" if ext in (".tsv", ".tab") else ",", df)
+        if not isinstance(df, pd.DataFrame):
+            raise PoolError(f"could not read pool file {path}: not a table of items")
+        if ext not in (".parquet", ".pq", ".jsonl", ".ndjson", ".json") and df.isna().to_numpy().any():
+            refuse_short_csv_rows(path, sep, df)
         kw.setdefault("name", os.path.splitext(os.path.basename(path))[0])
-        return cls.from_frame(df, **kw)
+        pool = cls.from_frame(df, **kw)
+        return replace(pool, notes=pool.notes + (note,)) if note else pool
 
     @classmethod
     def from_parquet_dataset(cls, path, score_kind: str | None = None, threshold: float | None = None,

@@ -268,6 +268,34 @@ def test_score_pred_and_label_from_columns_named_otherwise(tmp_path, fmt):
         load_pool("demo", columns={"score": "x"})
 
 
+def test_a_pool_as_users_save_it_semicolons_json_lines_json(tmp_path):
+    """A ;-separated CSV (a spreadsheet's export in many locales), JSON lines and a JSON list of
+    records read as the same pool as Parquet (same fingerprint, string ids kept); the separator
+    is said in the notes; a spreadsheet is refused saying what to do; column names with braces
+    do not break the message of a pool without scores."""
+    ids = [f"{i:05d}" for i in range(50)]
+    df = _frame(ids)
+    df.to_parquet(tmp_path / "p.parquet", index=False)
+    ref = load_pool(str(tmp_path / "p.parquet"))
+    df.to_csv(tmp_path / "semi.csv", sep=";", index=False)
+    df.to_json(tmp_path / "p.jsonl", orient="records", lines=True, double_precision=15)
+    df.to_json(tmp_path / "p.json", orient="records", double_precision=15)
+    for name in ("semi.csv", "p.jsonl", "p.json"):
+        pool = load_pool(str(tmp_path / name))
+        assert list(pool.ids) == ids, name
+        np.testing.assert_allclose(pool.scores, ref.scores, rtol=1e-13)   # (JSON's writer rounds to 15 digits)
+        assert np.array_equal(pool.preds, ref.preds) and np.array_equal(pool.labels, ref.labels), name
+        assert list(pool.columns.columns) == list(ref.columns.columns), name
+    assert load_pool(str(tmp_path / "semi.csv")).fingerprint() == ref.fingerprint()
+    assert any("separated by semicolons" in n for n in load_pool(str(tmp_path / "semi.csv")).notes)
+    (tmp_path / "p.xlsx").write_bytes(b"PK")
+    with pytest.raises(PoolError, match="a spreadsheet; save its sheet as CSV"):
+        load_pool(str(tmp_path / "p.xlsx"))
+    df.rename(columns={"score": "{s}", "pred": "{p}"}).to_json(tmp_path / "braces.jsonl", orient="records", lines=True)
+    with pytest.raises(PoolError, match="no 'score' or 'pred' column.*'{s}'"):
+        load_pool(str(tmp_path / "braces.jsonl"))
+
+
 def test_load_pool_reads_score_kind_and_threshold(tmp_path):
     s, pred, y = _arrays(200)
     pd.DataFrame({"score": sigmoid(s), "label": y}).to_parquet(tmp_path / "p.parquet")
