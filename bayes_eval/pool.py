@@ -49,7 +49,8 @@ def _csv_separator(path: str, default: str):
         return default, None
     for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")):
         if sep != default and sep in header:
-            return sep, f"columns separated by {name} (the header has no {'comma' if default == ',' else 'tab'})"
+            return sep, (f"columns separated by {name} (the header has no {'comma' if default == ',' else 'tab'})"
+                         + ("; decimal commas (0,53) read as numbers" if sep == ";" else ""))
     return default, None
 
 
@@ -552,7 +553,8 @@ class Pool:
                 sep, note = _csv_separator(path, sep)
                 id_col = kw.get("item") or "item"
                 text = {id_col: str} if csv_ids == "text" else None
-                df = pd.read_csv(path, sep=sep, dtype=text)
+                # a ;-separated export writes decimal commas (0,53) in the same locales; '.' still reads (below)
+                df = pd.read_csv(path, sep=sep, dtype=text, decimal="," if sep == ";" else ".")
                 if text and id_col in df.columns:
                     df[id_col] = _csv_ids(df[id_col])
                 if len(df.columns) and str(df.columns[0]).startswith("Unnamed: 0") and "item" not in df.columns:

@@ -287,6 +287,8 @@ def test_a_pool_as_users_save_it_semicolons_json_lines_json(tmp_path):
         assert np.array_equal(pool.preds, ref.preds) and np.array_equal(pool.labels, ref.labels), name
         assert list(pool.columns.columns) == list(ref.columns.columns), name
     assert load_pool(str(tmp_path / "semi.csv")).fingerprint() == ref.fingerprint()
+    df.to_csv(tmp_path / "comma.csv", sep=";", decimal=",", index=False)   # and with decimal commas
+    assert load_pool(str(tmp_path / "comma.csv")).fingerprint() == ref.fingerprint()
     assert any("separated by semicolons" in n for n in load_pool(str(tmp_path / "semi.csv")).notes)
     (tmp_path / "p.xlsx").write_bytes(b"PK")
     with pytest.raises(PoolError, match="a spreadsheet; save its sheet as CSV"):
