@@ -33,7 +33,8 @@ the same code, as the control; the library's model since is ``m6t1``, ``models/c
 (half the bands among the predicted-negative units, half among the predicted-positive ones);
 ``kMtTeE`` (each band its own log κ = log κ + e_j, e_j ~ N(0, E²)) and ``tMnNUsSaA`` (Student-t(NU)
 random-walk steps of scale S, anchor A), both through :func:`variant_density` (autodiff
-derivatives; stop 52: measured, not adopted -- ``band_offsets.md``).  Per capture, variant and
+derivatives; stop 52: measured, not adopted -- ``band_offsets.md``); ``bma:X+Y`` mixes two
+variants' posteriors draw by draw by their evidence (an importance-sampled marginal likelihood).  Per capture, variant and
 checkpoint: coverage, mean width, the posterior mean's bias, the median importance ESS.
 Writes ``benchmarks/results/band_offsets.md`` (``--out``; ``--append`` adds rows).
 """
@@ -159,6 +160,62 @@ def curve_of(z, band, m, tau, anchor):
     return C.CalibrationCurve(z, jnp.asarray(band, jnp.int32), jnp.asarray(np.eye(m) / anchor**2 + D.T @ D / tau**2))
 
 
+def _log_evidence(key, log_post, state, n, df=5.0):
+    """log p(labels | model) by importance sampling from the Laplace-t proposal (``log_post``
+    normalized in the parameters; the Beta-binomial coefficients, the same for every model, left out)."""
+    k = state.mode.shape[0]
+    cov = 1.5 * state.cov
+    x, _ = C._student_t(key, state.mode, cov, n, df)
+    chol = jnp.linalg.cholesky(cov + 1e-9 * jnp.eye(k))
+    sol = jax.scipy.linalg.solve_triangular(chol, (x - state.mode).T, lower=True)
+    maha = jnp.sum(sol**2, axis=0)
+    logq = (jax.scipy.special.gammaln((df + k) / 2) - jax.scipy.special.gammaln(df / 2) - 0.5 * k * jnp.log(df * jnp.pi)
+            - jnp.sum(jnp.log(jnp.diag(chol))) - 0.5 * (df + k) * jnp.log1p(maha / df))
+    logw = jnp.where(jnp.isfinite(x).all(1), jax.vmap(log_post)(x) - logq, -jnp.inf)
+    return jax.scipy.special.logsumexp(logw) - jnp.log(n)
+
+
+def pi_sampler(name, z, sizes, uc, n_units, draws, proposals):
+    """``sample(key, counts) -> (π draws (draws, units, 2), importance ESS, median log κ, log evidence)``
+    of one variant (:func:`parse_variant`)."""
+    v = parse_variant(name)
+    m = v.bands
+    if v.split:   # a unit is predicted positive where its loss for the negative class is nonzero (F1)
+        pp = np.asarray(jax.ops.segment_max(jnp.abs(uc.loss[:, 0, :]).max(-1), uc.stratum, num_segments=n_units)) > 0
+        band = split_bands_of(z, pp, m)
+    else:
+        band = bands_of(z, sizes, m) if m else jnp.zeros(n_units, int)
+    log_post, kappa_of = variant_density(v, band)
+    # the Student-t variant's curve carries no Gaussian precision (its prior is in log_post)
+    gauss = curve_of(z, band, m, v.tau, v.anchor)
+    curve = gauss if v.t_df == 0 else C.CalibrationCurve(z, jnp.asarray(band, jnp.int32), jnp.zeros((m, m)))
+    init = C.CalibratedState(mode=C._prior_mode(m), cov=C._prior_cov(gauss.precision))
+    if v.kappa_sd > 0:
+        init = C.CalibratedState(mode=jnp.concatenate([init.mode, jnp.zeros(m)]),
+                                 cov=jax.scipy.linalg.block_diag(init.cov, v.kappa_sd**2 * jnp.eye(m)))
+    kappa_of = kappa_of or (lambda th: jnp.exp(th[..., 2:3]))
+    # the priors' normalizing constants (log_posterior leaves them out), for the evidence
+    norm = -sum(math.log(sd) for _, sd in C.PRIOR.values()) - 1.5 * math.log(2 * math.pi)
+    if m and v.t_df == 0:
+        norm += 0.5 * float(np.linalg.slogdet(np.asarray(gauss.precision))[1]) - 0.5 * m * math.log(2 * math.pi)
+    if v.kappa_sd > 0:
+        norm += -m * math.log(v.kappa_sd) - 0.5 * m * math.log(2 * math.pi)
+    dens = log_post or C.log_posterior
+
+    def sample(key, counts):
+        st = C.fit_mode(curve, counts, init=init, n_iter=40, log_post=log_post)
+        k1, k2, _ = jax.random.split(key, 3)   # (the third: the pool's completion, in study())
+        k4 = jax.random.fold_in(key, 1)
+        th, ess = C.sample_params(k1, curve, counts, st, draws, n_proposals=proposals, log_post=log_post)
+        mu = jnp.clip(jax.nn.sigmoid(jax.vmap(C.curve_eta, in_axes=(0, None))(th[:, :3 + m], curve)), 1e-12, 1 - 1e-12)
+        kappa = kappa_of(th)
+        pi1 = jax.random.beta(k2, kappa * mu + counts[None, :, 1], kappa * (1 - mu) + counts[None, :, 0])
+        logz = norm + _log_evidence(k4, lambda t: dens(t, curve, counts), st, proposals)
+        return jnp.stack([1 - pi1, pi1], axis=-1), ess, jnp.median(th[:, 2]), logz
+
+    return sample
+
+
 def study(pool_path, capture, draws, proposals, variants, max_runs=None):
     cap = load_capture(pool_path, capture)
     d, units, z, g, t = cap.data, cap.units, cap.z, cap.g, cap.truth
@@ -167,36 +224,24 @@ def study(pool_path, capture, draws, proposals, variants, max_runs=None):
     runs = d["labeled"].shape[0] if max_runs is None else min(max_runs, d["labeled"].shape[0])
     rows = []
     for name in variants:
-        v = parse_variant(name)
-        m = v.bands
-        if v.split:   # a unit is predicted positive where its loss for the negative class is nonzero (F1)
-            pp = np.asarray(jax.ops.segment_max(jnp.abs(uc.loss[:, 0, :]).max(-1), uc.stratum, num_segments=n_units)) > 0
-            band = split_bands_of(z, pp, m)
-        else:
-            band = bands_of(z, sizes, m) if m else jnp.zeros(n_units, int)
-        log_post, kappa_of = variant_density(v, band)
-        # the Student-t variant's curve carries no Gaussian precision (its prior is in log_post)
-        curve = curve_of(z, band, m, v.tau, v.anchor) if v.t_df == 0 else C.CalibrationCurve(
-            z, jnp.asarray(band, jnp.int32), jnp.zeros((m, m)))
-        init = C.CalibratedState(mode=C._prior_mode(m), cov=C._prior_cov(curve_of(z, band, m, v.tau, v.anchor).precision))
-        if v.kappa_sd > 0:
-            init = C.CalibratedState(mode=jnp.concatenate([init.mode, jnp.zeros(m)]),
-                                     cov=jax.scipy.linalg.block_diag(init.cov, v.kappa_sd**2 * jnp.eye(m)))
-        kappa_of = kappa_of or (lambda th: jnp.exp(th[..., 2:3]))
+        # "bma:X+Y": X's and Y's posteriors mixed by their evidence (equal prior odds), draw by draw
+        parts = name[4:].split("+") if name.startswith("bma:") else [name]
+        samplers = [pi_sampler(p, z, sizes, uc, n_units, draws, proposals) for p in parts]
 
         @jax.jit
-        def interval(key, lab, curve=curve, init=init, log_post=log_post, kappa_of=kappa_of):
+        def interval(key, lab, samplers=samplers):
             counts = leaf_counts(uc, lab, n_units)[0]
-            st = C.fit_mode(curve, counts, init=init, n_iter=40, log_post=log_post)
-            k1, k2, k3 = jax.random.split(key, 3)
-            th, ess = C.sample_params(k1, curve, counts, st, draws, n_proposals=proposals, log_post=log_post)
-            mu = jnp.clip(jax.nn.sigmoid(jax.vmap(C.curve_eta, in_axes=(0, None))(th[:, :3 + m], curve)), 1e-12, 1 - 1e-12)
-            kappa = kappa_of(th)
-            pi1 = jax.random.beta(k2, kappa * mu + counts[None, :, 1], kappa * (1 - mu) + counts[None, :, 0])
-            pi = jnp.stack([1 - pi1, pi1], axis=-1)
-            post = pool_posterior_from_pi(k3, g, uc, lab, pi, n_units)
+            out = [smp(key if j == 0 else jax.random.fold_in(key, 11), counts) for j, smp in enumerate(samplers)]
+            pi, ess, lk, logz = out[0]
+            w_first = jnp.ones(())
+            if len(out) == 2:
+                w_first = jax.nn.sigmoid(out[0][3] - out[1][3])   # posterior probability of the first model
+                pick = jax.random.uniform(jax.random.fold_in(key, 12), (draws,)) < w_first
+                pi = jnp.where(pick[:, None, None], out[0][0], out[1][0])
+                ess = jnp.minimum(out[0][1], out[1][1])
+            post = pool_posterior_from_pi(jax.random.split(key, 3)[2], g, uc, lab, pi, n_units)
             lo, hi, _ = resolved_interval(post, lab, uc)
-            return jnp.stack([post.value[:, 0].mean(), lo[0], hi[0], ess, jnp.median(th[:, 2])])
+            return jnp.stack([post.value[:, 0].mean(), lo[0], hi[0], ess, lk, w_first])
 
         for c, n in enumerate(d["checkpoints"]):
             r = np.array([np.asarray(interval(jax.random.PRNGKey(i), jnp.asarray(d["labeled"][i, c])))
@@ -204,7 +249,8 @@ def study(pool_path, capture, draws, proposals, variants, max_runs=None):
             cov = float(np.mean(covers(r[:, 1], r[:, 2], t)))
             rows.append((name, int(n), cov, float(np.mean(r[:, 2] - r[:, 1])), float(r[:, 0].mean() - t),
                          float(np.median(r[:, 3])), float(np.median(r[:, 4]))))
-            print(os.path.basename(capture), rows[-1], flush=True)
+            extra = f" (mean weight of {parts[0]}: {r[:, 5].mean():.2f})" if len(parts) == 2 else ""
+            print(os.path.basename(capture), rows[-1], extra, flush=True)
     return t, runs, rows
 
 
@@ -220,7 +266,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     variants = a.variants.split(",")
     for v in variants:
-        parse_variant(v)
+        for part in (v[4:].split("+") if v.startswith("bma:") else [v]):
+            parse_variant(part)
     if len(a.pairs) % 2:
         raise SystemExit("give POOL CAPTURE.npz pairs")
     se = math.sqrt(0.95 * 0.05)
