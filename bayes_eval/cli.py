@@ -163,6 +163,8 @@ def build_parser():
     s = sub.add_parser("simulate", help="repeated simulated labeling runs on a pool with known labels")
     s.add_argument("pool", help="Parquet or CSV file with columns score, pred, label — or 'demo'")
     add_pool_reading_args(s)
+    s.add_argument("--label-map", default=None, metavar="NAME=LABEL,...",
+                   help="class names in the pool's pred / label columns -> labels, e.g. non-match=0,match=1")
     s.add_argument("--measure", default="f1", help="f1 (default), precision, recall, accuracy, fbeta, pr_curve, ...")
     s.add_argument("--beta", type=float, default=1.0, help="β of the fbeta measure (default 1)")
     s.add_argument("--thresholds", type=int, default=1024, help="grid size L for pr_curve / roc_curve / auc (default 1024)")
@@ -274,7 +276,8 @@ def stop_interval_of(spec, oracle: str, bayes: str) -> str:
 def cmd_simulate(args):
     from .simulate import run_simulation, summarize
 
-    pool = read_pool(args.pool, args.score_kind, args.threshold, id_column=args.id_column, columns=pool_columns(args))
+    pool = read_pool(args.pool, args.score_kind, args.threshold, id_column=args.id_column, columns=pool_columns(args),
+                     label_map=args.label_map)
     if args.format != "json":
         for note in pool.notes:
             print(f"{args.pool}: {note}", file=sys.stderr)

@@ -34,6 +34,30 @@ from .scores import stratification_scale  # noqa: E402
 
 
 
+def _mapped_names(col: pd.Series, label_map: dict, name: str, ids) -> pd.Series:
+    """A text column of class names as classes (float, NaN where missing) by ``label_map``:
+    names as written, else ignoring case and surrounding spaces; a PoolError names the first
+    name the map lacks, its row and item."""
+    lower = {}
+    for k, v in label_map.items():
+        lower.setdefault(str(k).strip().lower(), set()).add(int(v))
+    out = np.full(len(col), np.nan)
+    for i, v in enumerate(col.to_numpy()):
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            continue
+        key = str(v)
+        if key in label_map:
+            out[i] = label_map[key]
+        elif len(lower.get(key.strip().lower(), ())) == 1:
+            out[i] = next(iter(lower[key.strip().lower()]))
+        elif key.strip().lstrip("-").replace(".", "", 1).isdigit():
+            out[i] = float(key)
+        else:
+            raise PoolError(f"column {name!r}: value {key!r} at row {i} (item {_py(ids[i])!r}) is not in the label map "
+                            f"({', '.join(f'{k}={v}' for k, v in label_map.items())})")
+    return pd.Series(out, index=col.index)
+
+
 def _csv_separator(path: str, default: str):
     """(separator, note) of a delimited text file: ``default`` unless its header line holds none
     of it but semicolons, tabs or bars (a spreadsheet's CSV export in many locales is
@@ -126,6 +150,9 @@ class Pool:
         The pool file's own names of its score / pred / label columns where they are not
         ``score`` / ``pred`` / ``label`` (``--score-column`` etc.,
         :func:`bayes_eval.registry.load_pool`'s ``columns=``); a session records them.
+    label_names : tuple of (name, class) pairs
+        The label map a text ``pred`` / ``label`` column was read with (``--label-map``,
+        ``label_map=``); a session records it.
     """
 
     preds: np.ndarray
@@ -143,6 +170,7 @@ class Pool:
     notes: tuple = ()
     id_column: str | None = None
     column_names: tuple = ()
+    label_names: tuple = ()
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -413,6 +441,7 @@ class Pool:
         score_kind: str | None = None,
         threshold: float | None = None,
         legacy: bool = False,
+        label_map: dict | None = None,
     ) -> "Pool":
         """Build a pool from a DataFrame.
 
@@ -423,7 +452,9 @@ class Pool:
         Item ids: the ``item`` column names the id column (default ``"item"`` when the
         frame has one); otherwise the frame's index.  Ids are kept as given (integers stay
         the integers they are, strings the strings).  ``score_kind``, ``threshold`` and
-        ``legacy`` as :meth:`from_arrays`.
+        ``legacy`` as :meth:`from_arrays`.  ``label_map`` ({name: class}) reads a ``pred`` or
+        ``label`` column written as class names (``match`` / ``non-match``): names matched as
+        written, else ignoring case; a name it lacks is refused with its row.
         """
         if not isinstance(df, pd.DataFrame):
             raise PoolError(f"expected a pandas DataFrame, got {type(df).__name__}")
@@ -477,20 +508,30 @@ class Pool:
             if missing_ids.any():
                 raise PoolError(f"column 'item': missing id at row {_first_bad(missing_ids)}")
 
+        used_map = []
+
         def arr(c, numeric=True):
             if c is None:
                 return None
             sub = df[c]
             if numeric:
                 for col in c:
+                    if label_map and col in (pc or []) + (lc or []) and not (
+                            pd.api.types.is_numeric_dtype(sub[col]) or pd.api.types.is_bool_dtype(sub[col])):
+                        sub = sub.copy()
+                        sub[col] = _mapped_names(sub[col], label_map, col, ids)   # numbers now: checked below
+                        used_map.append(col)
                     if not (pd.api.types.is_numeric_dtype(sub[col]) or pd.api.types.is_bool_dtype(sub[col])):
                         num = pd.to_numeric(sub[col], errors="coerce")
                         bad = num.isna() & sub[col].notna()
                         row = _first_bad(bad.to_numpy())
                         if row is not None:
-                            raise PoolError(
-                                f"column {col!r}: non-numeric value {_py(sub[col].iloc[row])!r} at row {row} (item {_py(ids[row])!r})"
-                            )
+                            msg = f"column {col!r}: non-numeric value {_py(sub[col].iloc[row])!r} at row {row} (item {_py(ids[row])!r})"
+                            if col in (pc or []) + (lc or []):   # class names: say how to map them
+                                names = ",".join(f"{v}=?" for v in pd.unique(sub[col].dropna().astype(str))[:3])
+                                raise PoolError(msg + f"; class names map to labels with label_map={{NAME: LABEL, ...}}",
+                                                cli=msg + f"; class names map to labels with --label-map {names}")
+                            raise PoolError(msg)
                         # numbers in an object, text or categorical column (Python numbers
                         # mixed with None, "0.5" from a spreadsheet): read as numbers (an
                         # all-numeric object column used to reach .iloc[None]: TypeError)
@@ -516,6 +557,10 @@ class Pool:
             n_classes=n_classes, system_names=sc if sc is not None and len(sc) > 1 else None,
             columns=own, name=name, score_kind=score_kind, threshold=threshold, legacy=legacy,
         )
+        if used_map:
+            pool = replace(pool, label_names=tuple(sorted(label_map.items())), notes=pool.notes + (
+                f"class names in column(s) {', '.join(map(repr, used_map))} read with the label map "
+                f"{', '.join(f'{k}={v}' for k, v in label_map.items())}",))
         if item is not None and item != "item":
             return replace(pool, id_column=item, notes=pool.notes + (f"item ids from column {item!r}",))
         if item is None and isinstance(df.index, pd.RangeIndex) and df.index.start == 0 and df.index.step == 1:
@@ -656,6 +701,8 @@ class Pool:
             out["id_column"] = self.id_column
         if self.column_names:
             out["columns"] = dict(self.column_names)
+        if self.label_names:
+            out["label_map"] = dict(self.label_names)
         return out
 
     def strata_scores(self, system: int = 0) -> np.ndarray:

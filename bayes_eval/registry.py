@@ -247,7 +247,7 @@ def component_names(measures) -> list[str]:
 # ------------------------------------------------------------------------------ pools
 def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False,
               engine: str | None = None, scheduler: str | None = None, client=None, csv_ids: str = "text",
-              id_column: str | None = None, columns: dict | None = None):
+              id_column: str | None = None, columns: dict | None = None, label_map: dict | None = None):
     """A pool from a Parquet or CSV file, or the built-in demo pool for ``"demo"``.
 
     A directory or glob of Parquet files is a partitioned pool
@@ -260,8 +260,9 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     :meth:`bayes_eval.pool.Pool.from_arrays`, ``csv_ids`` as :meth:`~bayes_eval.pool.Pool.from_file`,
     ``id_column`` the column holding the item ids when it is not ``item`` (``--id-column``),
     ``columns`` the file's own names of its score / pred / label columns, e.g.
-    ``{"score": "prob", "pred": "predicted", "label": "gold"}`` (``--score-column`` etc.);
-    a session records ``pool.read_options`` and reopens with them."""
+    ``{"score": "prob", "pred": "predicted", "label": "gold"}`` (``--score-column`` etc.),
+    ``label_map`` ({name: class}) for ``pred`` / ``label`` columns written as class names
+    (``--label-map``); a session records ``pool.read_options`` and reopens with them."""
     from dataclasses import replace
 
     from .pool import Pool, demo_pool
@@ -307,6 +308,8 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
         raise PoolError(f"--engine dask reads a partitioned pool (a directory or glob of Parquet files), not the "
                         f"single file {path}")
     kw = {"item": id_column} if id_column is not None else {}
+    if label_map:
+        kw["label_map"] = {str(k): int(v) for k, v in label_map.items()}
     pool = Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy, csv_ids=csv_ids,
                           **kw, **columns)
     if not columns:

@@ -84,7 +84,8 @@ def add_session_parser(subparsers):
     n.add_argument("--thresholds", type=int, default=1024, help="grid size for pr_curve / roc_curve / auc")
     n.add_argument("--system", type=int, default=0)
     n.add_argument("--label-map", default=None,
-                   help="choice strings -> labels for ingested files, e.g. negative=0,positive=1")
+                   help="choice strings -> labels for ingested files (and for the pool's pred / label columns where "
+                        "they are written as names), e.g. negative=0,positive=1")
     n.add_argument("--companion", default="auto", choices=["auto", "calibrated", "none"],
                    help="ais / poisson-adaptive: companion model mixed into the proposals (auto: the calibrated "
                         "model on binary pools; none: the Dirichlet tree alone)")
@@ -170,14 +171,16 @@ def pool_columns(args) -> dict:
             if getattr(args, f"{r}_column", None) is not None}
 
 
-def read_pool(path, score_kind="auto", threshold=None, engine="auto", scheduler=None, id_column=None, columns=None):
+def read_pool(path, score_kind="auto", threshold=None, engine="auto", scheduler=None, id_column=None, columns=None,
+              label_map=None):
     """:func:`bayes_eval.registry.load_pool` for the command line (its errors carry a
     ``cli`` wording naming ``--threshold`` / ``--score-kind``, :func:`errors.cli_message`)."""
+    from .annotate import parse_label_map
     from .registry import load_pool
 
     return load_pool(path, score_kind=None if score_kind == "auto" else score_kind, threshold=threshold,
                      engine=None if engine in (None, "auto") else engine, scheduler=scheduler, id_column=id_column,
-                     columns=columns)
+                     columns=columns, label_map=parse_label_map(label_map) if label_map is not None else None)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -243,7 +246,7 @@ def _cmd_new(args, bar):
         raise UsageError(f"--audit-floor applies to the ais design, not to {args.design!r}")
     bar("reading the pool", 0, 1)
     pool = read_pool(args.pool, args.score_kind, args.threshold, args.engine, args.scheduler, args.id_column,
-                     pool_columns(args))
+                     pool_columns(args), args.label_map)
     if args.system >= pool.n_systems:
         raise UsageError(f"--system {args.system}: the pool has {pool.n_systems} system(s)")
     measures = [p for m in (args.measure or ["f1"]) for p in m.split(",") if p.strip()]

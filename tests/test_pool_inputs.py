@@ -298,6 +298,34 @@ def test_a_pool_as_users_save_it_semicolons_json_lines_json(tmp_path):
         load_pool(str(tmp_path / "braces.jsonl"))
 
 
+def test_class_names_in_pred_and_label_read_with_a_label_map(tmp_path):
+    """pred / label written as class names (``match`` / ``non-match``): refused without a map, the
+    message naming the names and the flag; with ``label_map`` (``--label-map``) the same pool as
+    the 0/1 file, names matched ignoring case, recorded in read_options for a session's reopen; a
+    name the map lacks is refused with its row."""
+    ids = [f"{i:05d}" for i in range(50)]
+    df = _frame(ids)
+    df.loc[df.index[1:10], "pred"] = 1
+    df.to_parquet(tmp_path / "p.parquet", index=False)
+    ref = load_pool(str(tmp_path / "p.parquet"))
+    names = df.assign(pred=np.where(df["pred"] == 1, "match", "non-match"),
+                      label=np.where(df["label"] == 1, "Match", "non-match"))
+    names.to_csv(tmp_path / "names.csv", index=False)
+    with pytest.raises(PoolError, match="non-numeric value 'non-match'") as e:
+        load_pool(str(tmp_path / "names.csv"))
+    assert "--label-map non-match=?,match=?" in e.value.cli
+    lm = {"non-match": 0, "match": 1}
+    pool = load_pool(str(tmp_path / "names.csv"), label_map=lm)
+    assert pool.fingerprint() == ref.fingerprint()
+    assert pool.read_options["label_map"] == lm and "label_map" not in ref.read_options
+    assert load_pool(str(tmp_path / "names.csv"), **pool.read_options).fingerprint() == ref.fingerprint()
+    assert load_pool(str(tmp_path / "p.parquet"), label_map=lm).read_options == ref.read_options   # numbers: unused
+    names.loc[7, "label"] = "maybe"
+    names.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(PoolError, match="'maybe' at row 7 .* not in the label map"):
+        load_pool(str(tmp_path / "bad.csv"), label_map=lm)
+
+
 def test_load_pool_reads_score_kind_and_threshold(tmp_path):
     s, pred, y = _arrays(200)
     pd.DataFrame({"score": sigmoid(s), "label": y}).to_parquet(tmp_path / "p.parquet")
