@@ -161,7 +161,8 @@ def build_parser():
     _add_design_args(d)
 
     s = sub.add_parser("simulate", help="repeated simulated labeling runs on a pool with known labels")
-    s.add_argument("pool", help="Parquet or CSV file with columns score, pred, label — or 'demo'")
+    s.add_argument("pool", help="Parquet, CSV / TSV or JSON lines file with columns score, pred, label (other names: "
+                                "--score-column etc.) — or 'demo'")
     add_pool_reading_args(s)
     s.add_argument("--label-map", default=None, metavar="NAME=LABEL,...",
                    help="class names in the pool's pred / label columns -> labels, e.g. non-match=0,match=1")

@@ -248,7 +248,8 @@ def component_names(measures) -> list[str]:
 def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False,
               engine: str | None = None, scheduler: str | None = None, client=None, csv_ids: str = "text",
               id_column: str | None = None, columns: dict | None = None, label_map: dict | None = None):
-    """A pool from a Parquet or CSV file, or the built-in demo pool for ``"demo"``.
+    """A pool from a Parquet, CSV / TSV or JSON (lines) file (:meth:`bayes_eval.pool.Pool.from_file`),
+    or the built-in demo pool for ``"demo"``.
 
     A directory or glob of Parquet files is a partitioned pool
     (:meth:`bayes_eval.pool.Pool.from_parquet_dataset`): ``engine`` ``"memory"`` reads it

@@ -57,7 +57,8 @@ def add_session_parser(subparsers):
     n = ss.add_parser("new", help="create a session on a pool")
     common(n, pool=False)
     n.add_argument("--pool", required=True,
-                   help="Parquet or CSV pool (columns item, score, pred and the annotators' own) or 'demo'")
+                   help="Parquet, CSV / TSV or JSON lines pool (columns item, score, pred and the annotators' own; "
+                        "other names: --id-column, --score-column, --pred-column) or 'demo'")
     add_pool_reading_args(n)
     add_engine_args(n)
     n.add_argument("--measure", action="append", default=None,
@@ -149,7 +150,7 @@ def add_pool_reading_args(p):
     p.add_argument("--id-column", default=None, metavar="NAME",
                    help="the pool's column holding the item ids, when it is not named 'item' (default: the 'item' "
                         "column, else the file's index, else row numbers); labels are matched to items by these ids")
-    for role, what in (("score", "the classifier's scores"), ("pred", "its predicted labels"),
+    for role, what in (("score", "the classifier's scores"), ("pred", "the classifier's predicted labels"),
                        ("label", "the ground truth (simulate's oracle)")):
         p.add_argument(f"--{role}-column", default=None, metavar="NAME",
                        help=f"the pool's column holding {what}, when it is not named '{role}'")
