@@ -58,7 +58,7 @@ def _mapped_names(col: pd.Series, label_map: dict, name: str, ids) -> pd.Series:
     return pd.Series(out, index=col.index)
 
 
-def _csv_separator(path: str, default: str):
+def csv_separator(path: str, default: str):
     """(separator, note) of a delimited text file: ``default`` unless its header line holds none
     of it but semicolons, tabs or bars (a spreadsheet's CSV export in many locales is
     ;-separated), then that one, said in the note.  Compressed files keep ``default``."""
@@ -595,7 +595,7 @@ class Pool:
             elif ext in (".jsonl", ".ndjson", ".json"):
                 df = pd.read_json(path, lines=ext != ".json", dtype=False)   # no dtype (nor date) guessing
             else:
-                sep, note = _csv_separator(path, sep)
+                sep, note = csv_separator(path, sep)
                 id_col = kw.get("item") or "item"
                 text = {id_col: str} if csv_ids == "text" else None
                 # a ;-separated export writes decimal commas (0,53) in the same locales; '.' still reads (below)

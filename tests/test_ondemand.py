@@ -904,3 +904,25 @@ def test_pooled_recall_interval_sees_correct_instances_the_draws_missed():
     assert cover_003.mean() < 0.6
     # the precision block is post_precision's, unchanged
     np.testing.assert_allclose(post[2][:, :M, :M], od.post_precision(cells, T, n)[1], rtol=1e-12)
+
+
+def test_a_systems_file_as_users_save_it(tmp_path):
+    """A submitted system's instances read alike from CSV, a ;-separated CSV with decimal-comma
+    weights, JSON lines, a JSON list and Parquet (a JSON lines file read as CSV gave 299 ids
+    like '{"item":"d1"}', sharing nothing with the same system as CSV); a spreadsheet is refused."""
+    from bayes_eval.errors import MalformedInputError
+    from bayes_eval.ondemand_session import read_system_file
+
+    frame = pd.DataFrame({"item": [f"d{i:04d}" for i in range(40)], "weight": np.linspace(0.5, 2.0, 40)})
+    frame.to_csv(tmp_path / "s.csv", index=False)
+    frame.to_csv(tmp_path / "semi.csv", sep=";", decimal=",", index=False)
+    frame.to_json(tmp_path / "s.jsonl", orient="records", lines=True, double_precision=15)
+    frame.to_json(tmp_path / "s.json", orient="records", double_precision=15)
+    frame.to_parquet(tmp_path / "s.parquet", index=False)
+    for name in ("s.csv", "semi.csv", "s.jsonl", "s.json", "s.parquet"):
+        items, weights, _, _ = read_system_file(str(tmp_path / name))
+        assert items == list(frame["item"]), name
+        np.testing.assert_allclose(weights, frame["weight"], rtol=1e-12, err_msg=name)
+    (tmp_path / "s.xlsx").write_bytes(b"PK")
+    with pytest.raises(MalformedInputError, match="a spreadsheet"):
+        read_system_file(str(tmp_path / "s.xlsx"))
