@@ -188,12 +188,11 @@ def _simulate(args) -> int:
     else:
         import os
 
-        import pandas as pd
+        from .tables import read_table
 
         if not os.path.isfile(args.setting):
             raise UsageError(f"SETTING must be 'synthetic' or a pool file; {args.setting} not found")
-        frame = pd.read_parquet(args.setting) if args.setting.endswith((".parquet", ".pq")) \
-            else pd.read_csv(args.setting)
+        frame, _, _ = read_table(args.setting, what="pool file")
         for col in ("score", "label"):
             if col not in frame.columns:
                 raise UsageError(f"{args.setting}: a pool for simulate needs columns 'score' and 'label' "

@@ -56,33 +56,18 @@ def _sha(data: bytes) -> str:
 
 def read_system_file(path: str):
     """Instance ids (column ``item``, else the first column) and optional ``weight`` of a
-    CSV / TSV (a header without commas but with semicolons: ;-separated), Parquet, JSON lines
-    or JSON file; raises :class:`MalformedInputError` naming the row."""
+    CSV / TSV (;-separated too), Parquet, JSON lines or JSON file (:func:`bayes_eval.tables.read_table`);
+    raises :class:`MalformedInputError` naming the row."""
     import pandas as pd
 
-    from .pool import csv_separator
+    from .tables import read_table
 
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise SessionError(f"predictions file not found: {path}")
-    ext = os.path.splitext(path)[1].lower()
-    if ext in (".xlsx", ".xls", ".xlsm", ".ods"):
-        raise MalformedInputError(f"{path}: a spreadsheet; save its sheet as CSV (or Parquet) and give that file")
     with open(path, "rb") as fh:
         data = fh.read()
-    sep = None
-    try:
-        if ext in (".parquet", ".pq"):
-            frame = pd.read_parquet(io.BytesIO(data))
-        elif ext in (".jsonl", ".ndjson", ".json"):
-            frame = pd.read_json(io.BytesIO(data), lines=ext != ".json", dtype=False) if data.strip() else pd.DataFrame()
-        else:
-            sep, _ = csv_separator(path, "\t" if ext in (".tsv", ".tab") else ",")
-            frame = pd.read_csv(io.BytesIO(data), sep=sep, dtype=str, keep_default_na=False)
-    except Exception as exc:  # pandas raises many kinds for an unreadable file
-        raise MalformedInputError(f"{path}: cannot be read as CSV, JSON or Parquet ({exc})") from None
-    if not isinstance(frame, pd.DataFrame):
-        raise MalformedInputError(f"{path}: not a table of instances")
+    frame, sep, _ = read_table(path, what="predictions file", error=MalformedInputError, data=data, text=True)
     if frame.shape[1] == 0 or len(frame) == 0:
         raise EmptyInputError(f"{path}: no predictions (an empty file)")
     col = "item" if "item" in frame.columns else frame.columns[0]

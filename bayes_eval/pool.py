@@ -58,26 +58,6 @@ def _mapped_names(col: pd.Series, label_map: dict, name: str, ids) -> pd.Series:
     return pd.Series(out, index=col.index)
 
 
-def csv_separator(path: str, default: str):
-    """(separator, note) of a delimited text file: ``default`` unless its header line holds none
-    of it but semicolons, tabs or bars (a spreadsheet's CSV export in many locales is
-    ;-separated), then that one, said in the note.  Compressed files keep ``default``."""
-    if os.path.splitext(path)[1].lower() in (".gz", ".bz2", ".zip", ".xz", ".zst"):
-        return default, None
-    try:
-        with open(path, encoding="utf-8-sig", errors="replace") as fh:
-            header = fh.readline()
-    except OSError:
-        return default, None
-    if default in header:
-        return default, None
-    for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")):
-        if sep != default and sep in header:
-            return sep, (f"columns separated by {name} (the header has no {'comma' if default == ',' else 'tab'})"
-                         + ("; decimal commas (0,53) read as numbers" if sep == ";" else ""))
-    return default, None
-
-
 def _csv_ids(col: pd.Series) -> pd.Series:
     """A CSV's id column, read as text: integers where every id is written as one (``17``,
     ``-3``), else the text as written -- ``00017`` stays ``00017`` and is not the id ``17``
@@ -110,7 +90,6 @@ from .checks import check_finite as _check_finite  # noqa: E402
 from .checks import check_labels as _check_labels  # noqa: E402
 from .checks import first_bad as _first_bad  # noqa: E402
 from .checks import py_scalar as _py  # noqa: E402
-from .checks import refuse_short_csv_rows  # noqa: E402
 
 
 @dataclass(frozen=True, eq=False)
@@ -529,7 +508,7 @@ class Pool:
                             msg = f"column {col!r}: non-numeric value {_py(sub[col].iloc[row])!r} at row {row} (item {_py(ids[row])!r})"
                             if col in (pc or []) + (lc or []):   # class names: say how to map them
                                 names = ",".join(f"{v}=?" for v in pd.unique(sub[col].dropna().astype(str))[:3])
-                                raise PoolError(msg + f"; class names map to labels with label_map={{NAME: LABEL, ...}}",
+                                raise PoolError(msg + "; class names map to labels with label_map={NAME: LABEL, ...}",
                                                 cli=msg + f"; class names map to labels with --label-map {names}")
                             raise PoolError(msg)
                         # numbers in an object, text or categorical column (Python numbers
@@ -575,42 +554,24 @@ class Pool:
 
     @classmethod
     def from_file(cls, path: str, csv_ids: str = "text", **kw) -> "Pool":
-        """Read a pool from Parquet (``.parquet``/``.pq``), JSON lines (``.jsonl``/``.ndjson``: one
-        object per item), JSON (``.json``: a list of objects) or CSV / TSV (anything else; a CSV
-        whose header has no comma but semicolons, tabs or bars is read with that separator, and
-        the pool's notes say so).  Spreadsheets are refused with what to do.
+        """Read a pool from Parquet, JSON lines, JSON or CSV / TSV (:func:`bayes_eval.tables.read_table`:
+        a ;-separated CSV too, said in the pool's notes; spreadsheets refused with what to do).
 
         A CSV's ids are read as text (``csv_ids="text"``): integers where every id is written
         as one, else as written, so ``00017`` is not renumbered to 17.  ``"guess"``: pandas'
         own guess, as sessions created before this reading recorded it (they reopen so)."""
+        from .tables import read_table
+
         if not os.path.exists(path):
             raise PoolError(f"pool file not found: {path}")
-        ext = os.path.splitext(path)[1].lower()
-        if ext in (".xlsx", ".xls", ".xlsm", ".ods"):
-            raise PoolError(f"{path}: a spreadsheet; save its sheet as CSV (or Parquet) and give that file")
-        sep, note = ("\t" if ext in (".tsv", ".tab") else ","), None
-        try:
-            if ext in (".parquet", ".pq"):
-                df = pd.read_parquet(path)
-            elif ext in (".jsonl", ".ndjson", ".json"):
-                df = pd.read_json(path, lines=ext != ".json", dtype=False)   # no dtype (nor date) guessing
-            else:
-                sep, note = csv_separator(path, sep)
-                id_col = kw.get("item") or "item"
-                text = {id_col: str} if csv_ids == "text" else None
-                # a ;-separated export writes decimal commas (0,53) in the same locales; '.' still reads (below)
-                df = pd.read_csv(path, sep=sep, dtype=text, decimal="," if sep == ";" else ".")
-                if text and id_col in df.columns:
-                    df[id_col] = _csv_ids(df[id_col])
-                if len(df.columns) and str(df.columns[0]).startswith("Unnamed: 0") and "item" not in df.columns:
-                    df = df.set_index(df.columns[0])  # a frame written with its index: that index is the id
-                    df.index.name = None
-        except (OSError, ValueError) as exc:
-            raise PoolError(f"could not read pool file {path}: {exc}") from None
-        if not isinstance(df, pd.DataFrame):
-            raise PoolError(f"could not read pool file {path}: not a table of items")
-        if ext not in (".parquet", ".pq", ".jsonl", ".ndjson", ".json") and df.isna().to_numpy().any():
-            refuse_short_csv_rows(path, sep, df)
+        id_col = kw.get("item") or "item"
+        df, sep, note = read_table(path, what="pool file", dtype={id_col: str} if csv_ids == "text" else None)
+        if sep is not None:   # delimited text: the ids as written, the index a frame was written with
+            if csv_ids == "text" and id_col in df.columns:
+                df[id_col] = _csv_ids(df[id_col])
+            if len(df.columns) and str(df.columns[0]).startswith("Unnamed: 0") and "item" not in df.columns:
+                df = df.set_index(df.columns[0])  # a frame written with its index: that index is the id
+                df.index.name = None
         kw.setdefault("name", os.path.splitext(os.path.basename(path))[0])
         pool = cls.from_frame(df, **kw)
         return replace(pool, notes=pool.notes + (note,)) if note else pool

@@ -59,21 +59,11 @@ def add_subsampled_parser(subparsers):
 
 
 def _read(path):
-    import pandas as pd
+    from .tables import read_table
 
     if not os.path.exists(path):
         raise UsageError(f"{path}: no such file")
-    ext = os.path.splitext(path)[1].lower()
-    try:
-        if ext in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-        frame = pd.read_csv(path, sep="\t" if ext in (".tsv", ".tab") else ",")
-    except (OSError, ValueError) as e:
-        raise PoolError(f"{path}: cannot be read as {'Parquet' if ext in ('.parquet', '.pq') else 'CSV'}: {e}") from None
-    if frame.isna().to_numpy().any():
-        from .checks import refuse_short_csv_rows
-
-        refuse_short_csv_rows(path, "\t" if ext in (".tsv", ".tab") else ",", frame)
+    frame, _, _ = read_table(path, what="data file")
     if len(frame) == 0:
         raise PoolError(f"{path}: no rows (columns: {', '.join(map(str, frame.columns)) or 'none'})")
     return frame
