@@ -73,10 +73,14 @@ def check_labels(name, a, n_classes, ids):
         v = a2[row].tolist() if a2.shape[1] > 1 else py_scalar(a2[row, 0])
         if isinstance(v, float) and v.is_integer():   # a label column read as floats (a missing value elsewhere)
             v = int(v)
-        raise PoolError(
-            f"column {name!r}: value {v!r} at row {row} "
-            f"(item {py_scalar(ids[row])!r}) is outside the label set {{0..{n_classes - 1}}}"
-        )
+        msg = (f"column {name!r}: value {v!r} at row {row} "
+               f"(item {py_scalar(ids[row])!r}) is outside the label set {{0..{n_classes - 1}}}")
+        big = af[np.isfinite(af) & (af == np.round(af)) & (af >= n_classes)]
+        if big.size:   # whole classes past the set: a pool of more classes, read as binary?
+            k = int(big.max()) + 1
+            raise PoolError(msg + f" (a pool of {k} classes: n_classes={k})",
+                            cli=msg + f" (a pool of {k} classes: --classes {k})")
+        raise PoolError(msg)
     return a2.astype(np.int32)
 
 

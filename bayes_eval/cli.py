@@ -278,7 +278,7 @@ def cmd_simulate(args):
     from .simulate import run_simulation, summarize
 
     pool = read_pool(args.pool, args.score_kind, args.threshold, id_column=args.id_column, columns=pool_columns(args),
-                     label_map=args.label_map)
+                     label_map=args.label_map, n_classes=args.classes)
     if args.format != "json":
         for note in pool.notes:
             print(f"{args.pool}: {note}", file=sys.stderr)
@@ -290,9 +290,13 @@ def cmd_simulate(args):
     from .registry import design_spec
 
     spec = design_spec(args.design)
-    bayes = {"yes": True, "no": False, "auto": spec.has_model}[args.bayes]
+    if pool.n_classes != 2 and args.bayes == "yes":
+        raise CLIError(f"--bayes yes: the finite-pool posterior is for binary pools; with {pool.n_classes} classes its "
+                       f"only model (001's Dirichlet tree) puts the unlabeled items' classes near the pool's class "
+                       f"shares, so it is not offered (the CLT interval and the confidence sequence are)")
+    bayes = {"yes": True, "no": False, "auto": spec.has_model and pool.n_classes == 2}[args.bayes]
     if args.stop_interval == "auto":
-        args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes)
+        args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes if pool.n_classes == 2 else "no")
     bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "bayes-stable",
                                                                           "read-first")
     if bayes_stages and args.bayes == "no":

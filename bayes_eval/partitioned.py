@@ -640,6 +640,8 @@ class PartitionedPool:
                "engine": "dask"}
         if self.scheduler:
             out["scheduler"] = self.scheduler
+        if self.n_classes != 2:
+            out["n_classes"] = int(self.n_classes)
         return out
 
     def fingerprint(self) -> str:

@@ -664,6 +664,8 @@ class Pool:
             out["columns"] = dict(self.column_names)
         if self.label_names:
             out["label_map"] = dict(self.label_names)
+        if self.n_classes != 2:
+            out["n_classes"] = int(self.n_classes)
         return out
 
     def strata_scores(self, system: int = 0) -> np.ndarray:

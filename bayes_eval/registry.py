@@ -247,7 +247,8 @@ def component_names(measures) -> list[str]:
 # ------------------------------------------------------------------------------ pools
 def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False,
               engine: str | None = None, scheduler: str | None = None, client=None, csv_ids: str = "text",
-              id_column: str | None = None, columns: dict | None = None, label_map: dict | None = None):
+              id_column: str | None = None, columns: dict | None = None, label_map: dict | None = None,
+              n_classes: int = 2):
     """A pool from a Parquet, CSV / TSV or JSON (lines) file (:meth:`bayes_eval.pool.Pool.from_file`),
     or the built-in demo pool for ``"demo"``.
 
@@ -263,7 +264,9 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     ``columns`` the file's own names of its score / pred / label columns, e.g.
     ``{"score": "prob", "pred": "predicted", "label": "gold"}`` (``--score-column`` etc.),
     ``label_map`` ({name: class}) for ``pred`` / ``label`` columns written as class names
-    (``--label-map``); a session records ``pool.read_options`` and reopens with them."""
+    (``--label-map``), ``n_classes`` the size of the label set (``--classes``; a file of
+    several classes gives ``pred`` / ``label`` in 0..C−1); a session records
+    ``pool.read_options`` and reopens with them."""
     from dataclasses import replace
 
     from .pool import Pool, demo_pool
@@ -291,6 +294,8 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
         if score_kind not in (None, "auto", "margin"):
             raise PoolError(f"the demo pool's scores are margins, not {score_kind!r}",
                             cli=f"the demo pool's scores are margins, not --score-kind {score_kind}")
+        if int(n_classes) != 2:
+            raise PoolError("the demo pool is binary", cli=f"the demo pool is binary, not --classes {n_classes}")
         return demo_pool()
     from .partitioned import is_partitioned_path
 
@@ -304,11 +309,13 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
                             cli=f"--id-column {id_column} applies to a single pool file; a partitioned pool takes "
                                 f"its ids from its 'item' column: rename {id_column!r} to 'item' in its files")
         return Pool.from_parquet_dataset(path, score_kind=score_kind, threshold=threshold, engine=engine,
-                                         scheduler=scheduler, client=client)
+                                         scheduler=scheduler, client=client, n_classes=int(n_classes))
     if engine == "dask":
         raise PoolError(f"--engine dask reads a partitioned pool (a directory or glob of Parquet files), not the "
                         f"single file {path}")
     kw = {"item": id_column} if id_column is not None else {}
+    if int(n_classes) != 2:
+        kw["n_classes"] = int(n_classes)
     if label_map:
         kw["label_map"] = {str(k): int(v) for k, v in label_map.items()}
     pool = Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy, csv_ids=csv_ids,

@@ -150,6 +150,8 @@ def add_pool_reading_args(p):
     p.add_argument("--id-column", default=None, metavar="NAME",
                    help="the pool's column holding the item ids, when it is not named 'item' (default: the 'item' "
                         "column, else the file's index, else row numbers); labels are matched to items by these ids")
+    p.add_argument("--classes", type=int, default=2, metavar="C",
+                   help="the size of the label set: pred / label hold 0..C-1 (default 2; several classes need C)")
     for role, what in (("score", "the classifier's scores"), ("pred", "the classifier's predicted labels"),
                        ("label", "the ground truth (simulate's oracle)")):
         p.add_argument(f"--{role}-column", default=None, metavar="NAME",
@@ -173,7 +175,7 @@ def pool_columns(args) -> dict:
 
 
 def read_pool(path, score_kind="auto", threshold=None, engine="auto", scheduler=None, id_column=None, columns=None,
-              label_map=None):
+              label_map=None, n_classes=2):
     """:func:`bayes_eval.registry.load_pool` for the command line (its errors carry a
     ``cli`` wording naming ``--threshold`` / ``--score-kind``, :func:`errors.cli_message`)."""
     from .annotate import parse_label_map
@@ -181,7 +183,8 @@ def read_pool(path, score_kind="auto", threshold=None, engine="auto", scheduler=
 
     return load_pool(path, score_kind=None if score_kind == "auto" else score_kind, threshold=threshold,
                      engine=None if engine in (None, "auto") else engine, scheduler=scheduler, id_column=id_column,
-                     columns=columns, label_map=parse_label_map(label_map) if label_map is not None else None)
+                     columns=columns, label_map=parse_label_map(label_map) if label_map is not None else None,
+                     n_classes=n_classes)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -247,7 +250,7 @@ def _cmd_new(args, bar):
         raise UsageError(f"--audit-floor applies to the ais design, not to {args.design!r}")
     bar("reading the pool", 0, 1)
     pool = read_pool(args.pool, args.score_kind, args.threshold, args.engine, args.scheduler, args.id_column,
-                     pool_columns(args), args.label_map)
+                     pool_columns(args), args.label_map, args.classes)
     if args.system >= pool.n_systems:
         raise UsageError(f"--system {args.system}: the pool has {pool.n_systems} system(s)")
     measures = [p for m in (args.measure or ["f1"]) for p in m.split(",") if p.strip()]
@@ -469,7 +472,7 @@ def _status_text(st):
                  + "; the CLT interval is for one fixed budget."
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
                     "(one odd posterior cannot stop it)." if stop_kind == "bayes-stable" else ""))
-    lines.append(clt_check_line(comps, labels=st.get("labels_in_estimate")))
+    lines.append(clt_check_line(comps, labels=st.get("labels_in_estimate"), posterior=st.get("posterior_available", True)))
     lines += [x for x in [allowed_line(st), blind_spot_text(st.get("blind_spot"), [c["component"] for c in comps])] if x]
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]
     if flat:

@@ -30,18 +30,21 @@ def outside_note(rows, median_ref: str = "") -> str | None:
             + (f" ({len(away) - 1} more component(s) alike)" if len(away) > 1 else ""))
 
 
-def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = None) -> str:
+def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = None, posterior: bool = True) -> str:
     """The CLT check of ``session status`` (estimators.model_assisted): whether the design's
     calibrated model and the draws agree on the variance; ``bayes_shown``: the Bayesian interval
     is shown first beside it (default: whether ``comps`` carry it); ``labels``: the labels in
-    the estimate (0: nothing to check yet)."""
+    the estimate (0: nothing to check yet); ``posterior``: whether the session offers a
+    Bayesian interval at all (``posterior_available``)."""
     checked = [c for c in comps if "clt_reliable" in c]
     if not checked and labels == 0:
         return "CLT check: nothing to check before the first stage is labeled"
     if not checked:
         return ("CLT check: not available for this design; the CLT-based intervals rest on the positives found so "
-                "far and on imbalanced pools cover 60-98% (benchmarks/results/stopping.md): read them with the "
-                "--bayesian interval, which accounts for the unlabeled items")
+                "far and on imbalanced pools cover 60-98% (benchmarks/results/stopping.md)"
+                + (": read them with the --bayesian interval, which accounts for the unlabeled items" if posterior else
+                   "; no Bayesian interval is offered here (several classes, or a stochastic oracle), so read them "
+                   "as CLT intervals that may miss where few labels have been spent"))
     bad = [c for c in checked if not c["clt_reliable"]]
     if bad:
         c = bad[0]

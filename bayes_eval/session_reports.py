@@ -707,6 +707,7 @@ class SessionReports:
                     row["bayes_collapsed"] = bool(col)
         out["headline_interval"] = "bayes" if has_bayes and self._bayes_read_first(requested) else "clt-cs"
         out["bayesian_auto"] = bool(requested == "auto" and bayesian)
+        out["posterior_available"] = self.posterior_model() is not None and not self._stochastic
         out["skipped"] = len(self._skipped)  # items nobody can label (session_skip)
         if self._skipped:
             out["skipped_note"] = (f"{len(self._skipped)} item(s) skipped as impossible to label: the estimates are of "

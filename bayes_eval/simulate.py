@@ -382,7 +382,9 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     (:func:`bayes_eval.designs.resolve_companion`; ``"auto"``: the calibrated model on
     binary pools, ``"none"``: the designs of 001 / 000 with the oracle model alone).
     ``bayes_stages``: the Bayesian interval after every stage too (with ``bayes``;
-    :func:`simulate_runs`).
+    :func:`simulate_runs`).  ``posterior_model``: the Bayesian interval's model, ``"calibrated"``
+    (binary pools; with several classes none: no Bayesian interval, see
+    :func:`bayes_eval.session_core.posterior_model`), ``"design"`` or an oracle model's name.
     """
     from .cells import build_cells
     from .designs import resolve_companion
@@ -408,8 +410,9 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
                     companion=resolve_companion(companion, cells.loss.shape[1], design_name))
     design = build_design(design_name, measure, cells, k, **settings)
     bayes_model = bayes_units = None
-    if bayes:
-        if posterior_model == "calibrated" and pool.n_classes == 2:
+    if bayes and not (posterior_model == "calibrated" and pool.n_classes != 2):
+        # (several classes: no default posterior; see session_core.posterior_model)
+        if posterior_model == "calibrated":
             bayes_units = posterior_units(cells, k, units_for_model("calibrated"))
             bayes_model = make_oracle_model("calibrated", bayes_units.probs)
         elif design.model is not None and posterior_model in ("design", model):

@@ -201,19 +201,28 @@ def stratify(pool, n_strata: int = 256, method: str = "csf", system: int = 0, n_
     constant inside a stratum (001 §4); a stratum with both predicted classes would
     spread the positives the labels find among the predicted positives over the
     predicted negatives too (issue 14: all scores tied gave a posterior F1 of 0.03 where
-    the truth was 0.61).
+    the truth was 0.61).  With several classes every stratum holding more than one
+    predicted class is split by it (a 3-class pool whose strata mixed its classes had a
+    posterior accuracy of 0.35–0.69 where the truth was 0.87).
     """
     z = pool.strata_scores(system)
     raw = np.asarray(pool.scores[:, system], dtype=np.float64)
     pred = np.asarray(pool.preds[:, system])
     k = int(n_strata)
+    n_classes = int(pool.n_classes)
     while True:
         st = _by_scale(z, k, method, n_fine, keep_empty)
-        mixed = _mixed_strata(st.index, st.n_strata, z, pred) if pool.n_classes == 2 else np.zeros(st.n_strata, bool)
-        n_mixed = int(mixed.sum())
-        if n_mixed == 0:
+        if n_classes == 2:
+            mixed = _mixed_strata(st.index, st.n_strata, z, pred)
+            n_extra = int(mixed.sum())
+        else:   # several classes: one score cannot separate them, so every stratum holds one predicted class
+            present = np.zeros((st.n_strata, n_classes), bool)
+            present[st.index, pred] = True
+            mixed = present.sum(1) > 1
+            n_extra = int((present.sum(1) - 1).clip(0).sum())
+        if n_extra == 0:
             return _from_cut_codes(raw, st.index, method, st.n_strata if keep_empty else None)
-        if st.n_strata + n_mixed <= n_strata or k <= 1:
-            codes = 2 * st.index.astype(np.int64) + (mixed[st.index] & (pred != 0))
+        if st.n_strata + n_extra <= n_strata or k <= 1:
+            codes = n_classes * st.index.astype(np.int64) + np.where(mixed[st.index], pred, 0)
             return _from_cut_codes(raw, codes, method)
-        k = max(1, k - max(n_mixed, (st.n_strata + n_mixed - n_strata)))
+        k = max(1, k - max(n_extra, (st.n_strata + n_extra - n_strata)))

@@ -3,6 +3,7 @@ import json
 
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 
 from bayes_eval import measures as M
@@ -322,3 +323,56 @@ def test_cli_stop_width_defaults_to_read_first_for_ais(capsys, tmp_path):
                  "--stop-interval", "bayes-stable"]) == 0
     st = json.loads(capsys.readouterr().out)["stopping"]
     assert st["interval"] == "bayes-stable" and st["stopped"] > 0 and st["mean_labels"] >= 150
+
+
+def test_cli_a_pool_of_three_classes(capsys, tmp_path):
+    """A 3-class pool from a file: without --classes the message names the flag; with it the
+    strata hold one predicted class each, AIS's CLT interval of macro-F1 is computed and no
+    Bayesian interval is offered (its only model put the unlabeled items' classes at the pool's
+    class shares: posterior accuracy 0.36 on this kind of pool, truth 0.87); --bayes yes is refused."""
+    from bayes_eval.cli import main
+    from bayes_eval.registry import load_pool
+    from bayes_eval.strata import stratify
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    y = rng.integers(0, 3, n)
+    pred = np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n))
+    path = tmp_path / "three.csv"
+    pd.DataFrame({"pred": pred, "label": y, "score": rng.random(n)}).to_csv(path, index=False)
+    rc = main(["simulate", str(path), "--repeats", "2"])
+    assert rc == 2 and "(a pool of 3 classes: --classes 3)" in capsys.readouterr().err
+    pool = load_pool(str(path), n_classes=3)
+    assert pool.read_options["n_classes"] == 3
+    st = stratify(pool, 64)
+    per = np.zeros((st.n_strata, 3), int)
+    np.add.at(per, (np.asarray(st.index), pred), 1)
+    assert ((per > 0).sum(1) <= 1).all()          # no stratum mixes predicted classes
+    rc = main(["simulate", str(path), "--classes", "3", "--measure", "macro_f1", "--budget", "400", "--repeats", "8",
+               "--checkpoints", "200,400", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and np.atleast_1d(out["true_value"])[0] > 0.5
+    for c in out["checkpoints"]:
+        assert c["coverage"] is not None and c.get("coverage_bayes") is None
+    rc = main(["simulate", str(path), "--classes", "3", "--bayes", "yes", "--repeats", "2"])
+    assert rc == 2 and "for binary pools" in capsys.readouterr().err
+
+
+def test_a_session_on_three_classes_offers_no_bayesian_interval(tmp_path):
+    """A session on a 3-class pool: the status reads the confidence sequence, says no posterior is
+    available, and carries no Bayesian interval even when asked for one."""
+    from bayes_eval.pool import Pool
+    from bayes_eval.session import Session
+
+    rng = np.random.default_rng(1)
+    n = 1500
+    y = rng.integers(0, 3, n)
+    pred = np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n))
+    pool = Pool.from_frame(pd.DataFrame({"pred": pred, "label": y, "score": rng.random(n)}), n_classes=3)
+    s = Session.create(str(tmp_path / "s.db"), pool, measure="macro_f1", seed=0)
+    batch = s.next_batch(60)
+    s.add_labels(batch["item"].tolist(), [int(y[i]) for i in batch["item"]])
+    for bayesian in ("auto", True):
+        st = s.status(bayesian=bayesian)
+        assert st["posterior_available"] is False and st["headline_interval"] == "clt-cs"
+        assert all("bayes_lower" not in c for c in st["estimates"])
