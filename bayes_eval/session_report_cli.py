@@ -205,7 +205,8 @@ def cmd_report(args, bar):
               _read_first(lead_bayes, st, "bayes_lower" in summ.columns, stop),
               _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
-              "\n" + clt_check_line(st["estimates"], lead_bayes) + " (per component: `clt_check` in summary.csv)\n"]
+              "\n" + clt_check_line(st["estimates"], lead_bayes, posterior=st.get("posterior_available", True))
+              + " (per component: `clt_check` in summary.csv)\n"]
         md += [f"\n{x[0].upper()}{x[1:]} (`feasible_lower`, `feasible_upper` in summary.csv).\n" for x in [allowed_line(st)] if x]
         md += [f"\n{x[0].upper()}{x[1:]} (`blind_spot` in `session status --format json`).\n"
                for x in [blind_spot_text(st.get("blind_spot"), list(summ["component"]))] if x]
