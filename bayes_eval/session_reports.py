@@ -33,6 +33,13 @@ from .session_core import posterior_sampler, resolved_program
 __all__ = ["SessionReports"]
 
 
+
+#: the range of the built-in measures that have no range from the labels (not linear-fractional,
+#: :attr:`~bayes_eval.measures.Measure.fractional`): their CLT-based intervals stop there (a
+#: macro-F1 interval reached 1.084)
+BOUNDS = {"mcc": (-1.0, 1.0), "balanced_accuracy": (0.0, 1.0), "fowlkes_mallows": (0.0, 1.0), "macro_f1": (0.0, 1.0),
+          "auc": (0.0, 1.0)}
+
 class SessionReports:
     """The read side of a :class:`~bayes_eval.session.Session` (a mixin).
 
@@ -115,9 +122,14 @@ class SessionReports:
                           values=self._values(i)[0])
 
     def _cut(self, lower, upper, snap_index: int = -1):
+        """A CLT-based interval cut to what the labels allow and, for the measures without that
+        range (MCC, macro-F1, AUC, ...), to the measure's own bounds (:data:`BOUNDS`)."""
         from .feasible import cut
 
-        return cut(np.asarray(lower, float), np.asarray(upper, float), self.feasible(snap_index))
+        lo, hi = cut(np.asarray(lower, float), np.asarray(upper, float), self.feasible(snap_index))
+        b = np.concatenate([np.repeat(np.array(BOUNDS.get(m.name, (-np.inf, np.inf)), float)[:, None], len(m.names), 1)
+                            for m in self.measures], axis=1)
+        return np.clip(lo, b[0], b[1]), np.clip(hi, b[0], b[1])
 
     def estimate(self) -> pd.Series:
         """Ĝ after the last closed stage, one entry per component (NaN where undefined)."""

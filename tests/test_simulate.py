@@ -360,7 +360,8 @@ def test_cli_a_pool_of_three_classes(capsys, tmp_path):
 
 def test_a_session_on_three_classes_offers_no_bayesian_interval(tmp_path):
     """A session on a 3-class pool: the status reads the confidence sequence, says no posterior is
-    available, and carries no Bayesian interval even when asked for one."""
+    available, and carries no Bayesian interval even when asked for one; the intervals of macro-F1
+    stay within [0, 1]."""
     from bayes_eval.pool import Pool
     from bayes_eval.session import Session
 
@@ -376,3 +377,7 @@ def test_a_session_on_three_classes_offers_no_bayesian_interval(tmp_path):
         st = s.status(bayesian=bayesian)
         assert st["posterior_available"] is False and st["headline_interval"] == "clt-cs"
         assert all("bayes_lower" not in c for c in st["estimates"])
+    # macro-F1 has no range from the labels (not linear-fractional): its intervals stop at its bounds
+    c = st["estimates"][0]
+    assert c["estimate"] + 3.03 * c["std_error"] > 1.0          # a confidence sequence unbounded would pass 1
+    assert 0.0 <= c["cs_lower"] and c["cs_upper"] == 1.0 and c["clt_upper"] <= 1.0
