@@ -275,6 +275,7 @@ def stop_interval_of(spec, oracle: str, bayes: str) -> str:
 
 
 def cmd_simulate(args):
+    from .posterior import posterior_offered
     from .simulate import run_simulation, summarize
 
     pool = read_pool(args.pool, args.score_kind, args.threshold, id_column=args.id_column, columns=pool_columns(args),
@@ -290,13 +291,15 @@ def cmd_simulate(args):
     from .registry import design_spec
 
     spec = design_spec(args.design)
-    if pool.n_classes != 2 and args.bayes == "yes":
-        raise CLIError(f"--bayes yes: the finite-pool posterior is for binary pools; with {pool.n_classes} classes its "
-                       f"only model (001's Dirichlet tree) puts the unlabeled items' classes near the pool's class "
-                       f"shares, so it is not offered (the CLT interval and the confidence sequence are)")
-    bayes = {"yes": True, "no": False, "auto": spec.has_model and pool.n_classes == 2}[args.bayes]
+    offered = posterior_offered(args.posterior_model, pool.n_classes)
+    if not offered and args.bayes == "yes":
+        raise CLIError(f"--bayes yes: the default posterior (calibrated) is for binary pools; with {pool.n_classes} "
+                       f"classes 001's Dirichlet tree in its place puts the unlabeled items' classes near the pool's "
+                       f"class shares, so it is not offered (the CLT interval and the confidence sequence are; "
+                       f"--posterior-model NAME asks for a model by name)")
+    bayes = {"yes": True, "no": False, "auto": spec.has_model and offered}[args.bayes]
     if args.stop_interval == "auto":
-        args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes if pool.n_classes == 2 else "no")
+        args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes if offered else "no")
     bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "bayes-stable",
                                                                           "read-first")
     if bayes_stages and args.bayes == "no":

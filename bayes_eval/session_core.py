@@ -353,11 +353,9 @@ def posterior_model(core: SessionCore, config: dict, n_classes: int):
         return None
     design = core.design
     choice, calibrated = _posterior_choice(config, n_classes)
-    if choice == "calibrated" and not calibrated:
-        # several classes: the calibrated model is binary, and 001's Dirichlet tree in its place
-        # puts the unlabeled items' classes near the pool's class shares (its score prior is the
-        # leaves' mean probability against depth² pseudo-counts): on a 3-class pool whose accuracy
-        # is 0.87 its posterior accuracy was 0.36-0.74.  No Bayesian interval rather than that one.
+    from .posterior import posterior_offered
+
+    if not posterior_offered(choice, n_classes):   # the default on several classes: none rather than a wrong one
         return None
     if ("posterior_model", choice) in core.jitted:
         return core.jitted[("posterior_model", choice)]

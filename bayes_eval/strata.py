@@ -201,9 +201,8 @@ def stratify(pool, n_strata: int = 256, method: str = "csf", system: int = 0, n_
     constant inside a stratum (001 §4); a stratum with both predicted classes would
     spread the positives the labels find among the predicted positives over the
     predicted negatives too (issue 14: all scores tied gave a posterior F1 of 0.03 where
-    the truth was 0.61).  With several classes every stratum holding more than one
-    predicted class is split by it (a 3-class pool whose strata mixed its classes had a
-    posterior accuracy of 0.35–0.69 where the truth was 0.87).
+    the truth was 0.61).  With several classes, which one score cannot separate, every
+    stratum holding more than one predicted class is split by it, for the same reason.
     """
     z = pool.strata_scores(system)
     raw = np.asarray(pool.scores[:, system], dtype=np.float64)

@@ -60,7 +60,7 @@ def _head(path: str, n: int = 4096) -> bytes:
 
 
 def read_table(path: str, *, what: str = "file", error=PoolError, data: bytes | None = None, text: bool = False,
-               dtype=None, short_rows: bool = True):
+               dtype=None):
     """``(frame, sep, note)`` of the table at ``path`` (module docstring); ``sep`` is the
     separator of delimited text (None for Parquet and JSON), ``note`` says a separator other
     than the extension's.  ``data``: the file's bytes, already read (the reader hashes them);
@@ -94,6 +94,6 @@ def read_table(path: str, *, what: str = "file", error=PoolError, data: bytes | 
         raise error(f"could not read {what} {path} as {kind}: {exc}") from None
     if not isinstance(frame, pd.DataFrame):
         raise error(f"could not read {what} {path}: not a table (one row per item)")
-    if sep is not None and short_rows and not text and data is None and frame.isna().to_numpy().any():
+    if sep is not None and not text and data is None and frame.isna().to_numpy().any():
         refuse_short_csv_rows(path, sep, frame)
     return frame, sep, note
