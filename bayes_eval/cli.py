@@ -199,7 +199,7 @@ def build_parser():
                         "most W wide after each of the last 3 stages, as session status --target-width "
                         "--bayesian; as costly as bayes)")
     s.add_argument("--posterior-model", default="calibrated",
-                   help="model of the Bayesian intervals: calibrated (default, binary), design, dirichlet-tree")
+                   help="model of the Bayesian intervals: calibrated (default; with several classes its top-class split), design, dirichlet-tree")
     s.add_argument("--bayes-draws", type=int, default=200, metavar="N",
                    help="posterior draws per Bayesian interval (default 200; a session uses 1000). The "
                         "highest-density interval spans 0.95(N+1) draw spacings, so it holds on average 95%% "
@@ -275,7 +275,6 @@ def stop_interval_of(spec, oracle: str, bayes: str) -> str:
 
 
 def cmd_simulate(args):
-    from .posterior import posterior_offered
     from .simulate import run_simulation, summarize
 
     pool = read_pool(args.pool, args.score_kind, args.threshold, id_column=args.id_column, columns=pool_columns(args),
@@ -291,15 +290,9 @@ def cmd_simulate(args):
     from .registry import design_spec
 
     spec = design_spec(args.design)
-    offered = posterior_offered(args.posterior_model, pool.n_classes)
-    if not offered and args.bayes == "yes":
-        raise CLIError(f"--bayes yes: the default posterior (calibrated) is for binary pools; with {pool.n_classes} "
-                       f"classes 001's Dirichlet tree in its place puts the unlabeled items' classes near the pool's "
-                       f"class shares, so it is not offered (the CLT interval and the confidence sequence are; "
-                       f"--posterior-model NAME asks for a model by name)")
-    bayes = {"yes": True, "no": False, "auto": spec.has_model and offered}[args.bayes]
+    bayes = {"yes": True, "no": False, "auto": spec.has_model}[args.bayes]
     if args.stop_interval == "auto":
-        args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes if offered else "no")
+        args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes)
     bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "bayes-stable",
                                                                           "read-first")
     if bayes_stages and args.bayes == "no":

@@ -28,7 +28,7 @@ __all__ = ["Pool", "PoolError", "PoolWarning", "sigmoid", "demo_pool", "SCORE_KI
 
 
 from .errors import PoolError  # noqa: E402  (re-exported)
-from .scores import SCORE_KINDS, describe, detect_score_kind, prior_probability, sigmoid  # noqa: E402,F401
+from .scores import SCORE_KINDS, describe, detect_score_kind, prior_of_classes, prior_probability, sigmoid  # noqa: E402,F401
 from .scores import stratification_scale  # noqa: E402
 
 
@@ -132,6 +132,10 @@ class Pool:
     label_names : tuple of (name, class) pairs
         The label map a text ``pred`` / ``label`` column was read with (``--label-map``,
         ``label_map=``); a session records it.
+    classes_prior : str
+        How a pool of several classes without class probabilities got its prior (``"confidence"``:
+        :func:`bayes_eval.scores.prior_of_classes`; ``"halfway"``: as releases before); a session
+        records it.
     """
 
     preds: np.ndarray
@@ -150,6 +154,7 @@ class Pool:
     id_column: str | None = None
     column_names: tuple = ()
     label_names: tuple = ()
+    classes_prior: str = "confidence"
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -168,6 +173,7 @@ class Pool:
         score_kind: str | None = None,
         threshold: float | None = None,
         legacy: bool = False,
+        classes_prior: str = "confidence",
     ) -> "Pool":
         """Build and validate a pool from numpy arrays.
 
@@ -187,8 +193,14 @@ class Pool:
         :class:`PoolWarning` says the designs cannot adapt within a predicted class.
         ``legacy=True`` reads the pool as releases before score kinds did (scores are
         margins; missing predictions are ``score >= 0``), so that old session files
-        reopen on the same pool.
+        reopen on the same pool.  ``classes_prior`` (C > 2, no class probabilities): ``"confidence"``
+        reads the score as the confidence in the predicted class
+        (:func:`bayes_eval.scores.prior_of_classes`); ``"halfway"`` gives every item the prior halfway
+        between uniform and its prediction, and a pool without scores the last class's probability as
+        its score, as releases before did (sessions created then reopen on the pool they were built on).
         """
+        if classes_prior not in ("confidence", "halfway"):
+            raise PoolError(f"classes_prior must be 'confidence' or 'halfway', got {classes_prior!r}")
         if n_classes < 2:
             raise PoolError(f"n_classes must be at least 2, got {n_classes}")
         if scores is None and preds is None and probs is None:
@@ -291,8 +303,9 @@ class Pool:
             if row is not None:
                 raise PoolError(f"column 'prob': value outside [0, 1] at row {row} (item {_py(ids_arr[row])!r})")
         # what the scores are
-        if s is None and pr is not None:
-            s = pr[..., -1]
+        score_of_probs = s is None and pr is not None
+        if score_of_probs:
+            s = pr[..., -1]   # several classes: the predicted class's probability, once the predictions are known
             kind, detected = "probability", False
             if score_kind not in (None, "probability"):
                 why = "given, but the pool has no score column (its scores are taken from the 'prob' column)"
@@ -310,7 +323,7 @@ class Pool:
             raise PoolError(f"column 'score': score kind 'probability' {bad}",
                             cli=f"column 'score': --score-kind probability {bad}")
         if kind != "none":
-            notes.append(describe(kind, detected))
+            notes.append(describe(kind, detected, n_classes if classes_prior == "confidence" else 2))
         # what the predictions are
         if preds is not None:
             if threshold is not None:
@@ -342,6 +355,8 @@ class Pool:
             raise PoolError(missing.replace("NAMED", "pred=NAME") + f"threshold={hint} (pred = score >= threshold)",
                             cli=missing.replace("NAMED", "--pred-column NAME") + f"--threshold {hint} (pred = score >= threshold)")
         n_sys = p.shape[1]
+        if score_of_probs and n_classes > 2 and classes_prior == "confidence":
+            s = np.take_along_axis(pr, p[..., None].astype(np.int64), axis=-1)[..., 0]
         if s is None:
             s = p.astype(np.float64)
             msg = ("no score column: strata come from the predictions only, so the adaptive designs cannot "
@@ -356,9 +371,10 @@ class Pool:
                 prior_probability(s, p, kind, out=pr[..., 1])
                 for a in range(0, n, 1 << 20):  # chunks: no N-sized temporaries (10^8-item pools)
                     pr[a:a + (1 << 20), :, 0] = 1.0 - pr[a:a + (1 << 20), :, 1]
+            elif classes_prior == "halfway":
+                pr = 0.5 * np.full((n, n_sys, n_classes), 1.0 / n_classes) + 0.5 * np.eye(n_classes)[p]
             else:
-                pr = np.full((n, n_sys, n_classes), 1.0 / n_classes)
-                pr = 0.5 * pr + 0.5 * np.eye(n_classes)[p]
+                pr = prior_of_classes(s, p, kind, n_classes)
         if pr.shape[1] != n_sys:
             raise PoolError(f"column 'prob': {pr.shape[1]} systems but 'pred' has {n_sys}")
         if n_classes == 2 and kind != "none":
@@ -402,7 +418,7 @@ class Pool:
         return cls(
             preds=p, scores=s, probs=pr, weights=w, ids=ids_arr, labels=lab, n_classes=n_classes,
             system_names=names, columns=columns, name=name, score_kind=kind,
-            threshold=threshold if preds is None else None, notes=tuple(notes),
+            threshold=threshold if preds is None else None, notes=tuple(notes), classes_prior=classes_prior,
         )
 
     @classmethod
@@ -421,6 +437,7 @@ class Pool:
         threshold: float | None = None,
         legacy: bool = False,
         label_map: dict | None = None,
+        classes_prior: str = "confidence",
     ) -> "Pool":
         """Build a pool from a DataFrame.
 
@@ -430,8 +447,8 @@ class Pool:
 
         Item ids: the ``item`` column names the id column (default ``"item"`` when the
         frame has one); otherwise the frame's index.  Ids are kept as given (integers stay
-        the integers they are, strings the strings).  ``score_kind``, ``threshold`` and
-        ``legacy`` as :meth:`from_arrays`.  ``label_map`` ({name: class}) reads a ``pred`` or
+        the integers they are, strings the strings).  ``score_kind``, ``threshold``,
+        ``legacy`` and ``classes_prior`` as :meth:`from_arrays`.  ``label_map`` ({name: class}) reads a ``pred`` or
         ``label`` column written as class names (``match`` / ``non-match``): names matched as
         written, else ignoring case; a name it lacks is refused with its row.
         """
@@ -535,6 +552,7 @@ class Pool:
             scores=scores, preds=preds, probs=probs, labels=labels, weights=weights, ids=ids,
             n_classes=n_classes, system_names=sc if sc is not None and len(sc) > 1 else None,
             columns=own, name=name, score_kind=score_kind, threshold=threshold, legacy=legacy,
+            classes_prior=classes_prior,
         )
         if used_map:
             pool = replace(pool, label_names=tuple(sorted(label_map.items())), notes=pool.notes + (
@@ -666,6 +684,7 @@ class Pool:
             out["label_map"] = dict(self.label_names)
         if self.n_classes != 2:
             out["n_classes"] = int(self.n_classes)
+            out["classes_prior"] = self.classes_prior
         return out
 
     def strata_scores(self, system: int = 0) -> np.ndarray:

@@ -72,16 +72,6 @@ __all__ = [
 CELL_UNIT_MODELS = ("calibrated",)
 
 
-def posterior_offered(posterior_model: str, n_classes: int) -> bool:
-    """Whether a Bayesian interval is offered with ``posterior_model``: a named model always; the
-    default, ``"calibrated"``, on binary pools only.  With several classes the calibrated model
-    does not apply and 001's Dirichlet tree in its place puts the unlabeled items' classes near
-    the pool's class shares (its score prior is each leaf's mean class probability against
-    depth² pseudo-counts): on a 3-class pool whose accuracy is 0.87 its posterior accuracy was
-    0.36-0.74 and no interval covered (stop 52).  One rule for simulations, sessions and the CLI."""
-    return posterior_model != "calibrated" or int(n_classes) == 2
-
-
 def units_for_model(name: str) -> str:
     """``"cell"`` or ``"stratum"``: the units :func:`bayes_eval.cells.posterior_units`
     builds for the posterior model ``name``."""

@@ -248,7 +248,7 @@ def component_names(measures) -> list[str]:
 def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False,
               engine: str | None = None, scheduler: str | None = None, client=None, csv_ids: str = "text",
               id_column: str | None = None, columns: dict | None = None, label_map: dict | None = None,
-              n_classes: int = 2):
+              n_classes: int = 2, classes_prior: str = "confidence"):
     """A pool from a Parquet, CSV / TSV or JSON (lines) file (:meth:`bayes_eval.pool.Pool.from_file`),
     or the built-in demo pool for ``"demo"``.
 
@@ -265,8 +265,9 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     ``{"score": "prob", "pred": "predicted", "label": "gold"}`` (``--score-column`` etc.),
     ``label_map`` ({name: class}) for ``pred`` / ``label`` columns written as class names
     (``--label-map``), ``n_classes`` the size of the label set (``--classes``; a file of
-    several classes gives ``pred`` / ``label`` in 0..C−1); a session records
-    ``pool.read_options`` and reopens with them."""
+    several classes gives ``pred`` / ``label`` in 0..C−1), ``classes_prior`` as
+    :meth:`~bayes_eval.pool.Pool.from_arrays`; a session records ``pool.read_options`` and reopens
+    with them."""
     from dataclasses import replace
 
     from .pool import Pool, demo_pool
@@ -316,6 +317,7 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     kw = {"item": id_column} if id_column is not None else {}
     if int(n_classes) != 2:
         kw["n_classes"] = int(n_classes)
+        kw["classes_prior"] = classes_prior
     if label_map:
         kw["label_map"] = {str(k): int(v) for k, v in label_map.items()}
     pool = Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy, csv_ids=csv_ids,

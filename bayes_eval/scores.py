@@ -165,8 +165,38 @@ def prior_probability(scores: np.ndarray, preds: np.ndarray, kind: str, out: np.
     raise ValueError(f"unknown score kind {kind!r}; use one of {', '.join(SCORE_KINDS)}")
 
 
-def describe(kind: str, detected: bool) -> str:
-    """One line for the user: what the scores were read as, and why."""
+def prior_of_classes(scores: np.ndarray, preds: np.ndarray, kind: str, n_classes: int) -> np.ndarray:
+    """The classifier's prior s(y | x) (N, S, C) of a pool of C > 2 classes given one score per
+    item and system and no class probabilities: the score read as the classifier's confidence in
+    its predicted class -- the probability itself, sigmoid of a margin or a logit (001 §5.2), at
+    least 1/C (a top class's probability is) -- on the predicted class, the rest spread evenly over
+    the others.  Ranks and absent scores carry no calibration: halfway between uniform and the
+    prediction.  Why: the oracle models' units are cells of one predicted class, and the calibrated
+    model's top-class split (``models/calibrated_classes.py``) follows P(y = pred) along this
+    confidence; with one prior for every item of a class its curve was flat and its interval of
+    macro-F1 held the truth in 41% of AIS runs (``benchmarks/results/several_classes.md``)."""
+    s = np.asarray(scores, dtype=np.float64)
+    p = np.asarray(preds)
+    n, n_sys = s.shape
+    c = int(n_classes)
+    out = np.empty((n, n_sys, c))
+    for a in range(0, n, _CHUNK):   # chunks: no N-sized temporaries beyond the output
+        sa, pa = s[a:a + _CHUNK], p[a:a + _CHUNK]
+        if kind in ("margin", "logit"):
+            conf = sigmoid(sa)
+        elif kind == "probability":
+            conf = sa.copy()
+        else:
+            conf = np.full(sa.shape, 0.5 + 0.5 / c)
+        conf = np.maximum(conf, (1.0 + 1e-9) / c)
+        out[a:a + _CHUNK] = ((1.0 - conf) / (c - 1))[..., None]
+        np.put_along_axis(out[a:a + _CHUNK], pa[..., None].astype(np.int64), conf[..., None], axis=-1)
+    return out
+
+
+def describe(kind: str, detected: bool, n_classes: int = 2) -> str:
+    """One line for the user: what the scores were read as, and why (with several classes: the
+    confidence in the predicted class, :func:`prior_of_classes`)."""
     how = {
         "margin": "margins (any real value, e.g. an SVM decision value); prior sigmoid(score), strata on the score",
         "logit": "logits; prior sigmoid(score), strata on the score",
@@ -174,6 +204,14 @@ def describe(kind: str, detected: bool) -> str:
         "rank": "ranks (no calibration); prior from the rank and the decision boundary, strata on logit(rank / N)",
         "none": "absent: strata from the predictions only",
     }[kind]
+    if n_classes > 2:   # the score is the confidence in the predicted class (prior_of_classes)
+        how = {
+            "margin": "margins of the predicted class; prior sigmoid(score) on it (the rest spread evenly), strata on the score",
+            "logit": "logits of the predicted class; prior sigmoid(score) on it (the rest spread evenly), strata on the score",
+            "probability": "probabilities of the predicted class; prior = the score on it (the rest spread evenly), "
+                           "strata on logit(score)",
+            "rank": "ranks (no calibration); prior halfway between uniform and the prediction, strata on logit(rank / N)",
+        }.get(kind, how)
     if not detected:
         return f"scores read as {how}"
     why = {"probability": " (all in [0, 1]; score_kind / --score-kind overrides)",

@@ -332,6 +332,8 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                 try:
                     # as recorded (a partitioned pool: the engine and a scheduler address), unless given
                     opts = dict(read) if read is not None else {"legacy": True}
+                    if opts.get("n_classes", 2) > 2:   # several classes, recorded before their confidence prior
+                        opts.setdefault("classes_prior", "halfway")
                     opts.setdefault("csv_ids", "guess")   # ids as pandas guessed them, before text ids
                     opts.update({k: v for k, v in (("engine", engine), ("scheduler", scheduler)) if v is not None})
                     if opts.get("engine") == "memory":

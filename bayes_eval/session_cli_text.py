@@ -40,10 +40,11 @@ def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = 
     if not checked and labels == 0:
         return "CLT check: nothing to check before the first stage is labeled"
     if not checked:
-        return ("CLT check: not available for this design; the CLT-based intervals rest on the positives found so "
+        return ("CLT check: not available for this design (it needs the calibrated companion of ais or "
+                "poisson-adaptive on a binary pool); the CLT-based intervals rest on the labels found so "
                 "far and on imbalanced pools cover 60-98% (benchmarks/results/stopping.md)"
                 + (": read them with the --bayesian interval, which accounts for the unlabeled items" if posterior else
-                   "; no Bayesian interval is offered here (several classes, or a stochastic oracle), so read them "
+                   "; no Bayesian interval is offered here (a stochastic oracle), so read them "
                    "as CLT intervals that may miss where few labels have been spent"))
     bad = [c for c in checked if not c["clt_reliable"]]
     if bad:

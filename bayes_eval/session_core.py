@@ -109,6 +109,8 @@ def build_core(pool, measures, cfg, progress) -> SessionCore:
                            pool.id_index)
     progress("stratifying", 0, 1)
     skw = {"keep_empty": cfg["keep_empty"]} if cfg.get("keep_empty") is not None else {}
+    if pool.n_classes > 2:   # sessions of several classes created before record no class_bins
+        skw["class_bins"] = cfg.get("class_bins", "by-splits")
     strata = stratify(pool, cfg["n_strata"], method=cfg["strata_method"], system=system, n_fine=cfg["n_fine"], **skw)
     progress("building cells", 0, 1)
     from .measures import Features
@@ -265,7 +267,7 @@ def core_for(pool, measures, cfg, progress) -> SessionCore:
     """The core of configuration ``cfg`` on ``pool``: built once, then kept on the pool
     (its :data:`CORE_CACHE_SIZE` most recently used cores; custom measures by identity)."""
     core_cfg = {k: cfg.get(k) for k in ("measures", "design", "oracle", "n_strata", "n_fine", "strata_method", "system",
-                                        "keep_empty")}
+                                        "keep_empty", "class_bins")}
     key = (json.dumps(core_cfg, sort_keys=True),
            tuple(id(m) for m, s in zip(measures, cfg["measures"]) if s.get("custom")))
     return pool.derived(_CORE_KIND, key, lambda: build_core(pool, measures, cfg, progress), size=CORE_CACHE_SIZE)
@@ -329,11 +331,11 @@ def ids_at(pool, rows) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ the posterior
-def _posterior_choice(config: dict, n_classes: int) -> tuple[str, bool]:
+def _posterior_choice(config: dict) -> tuple[str, bool]:
     """The session's posterior-model choice and whether it is the calibrated model on cell
-    units (the default on binary pools)."""
+    units (the default; with several classes its top-class split, ``models/calibrated_classes.py``)."""
     choice = config.get("posterior_model") or "calibrated"
-    return choice, choice == "calibrated" and n_classes == 2
+    return choice, choice == "calibrated"
 
 
 def _calibrated_on(cells, n_strata: int):
@@ -346,17 +348,13 @@ def _calibrated_on(cells, n_strata: int):
     return units, make_oracle_model("calibrated", units.probs)
 
 
-def posterior_model(core: SessionCore, config: dict, n_classes: int):
+def posterior_model(core: SessionCore, config: dict):
     """The oracle model behind a session's Bayesian interval (see
     :meth:`bayes_eval.session.Session.posterior_model`), built once per core and choice."""
     if not core.has_model:
         return None
     design = core.design
-    choice, calibrated = _posterior_choice(config, n_classes)
-    from .posterior import posterior_offered
-
-    if not posterior_offered(choice, n_classes):   # the default on several classes: none rather than a wrong one
-        return None
+    choice, calibrated = _posterior_choice(config)
     if ("posterior_model", choice) in core.jitted:
         return core.jitted[("posterior_model", choice)]
     from .cells import leaf_probs, posterior_units
@@ -471,7 +469,7 @@ class MeasurePosterior(NamedTuple):
     n_cells: int
 
 
-def measure_posterior(core: SessionCore, pool, measures, config: dict, n_classes: int, measure,
+def measure_posterior(core: SessionCore, pool, measures, config: dict, measure,
                       n_draws: int) -> MeasurePosterior | None:
     """The posterior of ``measure`` on the pool given a session's labels, by the recipe of the
     session's own Bayesian interval (:func:`posterior_sampler`; the simulation's too): the
@@ -488,7 +486,7 @@ def measure_posterior(core: SessionCore, pool, measures, config: dict, n_classes
 
     if not core.has_model or getattr(pool, "partitioned", False):
         return None
-    choice, calibrated = _posterior_choice(config, n_classes)
+    choice, calibrated = _posterior_choice(config)
     key = ("measure_posterior", choice, measure.name, tuple(measure.names), int(n_draws))
     if key in core.jitted:
         return core.jitted[key]
@@ -502,7 +500,7 @@ def measure_posterior(core: SessionCore, pool, measures, config: dict, n_classes
         # the design's (or the named) model over the strata: the session's strata, so the
         # session's model serves as it is
         units = posterior_units(cells, core.n_strata, "stratum")
-        model = posterior_model(core, config, n_classes)
+        model = posterior_model(core, config)
     program = _pool_posterior_program(model, units, (cells.loss,), (measure.g,), n_draws)
 
     def sample(rkey, labeled):

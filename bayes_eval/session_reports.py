@@ -235,7 +235,7 @@ class SessionReports:
         the design's own model).  None when the design carries no model; the Poisson
         designs always have one (the posterior needs only the labeled counts per cell,
         whatever chose the items: the selection is ignorable, 001 §4.2)."""
-        return core_posterior_model(self._core, self.config, self._n_classes)
+        return core_posterior_model(self._core, self.config)
 
     def posterior(self, n_draws: int = 1000, seed: int | None = None, snap_index: int = -1) -> np.ndarray | None:
         """Draws (n, m) of every component of G on this pool, or None.
@@ -312,7 +312,7 @@ class SessionReports:
             raise TypeError(f"measure must be a bayes_eval.measures.Measure, got {type(measure).__name__}")
         if self._stochastic:
             return None
-        mp = measure_posterior(self._core, self.pool, self.measures, self.config, self._n_classes, measure, n_draws)
+        mp = measure_posterior(self._core, self.pool, self.measures, self.config, measure, n_draws)
         if mp is None:
             return None
         rows, labels = self.labels_in_estimate()

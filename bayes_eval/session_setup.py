@@ -222,6 +222,8 @@ def session_config(pool, measure, design: str, *, seed, oracle, n_strata, depth,
         "n_fine": n_fine,
         "strata_method": strata_method,
         "keep_empty": keep_empty_default(keep_empty),
+        # several classes: strata by score bins fewer in proportion (strata.stratify; absent: as before)
+        **({"class_bins": "proportional"} if pool.n_classes > 2 else {}),
         "system": int(system),
         "label_map": label_map,
         "posterior_model": posterior_model,

@@ -37,7 +37,7 @@ from .designs import Design
 from .kernel import StageState
 from .estimators import normal_interval
 from .feasible import cut, project, unknown
-from .posterior import intervals_at_checkpoints, posterior_offered, units_for_model
+from .posterior import intervals_at_checkpoints, units_for_model
 from .results import SimResult, StageRecord, make_result, schedule, summarize  # noqa: F401  (re-exported)
 
 __all__ = ["SimState", "StageRecord", "SimResult", "schedule", "simulate_runs", "summarize", "run_simulation", "simulate_poisson"]
@@ -383,8 +383,8 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
     binary pools, ``"none"``: the designs of 001 / 000 with the oracle model alone).
     ``bayes_stages``: the Bayesian interval after every stage too (with ``bayes``;
     :func:`simulate_runs`).  ``posterior_model``: the Bayesian interval's model, ``"calibrated"``
-    (binary pools; with several classes no Bayesian interval:
-    :func:`bayes_eval.posterior.posterior_offered`), ``"design"`` or an oracle model's name.
+    (``models/calibrated.py``; with several classes its top-class split,
+    ``models/calibrated_classes.py``), ``"design"`` or an oracle model's name.
     """
     from .cells import build_cells
     from .designs import resolve_companion
@@ -410,7 +410,7 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
                     companion=resolve_companion(companion, cells.loss.shape[1], design_name))
     design = build_design(design_name, measure, cells, k, **settings)
     bayes_model = bayes_units = None
-    if bayes and posterior_offered(posterior_model, pool.n_classes):
+    if bayes:
         if posterior_model == "calibrated":
             bayes_units = posterior_units(cells, k, units_for_model("calibrated"))
             bayes_model = make_oracle_model("calibrated", bayes_units.probs)

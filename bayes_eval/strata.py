@@ -186,7 +186,7 @@ def _mixed_strata(index, k, z, pred):
 
 
 def stratify(pool, n_strata: int = 256, method: str = "csf", system: int = 0, n_fine: int | None = None,
-             keep_empty: bool = False) -> Strata:
+             keep_empty: bool = False, class_bins: str = "proportional") -> Strata:
     """Stratify a :class:`~bayes_eval.pool.Pool` by one system's score.
 
     The bins are cut on :meth:`~bayes_eval.pool.Pool.strata_scores` (the score spread
@@ -202,8 +202,13 @@ def stratify(pool, n_strata: int = 256, method: str = "csf", system: int = 0, n_
     spread the positives the labels find among the predicted positives over the
     predicted negatives too (issue 14: all scores tied gave a posterior F1 of 0.03 where
     the truth was 0.61).  With several classes, which one score cannot separate, every
-    stratum holding more than one predicted class is split by it, for the same reason.
+    stratum holding more than one predicted class is split by it, for the same reason, the
+    score bins fewer in proportion (``class_bins="proportional"``) so that about ``n_strata``
+    remain; ``"by-splits"`` lowers the bins by the number of splits, as sessions created before
+    did (it reached one bin at once: C strata on any pool), so those reopen on their own strata.
     """
+    if class_bins not in ("proportional", "by-splits"):
+        raise ValueError(f"class_bins must be 'proportional' or 'by-splits', got {class_bins!r}")
     z = pool.strata_scores(system)
     raw = np.asarray(pool.scores[:, system], dtype=np.float64)
     pred = np.asarray(pool.preds[:, system])
@@ -224,4 +229,7 @@ def stratify(pool, n_strata: int = 256, method: str = "csf", system: int = 0, n_
         if st.n_strata + n_extra <= n_strata or k <= 1:
             codes = n_classes * st.index.astype(np.int64) + np.where(mixed[st.index], pred, 0)
             return _from_cut_codes(raw, codes, method)
-        k = max(1, k - max(n_extra, (st.n_strata + n_extra - n_strata)))
+        if n_classes == 2 or class_bins == "by-splits":
+            k = max(1, k - max(n_extra, (st.n_strata + n_extra - n_strata)))
+        else:   # most bins hold every class: fewer bins in proportion
+            k = max(1, min(k - 1, k * n_strata // (st.n_strata + n_extra)))

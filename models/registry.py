@@ -35,6 +35,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 from ..strata import tree_shape
 from .calibrated import BANDS, calibrated_model
+from .calibrated_classes import calibrated_classes_model
 from .oracle import classifier_scores, dirichlet_tree, flat_dirichlet_tree, independent_dirichlet
 
 __all__ = ["ORACLE_MODELS", "oracle_model_names", "make_oracle_model", "make_companion_model", "COMPANIONS",
@@ -60,9 +61,9 @@ def _classifier(leaf_probs, depth=8, branching=None, strength=1.0, em_iters=10):
 
 
 def _calibrated(leaf_probs, depth=8, branching=None, strength=1.0, em_iters=10):
-    if np.asarray(leaf_probs).shape[1] != 2:
-        raise ValueError("the calibrated model is binary only; use model='dirichlet-tree'")
-    return calibrated_model(leaf_probs, bands=BANDS)
+    if np.asarray(leaf_probs).shape[1] == 2:
+        return calibrated_model(leaf_probs, bands=BANDS)
+    return calibrated_classes_model(leaf_probs, bands=BANDS)
 
 
 #: name -> factory ``(leaf_probs, depth, branching, strength, em_iters) -> OracleModel``

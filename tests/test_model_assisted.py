@@ -321,7 +321,7 @@ def test_the_pr_curves_bayesian_band_is_the_sessions_posterior(failing_session, 
     assert ok.sum() >= 20 and held(lo, hi).mean() >= 0.9 and held(clo, chi).mean() <= 0.8, \
         (held(lo, hi).mean(), held(clo, chi).mean())
     # every item labeled: the band is the truth
-    mp = measure_posterior(s._core, s.pool, s.measures, s.config, 2, pr, 1000)
+    mp = measure_posterior(s._core, s.pool, s.measures, s.config, pr, 1000)
     full = labeled_table(mp.item_cell, mp.n_cells, 2, np.arange(pool.n_items), pool.labels)
     exact = np.asarray(mp.sample(jax.random.PRNGKey(0), jnp.asarray(full)))
     fin = np.isfinite(truth)

@@ -1,0 +1,96 @@
+"""Coverage of the Bayesian interval on pools of several classes (the calibrated model for C > 2,
+``models/calibrated_classes.py``) beside AIS's CLT interval.
+
+Pools (synthetic, seeded; the shared pools are binary):
+
+* ``flat3``: 2,000 items, 3 balanced classes, predictions 80% right, the score uninformative
+  (no probabilities: every unit's prior is the same) -- the pool of stop 52's finding;
+* ``probs4``: 20,000 items, 4 classes with shares 0.6 / 0.25 / 0.1 / 0.05, softmax probabilities
+  of a noisy linear classifier (calibrated), the predicted class the argmax, the score its
+  probability;
+* ``sharp4``: the same classifier's probabilities sharpened (temperature 0.4: overconfident),
+  so the curve must recalibrate;
+* ``conf4``: the ``probs4`` pool as a file of ``pred`` and ``score`` gives it (the score the
+  predicted class's probability, no class probabilities);
+* ``rare5``: 50,000 items, 5 classes, one of them 0.5% of the pool.
+
+Run: ``python benchmarks/interval_study/several_classes.py POOL [--measure macro_f1]
+[--repeats 100] [--design ais] [--budget 1000] [--checkpoints 200,500,1000] [--model calibrated]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+
+def make_pool(name: str, seed: int = 0):
+    from bayes_eval.pool import Pool
+
+    rng = np.random.default_rng(seed)
+    if name == "flat3":
+        n = 2000
+        y = rng.integers(0, 3, n)
+        pred = np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n))
+        return Pool.from_arrays(scores=rng.random(n), preds=pred, labels=y, n_classes=3, name=name)
+    shares = {"probs4": [0.6, 0.25, 0.1, 0.05], "sharp4": [0.6, 0.25, 0.1, 0.05], "conf4": [0.6, 0.25, 0.1, 0.05],
+              "rare5": [0.5, 0.3, 0.15, 0.045, 0.005]}[name]
+    n = 50000 if name == "rare5" else 20000
+    c = len(shares)
+    y = rng.choice(c, n, p=shares)
+    means = rng.normal(0, 1.0, (c, 6)) * 1.6
+    x = means[y] + rng.normal(0, 1.0, (n, 6))
+    # the Bayes classifier of this Gaussian mixture: calibrated probabilities
+    logit = -0.5 * ((x[:, None, :] - means[None]) ** 2).sum(-1) + np.log(shares)[None]
+    if name == "sharp4":
+        logit = logit / 0.4
+    p = np.exp(logit - logit.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    pred = p.argmax(1)
+    if name == "conf4":   # as a file of pred and confidence gives it: no class probabilities
+        return Pool.from_arrays(scores=p[np.arange(n), pred], preds=pred, labels=y, n_classes=c, name=name)
+    return Pool.from_arrays(scores=p[np.arange(n), pred], preds=pred, probs=p, labels=y, n_classes=c, name=name)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pool")
+    ap.add_argument("--measure", default="macro_f1")
+    ap.add_argument("--design", default="ais")
+    ap.add_argument("--repeats", type=int, default=100)
+    ap.add_argument("--budget", type=int, default=1000)
+    ap.add_argument("--checkpoints", default="200,500,1000")
+    ap.add_argument("--model", default="calibrated")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    from bayes_eval.registry import measure_from_args
+    from bayes_eval.simulate import run_simulation
+
+    pool = make_pool(args.pool)
+    measure = measure_from_args(args.measure, pool)
+    cps = tuple(int(v) for v in args.checkpoints.split(","))
+    t0 = time.perf_counter()
+    res, cells = run_simulation(pool, measure, args.design, budget=args.budget, repeats=args.repeats, seed=args.seed,
+                                checkpoints=cps, bayes=True, posterior_model=args.model)
+    truth = float(np.atleast_1d(res.true_value)[0])
+    rows = []
+    for i, cp in enumerate(cps):
+        est = np.asarray(res.checkpoint_value)[:, i, 0]
+        row = {"pool": args.pool, "measure": args.measure, "design": args.design, "labels": cp, "truth": round(truth, 4),
+               "rmse": float(np.sqrt(np.nanmean((est - truth) ** 2)))}
+        for kind, lo, hi in (("clt", res.checkpoint_lower, res.checkpoint_upper), ("bayes", res.bayes_lower, res.bayes_upper)):
+            if lo is None:
+                continue
+            lo_i, hi_i = np.asarray(lo)[:, i, 0], np.asarray(hi)[:, i, 0]
+            row[f"{kind}_coverage"] = float(np.mean((lo_i <= truth) & (truth <= hi_i)))
+            row[f"{kind}_width"] = float(np.mean(hi_i - lo_i))
+        rows.append(row)
+    for r in rows:
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}))
+    print(f"# {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
