@@ -58,7 +58,8 @@ Inference: given (a, b, κ, d), π_k | labels ~ Beta(κμ_k + n_k1, κ(1−μ_k)
 only three parameters (nine with the six band offsets) need sampling.  ``sample`` does it by a Laplace approximation at
 the mode with Student-t importance sampling and resampling (jit- and vmap-compatible, for
 the simulation core); ``numpyro_model`` + NUTS is the check and the diagnostics route.
-Binary (C = 2) only.
+Binary (C = 2); with several classes the registry's ``"calibrated"`` applies this model to whether an
+item's label is its unit's top class (``models/calibrated_classes.py``).
 """
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 from .calibrated import BAND_SCALE, BANDS, calibrated_model
 
-__all__ = ["calibrated_classes_model", "top_classes", "error_prior"]
+__all__ = ["calibrated_classes_model", "top_classes", "error_prior", "top_split", "classes_pi"]
 
 
 def top_classes(leaf_probs) -> np.ndarray:
@@ -69,6 +69,35 @@ def error_prior(leaf_probs, top=None) -> np.ndarray:
     return alpha
 
 
+def top_split(leaf_probs, counts=None):
+    """The binary problem of the top split: (K, 2) probabilities (off, on the top class) and, with
+    ``counts`` (K, C), the (K, 2) labeled counts off and on each unit's top class."""
+    p = np.asarray(leaf_probs, np.float64)
+    top = top_classes(p)
+    p_top = p[np.arange(p.shape[0]), top]
+    lp2 = np.stack([1.0 - p_top, p_top], axis=1)
+    if counts is None:
+        return lp2
+    counts = jnp.asarray(counts, dtype=jnp.float64)
+    n_top = jnp.sum(counts * jnp.asarray(np.eye(p.shape[1])[top]), axis=1)
+    return lp2, jnp.stack([counts.sum(1) - n_top, n_top], axis=1)
+
+
+def classes_pi(key, leaf_probs, counts, rho):
+    """Draws of π(c|u) (n, K, C) and of the other classes' split per top class φ (n, C, C) given
+    draws of the top split ρ (n, K) (from the binary calibrated model on :func:`top_split`): φ_t
+    from its exact conditional Dirichlet(α_t + the wrong labels of top class t)."""
+    p = np.asarray(leaf_probs, np.float64)
+    c = p.shape[1]
+    top = top_classes(p)
+    on_top = jnp.asarray(np.eye(c)[top])
+    alpha0 = jnp.asarray(error_prior(p, top))
+    wrong = jax.ops.segment_sum(jnp.asarray(counts, dtype=jnp.float64) * (1.0 - on_top), jnp.asarray(top),
+                                num_segments=c)
+    phi = _gamma_split(key, jnp.where(alpha0 > 0, alpha0 + wrong, 0.0), (rho.shape[0],))
+    return rho[..., None] * on_top + (1.0 - rho)[..., None] * phi[:, top, :], phi
+
+
 def _gamma_split(key, alpha, shape):
     """Dirichlet draws of the rows of ``alpha`` (rows with zeros allowed: those classes get 0)."""
     g = jax.random.gamma(key, jnp.where(alpha > 0, alpha, 1.0), shape + alpha.shape)
@@ -84,19 +113,17 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
     from .oracle import OracleModel
 
     p = np.asarray(leaf_probs, np.float64)
-    k, c = p.shape
+    c = p.shape[1]
     top = top_classes(p)
-    p_top = p[np.arange(k), top]
-    inner = calibrated_model(np.stack([1.0 - p_top, p_top], axis=1), n_proposals=n_proposals, fit_iters=fit_iters,
-                             bands=bands, band_scale=band_scale)
+    inner = calibrated_model(top_split(p), n_proposals=n_proposals, fit_iters=fit_iters, bands=bands,
+                             band_scale=band_scale)
     on_top = jnp.asarray(np.eye(c)[top])                     # (K, C)
     top_j = jnp.asarray(top, dtype=jnp.int32)
     alpha0 = jnp.asarray(error_prior(p, top))                  # (C, C)
 
     def split(counts):
         """(K, 2): labels off and on each unit's top class."""
-        n_top = jnp.sum(counts * on_top, axis=1)
-        return jnp.stack([counts.sum(1) - n_top, n_top], axis=1)
+        return top_split(p, counts)[1]
 
     def alpha_post(counts):
         """(C, C): the other classes' Dirichlet per top class given the wrong labels."""
@@ -125,9 +152,7 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
     def sample(key, counts, unlabeled, n_draws, state=None):
         k1, k2, k3 = jax.random.split(key, 3)
         s = inner.sample(k1, split(counts), unlabeled, n_draws, state=state)
-        rho = s["pi"][..., 1]                                  # (n, K)
-        phi = _gamma_split(k2, alpha_post(counts), (n_draws,))  # (n, C, C)
-        pi = combine(rho, phi[:, top_j, :])
+        pi, phi = classes_pi(k2, p, counts, s["pi"][..., 1])   # (n, K, C), (n, C, C)
         m_top = s["unlabeled_counts"][..., 1]                  # (n, K) unlabeled on the top class
         rest = unlabeled[None, :] - m_top
         # the rest over the other classes: sequential binomials of the (renormalised) shares

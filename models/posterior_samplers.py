@@ -99,8 +99,24 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
                      extra_fields: tuple, sampler=None, depth=8, branching=None, strength=1.0) -> ParameterDraws:
     """The calibrated model's (a, b, κ) and π (see the module docstring): ``key`` for the
     parameters, ``pi_key`` for π given them; ``depth``, ``branching``, ``strength`` are the
-    tree's and ignored."""
+    tree's and ignored.  With C > 2 classes: the binary model's draws on the top split
+    (``models/calibrated_classes.py``), then the other classes' split per top class from its
+    exact Dirichlet conditional (``error_split`` [top_class, class])."""
     from . import calibrated as cal
+
+    if np.asarray(leaf_probs).shape[1] > 2:
+        from .calibrated_classes import classes_pi, top_split
+
+        lp2, counts2 = top_split(leaf_probs, counts)
+        d = calibrated_draws(key, pi_key, lp2, counts2, unlabeled, method=method, num_chains=num_chains,
+                             num_warmup=num_warmup, num_samples=num_samples, thin=thin, n_proposals=n_proposals,
+                             chain_method=chain_method, nuts_kwargs=nuts_kwargs, extra_fields=extra_fields,
+                             sampler=sampler)
+        pi, phi = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1])
+        c = phi.shape[-1]
+        params = dict(d.params, error_split=np.asarray(phi).reshape(np.asarray(d.params["a"]).shape + (c, c)))
+        return d._replace(params=params, pi=pi, dims=dict(d.dims, error_split=["top_class", "class"]),
+                          coords=dict(d.coords, top_class=np.arange(c)))
 
     lp = jnp.asarray(leaf_probs, dtype=jnp.float64)
     k_fit, k_pi = key, pi_key

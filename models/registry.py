@@ -13,13 +13,15 @@ name                   model                                                    
 ``flat``               the depth-1 tree, branching = K                              any
 ``independent``        a Dirichlet per stratum (the non-hierarchical baseline)      any
 ``classifier``         the classifier's probabilities, never updated                any
-``calibrated``         the Beta-binomial model with a logistic recalibration of     2
-                       the scores and band offsets (``models/calibrated.py``)
+``calibrated``         the Beta-binomial model with a logistic recalibration of     any
+                       the scores and band offsets (``models/calibrated.py``);
+                       with C > 2 its top-class split
+                       (``models/calibrated_classes.py``)
 =====================  ==========================================================  =======
 
 Models with a full-posterior sampler for diagnostics (NUTS with its sampler statistics,
 ``bayes_eval.report``) also appear in :data:`POSTERIOR_SAMPLERS`
-(``models/posterior_samplers.py``): ``calibrated`` (binary) and ``dirichlet-tree``.
+(``models/posterior_samplers.py``): ``calibrated`` (any number of classes) and ``dirichlet-tree``.
 
 To add a model: write a factory ``(leaf_probs, **settings) -> OracleModel`` (the five
 functions of the interface, jit-compatible) and add it to :data:`ORACLE_MODELS`;
@@ -110,7 +112,7 @@ def make_companion_model(name: str, leaf_probs, fit_iters: int = 2):
 
 #: name -> (full-posterior sampler of ``models/posterior_samplers.py``, classes it supports or None)
 POSTERIOR_SAMPLERS: dict[str, tuple] = {
-    "calibrated": ("calibrated_draws", 2),
+    "calibrated": ("calibrated_draws", None),
     "dirichlet-tree": ("tree_draws", None),
 }
 

@@ -161,3 +161,47 @@ def test_sbc_coverage_several_classes():
     cov = out["bayes"].mean(0)
     assert np.all((cov >= 0.90) & (cov <= 0.99)), cov
     assert np.all(out["control"].mean(0) < 0.85), out["control"].mean(0)
+
+
+@pytest.mark.slow
+def test_report_of_a_session_of_several_classes_by_nuts_and_fast(tmp_path):
+    """``report_from_session`` on a 4-class session: the calibrated model's top split by NUTS and by
+    the fast sampler agree on macro-F1 (medians within 0.02), both intervals hold the truth, the
+    InferenceData carries the other classes' split per top class (rows sum to one, zero on the
+    diagonal) and R-hat near 1."""
+    import pandas as pd
+
+    from bayes_eval.report import report_from_session, to_inference_data
+    from bayes_eval.session import Session
+
+    rng = np.random.default_rng(3)
+    n, c = 4000, 4
+    shares = [0.55, 0.25, 0.12, 0.08]
+    y = rng.choice(c, n, p=shares)
+    means = rng.normal(0, 1.6, (c, 6))
+    x = means[y] + rng.normal(0, 1.0, (n, 6))
+    lg = -0.5 * ((x[:, None, :] - means[None]) ** 2).sum(-1) + np.log(shares)[None]
+    p = np.exp(lg - lg.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    pred = p.argmax(1)
+    pool = Pool.from_frame(pd.DataFrame({"pred": pred, "score": p[np.arange(n), pred], "label": y}), n_classes=c)
+    truth = float(pool.true_value(M.macro_f1(c))[0])
+    s = Session.create(str(tmp_path / "s.db"), pool, measure="macro_f1", seed=0)
+    for _ in range(3):
+        batch = s.next_batch(100)
+        s.add_labels(batch["item"].tolist(), [int(y[i]) for i in batch["item"]])
+    med = {}
+    for method in ("fast", "nuts"):
+        rep = report_from_session(s, method=method, num_chains=2, num_samples=400, num_warmup=400, truth=truth)
+        idata = to_inference_data(rep.fit)
+        phi = idata.posterior["error_split"].values
+        np.testing.assert_allclose(phi.sum(-1), 1.0, atol=1e-9)
+        np.testing.assert_allclose(phi[..., np.arange(c), np.arange(c)], 0.0)
+        g = idata.posterior["G"].values.reshape(-1)
+        lo, hi = np.quantile(g, [0.025, 0.975])
+        assert lo <= truth <= hi, (method, lo, truth, hi)
+        med[method] = float(np.median(g))
+        summ = rep.summary(var_names=["a", "b", "kappa"])
+        assert (summ["r_hat"] < 1.05).all(), summ
+    assert abs(med["fast"] - med["nuts"]) < 0.02, med
+    s.close()
