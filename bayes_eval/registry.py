@@ -164,16 +164,22 @@ MEASURES_NEEDING_THRESHOLDS = ("pr_curve", "roc_curve", "auc")
 
 def measure_from_args(name: str, pool, thresholds: int = 1024, beta: float = 1.0, system: int = 0):
     """A built-in measure as the command line names it: thresholds of the curve measures
-    from ``system``'s scores on the pool, the pool's classes for macro / micro F1."""
+    from ``system``'s scores on the pool, the pool's classes for every measure that takes them
+    (accuracy, Brier, macro / micro F1: ``simulate --classes 3 --measure accuracy`` built a
+    two-class accuracy on a pool of three)."""
     kw = {}
     if name in MEASURES_NEEDING_THRESHOLDS:
         kw["thresholds"] = M.default_thresholds(np.asarray(pool.scores[:, system]), thresholds)
     if name == "fbeta":
         kw["beta"] = beta
-    if name in ("macro_f1", "micro_f1"):
+    if name in ("macro_f1", "micro_f1") or (pool.n_classes != 2 and M.takes_n_classes(name)):
         kw["n_classes"] = pool.n_classes
     kw["system"] = system
-    return M.get(name, **kw)
+    m = M.get(name, **kw)
+    if m.n_classes != pool.n_classes:
+        several = ", ".join(n for n in M.MEASURE_NAMES if M.takes_n_classes(n))
+        raise ValueError(f"{name} is a measure of two classes; this pool has {pool.n_classes}: use one of {several}")
+    return m
 
 
 def measure_of_spec(spec: dict, pool):

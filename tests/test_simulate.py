@@ -1,18 +1,16 @@
 """The jit-compiled simulation core: budget semantics, consistency, coverage, support."""
 import json
-import sqlite3
 
 import jax.numpy as jnp
 import numpy as np
-import pandas as pd
 import pytest
 
 from bayes_eval import measures as M
 from bayes_eval.cells import build_cells
-from bayes_eval.designs import Observed, passive, static_is
+from bayes_eval.designs import Observed
 from bayes_eval.ais import ais_design
 from bayes_eval.pool import demo_pool
-from bayes_eval.simulate import run_simulation, schedule, simulate_runs, summarize
+from bayes_eval.simulate import run_simulation, schedule, summarize
 from bayes_eval.strata import stratify
 
 
@@ -324,109 +322,3 @@ def test_cli_stop_width_defaults_to_read_first_for_ais(capsys, tmp_path):
                  "--stop-interval", "bayes-stable"]) == 0
     st = json.loads(capsys.readouterr().out)["stopping"]
     assert st["interval"] == "bayes-stable" and st["stopped"] > 0 and st["mean_labels"] >= 150
-
-
-def test_cli_a_pool_of_three_classes(capsys, tmp_path):
-    """A 3-class pool from a file: without --classes the message names the flag; with it the
-    strata hold one predicted class each, and AIS's run gives macro-F1's CLT interval and the
-    Bayesian interval of the calibrated model's top-class split (``models/calibrated_classes.py``),
-    which holds the truth where 001's Dirichlet tree put the unlabeled items at the class shares."""
-    from bayes_eval.cli import main
-    from bayes_eval.registry import load_pool
-    from bayes_eval.strata import stratify
-
-    rng = np.random.default_rng(0)
-    n = 2000
-    y = rng.integers(0, 3, n)
-    pred = np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n))
-    path = tmp_path / "three.csv"
-    pd.DataFrame({"pred": pred, "label": y, "score": rng.random(n)}).to_csv(path, index=False)
-    rc = main(["simulate", str(path), "--repeats", "2"])
-    assert rc == 2 and "(a pool of 3 classes: --classes 3)" in capsys.readouterr().err
-    pool = load_pool(str(path), n_classes=3)
-    assert pool.read_options["n_classes"] == 3
-    st = stratify(pool, 64)
-    per = np.zeros((st.n_strata, 3), int)
-    np.add.at(per, (np.asarray(st.index), pred), 1)
-    assert ((per > 0).sum(1) <= 1).all()          # no stratum mixes predicted classes
-    rc = main(["simulate", str(path), "--classes", "3", "--measure", "macro_f1", "--budget", "400", "--repeats", "8",
-               "--checkpoints", "200,400", "--format", "json"])
-    out = json.loads(capsys.readouterr().out)
-    assert rc == 0 and np.atleast_1d(out["true_value"])[0] > 0.5 and out["posterior_model"] == "calibrated"
-    for c in out["checkpoints"]:
-        assert c["coverage"] is not None and c["coverage_bayes"] >= 6 / 8
-
-
-def test_a_session_on_three_classes_leads_with_the_bayesian_interval(tmp_path):
-    """A session on a 3-class pool: the status offers the calibrated model's Bayesian interval
-    (its top-class split), leads with it, and it holds the truth; without it the confidence sequence
-    leads; the intervals of macro-F1 stay within [0, 1]."""
-    from bayes_eval import measures as M
-    from bayes_eval.pool import Pool
-    from bayes_eval.session import Session
-
-    rng = np.random.default_rng(1)
-    n = 1500
-    y = rng.integers(0, 3, n)
-    pred = np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n))
-    pool = Pool.from_frame(pd.DataFrame({"pred": pred, "label": y, "score": rng.random(n)}), n_classes=3)
-    truth = float(pool.true_value(M.macro_f1(3))[0])
-    s = Session.create(str(tmp_path / "s.db"), pool, measure="macro_f1", seed=0)
-    batch = s.next_batch(60)
-    s.add_labels(batch["item"].tolist(), [int(y[i]) for i in batch["item"]])
-    st = s.status()
-    assert st["posterior_available"] is True and st["headline_interval"] == "bayes"
-    c = st["estimates"][0]
-    assert c["bayes_lower"] <= truth <= c["bayes_upper"] and c["bayes_upper"] - c["bayes_lower"] < 0.2
-    off = s.status(bayesian=False)
-    assert off["headline_interval"] == "clt-cs" and all("bayes_lower" not in e for e in off["estimates"])
-    # macro-F1 has no range from the labels (not linear-fractional): its intervals stop at its bounds
-    assert c["estimate"] + 3.03 * c["std_error"] > 1.0          # a confidence sequence unbounded would pass 1
-    assert 0.0 <= c["cs_lower"] and c["cs_upper"] == 1.0 and c["clt_upper"] <= 1.0
-
-
-def test_a_session_of_several_classes_created_before_reopens_on_its_own_strata(tmp_path):
-    """A file of pred and confidence over 4 classes: its strata are score bins within each predicted
-    class (about n_strata of them: lowering the bins by the number of splits reached one bin, C
-    strata, on any pool), and the score is the confidence in the predicted class.  A session file
-    written before either (no ``class_bins`` in its config, no ``classes_prior`` in its reading)
-    reopens on the strata and prior it was built on, with its labels and its estimate."""
-    from bayes_eval.pool import Pool
-    from bayes_eval.registry import load_pool
-    from bayes_eval.session import Session
-    from bayes_eval.strata import stratify
-
-    rng = np.random.default_rng(5)
-    n, c = 3000, 4
-    y = rng.integers(0, c, n)
-    conf = rng.uniform(0.3, 1.0, n)
-    pred = np.where(rng.random(n) < conf, y, rng.integers(0, c, n))
-    path = tmp_path / "four.csv"
-    pd.DataFrame({"pred": pred, "label": y, "score": conf}).to_csv(path, index=False)
-    pool = load_pool(str(path), n_classes=c)
-    assert pool.read_options["classes_prior"] == "confidence"
-    np.testing.assert_allclose(pool.probs[np.arange(n), 0, pred], np.maximum(conf, 0.25 + 1e-9), rtol=1e-12)
-    assert 200 <= stratify(pool, 256).n_strata <= 256 and stratify(pool, 256, class_bins="by-splits").n_strata == c
-    with pytest.raises(ValueError, match="class_bins"):
-        stratify(pool, 64, class_bins="nope")
-    db = str(tmp_path / "s.db")
-    s = Session.create(db, pool, measure="macro_f1", seed=0, pool_path=str(path))
-    assert s.config["class_bins"] == "proportional"
-    # as written before: no class_bins, the pool read with no classes_prior (and its old prior)
-    old = Pool.from_frame(pd.read_csv(path), n_classes=c, classes_prior="halfway")
-    s.close()
-    with sqlite3.connect(db) as con:
-        cfg = json.loads(con.execute("SELECT value FROM meta WHERE key='config'").fetchone()[0])
-        del cfg["class_bins"], cfg["pool"]["read"]["classes_prior"]
-        con.execute("UPDATE meta SET value=? WHERE key='config'", (json.dumps(cfg),))
-        con.execute("UPDATE meta SET value=? WHERE key='fingerprint'", (json.dumps(old.fingerprint()),))
-    s = Session.open(db)
-    assert s.pool.fingerprint() == old.fingerprint() and s._core.n_strata == c
-    batch = s.next_batch(40)
-    s.add_labels(batch["item"].tolist(), [int(y[i]) for i in batch["item"]])
-    before = s.status(bayesian=False)["estimates"][0]["estimate"]
-    s.close()
-    s = Session.open(db)
-    assert s.n_labels == 40 and s._core.n_strata == c
-    assert s.status(bayesian=False)["estimates"][0]["estimate"] == before
-    s.close()
