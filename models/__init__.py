@@ -2,7 +2,7 @@
 
 ``tree`` -- the hierarchical Dirichlet tree of 001 §4 (prior, EM / MAP, Gibbs);
 ``tree_nuts`` -- its NumPyro model and NUTS; ``calibrated`` -- the calibrated
-Beta-binomial model; ``oracle`` -- the ``OracleModel`` interface and the tree-family
+Beta-binomial model; ``calibrated_classes`` -- its top-class split for several classes; ``oracle`` -- the ``OracleModel`` interface and the tree-family
 models behind it; ``registry`` -- every model by name.  (The module of the tree is
 ``tree``, not ``dirichlet_tree``: that name is the model's factory, re-exported here.)
 """
