@@ -1193,9 +1193,8 @@ def takes_n_classes(name: str) -> bool:
 
 
 #: the range of the catalogue's bounded measures, by measure name (custom measures: unknown)
-_RANGES = {"f1": (0.0, 1.0), "fbeta": (0.0, 1.0), "f_beta": (0.0, 1.0), "precision": (0.0, 1.0), "recall": (0.0, 1.0),
-           "accuracy": (0.0, 1.0), "balanced_accuracy": (0.0, 1.0), "fowlkes_mallows": (0.0, 1.0),
-           "pr_curve": (0.0, 1.0), "roc_curve": (0.0, 1.0), "auc": (0.0, 1.0), "mcc": (-1.0, 1.0)}
+_RANGES = {**dict.fromkeys(("f1", "fbeta", "f_beta", "precision", "recall", "accuracy", "balanced_accuracy", "macro_f1",
+                            "micro_f1", "fowlkes_mallows", "pr_curve", "roc_curve", "auc"), (0.0, 1.0)), "mcc": (-1.0, 1.0)}
 
 
 def component_range(measures, component: str):

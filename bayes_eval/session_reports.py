@@ -34,12 +34,6 @@ __all__ = ["SessionReports"]
 
 
 
-#: the range of the built-in measures that have no range from the labels (not linear-fractional,
-#: :attr:`~bayes_eval.measures.Measure.fractional`): their CLT-based intervals stop there (a
-#: macro-F1 interval reached 1.084)
-BOUNDS = {"mcc": (-1.0, 1.0), "balanced_accuracy": (0.0, 1.0), "fowlkes_mallows": (0.0, 1.0), "macro_f1": (0.0, 1.0),
-          "auc": (0.0, 1.0)}
-
 class SessionReports:
     """The read side of a :class:`~bayes_eval.session.Session` (a mixin).
 
@@ -123,12 +117,14 @@ class SessionReports:
 
     def _cut(self, lower, upper, snap_index: int = -1):
         """A CLT-based interval cut to what the labels allow and, for the measures without that
-        range (MCC, macro-F1, AUC, ...), to the measure's own bounds (:data:`BOUNDS`)."""
+        range (MCC, macro-F1, AUC, ...), to the measure's own bounds
+        (:func:`~bayes_eval.measures.component_range`: a macro-F1 interval reached 1.084)."""
         from .feasible import cut
+        from .measures import component_range
 
         lo, hi = cut(np.asarray(lower, float), np.asarray(upper, float), self.feasible(snap_index))
-        b = np.concatenate([np.repeat(np.array(BOUNDS.get(m.name, (-np.inf, np.inf)), float)[:, None], len(m.names), 1)
-                            for m in self.measures], axis=1)
+        b = np.concatenate([np.repeat(np.array(component_range([m], m.names[0]) or (-np.inf, np.inf), float)[:, None],
+                                      len(m.names), 1) for m in self.measures], axis=1)
         return np.clip(lo, b[0], b[1]), np.clip(hi, b[0], b[1])
 
     def estimate(self) -> pd.Series:
