@@ -286,7 +286,8 @@ def in_partition(exc: PoolError, files, sizes) -> PoolError:
     return PoolError(local(str(exc)), cli=local(cli_message(exc)) if exc.cli else None)
 
 
-def task_read(pool_cls, file: str, p: int, offset: int, score_kind, threshold, n_classes: int, name: str):
+def task_read(pool_cls, file: str, p: int, offset: int, score_kind, threshold, n_classes: int, name: str,
+              classes_prior: str = "confidence"):
     """One partition, validated as a :class:`~bayes_eval.pool.Pool` and kept on the worker
     as a :class:`Part`, or ``("error", message, cli)`` naming the partition and the row
     inside it."""
@@ -299,7 +300,7 @@ def task_read(pool_cls, file: str, p: int, offset: int, score_kind, threshold, n
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pool = pool_cls.from_frame(df, n_classes=n_classes, name=f"{name}[{p}]", score_kind=score_kind,
-                                       threshold=threshold)
+                                       threshold=threshold, classes_prior=classes_prior)
         del df
         return Part(pool, offset)
     except PoolError as exc:
@@ -522,10 +523,10 @@ class PartitionedPool:
     @classmethod
     def open(cls, path, pool_cls, score_kind: str | None = None, threshold: float | None = None, n_classes: int = 2,
              name: str | None = None, client=None, scheduler: str | None = None, memory_limit: str = "4GiB",
-             n_workers: int | None = None) -> "PartitionedPool":
+             n_workers: int | None = None, classes_prior: str = "confidence") -> "PartitionedPool":
         """Read and validate the partitions of ``path`` (a directory or glob) on Dask, each
-        by ``pool_cls.from_frame`` (:class:`bayes_eval.pool.Pool`): ``client`` if given,
-        else the scheduler at ``scheduler``, else a local cluster."""
+        by ``pool_cls.from_frame`` (:class:`bayes_eval.pool.Pool`; ``classes_prior`` as there):
+        ``client`` if given, else the scheduler at ``scheduler``, else a local cluster."""
         require_dask()
         from .scores import SCORE_KINDS
 
@@ -558,7 +559,7 @@ class PartitionedPool:
                 detected = True
             name = name or os.path.basename(os.path.normpath(path if os.path.isdir(path) else os.path.dirname(path)))
             parts = [client.submit(task_read, pool_cls, f, p, int(offsets[p]), score_kind, threshold, n_classes, name,
-                                   pure=False) for p, f in enumerate(files)]
+                                   classes_prior, pure=False) for p, f in enumerate(files)]
             summaries = client.gather([client.submit(task_summary, part, int(offsets[p]), pure=False)
                                        for p, part in enumerate(parts)])
             for s in summaries:  # the first bad partition, in partition order
@@ -573,12 +574,13 @@ class PartitionedPool:
 
             kind = summaries[0].score_kind
             if kind != "none":
-                notes.insert(0, describe(kind, detected))
+                notes.insert(0, describe(kind, detected, n_classes if classes_prior == "confidence" else 2))
             if threshold is not None:
                 notes.append(f"predictions derived as score >= {float(threshold):g}")
             pool = cls(files, client, cluster, parts, summaries, n_classes, name, kind,
                        float(threshold) if threshold is not None else None, notes)
             pool.scheduler = address
+            pool.classes_prior = classes_prior
             pool.check_ids()
             return pool
         except BaseException:
@@ -630,6 +632,8 @@ class PartitionedPool:
 
     #: the scheduler address the pool was opened on (None: a local cluster or a client given)
     scheduler = None
+    #: how a pool of several classes got its prior (:meth:`bayes_eval.pool.Pool.from_arrays`)
+    classes_prior = "confidence"
 
     @property
     def read_options(self) -> dict:
@@ -642,6 +646,7 @@ class PartitionedPool:
             out["scheduler"] = self.scheduler
         if self.n_classes != 2:
             out["n_classes"] = int(self.n_classes)
+            out["classes_prior"] = self.classes_prior
         return out
 
     def fingerprint(self) -> str:

@@ -48,7 +48,8 @@ class StrataPlan(NamedTuple):
     code_of_fine: np.ndarray | None  # CSF: fine bin -> code
     remap1: np.ndarray | None  # code -> stratum of the first cut (None: codes kept, keep_empty)
     mixed: np.ndarray | None  # strata split by predicted class (None: none)
-    remap2: np.ndarray | None  # 2*stratum + class -> final stratum
+    remap2: np.ndarray | None  # C*stratum + class -> final stratum
+    n_classes: int = 2
 
 
 def z_of(s, scale: Scale) -> np.ndarray:
@@ -83,9 +84,14 @@ def strata_of(part, plan: StrataPlan, scale: Scale, system: int = 0) -> np.ndarr
     if plan.remap1 is not None:
         idx = plan.remap1[idx]
     if plan.mixed is not None:
-        pred = np.asarray(part.preds[:, system])
-        idx = plan.remap2[2 * idx.astype(np.int64) + (plan.mixed[idx] & (pred != 0))]
+        idx = plan.remap2[_split_codes(idx, np.asarray(part.preds[:, system]), plan)]
     return idx.astype(np.int32)
+
+
+def _split_codes(idx, pred, plan: StrataPlan) -> np.ndarray:
+    """``C*stratum + class`` for the items of split strata, ``C*stratum`` for the others (as
+    :func:`bayes_eval.strata.stratify` codes them)."""
+    return plan.n_classes * idx.astype(np.int64) + np.where(plan.mixed[idx], pred, 0)
 
 
 # ------------------------------------------------------------------------------ worker tasks
@@ -120,13 +126,20 @@ def task_mixed(part, scale, plan: StrataPlan, k: int):
     return hi_neg, lo_pos
 
 
-def task_code_counts(part, scale, plan: StrataPlan, k: int):
-    """Counts of ``2*stratum + class`` (the split's codes) of a partition."""
+def task_classes(part, scale, plan: StrataPlan, k: int):
+    """(k, C): which predicted classes each stratum of the first cut holds in a partition."""
     z = z_of(part.scores[:, 0], scale)
     idx = plan.remap1[codes_of(z, plan)] if plan.remap1 is not None else codes_of(z, plan)
-    pred = np.asarray(part.preds[:, 0])
-    codes = 2 * idx.astype(np.int64) + (plan.mixed[idx] & (pred != 0))
-    return np.bincount(codes, minlength=2 * k)
+    present = np.zeros((k, plan.n_classes), bool)
+    present[idx, np.asarray(part.preds[:, 0])] = True
+    return present
+
+
+def task_code_counts(part, scale, plan: StrataPlan, k: int):
+    """Counts of ``C*stratum + class`` (the split's codes) of a partition."""
+    z = z_of(part.scores[:, 0], scale)
+    idx = plan.remap1[codes_of(z, plan)] if plan.remap1 is not None else codes_of(z, plan)
+    return np.bincount(_split_codes(idx, np.asarray(part.preds[:, 0]), plan), minlength=plan.n_classes * k)
 
 
 def task_strata_bounds(part, scale, plan: StrataPlan, k: int):
@@ -144,9 +157,11 @@ def _gather(client, fn, parts, *args):
 
 
 def partitioned_strata(pool, n_strata: int = 256, method: str = "csf", n_fine: int | None = None,
-                       keep_empty: bool = False):
+                       keep_empty: bool = False, class_bins: str = "proportional"):
     """``(Strata, plan, scale)``: :func:`bayes_eval.strata.stratify` of system 0, on Dask
-    (``Strata.index`` is None: each partition computes its items' strata from the plan)."""
+    (``Strata.index`` is None: each partition computes its items' strata from the plan);
+    ``class_bins`` as there, and ``"none"``: a pool of several classes not split by predicted
+    class, as sessions on this engine were built before."""
     client, parts = pool.client, pool.parts
     lo_s, hi_s = pool.score_range
     halve = pool.score_kind in ("margin", "logit", "none") and 0.5 * hi_s - 0.5 * lo_s > 0.5 * np.finfo(np.float64).max
@@ -162,7 +177,7 @@ def partitioned_strata(pool, n_strata: int = 256, method: str = "csf", n_fine: i
         if method == "csf" and all(d[0] is not None for d in dist):
             u = np.unique(np.concatenate([d[0] for d in dist]))
             uniq = u if u.size <= nf else None
-        base = StrataPlan(method, uniq, lo, hi, nf, None, None, None, None)
+        base = StrataPlan(method, uniq, lo, hi, nf, None, None, None, None, int(pool.n_classes))
         n_codes = uniq.size if uniq is not None else nf
         freq = np.sum(_gather(client, task_hist, parts, scale, base, n_codes), axis=0)
         if method == "csf":
@@ -182,9 +197,12 @@ def partitioned_strata(pool, n_strata: int = 256, method: str = "csf", n_fine: i
         if pool.n_classes == 2:
             mm = _gather(client, task_mixed, parts, scale, plan, k1)
             mixed = np.max([m[0] for m in mm], axis=0) >= np.min([m[1] for m in mm], axis=0)
-        else:
-            mixed = np.zeros(k1, bool)
-        n_mixed = int(mixed.sum())
+            n_mixed = int(mixed.sum())
+        elif class_bins == "none":
+            mixed, n_mixed = np.zeros(k1, bool), 0
+        else:   # several classes: every stratum holding more than one predicted class is split by it
+            held = np.any(_gather(client, task_classes, parts, scale, plan, k1), axis=0).sum(1)
+            mixed, n_mixed = held > 1, int((held - 1).clip(0).sum())
         if n_mixed == 0:
             break
         if k1 + n_mixed <= n_strata or k <= 1:
@@ -193,7 +211,10 @@ def partitioned_strata(pool, n_strata: int = 256, method: str = "csf", n_fine: i
             plan = plan._replace(mixed=mixed, remap2=(np.cumsum(present2) - 1).astype(np.int32))
             k1 = int(present2.sum())
             break
-        k = max(1, k - max(n_mixed, (k1 + n_mixed - n_strata)))
+        if pool.n_classes == 2 or class_bins == "by-splits":
+            k = max(1, k - max(n_mixed, (k1 + n_mixed - n_strata)))
+        else:
+            k = max(1, min(k - 1, k * n_strata // (k1 + n_mixed)))
     bounds = _gather(client, task_strata_bounds, parts, scale, plan, k1)
     sizes = np.sum([b[0] for b in bounds], axis=0).astype(np.int64)
     lower = np.min([b[1] for b in bounds], axis=0)
@@ -361,7 +382,8 @@ def task_rank(assign, rows, cells):
     return out
 
 
-def partitioned_cells(pool, measures, n_strata, method, n_fine, keep_empty, system: int = 0):
+def partitioned_cells(pool, measures, n_strata, method, n_fine, keep_empty, system: int = 0,
+                      class_bins: str = "proportional"):
     """``(strata, cells, item_cell, order, cell_start, rep)`` of a partitioned pool, as
     :func:`bayes_eval.session_core.build_core` computes them on a whole pool: ``item_cell``
     and ``order`` are views (:class:`CellsView`, :class:`OrderView`) over the partitions,
@@ -374,7 +396,7 @@ def partitioned_cells(pool, measures, n_strata, method, n_fine, keep_empty, syst
     if system != 0:
         raise PoolError("the dask engine stratifies system 0 only (for now)")
     client, parts = pool.client, pool.parts
-    strata, splan, scale = partitioned_strata(pool, n_strata, method, n_fine, keep_empty)
+    strata, splan, scale = partitioned_strata(pool, n_strata, method, n_fine, keep_empty, class_bins)
     measures = tuple(measures)
     tables = []
     for m in measures:

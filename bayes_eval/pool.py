@@ -597,7 +597,7 @@ class Pool:
     @classmethod
     def from_parquet_dataset(cls, path, score_kind: str | None = None, threshold: float | None = None,
                              engine: str | None = None, scheduler: str | None = None, client=None,
-                             n_classes: int = 2, name: str | None = None):
+                             n_classes: int = 2, name: str | None = None, classes_prior: str = "confidence"):
         """A partitioned pool: a directory or glob of Parquet files, one partition per file
         in sorted order (issue 19; :mod:`bayes_eval.partitioned`).
 
@@ -607,8 +607,8 @@ class Pool:
         cluster); None chooses memory when the pool's arrays fit in a quarter of RAM.
         Either way the fingerprint is over the partitions (a changed partition changes
         it), the same under both engines, and the rows are those of the partitions
-        concatenated in order, so both engines give the same session.  ``score_kind``
-        and ``threshold`` as :meth:`from_arrays`.
+        concatenated in order, so both engines give the same session.  ``score_kind``,
+        ``threshold`` and ``classes_prior`` as :meth:`from_arrays`.
         """
         from dataclasses import replace
 
@@ -626,7 +626,7 @@ class Pool:
             name = os.path.basename(os.path.normpath(path if os.path.isdir(path) else os.path.dirname(path)))
         if engine == "dask":
             pool = PartitionedPool.open(path, cls, score_kind=score_kind, threshold=threshold, n_classes=n_classes,
-                                        name=name, client=client, scheduler=scheduler)
+                                        name=name, client=client, scheduler=scheduler, classes_prior=classes_prior)
             pool.notes = pool.notes + (f"engine dask ({why}; {len(files)} partitions)",)
             return pool
         import pyarrow.parquet as pq
@@ -634,7 +634,7 @@ class Pool:
         sizes = [pq.ParquetFile(f).metadata.num_rows for f in files]
         try:
             pool = cls.from_frame(read_frames(files), n_classes=n_classes, name=name, score_kind=score_kind,
-                                  threshold=threshold)
+                                  threshold=threshold, classes_prior=classes_prior)
         except PoolError as exc:   # name the partition file and its row, as the dask engine does
             raise in_partition(exc, files, sizes) from None
         pool = replace(pool, notes=pool.notes + (f"engine memory ({why}; {len(files)} partitions)",))

@@ -316,7 +316,8 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
                             cli=f"--id-column {id_column} applies to a single pool file; a partitioned pool takes "
                                 f"its ids from its 'item' column: rename {id_column!r} to 'item' in its files")
         return Pool.from_parquet_dataset(path, score_kind=score_kind, threshold=threshold, engine=engine,
-                                         scheduler=scheduler, client=client, n_classes=int(n_classes))
+                                         scheduler=scheduler, client=client, n_classes=int(n_classes),
+                                         classes_prior=classes_prior)
     if engine == "dask":
         raise PoolError(f"--engine dask reads a partitioned pool (a directory or glob of Parquet files), not the "
                         f"single file {path}")

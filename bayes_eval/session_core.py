@@ -104,7 +104,8 @@ def build_core(pool, measures, cfg, progress) -> SessionCore:
                                f"not do yet; use --engine memory")
         progress("stratifying and building cells on dask", 0, 1)
         strata, cells, item_cell, order, cell_start, sub = partitioned_cells(
-            pool, measures, cfg["n_strata"], cfg["strata_method"], cfg["n_fine"], bool(cfg.get("keep_empty")), system)
+            pool, measures, cfg["n_strata"], cfg["strata_method"], cfg["n_fine"], bool(cfg.get("keep_empty")), system,
+            cfg.get("class_bins", "none"))   # several classes were not split on this engine before
         return finish_core(pool, measures, cfg, progress, strata, cells, item_cell, order, cell_start, sub,
                            pool.id_index)
     progress("stratifying", 0, 1)

@@ -95,6 +95,36 @@ def test_memory_and_dask_engines_give_the_same_session(small, client, tmp_path, 
     np.testing.assert_allclose(a["intervals"], b["intervals"], rtol=1e-9)
 
 
+def test_several_classes_are_stratified_and_read_alike_on_both_engines(tmp_path, client):
+    """A 4-class pool of pred and confidence in 5 files: both engines give the same fingerprint
+    (the confidence prior on each partition), record ``classes_prior``, and cut the same strata --
+    score bins within each predicted class, about n_strata of them (this engine did not split
+    several classes before: sessions without ``class_bins`` keep that, ``class_bins="none"``)."""
+    from bayes_eval.partitioned_cells import partitioned_strata
+    from bayes_eval.strata import stratify
+
+    rng = np.random.default_rng(4)
+    n, c = 6000, 4
+    y = rng.integers(0, c, n)
+    conf = rng.uniform(0.3, 1.0, n)
+    pred = np.where(rng.random(n) < conf, y, rng.integers(0, c, n))
+    d = str(tmp_path / "four")
+    os.makedirs(d)
+    df = pd.DataFrame({"score": conf, "pred": pred, "label": y})
+    for p, rows in enumerate(np.array_split(np.arange(n), 5)):
+        df.iloc[rows].reset_index(drop=True).to_parquet(os.path.join(d, f"part-{p:03d}.parquet"))
+    pm = Pool.from_parquet_dataset(d, engine="memory", n_classes=c)
+    pk = Pool.from_parquet_dataset(d, engine="dask", client=client, n_classes=c)
+    assert pool_fingerprint(pm) == pool_fingerprint(pk)
+    assert pm.read_options["classes_prior"] == pk.read_options["classes_prior"] == "confidence"
+    a = stratify(pm, 64)
+    b, _, _ = partitioned_strata(pk, 64)
+    assert 48 <= a.n_strata <= 64
+    for f in ("sizes", "lower", "upper"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+    assert partitioned_strata(pk, 64, class_bins="none")[0].n_strata < a.n_strata
+
+
 def test_reopening_replays_and_a_crash_reissues_the_batch(small, client, tmp_path):
     d, truth = small
     pk = Pool.from_parquet_dataset(d, engine="dask", client=client)
