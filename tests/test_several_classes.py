@@ -4,7 +4,6 @@ that gives them a Bayesian interval (``models/calibrated_classes.py``).
 * From a file (``--classes C``): strata are score bins within each predicted class, the score the
   confidence in the predicted class; AIS's simulation and a session carry the Bayesian interval and
   lead with it; a session file written before reopens on the strata and prior it was built on.
-
 * The pieces: the top class and the other classes' prior per top class; π a distribution whose
   top-class share is the binary model's and whose other classes follow the labels' errors; the
   unlabeled counts add up.
