@@ -37,13 +37,17 @@ def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = 
     the estimate (0: nothing to check yet); ``posterior``: whether the session offers a
     Bayesian interval at all (``posterior_available``)."""
     checked = [c for c in comps if "clt_reliable" in c]
+    if bayes_shown is None:
+        bayes_shown = any("bayes_lower" in x for x in comps)
     if not checked and labels == 0:
         return "CLT check: nothing to check before the first stage is labeled"
     if not checked:
         return ("CLT check: not available for this design (it needs the calibrated companion of ais or "
                 "poisson-adaptive on a binary pool); the CLT-based intervals rest on the labels found so "
                 "far and on imbalanced pools cover 60-98% (benchmarks/results/stopping.md)"
-                + (": read them with the --bayesian interval, which accounts for the unlabeled items" if posterior else
+                + ((": read them with the Bayesian interval (shown first), which accounts for the unlabeled items"
+                    if bayes_shown else ": read them with the --bayesian interval, which accounts for the unlabeled "
+                    "items") if posterior else
                    "; no Bayesian interval is offered here (a stochastic oracle), so read them "
                    "as CLT intervals that may miss where few labels have been spent"))
     bad = [c for c in checked if not c["clt_reliable"]]
@@ -52,8 +56,6 @@ def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = 
         # a ratio over 10^6 means the draws' own variance is ~0 (e.g. every draw so far the same): say so
         r = ("an unbounded multiple of" if c["clt_check"] is None else
              "over 10^6 ×" if c["clt_check"] > 1e6 else f"{c['clt_check']:.3g}×")
-        if bayes_shown is None:
-            bayes_shown = any("bayes_lower" in x for x in comps)
         read = "read the Bayesian interval (shown first)" if bayes_shown else "read the --bayesian interval"
         return (f"CLT check: NOT RELIABLE for {', '.join(b['component'] for b in bad[:4])}: the calibrated model "
                 f"expects {r} the variance the draws show ({c['component']}) — positives may hide where the design "
