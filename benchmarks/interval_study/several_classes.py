@@ -12,7 +12,8 @@ Pools (synthetic, seeded; the shared pools are binary):
   so the curve must recalibrate;
 * ``conf4``: the ``probs4`` pool as a file of ``pred`` and ``score`` gives it (the score the
   predicted class's probability, no class probabilities);
-* ``rare5``: 50,000 items, 5 classes, one of them 0.5% of the pool.
+* ``rare5``: 50,000 items, 5 classes, one of them 0.5% of the pool; ``conf5`` the same as a file
+  of ``pred`` and ``score`` gives it.
 
 Run: ``python benchmarks/interval_study/several_classes.py POOL [--measure macro_f1]
 [--repeats 100] [--design ais] [--budget 1000] [--checkpoints 200,500,1000] [--model calibrated]``.
@@ -36,8 +37,8 @@ def make_pool(name: str, seed: int = 0):
         pred = np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n))
         return Pool.from_arrays(scores=rng.random(n), preds=pred, labels=y, n_classes=3, name=name)
     shares = {"probs4": [0.6, 0.25, 0.1, 0.05], "sharp4": [0.6, 0.25, 0.1, 0.05], "conf4": [0.6, 0.25, 0.1, 0.05],
-              "rare5": [0.5, 0.3, 0.15, 0.045, 0.005]}[name]
-    n = 50000 if name == "rare5" else 20000
+              "rare5": [0.5, 0.3, 0.15, 0.045, 0.005], "conf5": [0.5, 0.3, 0.15, 0.045, 0.005]}[name]
+    n = 50000 if name in ("rare5", "conf5") else 20000
     c = len(shares)
     y = rng.choice(c, n, p=shares)
     means = rng.normal(0, 1.0, (c, 6)) * 1.6
@@ -49,7 +50,7 @@ def make_pool(name: str, seed: int = 0):
     p = np.exp(logit - logit.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
     pred = p.argmax(1)
-    if name == "conf4":   # as a file of pred and confidence gives it: no class probabilities
+    if name in ("conf4", "conf5"):   # as a file of pred and confidence gives it: no class probabilities
         return Pool.from_arrays(scores=p[np.arange(n), pred], preds=pred, labels=y, n_classes=c, name=name)
     return Pool.from_arrays(scores=p[np.arange(n), pred], preds=pred, probs=p, labels=y, n_classes=c, name=name)
 
