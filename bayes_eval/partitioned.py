@@ -286,8 +286,20 @@ def in_partition(exc: PoolError, files, sizes) -> PoolError:
     return PoolError(local(str(exc)), cli=local(cli_message(exc)) if exc.cli else None)
 
 
+def task_pred_counts(file: str, n_classes: int):
+    """(C,) predicted-class counts of one partition file's ``pred`` column (values outside 0..C−1
+    and missing ones left out: the partition's validation names them)."""
+    import pyarrow.parquet as pq
+
+    if "pred" not in pq.ParquetFile(file).schema_arrow.names:
+        return np.zeros(n_classes)
+    v = pd.to_numeric(pd.read_parquet(file, columns=["pred"])["pred"], errors="coerce").to_numpy(dtype=np.float64)
+    v = v[np.isfinite(v) & (v >= 0) & (v < n_classes) & (v == np.round(v))].astype(np.int64)
+    return np.bincount(v, minlength=n_classes).astype(np.float64)
+
+
 def task_read(pool_cls, file: str, p: int, offset: int, score_kind, threshold, n_classes: int, name: str,
-              classes_prior: str = "confidence"):
+              classes_prior: str = "confidence", class_shares=None):
     """One partition, validated as a :class:`~bayes_eval.pool.Pool` and kept on the worker
     as a :class:`Part`, or ``("error", message, cli)`` naming the partition and the row
     inside it."""
@@ -300,7 +312,7 @@ def task_read(pool_cls, file: str, p: int, offset: int, score_kind, threshold, n
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pool = pool_cls.from_frame(df, n_classes=n_classes, name=f"{name}[{p}]", score_kind=score_kind,
-                                       threshold=threshold, classes_prior=classes_prior)
+                                       threshold=threshold, classes_prior=classes_prior, class_shares=class_shares)
         del df
         return Part(pool, offset)
     except PoolError as exc:
@@ -558,8 +570,12 @@ class PartitionedPool:
                 score_kind = "probability" if min(lo) >= 0.0 and max(hi) <= 1.0 else "margin"
                 detected = True
             name = name or os.path.basename(os.path.normpath(path if os.path.isdir(path) else os.path.dirname(path)))
+            shares = None   # several classes: each partition's prior spreads as the whole pool's predictions
+            if n_classes > 2 and classes_prior == "confidence":
+                shares = np.sum(client.gather([client.submit(task_pred_counts, f, n_classes, pure=False)
+                                               for f in files]), axis=0)
             parts = [client.submit(task_read, pool_cls, f, p, int(offsets[p]), score_kind, threshold, n_classes, name,
-                                   classes_prior, pure=False) for p, f in enumerate(files)]
+                                   classes_prior, shares, pure=False) for p, f in enumerate(files)]
             summaries = client.gather([client.submit(task_summary, part, int(offsets[p]), pure=False)
                                        for p, part in enumerate(parts)])
             for s in summaries:  # the first bad partition, in partition order

@@ -174,6 +174,7 @@ class Pool:
         threshold: float | None = None,
         legacy: bool = False,
         classes_prior: str = "confidence",
+        class_shares=None,
     ) -> "Pool":
         """Build and validate a pool from numpy arrays.
 
@@ -198,6 +199,7 @@ class Pool:
         (:func:`bayes_eval.scores.prior_of_classes`); ``"halfway"`` gives every item the prior halfway
         between uniform and its prediction, and a pool without scores the last class's probability as
         its score, as releases before did (sessions created then reopen on the pool they were built on).
+        ``class_shares`` (C,): the whole pool's predicted-class counts when these arrays are a part of it.
         """
         if classes_prior not in ("confidence", "halfway"):
             raise PoolError(f"classes_prior must be 'confidence' or 'halfway', got {classes_prior!r}")
@@ -374,7 +376,7 @@ class Pool:
             elif classes_prior == "halfway":
                 pr = 0.5 * np.full((n, n_sys, n_classes), 1.0 / n_classes) + 0.5 * np.eye(n_classes)[p]
             else:
-                pr = prior_of_classes(s, p, kind, n_classes)
+                pr = prior_of_classes(s, p, kind, n_classes, class_shares)
         if pr.shape[1] != n_sys:
             raise PoolError(f"column 'prob': {pr.shape[1]} systems but 'pred' has {n_sys}")
         if n_classes == 2 and kind != "none":
@@ -438,6 +440,7 @@ class Pool:
         legacy: bool = False,
         label_map: dict | None = None,
         classes_prior: str = "confidence",
+        class_shares=None,
     ) -> "Pool":
         """Build a pool from a DataFrame.
 
@@ -552,7 +555,7 @@ class Pool:
             scores=scores, preds=preds, probs=probs, labels=labels, weights=weights, ids=ids,
             n_classes=n_classes, system_names=sc if sc is not None and len(sc) > 1 else None,
             columns=own, name=name, score_kind=score_kind, threshold=threshold, legacy=legacy,
-            classes_prior=classes_prior,
+            classes_prior=classes_prior, class_shares=class_shares,
         )
         if used_map:
             pool = replace(pool, label_names=tuple(sorted(label_map.items())), notes=pool.notes + (

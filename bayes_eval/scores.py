@@ -165,14 +165,16 @@ def prior_probability(scores: np.ndarray, preds: np.ndarray, kind: str, out: np.
     raise ValueError(f"unknown score kind {kind!r}; use one of {', '.join(SCORE_KINDS)}")
 
 
-def prior_of_classes(scores: np.ndarray, preds: np.ndarray, kind: str, n_classes: int) -> np.ndarray:
+def prior_of_classes(scores: np.ndarray, preds: np.ndarray, kind: str, n_classes: int,
+                     shares: np.ndarray | None = None) -> np.ndarray:
     """The classifier's prior s(y | x) (N, S, C) of a pool of C > 2 classes given one score per
     item and system and no class probabilities: the score read as the classifier's confidence in
     its predicted class -- the probability itself, sigmoid of a margin or a logit (001 §5.2), at
     least what keeps it the top class -- on the predicted class, the rest spread over the
     others in proportion to how often the classifier predicts them (evenly, a class of 0.5% got a
     quarter of every other class's errors, and the interval of macro-F1 held the truth in 62-81% of
-    runs).  Ranks and absent scores carry no calibration: halfway between uniform and the
+    runs).  ``shares`` (C,): the pool's predicted-class counts where ``preds`` is a part of it (a
+    partition on the dask engine: every partition spreads as the whole pool does).  Ranks and absent scores carry no calibration: halfway between uniform and the
     prediction.  Why: the oracle models' units are cells of one predicted class, and the calibrated
     model's top-class split (``models/calibrated_classes.py``) follows P(y = pred) along this
     confidence; with one prior for every item of a class its curve was flat and its interval of
@@ -182,7 +184,10 @@ def prior_of_classes(scores: np.ndarray, preds: np.ndarray, kind: str, n_classes
     n, n_sys = s.shape
     c = int(n_classes)
     out = np.empty((n, n_sys, c))
-    share = np.stack([np.bincount(p[:, j].astype(np.int64), minlength=c) for j in range(n_sys)]) + 1.0   # (S, C)
+    if shares is not None:
+        share = np.broadcast_to(np.asarray(shares, np.float64) + 1.0, (n_sys, c))
+    else:
+        share = np.stack([np.bincount(p[:, j].astype(np.int64), minlength=c) for j in range(n_sys)]) + 1.0   # (S, C)
     for a in range(0, n, _CHUNK):   # chunks: no N-sized temporaries beyond the output
         sa, pa = s[a:a + _CHUNK], p[a:a + _CHUNK]
         if kind in ("margin", "logit"):
