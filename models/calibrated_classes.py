@@ -44,7 +44,7 @@ import numpy as np
 from .. import _config  # noqa: F401
 from .calibrated import BAND_SCALE, BANDS, calibrated_model
 
-__all__ = ["calibrated_classes_model", "top_classes", "error_prior", "top_split", "classes_pi"]
+__all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_posterior", "top_split", "classes_pi"]
 
 
 def top_classes(leaf_probs) -> np.ndarray:
@@ -83,18 +83,26 @@ def top_split(leaf_probs, counts=None):
     return lp2, jnp.stack([counts.sum(1) - n_top, n_top], axis=1)
 
 
+def error_posterior(leaf_probs, counts):
+    """(C, C): the other classes' Dirichlet per top class, α_t plus the wrong labels of the units
+    of top class t (zero on the diagonal)."""
+    p = np.asarray(leaf_probs, np.float64)
+    c = p.shape[1]
+    top = top_classes(p)
+    alpha0 = jnp.asarray(error_prior(p, top))
+    wrong = jax.ops.segment_sum(jnp.asarray(counts, dtype=jnp.float64) * (1.0 - jnp.asarray(np.eye(c)[top])),
+                                jnp.asarray(top), num_segments=c)
+    return jnp.where(alpha0 > 0, alpha0 + wrong, 0.0)
+
+
 def classes_pi(key, leaf_probs, counts, rho):
     """Draws of π(c|u) (n, K, C) and of the other classes' split per top class φ (n, C, C) given
     draws of the top split ρ (n, K) (from the binary calibrated model on :func:`top_split`): φ_t
     from its exact conditional Dirichlet(α_t + the wrong labels of top class t)."""
     p = np.asarray(leaf_probs, np.float64)
-    c = p.shape[1]
     top = top_classes(p)
-    on_top = jnp.asarray(np.eye(c)[top])
-    alpha0 = jnp.asarray(error_prior(p, top))
-    wrong = jax.ops.segment_sum(jnp.asarray(counts, dtype=jnp.float64) * (1.0 - on_top), jnp.asarray(top),
-                                num_segments=c)
-    phi = _gamma_split(key, jnp.where(alpha0 > 0, alpha0 + wrong, 0.0), (rho.shape[0],))
+    on_top = jnp.asarray(np.eye(p.shape[1])[top])
+    phi = _gamma_split(key, error_posterior(p, counts), (rho.shape[0],))
     return rho[..., None] * on_top + (1.0 - rho)[..., None] * phi[:, top, :], phi
 
 
@@ -125,11 +133,6 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
         """(K, 2): labels off and on each unit's top class."""
         return top_split(p, counts)[1]
 
-    def alpha_post(counts):
-        """(C, C): the other classes' Dirichlet per top class given the wrong labels."""
-        wrong = jax.ops.segment_sum(counts * (1.0 - on_top), top_j, num_segments=c)
-        return jnp.where(alpha0 > 0, alpha0 + wrong, 0.0)
-
     def combine(rho, phi_rows):
         """π(c|u) from the top split ρ (…, K) and the other classes' split per unit (…, K, C)."""
         return rho[..., None] * on_top + (1.0 - rho)[..., None] * phi_rows
@@ -145,7 +148,7 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
         return combine(inner.predictive(state)[:, 1], phi[top_j])
 
     def posterior_predictive(state, counts):
-        ap = alpha_post(counts)
+        ap = error_posterior(p, counts)
         phi = ap / jnp.sum(ap, axis=1, keepdims=True)
         return combine(inner.posterior_predictive(state, split(counts))[:, 1], phi[top_j])
 
