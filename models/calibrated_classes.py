@@ -22,15 +22,29 @@ depth two (001 §4.1: a node's branch probabilities are Dirichlet, leaves are cl
     top split     ρ_u = P(y = t_u | u) ~ Beta(κ μ_u, κ (1 − μ_u)),   μ_u = sigmoid(a + b z_u + d_band(u))
                   -- the calibrated model, with its priors, bands and sampler, on the counts
                   (labels ≠ t_u, labels = t_u) of each unit;
-    other classes φ_t = P(y = c | y ≠ t, top class t) ~ Dirichlet(α_t),  one per top class t,
+    other classes φ_t = P(y = c | y ≠ t, top class t) ~ Dirichlet(α_t + η),  one per top class t,
                   α_t(c) = (C − 1) × the classifier's mean share of c among the classes other
                   than t over the units of top class t (one pseudo-count per class in all);
+    spread        η ≥ 0, pseudo-counts every other class gets beyond the shares, uniform over
+                  log η on a grid of [0.001, 10] (:data:`SPREAD_GRID`), shared by all top classes;
 
-π(c|u) = ρ_u [c = t_u] + (1 − ρ_u) φ_{t_u}(c).  Given (a, b, κ, d) both levels are conjugate, so
-``sample`` draws (a, b, log κ, d) as the binary model does (Laplace-t importance resampling),
-then ρ_u and φ_t exactly.  The errors' split is shared by all units of a top class: a unit's own
-wrong labels are few, while which classes a top class is confused with is what the labels of
-all its units say.
+π(c|u) = ρ_u [c = t_u] + (1 − ρ_u) φ_{t_u}(c).  Given (a, b, κ, d) the top split is conjugate; the
+spread's posterior is exact on its grid (the wrong labels' Dirichlet-multinomial likelihood, row
+by row) and φ_t given η is conjugate, so ``sample`` draws (a, b, log κ, d) as the binary model does
+(Laplace-t importance resampling), then ρ_u, η and φ_t exactly.  The errors' split is shared by
+all units of a top class: a unit's own wrong labels are few, while which classes a top class is
+confused with is what the labels of all its units say.
+
+Why the spread: where the pool gives only the predicted class and its confidence
+(``scores.prior_of_classes``), the shares are the classifier's prediction rates -- a guess at
+which classes a top class is confused with.  A class predicted for 0.5% of the pool then got
+0.02 of the C − 1 pseudo-counts, a Dirichlet component far below one, which all but rules the
+class out of every top class's errors: with a rare class that is really 1-4% of them the
+posterior put too few of its items among the unlabeled (the interval of macro-F1 missed high,
+0.84-0.87 of 100 runs; ``benchmarks/results/several_classes.md``).  Spreading every class
+evenly (α = 1) put too many there (0.62-0.76, missed low).  η is learned from where the wrong
+labels fall: small where they fall as the shares say, large where they reach classes the
+shares all but excluded (0.91-0.99 on the same runs).
 
 With C = 2 this reduces to the binary calibrated model up to which class the curve follows; the
 registry keeps the binary model for C = 2 (``models/registry.py``).
@@ -44,7 +58,13 @@ import numpy as np
 from .. import _config  # noqa: F401
 from .calibrated import BAND_SCALE, BANDS, calibrated_model
 
-__all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_posterior", "top_split", "classes_pi"]
+__all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_posterior", "top_split", "classes_pi",
+           "wrong_labels", "spread_alphas", "spread_log_weights", "SPREAD_GRID"]
+
+#: η, the pseudo-counts every other class gets in a top class's error split beyond the
+#: classifier's shares (α_t(c) = (C − 1) share_t(c) + η): 25 values, uniform over log η on
+#: [0.001, 10]; its posterior over the grid is exact (:func:`spread_log_weights`).
+SPREAD_GRID = np.logspace(-3.0, 1.0, 25)
 
 
 def top_classes(leaf_probs) -> np.ndarray:
@@ -83,34 +103,75 @@ def top_split(leaf_probs, counts=None):
     return lp2, jnp.stack([counts.sum(1) - n_top, n_top], axis=1)
 
 
-def error_posterior(leaf_probs, counts):
-    """(C, C): the other classes' Dirichlet per top class, α_t plus the wrong labels of the units
-    of top class t (zero on the diagonal)."""
+def wrong_labels(leaf_probs, counts):
+    """(C, C): the labels of the units of top class t (row t) that fell on class c ≠ t."""
     p = np.asarray(leaf_probs, np.float64)
     c = p.shape[1]
     top = top_classes(p)
-    alpha0 = jnp.asarray(error_prior(p, top))
-    wrong = jax.ops.segment_sum(jnp.asarray(counts, dtype=jnp.float64) * (1.0 - jnp.asarray(np.eye(c)[top])),
-                                jnp.asarray(top), num_segments=c)
-    return jnp.where(alpha0 > 0, alpha0 + wrong, 0.0)
+    return jax.ops.segment_sum(jnp.asarray(counts, dtype=jnp.float64) * (1.0 - jnp.asarray(np.eye(c)[top])),
+                               jnp.asarray(top), num_segments=c)
+
+
+def spread_alphas(alpha0, grid=None):
+    """(G, C, C): the error split's Dirichlet parameters α_t + η on every other class, for each η
+    of the grid (:data:`SPREAD_GRID`)."""
+    grid = jnp.asarray(SPREAD_GRID if grid is None else grid, dtype=jnp.float64)
+    alpha0 = jnp.asarray(alpha0, dtype=jnp.float64)
+    return alpha0[None] + grid[:, None, None] * (alpha0 > 0)[None]
+
+
+def spread_log_weights(alpha0, wrong, grid=None):
+    """(G,) the posterior of η over the grid (uniform prior over log η): the wrong labels'
+    Dirichlet-multinomial likelihood, row by row (exact on the grid)."""
+    a = spread_alphas(alpha0, grid)
+    wrong = jnp.asarray(wrong, dtype=jnp.float64)
+    on = (a > 0)
+    a_safe = jnp.where(on, a, 1.0)
+    rows = (jax.scipy.special.gammaln(a.sum(-1)) - jax.scipy.special.gammaln(a.sum(-1) + wrong.sum(-1))
+            + jnp.sum(jnp.where(on, jax.scipy.special.gammaln(a_safe + wrong[None]) - jax.scipy.special.gammaln(a_safe),
+                                0.0), axis=-1))
+    rows = jnp.where(a.sum(-1) > 0, rows, 0.0)
+    return jax.nn.log_softmax(rows.sum(-1))
+
+
+def error_posterior(leaf_probs, counts):
+    """The other classes' split per top class given the labels: ((G, C, C) α_t + η + the wrong
+    labels of top class t for every η of the grid, zero on the diagonal; (G,) log posterior
+    weights of η)."""
+    p = np.asarray(leaf_probs, np.float64)
+    alpha0 = error_prior(p, top_classes(p))
+    wrong = wrong_labels(p, counts)
+    a = spread_alphas(alpha0)
+    return jnp.where(a > 0, a + wrong[None], 0.0), spread_log_weights(alpha0, wrong)
 
 
 def classes_pi(key, leaf_probs, counts, rho):
-    """Draws of π(c|u) (n, K, C) and of the other classes' split per top class φ (n, C, C) given
-    draws of the top split ρ (n, K) (from the binary calibrated model on :func:`top_split`): φ_t
-    from its exact conditional Dirichlet(α_t + the wrong labels of top class t)."""
+    """Draws of π(c|u) (n, K, C), of the other classes' split per top class φ (n, C, C) and of
+    its spread η (n,) given draws of the top split ρ (n, K) (from the binary calibrated model on
+    :func:`top_split`): η from its posterior on the grid, then φ_t from its exact conditional
+    Dirichlet(α_t + η + the wrong labels of top class t)."""
     p = np.asarray(leaf_probs, np.float64)
     top = top_classes(p)
     on_top = jnp.asarray(np.eye(p.shape[1])[top])
-    phi = _gamma_split(key, error_posterior(p, counts), (rho.shape[0],))
-    return rho[..., None] * on_top + (1.0 - rho)[..., None] * phi[:, top, :], phi
+    alpha_post, log_w = error_posterior(p, counts)
+    k_eta, k_phi = jax.random.split(key)
+    g = jax.random.categorical(k_eta, log_w, shape=(rho.shape[0],))
+    phi = _gamma_split(k_phi, alpha_post[g])
+    eta = jnp.asarray(SPREAD_GRID, dtype=jnp.float64)[g]
+    return rho[..., None] * on_top + (1.0 - rho)[..., None] * phi[:, top, :], phi, eta
 
 
-def _gamma_split(key, alpha, shape):
-    """Dirichlet draws of the rows of ``alpha`` (rows with zeros allowed: those classes get 0)."""
-    g = jax.random.gamma(key, jnp.where(alpha > 0, alpha, 1.0), shape + alpha.shape)
+def _gamma_split(key, alpha):
+    """Dirichlet draws of the rows of ``alpha`` (…, C) (zeros allowed: those classes get 0)."""
+    g = jax.random.gamma(key, jnp.where(alpha > 0, alpha, 1.0))
     g = jnp.where(alpha > 0, g, 0.0)
     return g / jnp.maximum(g.sum(-1, keepdims=True), 1e-300)
+
+
+def _mean_split(alphas, log_w):
+    """E[φ] (C, C) over the grid's weights of Dirichlet parameters (G, C, C)."""
+    means = alphas / jnp.maximum(jnp.sum(alphas, axis=-1, keepdims=True), 1e-300)
+    return jnp.einsum("g,gij->ij", jnp.exp(log_w), means)
 
 
 def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, bands: int = BANDS,
@@ -144,18 +205,18 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
         return inner.fit(state, split(counts), unlabeled)
 
     def predictive(state):
-        phi = alpha0 / jnp.sum(alpha0, axis=1, keepdims=True)
+        grid_prior = jnp.full(len(SPREAD_GRID), -np.log(len(SPREAD_GRID)))
+        phi = _mean_split(spread_alphas(alpha0), grid_prior)
         return combine(inner.predictive(state)[:, 1], phi[top_j])
 
     def posterior_predictive(state, counts):
-        ap = error_posterior(p, counts)
-        phi = ap / jnp.sum(ap, axis=1, keepdims=True)
+        phi = _mean_split(*error_posterior(p, counts))
         return combine(inner.posterior_predictive(state, split(counts))[:, 1], phi[top_j])
 
     def sample(key, counts, unlabeled, n_draws, state=None):
         k1, k2, k3 = jax.random.split(key, 3)
         s = inner.sample(k1, split(counts), unlabeled, n_draws, state=state)
-        pi, phi = classes_pi(k2, p, counts, s["pi"][..., 1])   # (n, K, C), (n, C, C)
+        pi, phi, eta = classes_pi(k2, p, counts, s["pi"][..., 1])   # (n, K, C), (n, C, C), (n,)
         m_top = s["unlabeled_counts"][..., 1]                  # (n, K) unlabeled on the top class
         rest = unlabeled[None, :] - m_top
         # the rest over the other classes: sequential binomials of the (renormalised) shares
@@ -169,6 +230,7 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
             left, mass = left - draw, mass - phi_u[..., j]
         m = jnp.stack(out, axis=-1) + m_top[..., None] * on_top
         return {"pi": pi, "unlabeled_counts": m, "a": s["a"], "b": s["b"], "kappa": s["kappa"],
-                "band_offset": s["band_offset"], "error_split": phi, "importance_ess": s["importance_ess"]}
+                "band_offset": s["band_offset"], "error_split": phi, "error_spread": eta,
+                "importance_ess": s["importance_ess"]}
 
     return OracleModel("calibrated-classes", init_state, fit, predictive, sample, posterior_predictive)

@@ -26,7 +26,8 @@ from bayes_eval import measures as M
 from bayes_eval.cells import build_cells, leaf_counts, leaf_probs
 from bayes_eval.models import calibrated as cal
 from bayes_eval.models import classifier_scores
-from bayes_eval.models.calibrated_classes import calibrated_classes_model, error_prior, top_classes
+from bayes_eval.models.calibrated_classes import (SPREAD_GRID, calibrated_classes_model, error_prior, spread_alphas,
+                                                  spread_log_weights, top_classes)
 from bayes_eval.models.registry import make_oracle_model
 from bayes_eval.pool import Pool
 from bayes_eval.posterior import equal_tailed, pool_posterior_from_pi
@@ -60,6 +61,30 @@ def test_top_class_and_the_other_classes_prior():
     # a top class no unit has: its errors spread evenly
     alpha = error_prior(lp[top != 2])
     np.testing.assert_allclose(alpha[2], [1.0, 1.0, 0.0])
+
+
+def test_the_error_splits_spread_is_learned_from_where_the_errors_fall():
+    """η, the pseudo-counts each other class gets beyond the classifier's shares
+    (``calibrated_classes.spread_log_weights``): a top class whose prior gives a class 1% of its
+    errors and whose labels put 10 of 60 errors there moves η's posterior up (stop 53's
+    ``conf5``: a rare class the shares all but ruled out, so its hidden items were missed);
+    errors that fall as the shares say keep it low; no errors leave the prior (uniform on the grid)."""
+    alpha0 = np.array([[0.0, 1.98, 0.02], [1.0, 0.0, 1.0], [1.0, 1.0, 0.0]])
+    grid = np.asarray(SPREAD_GRID)
+
+    def mean_log_eta(wrong):
+        w = np.exp(np.asarray(spread_log_weights(alpha0, np.asarray(wrong, float))))
+        np.testing.assert_allclose(w.sum(), 1.0, atol=1e-12)
+        return float(w @ np.log(grid))
+
+    none = mean_log_eta(np.zeros((3, 3)))
+    np.testing.assert_allclose(none, np.log(grid).mean(), atol=1e-12)
+    as_shares = mean_log_eta([[0, 60, 0], [0, 0, 0], [0, 0, 0]])
+    to_rare = mean_log_eta([[0, 50, 10], [0, 0, 0], [0, 0, 0]])
+    assert as_shares < none - 0.5 and to_rare > none + 0.5, (as_shares, none, to_rare)
+    a = np.asarray(spread_alphas(alpha0))
+    np.testing.assert_allclose(a[:, 0, 2], 0.02 + grid)
+    np.testing.assert_allclose(a[:, np.arange(3), np.arange(3)], 0.0)
 
 
 @pytest.mark.slow
@@ -116,7 +141,7 @@ def _sbc_runner(k_per_class=6, per=120, n_draws=200):
     z = np.log(lp[np.arange(k), top] / (1 - lp[np.arange(k), top]))
     curve = cal.make_curve(z, cal.BANDS)
     walk = jnp.linalg.cholesky(jnp.linalg.inv(curve.precision))
-    alpha0 = jnp.asarray(error_prior(lp))
+    alphas = spread_alphas(error_prior(lp))                   # (G, C, C): α_t + η for η on the grid
     top_j, on_top = jnp.asarray(top), jnp.asarray(np.eye(C)[top])
     unit_of_item, cell_of_item = jnp.asarray(idx), jnp.asarray(item_cell)
     n_items, x = idx.size, cells.n_cells
@@ -130,7 +155,8 @@ def _sbc_runner(k_per_class=6, per=120, n_draws=200):
         mu = jnp.clip(jax.nn.sigmoid(a + b * z + d[curve.band]), 1e-9, 1 - 1e-9)
         kappa = jnp.exp(lk)
         rho = jax.random.beta(ks[4], kappa * mu, kappa * (1 - mu))
-        gam = jnp.where(alpha0 > 0, jax.random.gamma(ks[5], jnp.where(alpha0 > 0, alpha0, 1.0)), 0.0)
+        alpha = alphas[jax.random.randint(ks[11], (), 0, alphas.shape[0])]   # η uniform over the grid
+        gam = jnp.where(alpha > 0, jax.random.gamma(ks[5], jnp.where(alpha > 0, alpha, 1.0)), 0.0)
         phi = gam / gam.sum(1, keepdims=True)
         pi_u = rho[:, None] * on_top + (1 - rho)[:, None] * phi[top_j]
         y = jax.random.categorical(ks[6], jnp.log(jnp.maximum(pi_u[unit_of_item], 1e-300)))

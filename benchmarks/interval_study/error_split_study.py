@@ -1,0 +1,163 @@
+"""The error split of the calibrated model for several classes (``models/calibrated_classes.py``)
+on captured runs: which classes a top class's wrong labels fall on, and how the prior of that
+split sets the Bayesian interval of macro-F1 where a class is rare (stop 53's ``conf5``).
+
+    python benchmarks/interval_study/error_split_study.py capture conf5 --repeats 100 --out /tmp/es/conf5.npz
+    python benchmarks/interval_study/error_split_study.py variants conf5 /tmp/es/conf5.npz --variants library,shares
+
+``capture`` runs ``several_classes.make_pool(POOL)`` under AIS (macro-F1, checkpoints 200 / 500 /
+1000, the library's Bayesian interval) and keeps every run's labeled table at the checkpoints;
+``variants`` recomputes the Bayesian interval on the same labels with other error priors
+(:data:`VARIANTS`) and prints coverage, width, the posterior mean's offset and the side of the
+misses.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+
+from bayes_eval.models.calibrated_classes import error_prior as _LIB  # noqa: E402  (the library's, before patching)
+
+
+def _run(pool_name, repeats, seed, draws):
+    """Simulate with the library's interval, returning what the variants need."""
+    from bayes_eval import simulate as S
+    from bayes_eval.registry import measure_from_args
+    from several_classes import make_pool
+
+    captured = {}
+    real_int, real_make = S.intervals_at_checkpoints, S.make_oracle_model
+
+    def spy_int(cells, model, g, n_units, labeled, seed_, n_draws, level=0.95):
+        captured.update(cells=cells, g=g, n_units=n_units, labeled=np.asarray(labeled))
+        return real_int(cells, model, g, n_units, labeled, seed_, n_draws, level)
+
+    def spy_make(name, probs, *a, **k):
+        captured["probs"] = np.asarray(probs)
+        return real_make(name, probs, *a, **k)
+
+    S.intervals_at_checkpoints, S.make_oracle_model = spy_int, spy_make
+    try:
+        pool = make_pool(pool_name)
+        measure = measure_from_args("macro_f1", pool)
+        res, _ = S.run_simulation(pool, measure, "ais", budget=1000, repeats=repeats, seed=seed,
+                                  checkpoints=(200, 500, 1000), bayes=True, bayes_draws=draws)
+    finally:
+        S.intervals_at_checkpoints, S.make_oracle_model = real_int, real_make
+    return pool, res, captured
+
+
+def capture(args):
+    t0 = time.perf_counter()
+    pool, res, cap = _run(args.pool, args.repeats, args.seed, args.draws)
+    np.savez_compressed(args.out, labeled=cap["labeled"], probs=cap["probs"], true_value=np.asarray(res.true_value),
+                        value=np.asarray(res.checkpoint_value), bayes_lower=np.asarray(res.bayes_lower),
+                        bayes_upper=np.asarray(res.bayes_upper), checkpoints=np.asarray(res.checkpoints))
+    print(f"saved {args.out} {cap['labeled'].shape} in {time.perf_counter() - t0:.0f} s")
+
+
+def _even(p, top):
+    c = p.shape[1]
+    return (1.0 - np.eye(c))
+
+
+def _floor(level):
+    def prior(p, top):
+        a = _LIB(p, top)
+        c = p.shape[1]
+        return np.where(np.eye(c) > 0, 0.0, np.maximum(a, level))
+    return prior
+
+
+def _mix(p, top):
+    """Half the C − 1 pseudo-counts even, half as the shares."""
+    return 0.5 * _LIB(p, top) + 0.5 * _even(p, top)
+
+
+def _jeffreys(p, top):
+    return 0.5 * _even(p, top)
+
+
+#: name -> (the error prior α_t, the grid of η; None: the library's)
+VARIANTS = {"shares": (_LIB, [0.0]), "even": (_even, [0.0]), "mix": (_mix, [0.0]), "jeffreys": (_jeffreys, [0.0]),
+            "floor0.5": (_floor(0.5), [0.0]), "floor0.25": (_floor(0.25), [0.0]), "floor0.1": (_floor(0.1), [0.0]),
+            "grid-0.1-3": (None, np.logspace(-1, np.log10(3), 15)), "grid-0.001-1": (None, np.logspace(-3, 0, 19))}
+
+
+def variants(args):
+    import jax.numpy as jnp
+
+    from bayes_eval.models import calibrated_classes as CC
+    from bayes_eval.models.registry import make_oracle_model
+    from bayes_eval.posterior import intervals_at_checkpoints
+    from bayes_eval import simulate as S
+
+    d = np.load(args.capture)
+    # rebuild the posterior units as the capture's run built them: one tiny run (same pool, seed)
+    _, _, cap = _run(args.pool, 2, args.seed, 16)
+    assert np.allclose(cap["probs"], d["probs"]), "the capture is of another pool or build"
+    labeled = jnp.asarray(d["labeled"][: args.max_runs])
+    truth = float(np.atleast_1d(d["true_value"])[0])
+    cps = d["checkpoints"]
+    rows = [("library (capture)", d["bayes_lower"][: args.max_runs, :, 0], d["bayes_upper"][: args.max_runs, :, 0], None)]
+    lib_prior, lib_grid = CC.error_prior, CC.SPREAD_GRID
+    for name in args.variants.split(","):
+        prior, grid = VARIANTS.get(name, (None, None)) if name != "library" else (None, None)
+        if name not in VARIANTS and name != "library":
+            raise SystemExit(f"unknown variant {name!r}: library, {', '.join(VARIANTS)}")
+        CC.error_prior = prior or lib_prior
+        CC.SPREAD_GRID = lib_grid if grid is None else np.asarray(grid, np.float64)
+        try:
+            model = make_oracle_model("calibrated", cap["probs"])
+            out = intervals_at_checkpoints(cap["cells"], model, cap["g"], cap["n_units"], labeled, args.seed, args.draws)
+        finally:
+            CC.error_prior, CC.SPREAD_GRID = lib_prior, lib_grid
+        rows.append((name, out["bayes_lower"][..., 0], out["bayes_upper"][..., 0], out["bayes_mean"][..., 0]))
+        _print(rows[-1:], truth, cps)
+    del S
+    _print(rows[:1], truth, cps)
+
+
+def _print(rows, truth, cps):
+    for name, lo, hi, mean in rows:
+        for i, cp in enumerate(cps):
+            cov = (lo[:, i] <= truth) & (truth <= hi[:, i])
+            r = {"variant": name, "labels": int(cp), "runs": int(lo.shape[0]), "coverage": float(cov.mean()),
+                 "width": float(np.mean(hi[:, i] - lo[:, i])), "miss_low": float(np.mean(hi[:, i] < truth)),
+                 "miss_high": float(np.mean(lo[:, i] > truth))}
+            if mean is not None:
+                r["mean_minus_truth"] = float(np.mean(mean[:, i]) - truth)
+            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("capture")
+    c.add_argument("pool")
+    c.add_argument("--repeats", type=int, default=100)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--draws", type=int, default=200)
+    c.add_argument("--out", required=True)
+    v = sub.add_parser("variants")
+    v.add_argument("pool")
+    v.add_argument("capture")
+    v.add_argument("--variants", default="library,shares")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--draws", type=int, default=200)
+    v.add_argument("--max-runs", type=int, default=None)
+    args = ap.parse_args(argv)
+    capture(args) if args.cmd == "capture" else variants(args)
+
+
+if __name__ == "__main__":
+    main()
