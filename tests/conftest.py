@@ -86,3 +86,27 @@ def ais_many_positives():
     res, _ = run_simulation(pool, measure_from_args("f1", pool), "ais", budget=400, batch=50, repeats=200,
                             seed=0, checkpoints=(200, 400), bayes=False, track_kl=False)
     return res
+
+
+def calibrated_prior_curve(z):
+    """A draw of the calibrated model's curve from its prior (``models/calibrated.py``: ``PRIOR``
+    for (a, b, log κ), the band offsets d a Gaussian walk of its precision over ``BANDS`` bands):
+    a function of (three keys for a, b, log κ; a key for d) -> (μ per unit, κ), for the
+    simulation-based calibration of the binary model (``test_posterior.py``) and of its top split
+    for several classes (``test_several_classes.py``)."""
+    import jax
+    import jax.numpy as jnp
+
+    from bayes_eval.models import calibrated as cal
+
+    curve = cal.make_curve(np.asarray(z), cal.BANDS)
+    walk = jnp.linalg.cholesky(jnp.linalg.inv(curve.precision))   # d = walk @ N(0, I) ~ N(0, Q⁻¹)
+    prior = list(cal.PRIOR.values())
+    z = jnp.asarray(z)
+
+    def draw(keys_abk, key_d):
+        a, b, lk = (m + s * jax.random.normal(kk) for (m, s), kk in zip(prior, keys_abk))
+        d = walk @ jax.random.normal(key_d, (cal.BANDS,))
+        return jnp.clip(jax.nn.sigmoid(a + b * z + d[curve.band]), 1e-9, 1 - 1e-9), jnp.exp(lk)
+
+    return draw

@@ -31,6 +31,7 @@ from bayes_eval.posterior import (
     replicate_labeled,
 )
 from bayes_eval.strata import Strata
+from conftest import calibrated_prior_curve
 
 MEASURE = M.stack(M.f1(), M.precision(), M.recall())
 
@@ -112,20 +113,15 @@ def _sbc_runner(k=16, per=150, n_draws=400):
     lp = leaf_probs(cells, k)
     z = np.asarray(cal._z_of(lp))
     model, control = cal.calibrated_model(lp, bands=cal.BANDS), classifier_scores(lp)
-    curve = cal.make_curve(z, cal.BANDS)
-    walk = jnp.linalg.cholesky(jnp.linalg.inv(curve.precision))   # d = walk @ N(0, I) ~ N(0, Q⁻¹)
+    prior_curve = calibrated_prior_curve(z)
     stratum_of_item = jnp.asarray(strata.index)
     cell_of_item = jnp.asarray(item_cell)
     n_items, x = item_cell.size, cells.n_cells
     g = MEASURE.g
-    prior = list(cal.PRIOR.values())
 
     def one(key, p1, stage2):
         ks = jax.random.split(key, 10)
-        a, b, lk = (m + s * jax.random.normal(kk) for (m, s), kk in zip(prior, ks[:3]))
-        d = walk @ jax.random.normal(jax.random.fold_in(ks[0], 1), (cal.BANDS,))
-        mu = jnp.clip(jax.nn.sigmoid(a + b * z + d[curve.band]), 1e-9, 1 - 1e-9)
-        kappa = jnp.exp(lk)
+        mu, kappa = prior_curve(ks[:3], jax.random.fold_in(ks[0], 1))
         pi = jax.random.beta(ks[3], kappa * mu, kappa * (1 - mu))
         y = (jax.random.uniform(ks[4], (n_items,)) < pi[stratum_of_item]).astype(jnp.float64)
         onehot = jnp.stack([1 - y, y], -1)

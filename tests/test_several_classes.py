@@ -32,6 +32,7 @@ from bayes_eval.models.registry import make_oracle_model
 from bayes_eval.pool import Pool
 from bayes_eval.posterior import equal_tailed, pool_posterior_from_pi
 from bayes_eval.strata import Strata
+from conftest import calibrated_prior_curve
 
 C = 3
 MEASURE = M.stack(M.macro_f1(C), M.accuracy(n_classes=C))
@@ -139,21 +140,16 @@ def _sbc_runner(k_per_class=6, per=120, n_draws=200):
     np.testing.assert_allclose(lpk, lp, atol=1e-12)
     model, control = calibrated_classes_model(lpk), classifier_scores(lpk)
     z = np.log(lp[np.arange(k), top] / (1 - lp[np.arange(k), top]))
-    curve = cal.make_curve(z, cal.BANDS)
-    walk = jnp.linalg.cholesky(jnp.linalg.inv(curve.precision))
+    prior_curve = calibrated_prior_curve(z)
     alphas = spread_alphas(error_prior(lp))                   # (G, C, C): α_t + η for η on the grid
     top_j, on_top = jnp.asarray(top), jnp.asarray(np.eye(C)[top])
     unit_of_item, cell_of_item = jnp.asarray(idx), jnp.asarray(item_cell)
     n_items, x = idx.size, cells.n_cells
     g = MEASURE.g
-    prior = list(cal.PRIOR.values())
 
     def one(key, p1, stage2):
         ks = jax.random.split(key, 12)
-        a, b, lk = (m + s * jax.random.normal(kk) for (m, s), kk in zip(prior, ks[:3]))
-        d = walk @ jax.random.normal(ks[3], (cal.BANDS,))
-        mu = jnp.clip(jax.nn.sigmoid(a + b * z + d[curve.band]), 1e-9, 1 - 1e-9)
-        kappa = jnp.exp(lk)
+        mu, kappa = prior_curve(ks[:3], ks[3])
         rho = jax.random.beta(ks[4], kappa * mu, kappa * (1 - mu))
         alpha = alphas[jax.random.randint(ks[11], (), 0, alphas.shape[0])]   # η uniform over the grid
         gam = jnp.where(alpha > 0, jax.random.gamma(ks[5], jnp.where(alpha > 0, alpha, 1.0)), 0.0)
