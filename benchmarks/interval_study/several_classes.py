@@ -16,7 +16,8 @@ Pools (synthetic, seeded; the shared pools are binary):
   of ``pred`` and ``score`` gives it.
 
 Run: ``python benchmarks/interval_study/several_classes.py POOL [--measure macro_f1]
-[--repeats 100] [--design ais] [--budget 1000] [--checkpoints 200,500,1000] [--model calibrated]``.
+[--repeats 100] [--design ais] [--budget 1000] [--checkpoints 200,500,1000] [--model calibrated]
+[--stop-widths 0.1,0.05]``.
 """
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ def main(argv=None):
     ap.add_argument("--checkpoints", default="200,500,1000")
     ap.add_argument("--model", default="calibrated")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--stop-widths", default=None,
+                    help="W[,W]: also stop each run at the first stage end where the interval read first "
+                         "(read-first, and bayes-stable) is at most W wide (a posterior after every stage)")
     args = ap.parse_args(argv)
     from bayes_eval.registry import measure_from_args
     from bayes_eval.simulate import run_simulation
@@ -74,7 +78,8 @@ def main(argv=None):
     cps = tuple(int(v) for v in args.checkpoints.split(","))
     t0 = time.perf_counter()
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, repeats=args.repeats, seed=args.seed,
-                                checkpoints=cps, bayes=True, posterior_model=args.model)
+                                checkpoints=cps, bayes=True, posterior_model=args.model,
+                                bayes_stages=args.stop_widths is not None)
     truth = float(np.atleast_1d(res.true_value)[0])
     rows = []
     for i, cp in enumerate(cps):
@@ -88,6 +93,14 @@ def main(argv=None):
             row[f"{kind}_coverage"] = float(np.mean((lo_i <= truth) & (truth <= hi_i)))
             row[f"{kind}_width"] = float(np.mean(hi_i - lo_i))
         rows.append(row)
+    if args.stop_widths:
+        from bayes_eval.results import stopping
+
+        for w in (float(v) for v in args.stop_widths.split(",")):
+            for rule in ("read-first", "bayes-stable"):
+                st = stopping(res, w, rule)
+                rows.append({"pool": args.pool, "measure": args.measure, "stop_width": w, "rule": rule,
+                             **{k: st[k] for k in ("stopped", "coverage", "coverage_se", "mean_labels", "stopped_runs")}})
     for r in rows:
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}))
     print(f"# {time.perf_counter() - t0:.0f} s")
