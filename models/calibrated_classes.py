@@ -44,7 +44,8 @@ posterior put too few of its items among the unlabeled (the interval of macro-F1
 0.84-0.87 of 100 runs; ``benchmarks/results/several_classes.md``).  Spreading every class
 evenly (α = 1) put too many there (0.62-0.76, missed low).  η is learned from where the wrong
 labels fall: small where they fall as the shares say, large where they reach classes the
-shares all but excluded (0.91-0.99 on the same runs).
+shares all but excluded (0.94-0.96 over 300 runs; the pools with class probabilities or only
+common classes unchanged within their SE).
 
 With C = 2 this reduces to the binary calibrated model up to which class the curve follows; the
 registry keeps the binary model for C = 2 (``models/registry.py``).

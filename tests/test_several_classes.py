@@ -227,6 +227,8 @@ def test_report_of_a_session_of_several_classes_by_nuts_and_fast(tmp_path):
         phi = idata.posterior["error_split"].values
         np.testing.assert_allclose(phi.sum(-1), 1.0, atol=1e-9)
         np.testing.assert_allclose(phi[..., np.arange(c), np.arange(c)], 0.0)
+        eta = idata.posterior["error_spread"].values                 # the spread's draws, on its grid
+        assert eta.shape == phi.shape[:2] and np.isin(eta, SPREAD_GRID).all()
         g = idata.posterior["G"].values.reshape(-1)
         lo, hi = np.quantile(g, [0.025, 0.975])
         assert lo <= truth <= hi, (method, lo, truth, hi)
