@@ -29,8 +29,8 @@ import time
 from .posterior import LOW_SAMPLER_ESS
 from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
-from .session_cli_text import (allowed_line, clt_check_line, fmt, jsonable, open_session, outside_note, print_json,
-                               stopping_line)
+from .session_cli_text import (allowed_line, clt_check_line, few_labels_line, fmt, jsonable, open_session, outside_note,
+                               print_json, stopping_line)
 from .session_report_cli import cmd_report
 from .session_team_cli import TEAM_COMMANDS, add_label_reading_args, add_task_content_args, add_team_parsers
 
@@ -472,6 +472,9 @@ def _status_text(st):
                  + "; the CLT interval is for one fixed budget."
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
                     "(one odd posterior cannot stop it)." if stop_kind == "bayes-stable" else ""))
+    few = few_labels_line(st)
+    if few:
+        lines.append(few)
     lines.append(clt_check_line(comps, labels=st.get("labels_in_estimate"), posterior=st.get("posterior_available", True)))
     lines += [x for x in [allowed_line(st), blind_spot_text(st.get("blind_spot"), [c["component"] for c in comps])] if x]
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]

@@ -30,6 +30,24 @@ def outside_note(rows, median_ref: str = "") -> str | None:
             + (f" ({len(away) - 1} more component(s) alike)" if len(away) > 1 else ""))
 
 
+def few_labels_line(st) -> str | None:
+    """Why the CLT-based intervals are undefined, where a class has fewer than
+    ``results.MIN_CLASS_LABELS`` labels (a rare class: its name from the session's label map)."""
+    from .results import MIN_CLASS_LABELS
+
+    per_class = st.get("labels_per_class") or []
+    if not per_class or min(per_class) >= MIN_CLASS_LABELS:
+        return None
+    if not any(c.get("cs_lower") is None for c in st.get("estimates", [])):
+        return None
+    names = {int(v): str(k) for k, v in ((st.get("pool") or {}).get("read") or {}).get("label_map", {}).items()}
+    if not names and len(per_class) == 2:
+        names = {0: "negatives", 1: "positives"}
+    few = ", ".join(f"{names.get(c, f'class {c}')} {n}" for c, n in enumerate(per_class) if n < MIN_CLASS_LABELS)
+    return (f"the confidence sequence waits for at least {MIN_CLASS_LABELS} labels of every class (so far: {few}) "
+            "and is undefined until then")
+
+
 def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = None, posterior: bool = True) -> str:
     """The CLT check of ``session status`` (estimators.model_assisted): whether the design's
     calibrated model and the draws agree on the variance; ``bayes_shown``: the Bayesian interval

@@ -202,12 +202,16 @@ class SessionReports:
         snap = self._snapshots[snap_index % len(self._snapshots)] if self._snapshots else None
         n = max(float(snap.draws if snap else 0), 1.0)
         half = float(cs_factor(n, level)) * sd
-        per_class = np.asarray(snap.labeled if snap else self._labeled).sum(0)
-        if per_class.min() < MIN_CLASS_LABELS:
+        if self.labels_per_class(snap_index).min() < MIN_CLASS_LABELS:
             half = np.full_like(half, np.nan)
         lo, hi = self._cut(v - half, v + half, snap_index)
         return self._clipped(pd.DataFrame({"component": self._names, "kind": "clt-cs", "level": level, "estimate": v,
                                            "lower": lo, "upper": hi}))
+
+    def labels_per_class(self, snap_index: int = -1) -> np.ndarray:
+        """(C,) the labels of each class that the estimate at ``snap_index`` rests on."""
+        snap = self._snapshots[snap_index % len(self._snapshots)] if self._snapshots else None
+        return np.asarray(snap.labeled if snap else self._labeled).sum(0)
 
     def _clipped(self, df: pd.DataFrame) -> pd.DataFrame:
         """Normal-based bounds of the catalogue's bounded measures clipped to their range
@@ -701,6 +705,9 @@ class SessionReports:
             "max_weight": _f(ws["max_weight"]),
             "level": level,
             "estimates": comps,
+            # per class, the labels the estimate rests on: the CLT-based intervals wait for
+            # MIN_CLASS_LABELS of every class (confidence_sequence)
+            "labels_per_class": [int(x) for x in self.labels_per_class()],
         }
         has_bayes = any("bayes_lower" in c for c in comps)
         sampler_ess = self.posterior_sampler_ess() if has_bayes else None

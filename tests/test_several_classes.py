@@ -306,6 +306,25 @@ def test_a_session_on_three_classes_leads_with_the_bayesian_interval(tmp_path):
     # macro-F1 has no range from the labels (not linear-fractional): its intervals stop at its bounds
     assert c["estimate"] + 3.03 * c["std_error"] > 1.0          # a confidence sequence unbounded would pass 1
     assert 0.0 <= c["cs_lower"] and c["cs_upper"] == 1.0 and c["clt_upper"] <= 1.0
+    assert len(st["labels_per_class"]) == 3 and sum(st["labels_per_class"]) == st["labels_in_estimate"]
+
+
+def test_status_says_why_the_confidence_sequence_is_undefined():
+    """``session status`` names the classes with fewer than MIN_CLASS_LABELS labels where the
+    confidence sequence waits for them (a rare class: "undefined" alone left the user guessing),
+    by the session's label map, as positives / negatives on a binary pool without one; nothing
+    where every class has enough or the sequence is shown."""
+    from bayes_eval.results import MIN_CLASS_LABELS
+    from bayes_eval.session_cli_text import few_labels_line
+
+    st = {"labels_per_class": [242, 235, 71, 49, 3], "estimates": [{"component": "macro_f1", "cs_lower": None}],
+          "pool": {"read": {"label_map": {"news": 0, "sport": 1, "tech": 2, "arts": 3, "legal": 4}}}}
+    line = few_labels_line(st)
+    assert f"at least {MIN_CLASS_LABELS} labels of every class (so far: legal 3)" in line and "undefined" in line
+    assert "positives 4" in few_labels_line({"labels_per_class": [120, 4], "estimates": [{"cs_lower": None}],
+                                            "pool": {"read": {}}})
+    assert few_labels_line(dict(st, labels_per_class=[242, 235, 71, 49, 12])) is None
+    assert few_labels_line(dict(st, estimates=[{"cs_lower": 0.5}])) is None
 
 
 def test_a_session_of_several_classes_created_before_reopens_on_its_own_strata(tmp_path):
