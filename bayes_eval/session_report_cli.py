@@ -9,8 +9,8 @@ import os
 
 from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
-from .session_cli_text import (allowed_line, clt_check_line, fmt, open_session, outside_note, print_json,
-                               stopping_line)
+from .session_cli_text import (allowed_line, clt_check_line, few_labels_line, fmt, open_session, outside_note,
+                               print_json, stopping_line)
 
 __all__ = ["cmd_report"]
 
@@ -205,6 +205,7 @@ def cmd_report(args, bar):
               _read_first(lead_bayes, st, "bayes_lower" in summ.columns, stop),
               _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
+              "".join(f"\n{x[0].upper()}{x[1:]} (`cs_lower`, `cs_upper` empty).\n" for x in [few_labels_line(st)] if x),
               "\n" + clt_check_line(st["estimates"], lead_bayes, posterior=st.get("posterior_available", True))
               + " (per component: `clt_check` in summary.csv)\n"]
         md += [f"\n{x[0].upper()}{x[1:]} (`feasible_lower`, `feasible_upper` in summary.csv).\n" for x in [allowed_line(st)] if x]
