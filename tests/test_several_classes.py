@@ -394,7 +394,8 @@ def test_a_rare_class_the_shares_rule_out_is_covered_with_the_learned_spread(mon
     """AIS on a pool of pred + confidence with a 0.5% class (stop 53's ``conf5``, where the interval
     fell short): 100 runs of 500 labels, macro-F1's Bayesian interval with the error split's learned
     spread covers ≥ 0.90; the same runs with the spread fixed at 0 (the classifier's shares alone,
-    stop 53's model: the negative control) cover at least 0.06 less, every miss high."""
+    stop 53's model: the negative control) cover at least 0.05 less, every miss high (measured: 0.96
+    and 0.88)."""
     from bayes_eval.models import calibrated_classes as CC
     from bayes_eval.registry import measure_from_args
     from bayes_eval.simulate import run_simulation
@@ -412,4 +413,4 @@ def test_a_rare_class_the_shares_rule_out_is_covered_with_the_learned_spread(mon
     monkeypatch.setattr(CC, "SPREAD_GRID", np.array([0.0]))
     shares, high = coverage()
     assert learned >= 0.90, learned
-    assert shares <= learned - 0.06 and high == pytest.approx(1.0 - shares), (learned, shares, high)
+    assert shares <= learned - 0.05 and high == pytest.approx(1.0 - shares), (learned, shares, high)
