@@ -31,8 +31,9 @@ def outside_note(rows, median_ref: str = "") -> str | None:
 
 
 def few_labels_line(st) -> str | None:
-    """Why the CLT-based intervals are undefined, where a class has fewer than
-    ``results.MIN_CLASS_LABELS`` labels (a rare class: its name from the session's label map)."""
+    """Why the confidence sequence is undefined, where a class has fewer than
+    ``results.MIN_CLASS_LABELS`` labels (a rare class: its name from the session's label map;
+    on a binary pool without one, negatives / positives); None where it is shown or no class is short."""
     from .results import MIN_CLASS_LABELS
 
     per_class = st.get("labels_per_class") or []

@@ -705,7 +705,7 @@ class SessionReports:
             "max_weight": _f(ws["max_weight"]),
             "level": level,
             "estimates": comps,
-            # per class, the labels the estimate rests on: the CLT-based intervals wait for
+            # per class, the labels the estimate rests on: the confidence sequence waits for
             # MIN_CLASS_LABELS of every class (confidence_sequence)
             "labels_per_class": [int(x) for x in self.labels_per_class()],
         }
