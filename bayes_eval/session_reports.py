@@ -116,9 +116,10 @@ class SessionReports:
                           values=self._values(i)[0])
 
     def _cut(self, lower, upper, snap_index: int = -1):
-        """A CLT-based interval cut to what the labels allow and, for the measures without that
-        range (MCC, macro-F1, AUC, ...), to the measure's own bounds
-        (:func:`~bayes_eval.measures.component_range`: a macro-F1 interval reached 1.084)."""
+        """A CLT-based interval cut to what the labels allow and to the measure's own bounds
+        (:func:`~bayes_eval.measures.component_range`: F1 above 1 is impossible, and for the
+        measures without a range from the labels -- MCC, macro-F1, AUC -- a macro-F1 interval
+        reached 1.084): every CLT-based bound the session shows goes through here."""
         from .feasible import cut
         from .measures import component_range
 
@@ -174,8 +175,8 @@ class SessionReports:
         v, sd = self._values()
         z = _z(level)
         lo, hi = self._cut(v - z * sd, v + z * sd)
-        df = self._clipped(pd.DataFrame({"component": self._names, "kind": "clt", "level": level, "estimate": v,
-                                         "lower": lo, "upper": hi}))
+        df = pd.DataFrame({"component": self._names, "kind": "clt", "level": level, "estimate": v, "lower": lo,
+                           "upper": hi})
         if sequence:
             df = pd.concat([self.confidence_sequence(level), df], ignore_index=True)
         if bayesian:
@@ -205,27 +206,13 @@ class SessionReports:
         if self.labels_per_class(snap_index).min() < MIN_CLASS_LABELS:
             half = np.full_like(half, np.nan)
         lo, hi = self._cut(v - half, v + half, snap_index)
-        return self._clipped(pd.DataFrame({"component": self._names, "kind": "clt-cs", "level": level, "estimate": v,
-                                           "lower": lo, "upper": hi}))
+        return pd.DataFrame({"component": self._names, "kind": "clt-cs", "level": level, "estimate": v, "lower": lo,
+                             "upper": hi})
 
     def labels_per_class(self, snap_index: int = -1) -> np.ndarray:
         """(C,) the labels of each class that the estimate at ``snap_index`` rests on."""
         snap = self._snapshots[snap_index % len(self._snapshots)] if self._snapshots else None
         return np.asarray(snap.labeled if snap else self._labeled).sum(0)
-
-    def _clipped(self, df: pd.DataFrame) -> pd.DataFrame:
-        """Normal-based bounds of the catalogue's bounded measures clipped to their range
-        (:func:`bayes_eval.measures.component_range`: F1 above 1 is impossible)."""
-        from .measures import component_range
-
-        if not len(df):
-            return df
-        ranges = {c: component_range(self.measures, c) for c in pd.unique(df["component"])}
-        lo = df["component"].map(lambda c: ranges[c][0] if ranges[c] is not None else -np.inf).to_numpy(float)
-        hi = df["component"].map(lambda c: ranges[c][1] if ranges[c] is not None else np.inf).to_numpy(float)
-        df["lower"] = np.clip(df["lower"].to_numpy(float), lo, hi)
-        df["upper"] = np.clip(df["upper"].to_numpy(float), lo, hi)
-        return df
 
     def posterior_model(self):
         """The oracle model behind the Bayesian interval, chosen as
@@ -394,7 +381,7 @@ class SessionReports:
             return pd.DataFrame(columns=["stage", "labels", "draws", "new_labels", "ess", "max_weight", "opened_at",
                                          "closed_at", "component", "estimate", "std_error", "lower", "upper",
                                          "clt_check", "cs_lower", "cs_upper"])
-        return self._clipped(pd.concat(parts, ignore_index=True))
+        return pd.concat(parts, ignore_index=True)
 
     def labels(self) -> pd.DataFrame:
         """Every accepted label with its arrival time (from the session file)."""

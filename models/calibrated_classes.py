@@ -131,7 +131,6 @@ def spread_log_weights(alpha0, wrong, grid=None):
     rows = (jax.scipy.special.gammaln(a.sum(-1)) - jax.scipy.special.gammaln(a.sum(-1) + wrong.sum(-1))
             + jnp.sum(jnp.where(on, jax.scipy.special.gammaln(a_safe + wrong[None]) - jax.scipy.special.gammaln(a_safe),
                                 0.0), axis=-1))
-    rows = jnp.where(a.sum(-1) > 0, rows, 0.0)
     return jax.nn.log_softmax(rows.sum(-1))
 
 

@@ -38,6 +38,21 @@ C = 3
 MEASURE = M.stack(M.macro_f1(C), M.accuracy(n_classes=C))
 
 
+def _mixture(seed, n, shares):
+    """Labels, the Bayes classifier's class probabilities and its predictions on a mixture of
+    Gaussians in 6 dimensions (class means N(0, 1.6²), unit noise; the benchmark pools' recipe,
+    ``benchmarks/interval_study/several_classes.py``)."""
+    rng = np.random.default_rng(seed)
+    c = len(shares)
+    y = rng.choice(c, n, p=shares)
+    means = rng.normal(0, 1.0, (c, 6)) * 1.6
+    x = means[y] + rng.normal(0, 1.0, (n, 6))
+    logit = -0.5 * ((x[:, None, :] - means[None]) ** 2).sum(-1) + np.log(shares)[None]
+    p = np.exp(logit - logit.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    return y, p, p.argmax(1)
+
+
 def _unit_probs(k_per_class=6):
     """(K, C) mean probabilities: K / C units per top class, confidence 0.45-0.98, the rest of each
     unit's mass split 0.7 / 0.3 over the other two classes (so the errors are not even)."""
@@ -204,16 +219,8 @@ def test_report_of_a_session_of_several_classes_by_nuts_and_fast(tmp_path):
     from bayes_eval.report import report_from_session, to_inference_data
     from bayes_eval.session import Session
 
-    rng = np.random.default_rng(3)
     n, c = 4000, 4
-    shares = [0.55, 0.25, 0.12, 0.08]
-    y = rng.choice(c, n, p=shares)
-    means = rng.normal(0, 1.6, (c, 6))
-    x = means[y] + rng.normal(0, 1.0, (n, 6))
-    lg = -0.5 * ((x[:, None, :] - means[None]) ** 2).sum(-1) + np.log(shares)[None]
-    p = np.exp(lg - lg.max(1, keepdims=True))
-    p /= p.sum(1, keepdims=True)
-    pred = p.argmax(1)
+    y, p, pred = _mixture(3, n, [0.55, 0.25, 0.12, 0.08])
     pool = Pool.from_frame(pd.DataFrame({"pred": pred, "score": p[np.arange(n), pred], "label": y}), n_classes=c)
     truth = float(pool.true_value(M.macro_f1(c))[0])
     s = Session.create(str(tmp_path / "s.db"), pool, measure="macro_f1", seed=0)
@@ -377,16 +384,8 @@ def test_a_session_of_several_classes_created_before_reopens_on_its_own_strata(t
 def _confidence_pool(seed=0, n=50000, shares=(0.5, 0.3, 0.15, 0.045, 0.005)):
     """``benchmarks/interval_study/several_classes.py``'s ``conf5``: 5 classes, one of 0.5%, the Bayes
     classifier of a Gaussian mixture given as its predicted class and that class's probability only."""
-    rng = np.random.default_rng(seed)
-    c = len(shares)
-    y = rng.choice(c, n, p=shares)
-    means = rng.normal(0, 1.0, (c, 6)) * 1.6
-    x = means[y] + rng.normal(0, 1.0, (n, 6))
-    logit = -0.5 * ((x[:, None, :] - means[None]) ** 2).sum(-1) + np.log(shares)[None]
-    p = np.exp(logit - logit.max(1, keepdims=True))
-    p /= p.sum(1, keepdims=True)
-    pred = p.argmax(1)
-    return Pool.from_arrays(scores=p[np.arange(n), pred], preds=pred, labels=y, n_classes=c, name="conf5")
+    y, p, pred = _mixture(seed, n, shares)
+    return Pool.from_arrays(scores=p[np.arange(n), pred], preds=pred, labels=y, n_classes=len(shares), name="conf5")
 
 
 @pytest.mark.slow
