@@ -83,19 +83,33 @@ class SimResult(NamedTuple):
     # (repeats, n_ck, m) the estimate's sd; (repeats, n_ck, 4, m) what the labels allow (StageRecord.sd, .feasible)
     checkpoint_sd: np.ndarray | None = None
     checkpoint_feasible: np.ndarray | None = None
+    # (m, 2) each component's range (measures.component_range; ±inf where unbounded): the CLT
+    # interval and the confidence sequence are clipped to it, as a session's are
+    bounds: np.ndarray | None = None
 
 
 def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, seconds: float, compile_seconds: float,
                 design_name: str, bayes: dict | None = None, bayes_seconds: float = 0.0, lower=None,
                 upper=None, draws=None) -> SimResult:
     """Assemble a :class:`SimResult` from a driver's per-stage history and checkpoint
-    arrays (``ck``: value, lower, upper, labels, draws), and the Bayesian intervals."""
+    arrays (``ck``: value, lower, upper, labels, draws), and the Bayesian intervals.  The CLT
+    intervals are clipped to each component's range (:func:`measure_bounds`), as
+    ``Session.intervals`` clips them: macro-F1's normal interval reached above 1 at small
+    budgets (a measure whose intervals are not cut to what the labels allow), which inflated
+    ``mean_width`` and held back a stop on its width."""
     bayes = bayes or {}
+    bounds = measure_bounds(measure)
+    hist = jax.tree_util.tree_map(np.asarray, hist)
+    m_hist = hist.lower.shape[-1]
+    hist = hist._replace(lower=np.maximum(hist.lower, bounds[:m_hist, 0]),
+                         upper=np.minimum(hist.upper, bounds[:m_hist, 1]))
+    lower = np.asarray(ck["lower"] if lower is None else lower)
+    upper = np.asarray(ck["upper"] if upper is None else upper)
     return SimResult(
-        history=jax.tree_util.tree_map(np.asarray, hist),
+        history=hist,
         checkpoint_value=np.asarray(ck["value"]),
-        checkpoint_lower=np.asarray(ck["lower"] if lower is None else lower),
-        checkpoint_upper=np.asarray(ck["upper"] if upper is None else upper),
+        checkpoint_lower=np.maximum(lower, bounds[:, 0]),
+        checkpoint_upper=np.minimum(upper, bounds[:, 1]),
         checkpoint_labels=np.asarray(ck["labels"]),
         checkpoint_draws=np.asarray(ck["draws"] if draws is None else draws),
         stalled=np.asarray(stalled),
@@ -116,7 +130,24 @@ def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, secon
         stage_bayes_collapsed=bayes.get("stage_bayes_collapsed"),
         checkpoint_sd=None if ck.get("sd") is None else np.asarray(ck["sd"]),
         checkpoint_feasible=None if ck.get("feasible") is None else np.asarray(ck["feasible"]),
+        bounds=bounds,
     )
+
+
+def measure_bounds(measure) -> np.ndarray:
+    """(m, 2): each component's (low, high) (:func:`bayes_eval.measures.component_range`;
+    ±inf where the measure is unbounded)."""
+    from .measures import component_range
+
+    return np.array([component_range([measure], n) or (-np.inf, np.inf) for n in measure.names], float)
+
+
+def clip_to_bounds(lower, upper, bounds):
+    """An interval's ends clipped to ``bounds`` ((m', 2) for its last m components; None: unchanged)."""
+    if bounds is None:
+        return lower, upper
+    b = np.asarray(bounds)[: np.shape(lower)[-1]]
+    return np.maximum(lower, b[:, 0]), np.minimum(upper, b[:, 1])
 
 
 def covers(lo, hi, truth, rtol: float = 1e-9):
@@ -176,7 +207,8 @@ def summarize(res: SimResult) -> list[dict]:
             wmask = mask & np.isfinite(width)
             sd = None if res.checkpoint_sd is None else res.checkpoint_sd[ok, i, :]
             feas = None if res.checkpoint_feasible is None else res.checkpoint_feasible[ok, i]
-            clo, chi = cs_bounds(vv, lo[ok], hi[ok], res.checkpoint_draws[ok, i][:, None], sd=sd, feasible=feas)
+            clo, chi = clip_to_bounds(*cs_bounds(vv, lo[ok], hi[ok], res.checkpoint_draws[ok, i][:, None], sd=sd,
+                                                 feasible=feas), res.bounds)
             cmask = mask & np.isfinite(chi - clo)
             if cmask.any():
                 entry["coverage_cs"] = float(np.mean(covers(clo, chi, truth)[cmask]))
@@ -351,8 +383,8 @@ def _narrow(res, width: float, interval: str, min_class_labels: int, require_che
     value, lo, hi = h.value, h.lower, h.upper  # (repeats, stages, m_hist)
     bayes = interval in ("bayes", "bayes-cs", "bayes-stable")
     if interval in ("clt-cs", "bayes-cs"):
-        cs_lo, cs_hi = cs_bounds(value, lo, hi, h.n_draws[..., None], sd=h.sd,
-                                 feasible=h.feasible)
+        cs_lo, cs_hi = clip_to_bounds(*cs_bounds(value, lo, hi, h.n_draws[..., None], sd=h.sd, feasible=h.feasible),
+                                      res.bounds)
     if bayes:
         if res.stage_bayes_lower is None:
             raise ValueError("stopping on the Bayesian interval needs it after every stage: simulate with "

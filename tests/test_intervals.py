@@ -85,6 +85,36 @@ def test_the_stable_bayesian_rule_needs_consecutive_narrow_stages(sim):
     assert st["stopped"] <= once["stopped"] and st["mean_labels"] >= once["mean_labels"] - 1e-9
 
 
+def test_simulated_intervals_are_clipped_to_the_measures_range(sim):
+    """The CLT interval and the confidence sequence of a simulated run are clipped to the
+    measure's range, as a session's are (``Session.intervals``): an estimate of 0.97 with sd 0.03
+    and nothing known of what the labels allow (macro-F1's case) gives [0.911, 1.0], not
+    [0.911, 1.029] -- width and stop read on the clipped interval, coverage unchanged."""
+    from bayes_eval.measures import f1
+    from bayes_eval.results import make_result
+
+    h = sim.history
+    R, S, m = h.value.shape
+    value, sd = np.full((R, S, m), 0.97), np.full((R, S, m), 0.03)
+    inf = np.full((R, S, 4, m), np.inf) * np.array([-1, 1, -1, 1])[:, None]
+    lo, hi = value - 1.959963984540054 * sd, value + 1.959963984540054 * sd
+    hist = h._replace(value=value, sd=sd, feasible=inf, lower=lo, upper=hi, check=None)
+    ck = {"value": value[:, -1:], "lower": lo[:, -1:], "upper": hi[:, -1:], "sd": sd[:, -1:],
+          "feasible": inf[:, -1:], "labels": h.n_labels[:, -1:], "draws": h.n_draws[:, -1:]}
+    res = make_result(hist, ck, sim.stalled, [int(h.n_labels[0, -1])], np.array([0.95]), f1(), 0.0, 0.0, "ais")
+    assert np.allclose(res.checkpoint_upper, 1.0) and np.allclose(res.history.upper, 1.0)
+    s = summarize(res)[0]
+    assert s["mean_width"] == pytest.approx(1.0 - lo[0, -1, 0]) and s["coverage"] == 1.0
+    cs_lo = 0.97 - np.asarray(cs_factor(h.n_draws[:, -1].astype(float))) * 0.03
+    assert s["mean_width_cs"] == pytest.approx(np.mean(1.0 - cs_lo))
+    # a width between the clipped and the unclipped interval's: the clipped one stops every run
+    w = 0.5 * ((hi - lo)[0, -1, 0] + (1.0 - lo[0, -1, 0]))
+    assert stopping(res, w, "clt", require_check=False)["stopped"] == 1.0
+    assert stopping(res._replace(bounds=None), w, "clt", require_check=False)["stopped"] == 1.0  # history clipped
+    unclipped = res._replace(history=hist, bounds=None)
+    assert stopping(unclipped, w, "clt", require_check=False)["stopped"] == 0.0
+
+
 def test_the_read_first_rule_reads_the_interval_the_status_leads_with(sim):
     """``"read-first"`` (session status --target-width's rule, issue 15 item 4): at each stage end
     the confidence sequence where the CLT check passes, else the Bayesian interval narrow after
