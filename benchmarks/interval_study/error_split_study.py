@@ -87,8 +87,26 @@ def _jeffreys(p, top):
     return 0.5 * _even(p, top)
 
 
+def _mass(total):
+    """The shares with ``total`` pseudo-counts in all instead of C − 1."""
+    def prior(p, top):
+        a = _LIB(p, top)
+        return a * total / (p.shape[1] - 1)
+    return prior
+
+
+#: (s, η) pairs for the variant that learns the shares' total mass s beside η (``mass-grid``)
+MASS_GRID = np.logspace(-1.0, 1.5, 11)
+
+
+def _pairs():
+    s, e = np.meshgrid(MASS_GRID, np.logspace(-3.0, 1.0, 25), indexing="ij")
+    return s.ravel(), e.ravel()
+
+
 #: name -> (the error prior α_t, the grid of η; None: the library's)
-VARIANTS = {"shares": (_LIB, [0.0]), "even": (_even, [0.0]), "mix": (_mix, [0.0]), "jeffreys": (_jeffreys, [0.0]),
+VARIANTS = {"mass1": (_mass(1.0), None), "mass0.3": (_mass(0.3), None), "mass-grid": ("pairs", None),
+            "shares": (_LIB, [0.0]), "even": (_even, [0.0]), "mix": (_mix, [0.0]), "jeffreys": (_jeffreys, [0.0]),
             "floor0.5": (_floor(0.5), [0.0]), "floor0.25": (_floor(0.25), [0.0]), "floor0.1": (_floor(0.1), [0.0]),
             "grid-0.1-3": (None, np.logspace(-1, np.log10(3), 15)), "grid-0.001-1": (None, np.logspace(-3, 0, 19))}
 
@@ -114,13 +132,23 @@ def variants(args):
         prior, grid = VARIANTS.get(name, (None, None)) if name != "library" else (None, None)
         if name not in VARIANTS and name != "library":
             raise SystemExit(f"unknown variant {name!r}: library, {', '.join(VARIANTS)}")
+        lib_alphas = CC.spread_alphas
+        if prior == "pairs":       # the shares' total mass s learned beside η: α = s share / (C − 1) + η
+            s_pairs, e_pairs = _pairs()
+            prior, grid = _mass(1.0), e_pairs
+
+            def pair_alphas(alpha0, grid_=None):
+                alpha0 = jnp.asarray(alpha0, dtype=jnp.float64)
+                return (jnp.asarray(s_pairs)[:, None, None] * alpha0[None]
+                        + jnp.asarray(e_pairs)[:, None, None] * (alpha0 > 0)[None])
+            CC.spread_alphas = pair_alphas
         CC.error_prior = prior or lib_prior
         CC.SPREAD_GRID = lib_grid if grid is None else np.asarray(grid, np.float64)
         try:
             model = make_oracle_model("calibrated", cap["probs"])
             out = intervals_at_checkpoints(cap["cells"], model, cap["g"], cap["n_units"], labeled, args.seed, args.draws)
         finally:
-            CC.error_prior, CC.SPREAD_GRID = lib_prior, lib_grid
+            CC.error_prior, CC.SPREAD_GRID, CC.spread_alphas = lib_prior, lib_grid, lib_alphas
         rows.append((name, out["bayes_lower"][..., 0], out["bayes_upper"][..., 0], out["bayes_mean"][..., 0]))
         _print(rows[-1:], truth, cps)
     del S
