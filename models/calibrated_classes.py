@@ -22,18 +22,16 @@ depth two (001 §4.1: a node's branch probabilities are Dirichlet, leaves are cl
     top split     ρ_u = P(y = t_u | u) ~ Beta(κ μ_u, κ (1 − μ_u)),   μ_u = sigmoid(a + b z_u + d_band(u))
                   -- the calibrated model, with its priors, bands and sampler, on the counts
                   (labels ≠ t_u, labels = t_u) of each unit;
-    other classes φ_t = P(y = c | y ≠ t, top class t) ~ Dirichlet(s share_t + η),  one per top class t,
-                  share_t(c) = the classifier's mean share of c among the classes other than t
-                  over the units of top class t;
-    mass          s > 0, the pseudo-counts the shares carry in all, uniform over log s on a grid
-                  of [0.1, 31.6] (:data:`MASS_GRID`), shared by all top classes;
+    other classes φ_t = P(y = c | y ≠ t, top class t) ~ Dirichlet(α_t + η),  one per top class t,
+                  α_t(c) = (C − 1) × the classifier's mean share of c among the classes other
+                  than t over the units of top class t (one pseudo-count per class in all);
     spread        η ≥ 0, pseudo-counts every other class gets beyond the shares, uniform over
                   log η on a grid of [0.001, 10] (:data:`SPREAD_GRID`), shared by all top classes;
 
 π(c|u) = ρ_u [c = t_u] + (1 − ρ_u) φ_{t_u}(c).  Given (a, b, κ, d) the top split is conjugate; the
-posterior of (s, η) is exact on their product grid (the wrong labels' Dirichlet-multinomial
-likelihood, row by row) and φ_t given (s, η) is conjugate, so ``sample`` draws (a, b, log κ, d) as
-the binary model does (Laplace-t importance resampling), then ρ_u, (s, η) and φ_t exactly.  The errors' split is shared by
+spread's posterior is exact on its grid (the wrong labels' Dirichlet-multinomial likelihood, row
+by row) and φ_t given η is conjugate, so ``sample`` draws (a, b, log κ, d) as the binary model does
+(Laplace-t importance resampling), then ρ_u, η and φ_t exactly.  The errors' split is shared by
 all units of a top class: a unit's own wrong labels are few, while which classes a top class is
 confused with is what the labels of all its units say.
 
@@ -49,13 +47,6 @@ labels fall: small where they fall as the shares say, large where they reach cla
 shares all but excluded (0.94-0.96 over 300 runs; the pools with class probabilities or only
 common classes unchanged within their SE).
 
-Why the mass (stop 55): with C − 1 pseudo-counts fixed on the shares, a top class whose errors
-fall on a class the prediction rates rank low kept most of its unlabeled errors on the class they
-rank first -- on ``conf4`` (pred + confidence, four common classes) 80% of one top class's prior
-went to a class that holds 4% of its errors, and macro-F1's interval missed high at 200 labels
-(0.90 of 100 runs).  Learning how many pseudo-counts the shares deserve lets the wrong labels
-outweigh a wrong guess sooner (``benchmarks/results/several_classes.md``, "Stop 55").
-
 With C = 2 this reduces to the binary calibrated model up to which class the curve follows; the
 registry keeps the binary model for C = 2 (``models/registry.py``).
 """
@@ -69,23 +60,12 @@ from .. import _config  # noqa: F401
 from .calibrated import BAND_SCALE, BANDS, calibrated_model
 
 __all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_posterior", "top_split", "classes_pi",
-           "wrong_labels", "spread_alphas", "spread_log_weights", "split_grid", "SPREAD_GRID", "MASS_GRID"]
+           "wrong_labels", "spread_alphas", "spread_log_weights", "SPREAD_GRID"]
 
 #: η, the pseudo-counts every other class gets in a top class's error split beyond the
-#: classifier's shares (α_t(c) = s share_t(c) + η): 25 values, uniform over log η on
+#: classifier's shares (α_t(c) = (C − 1) share_t(c) + η): 25 values, uniform over log η on
 #: [0.001, 10]; its posterior over the grid is exact (:func:`spread_log_weights`).
 SPREAD_GRID = np.logspace(-3.0, 1.0, 25)
-#: s, the pseudo-counts the classifier's shares carry in all in a top class's error split:
-#: 11 values, uniform over log s on [0.1, 31.6], learned with η on their product grid
-#: (:func:`split_grid`).
-MASS_GRID = np.logspace(-1.0, 1.5, 11)
-
-
-def split_grid():
-    """(G,) s and (G,) η: the product of :data:`MASS_GRID` and :data:`SPREAD_GRID` (s-major), on
-    which the posterior of the error split's two hyperparameters is exact (uniform prior)."""
-    s, e = np.meshgrid(np.asarray(MASS_GRID, np.float64), np.asarray(SPREAD_GRID, np.float64), indexing="ij")
-    return s.ravel(), e.ravel()
 
 
 def top_classes(leaf_probs) -> np.ndarray:
@@ -94,9 +74,9 @@ def top_classes(leaf_probs) -> np.ndarray:
 
 
 def error_prior(leaf_probs, top=None) -> np.ndarray:
-    """(C, C) the classifier's shares of the other classes per top class t (row t; 0 at t), as
-    C − 1 pseudo-counts spread as its mean shares over the units of top class t, evenly where no
-    unit has top class t (:func:`spread_alphas` scales each row to the mass s on its grid)."""
+    """(C, C) α_t of the other classes' Dirichlet per top class t (row t; α_t(t) = 0): C − 1
+    pseudo-counts spread as the classifier's mean shares of the other classes over the units
+    of top class t, evenly where no unit has top class t."""
     p = np.asarray(leaf_probs, np.float64)
     c = p.shape[1]
     top = top_classes(p) if top is None else np.asarray(top)
@@ -134,18 +114,16 @@ def wrong_labels(leaf_probs, counts):
 
 
 def spread_alphas(alpha0, grid=None):
-    """(G, C, C): the error split's Dirichlet parameters s share_t + η on every other class, for each
-    (s, η) of the grid (``grid``: a pair of (G,) arrays; default :func:`split_grid`); ``alpha0``
-    (:func:`error_prior`) gives the shares (its rows normalised)."""
-    mass, spread = (jnp.asarray(g, dtype=jnp.float64) for g in (split_grid() if grid is None else grid))
+    """(G, C, C): the error split's Dirichlet parameters α_t + η on every other class, for each η
+    of the grid (:data:`SPREAD_GRID`)."""
+    grid = jnp.asarray(SPREAD_GRID if grid is None else grid, dtype=jnp.float64)
     alpha0 = jnp.asarray(alpha0, dtype=jnp.float64)
-    share = alpha0 / jnp.maximum(alpha0.sum(-1, keepdims=True), 1e-300)
-    return mass[:, None, None] * share[None] + spread[:, None, None] * (alpha0 > 0)[None]
+    return alpha0[None] + grid[:, None, None] * (alpha0 > 0)[None]
 
 
 def spread_log_weights(alpha0, wrong, grid=None):
-    """(G,) the posterior of (s, η) over the grid (uniform prior over log s and log η): the wrong
-    labels' Dirichlet-multinomial likelihood, row by row (exact on the grid)."""
+    """(G,) the posterior of η over the grid (uniform prior over log η): the wrong labels'
+    Dirichlet-multinomial likelihood, row by row (exact on the grid)."""
     a = spread_alphas(alpha0, grid)
     wrong = jnp.asarray(wrong, dtype=jnp.float64)
     on = (a > 0)
@@ -157,9 +135,9 @@ def spread_log_weights(alpha0, wrong, grid=None):
 
 
 def error_posterior(leaf_probs, counts):
-    """The other classes' split per top class given the labels: ((G, C, C) s share_t + η + the wrong
-    labels of top class t for every (s, η) of the grid, zero on the diagonal; (G,) log posterior
-    weights of (s, η))."""
+    """The other classes' split per top class given the labels: ((G, C, C) α_t + η + the wrong
+    labels of top class t for every η of the grid, zero on the diagonal; (G,) log posterior
+    weights of η)."""
     p = np.asarray(leaf_probs, np.float64)
     alpha0 = error_prior(p, top_classes(p))
     wrong = wrong_labels(p, counts)
@@ -168,10 +146,10 @@ def error_posterior(leaf_probs, counts):
 
 
 def classes_pi(key, leaf_probs, counts, rho):
-    """Draws of π(c|u) (n, K, C), of the other classes' split per top class φ (n, C, C), of
-    its spread η (n,) and of the shares' mass s (n,) given draws of the top split ρ (n, K) (from the
-    binary calibrated model on :func:`top_split`): (s, η) from their posterior on the grid, then φ_t
-    from its exact conditional Dirichlet(s share_t + η + the wrong labels of top class t)."""
+    """Draws of π(c|u) (n, K, C), of the other classes' split per top class φ (n, C, C) and of
+    its spread η (n,) given draws of the top split ρ (n, K) (from the binary calibrated model on
+    :func:`top_split`): η from its posterior on the grid, then φ_t from its exact conditional
+    Dirichlet(α_t + η + the wrong labels of top class t)."""
     p = np.asarray(leaf_probs, np.float64)
     top = top_classes(p)
     on_top = jnp.asarray(np.eye(p.shape[1])[top])
@@ -179,9 +157,8 @@ def classes_pi(key, leaf_probs, counts, rho):
     k_eta, k_phi = jax.random.split(key)
     g = jax.random.categorical(k_eta, log_w, shape=(rho.shape[0],))
     phi = _gamma_split(k_phi, alpha_post[g])
-    mass, spread = split_grid()
-    return (rho[..., None] * on_top + (1.0 - rho)[..., None] * phi[:, top, :], phi,
-            jnp.asarray(spread)[g], jnp.asarray(mass)[g])
+    eta = jnp.asarray(SPREAD_GRID, dtype=jnp.float64)[g]
+    return rho[..., None] * on_top + (1.0 - rho)[..., None] * phi[:, top, :], phi, eta
 
 
 def _gamma_split(key, alpha):
@@ -228,8 +205,7 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
         return inner.fit(state, split(counts), unlabeled)
 
     def predictive(state):
-        n_grid = len(split_grid()[0])
-        grid_prior = jnp.full(n_grid, -np.log(n_grid))
+        grid_prior = jnp.full(len(SPREAD_GRID), -np.log(len(SPREAD_GRID)))
         phi = _mean_split(spread_alphas(alpha0), grid_prior)
         return combine(inner.predictive(state)[:, 1], phi[top_j])
 
@@ -240,7 +216,7 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
     def sample(key, counts, unlabeled, n_draws, state=None):
         k1, k2, k3 = jax.random.split(key, 3)
         s = inner.sample(k1, split(counts), unlabeled, n_draws, state=state)
-        pi, phi, eta, mass = classes_pi(k2, p, counts, s["pi"][..., 1])   # (n, K, C), (n, C, C), (n,), (n,)
+        pi, phi, eta = classes_pi(k2, p, counts, s["pi"][..., 1])   # (n, K, C), (n, C, C), (n,)
         m_top = s["unlabeled_counts"][..., 1]                  # (n, K) unlabeled on the top class
         rest = unlabeled[None, :] - m_top
         # the rest over the other classes: sequential binomials of the (renormalised) shares
@@ -254,7 +230,7 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
             left, mass = left - draw, mass - phi_u[..., j]
         m = jnp.stack(out, axis=-1) + m_top[..., None] * on_top
         return {"pi": pi, "unlabeled_counts": m, "a": s["a"], "b": s["b"], "kappa": s["kappa"],
-                "band_offset": s["band_offset"], "error_split": phi, "error_spread": eta, "error_mass": mass,
+                "band_offset": s["band_offset"], "error_split": phi, "error_spread": eta,
                 "importance_ess": s["importance_ess"]}
 
     return OracleModel("calibrated-classes", init_state, fit, predictive, sample, posterior_predictive)

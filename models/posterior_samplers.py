@@ -101,8 +101,8 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
     parameters, ``pi_key`` for π given them; ``depth``, ``branching``, ``strength`` are the
     tree's and ignored.  With C > 2 classes: the binary model's draws on the top split
     (``models/calibrated_classes.py``), then the other classes' split per top class from its
-    exact Dirichlet conditional (``error_split`` [top_class, class]) after its spread η and the
-    shares' mass s from their posterior on a grid (``error_spread``, ``error_mass``)."""
+    exact Dirichlet conditional (``error_split`` [top_class, class]) after its spread η from its
+    posterior on a grid (``error_spread``)."""
     from . import calibrated as cal
 
     if np.asarray(leaf_probs).shape[1] > 2:
@@ -113,11 +113,11 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
                              num_warmup=num_warmup, num_samples=num_samples, thin=thin, n_proposals=n_proposals,
                              chain_method=chain_method, nuts_kwargs=nuts_kwargs, extra_fields=extra_fields,
                              sampler=sampler)
-        pi, phi, eta, mass = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1])
+        pi, phi, eta = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1])
         c = phi.shape[-1]
         shape = np.asarray(d.params["a"]).shape
         params = dict(d.params, error_split=np.asarray(phi).reshape(shape + (c, c)),
-                      error_spread=np.asarray(eta).reshape(shape), error_mass=np.asarray(mass).reshape(shape))
+                      error_spread=np.asarray(eta).reshape(shape))
         return d._replace(params=params, pi=pi, dims=dict(d.dims, error_split=["top_class", "class"]),
                           coords=dict(d.coords, top_class=np.arange(c)))
 

@@ -26,8 +26,8 @@ from bayes_eval import measures as M
 from bayes_eval.cells import build_cells, leaf_counts, leaf_probs
 from bayes_eval.models import calibrated as cal
 from bayes_eval.models import classifier_scores
-from bayes_eval.models.calibrated_classes import (MASS_GRID, SPREAD_GRID, calibrated_classes_model, error_prior,
-                                                  split_grid, spread_alphas, spread_log_weights, top_classes)
+from bayes_eval.models.calibrated_classes import (SPREAD_GRID, calibrated_classes_model, error_prior, spread_alphas,
+                                                  spread_log_weights, top_classes)
 from bayes_eval.models.registry import make_oracle_model
 from bayes_eval.pool import Pool
 from bayes_eval.posterior import equal_tailed, pool_posterior_from_pi
@@ -80,33 +80,26 @@ def test_top_class_and_the_other_classes_prior():
 
 
 def test_the_error_splits_spread_is_learned_from_where_the_errors_fall():
-    """η, the pseudo-counts each other class gets beyond the classifier's shares, and s, the shares'
-    own pseudo-counts (``calibrated_classes.spread_log_weights`` on their product grid): a top class
-    whose prior gives a class 1% of its errors and whose labels put 10 of 60 errors there moves η's
-    posterior up (stop 53's ``conf5``: a rare class the shares all but ruled out, so its hidden items
-    were missed); errors that fall as the shares say keep it low; errors split as even shares say
-    move s up (the shares trusted), errors all on one of two even classes move it down (stop 55's
-    ``conf4``: prediction-rate shares that name the wrong class); no errors leave the prior
-    (uniform on the grid)."""
+    """η, the pseudo-counts each other class gets beyond the classifier's shares
+    (``calibrated_classes.spread_log_weights``): a top class whose prior gives a class 1% of its
+    errors and whose labels put 10 of 60 errors there moves η's posterior up (stop 53's
+    ``conf5``: a rare class the shares all but ruled out, so its hidden items were missed);
+    errors that fall as the shares say keep it low; no errors leave the prior (uniform on the grid)."""
     alpha0 = np.array([[0.0, 1.98, 0.02], [1.0, 0.0, 1.0], [1.0, 1.0, 0.0]])
-    mass, spread = (np.asarray(g) for g in split_grid())
-    assert mass.size == len(MASS_GRID) * len(SPREAD_GRID)
+    grid = np.asarray(SPREAD_GRID)
 
-    def mean_logs(wrong):
-        """(posterior mean of log η, of log s)."""
+    def mean_log_eta(wrong):
         w = np.exp(np.asarray(spread_log_weights(alpha0, np.asarray(wrong, float))))
         np.testing.assert_allclose(w.sum(), 1.0, atol=1e-12)
-        return float(w @ np.log(spread)), float(w @ np.log(mass))
+        return float(w @ np.log(grid))
 
-    none = mean_logs(np.zeros((3, 3)))
-    np.testing.assert_allclose(none, (np.log(SPREAD_GRID).mean(), np.log(MASS_GRID).mean()), atol=1e-12)
-    as_shares, to_rare = mean_logs([[0, 60, 0], [0, 0, 0], [0, 0, 0]]), mean_logs([[0, 50, 10], [0, 0, 0], [0, 0, 0]])
-    assert as_shares[0] < none[0] - 0.5 and to_rare[0] > none[0] + 0.5, (as_shares, none, to_rare)
-    even, one_side = mean_logs([[0, 0, 0], [30, 0, 30], [0, 0, 0]]), mean_logs([[0, 0, 0], [60, 0, 0], [0, 0, 0]])
-    assert even[1] > none[1] + 0.5 and one_side[1] < none[1] - 0.5, (even, none, one_side)
+    none = mean_log_eta(np.zeros((3, 3)))
+    np.testing.assert_allclose(none, np.log(grid).mean(), atol=1e-12)
+    as_shares = mean_log_eta([[0, 60, 0], [0, 0, 0], [0, 0, 0]])
+    to_rare = mean_log_eta([[0, 50, 10], [0, 0, 0], [0, 0, 0]])
+    assert as_shares < none - 0.5 and to_rare > none + 0.5, (as_shares, none, to_rare)
     a = np.asarray(spread_alphas(alpha0))
-    np.testing.assert_allclose(a[:, 0, 2], 0.01 * mass + spread)
-    np.testing.assert_allclose(a[:, 1, 0], 0.5 * mass + spread)
+    np.testing.assert_allclose(a[:, 0, 2], 0.02 + grid)
     np.testing.assert_allclose(a[:, np.arange(3), np.arange(3)], 0.0)
 
 
@@ -163,7 +156,7 @@ def _sbc_runner(k_per_class=6, per=120, n_draws=200):
     model, control = calibrated_classes_model(lpk), classifier_scores(lpk)
     z = np.log(lp[np.arange(k), top] / (1 - lp[np.arange(k), top]))
     prior_curve = calibrated_prior_curve(z)
-    alphas = spread_alphas(error_prior(lp))                   # (G, C, C): s share_t + η for (s, η) on the grid
+    alphas = spread_alphas(error_prior(lp))                   # (G, C, C): α_t + η for η on the grid
     top_j, on_top = jnp.asarray(top), jnp.asarray(np.eye(C)[top])
     unit_of_item, cell_of_item = jnp.asarray(idx), jnp.asarray(item_cell)
     n_items, x = idx.size, cells.n_cells
@@ -173,7 +166,7 @@ def _sbc_runner(k_per_class=6, per=120, n_draws=200):
         ks = jax.random.split(key, 12)
         mu, kappa = prior_curve(ks[:3], ks[3])
         rho = jax.random.beta(ks[4], kappa * mu, kappa * (1 - mu))
-        alpha = alphas[jax.random.randint(ks[11], (), 0, alphas.shape[0])]   # (s, η) uniform over the grid
+        alpha = alphas[jax.random.randint(ks[11], (), 0, alphas.shape[0])]   # η uniform over the grid
         gam = jnp.where(alpha > 0, jax.random.gamma(ks[5], jnp.where(alpha > 0, alpha, 1.0)), 0.0)
         phi = gam / gam.sum(1, keepdims=True)
         pi_u = rho[:, None] * on_top + (1 - rho)[:, None] * phi[top_j]
@@ -243,7 +236,6 @@ def test_report_of_a_session_of_several_classes_by_nuts_and_fast(tmp_path):
         np.testing.assert_allclose(phi[..., np.arange(c), np.arange(c)], 0.0)
         eta = idata.posterior["error_spread"].values                 # the spread's draws, on its grid
         assert eta.shape == phi.shape[:2] and np.isin(eta, SPREAD_GRID).all()
-        assert np.isin(idata.posterior["error_mass"].values, MASS_GRID).all()   # the shares' mass, on its grid
         g = idata.posterior["G"].values.reshape(-1)
         lo, hi = np.quantile(g, [0.025, 0.975])
         assert lo <= truth <= hi, (method, lo, truth, hi)
@@ -400,9 +392,9 @@ def _confidence_pool(seed=0, n=50000, shares=(0.5, 0.3, 0.15, 0.045, 0.005)):
 def test_a_rare_class_the_shares_rule_out_is_covered_with_the_learned_spread(monkeypatch):
     """AIS on a pool of pred + confidence with a 0.5% class (stop 53's ``conf5``, where the interval
     fell short): 100 runs of 500 labels, macro-F1's Bayesian interval with the error split's learned
-    spread (and the shares' learned mass, stop 55) covers ≥ 0.90; the same runs with the spread fixed
-    at 0 and the mass at C − 1 (the classifier's shares alone, stop 53's model: the negative control)
-    cover at least 0.05 less, every miss high (measured: 0.96 and 0.88 at stop 54)."""
+    spread covers ≥ 0.90; the same runs with the spread fixed at 0 (the classifier's shares alone,
+    stop 53's model: the negative control) cover at least 0.05 less, every miss high (measured: 0.96
+    and 0.88)."""
     from bayes_eval.models import calibrated_classes as CC
     from bayes_eval.registry import measure_from_args
     from bayes_eval.simulate import run_simulation
@@ -418,7 +410,6 @@ def test_a_rare_class_the_shares_rule_out_is_covered_with_the_learned_spread(mon
 
     learned, _ = coverage()
     monkeypatch.setattr(CC, "SPREAD_GRID", np.array([0.0]))
-    monkeypatch.setattr(CC, "MASS_GRID", np.array([pool.n_classes - 1.0]))   # the shares' C − 1 pseudo-counts
     shares, high = coverage()
     assert learned >= 0.90, learned
     assert shares <= learned - 0.05 and high == pytest.approx(1.0 - shares), (learned, shares, high)

@@ -9,7 +9,10 @@ split sets the Bayesian interval of macro-F1 where a class is rare (stop 53's ``
 1000, the library's Bayesian interval) and keeps every run's labeled table at the checkpoints;
 ``variants`` recomputes the Bayesian interval on the same labels with other error priors
 (:data:`VARIANTS`) and prints coverage, width, the posterior mean's offset and the side of the
-misses.
+misses.  ``mass1`` / ``mass0.3``: the shares with 1 / 0.3 pseudo-counts in all instead of C − 1
+(η learned as in the library); ``mass-grid``: the shares' mass s learned beside η on their product
+grid (:data:`MASS_GRID` × the library's η grid; stop 55: measured, not kept --
+``benchmarks/results/several_classes.md``).
 """
 from __future__ import annotations
 
