@@ -304,6 +304,13 @@ class Pool:
             row = _first_bad(bad)
             if row is not None:
                 raise PoolError(f"column 'prob': value outside [0, 1] at row {row} (item {_py(ids_arr[row])!r})")
+            if n_classes > 2:   # one distribution over the classes per item (and system)
+                tot = pr.sum(-1).reshape(n, -1)
+                row = _first_bad((np.abs(tot - 1.0) > 0.01).any(axis=1))
+                if row is not None:
+                    raise PoolError(f"column 'prob': the class probabilities at row {row} (item {_py(ids_arr[row])!r}) "
+                                    f"sum to {_py(float(tot[row].max()))}, not 1: give the classifier's probability of "
+                                    f"each of the {n_classes} classes (softmax outputs, not scores or margins)")
         # what the scores are
         score_of_probs = s is None and pr is not None
         if score_of_probs:
@@ -324,7 +331,11 @@ class Pool:
                    f"(item {_py(ids_arr[row])!r}) is outside [0, 1]")
             raise PoolError(f"column 'score': score kind 'probability' {bad}",
                             cli=f"column 'score': --score-kind probability {bad}")
-        if kind != "none":
+        if kind != "none" and pr is not None and n_classes > 2:
+            notes.append("class probabilities given: the prior of every class is its probability; the score is the "
+                         "predicted class's" + (" probability, strata on logit(score)" if score_of_probs else
+                                                f" (its own column, read as {kind})"))
+        elif kind != "none":
             notes.append(describe(kind, detected, n_classes if classes_prior == "confidence" else 2))
         # what the predictions are
         if preds is not None:
@@ -549,7 +560,7 @@ class Pool:
         probs = arr(prc)
         labels = arr(lc)
         weights = arr(wc)
-        skip = set((sc or []) + (pc or []) + (lc or []) + ([item] if item is not None else []))
+        skip = set((sc or []) + (pc or []) + (prc or []) + (lc or []) + ([item] if item is not None else []))
         own = df[[c for c in df.columns if c not in skip]].copy()
         pool = cls.from_arrays(
             scores=scores, preds=preds, probs=probs, labels=labels, weights=weights, ids=ids,
@@ -682,7 +693,7 @@ class Pool:
         if self.id_column is not None:
             out["id_column"] = self.id_column
         if self.column_names:
-            out["columns"] = dict(self.column_names)
+            out["columns"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.column_names}
         if self.label_names:
             out["label_map"] = dict(self.label_names)
         if self.n_classes != 2:

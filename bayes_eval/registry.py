@@ -251,6 +251,22 @@ def component_names(measures) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ pools
+def _prob_columns(names, n_classes: int) -> list:
+    """The columns of the class probabilities (``columns["prob"]``): one per class, in class order."""
+    names = [names] if isinstance(names, str) else [str(c) for c in names]
+    if n_classes == 2:
+        raise PoolError("class probability columns are for pools of several classes; a binary pool's score is the "
+                        "positive class's probability: name its column as the score",
+                        cli="--prob-columns is for pools of several classes (--classes C); a binary pool's score is "
+                            "the positive class's probability: --score-column NAME")
+    if len(names) != n_classes or not all(names):
+        raise PoolError(f"class probability columns: {len(names)} named ({names}), the pool has {n_classes} classes: "
+                        f"name one column per class, in class order 0..{n_classes - 1}",
+                        cli=f"--prob-columns names {len(names)} column(s) ({','.join(names)}); the pool has "
+                            f"{n_classes} classes (--classes): name one per class, in class order 0..{n_classes - 1}")
+    return tuple(names)
+
+
 def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False,
               engine: str | None = None, scheduler: str | None = None, client=None, csv_ids: str = "text",
               id_column: str | None = None, columns: dict | None = None, label_map: dict | None = None,
@@ -268,7 +284,8 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     :meth:`bayes_eval.pool.Pool.from_arrays`, ``csv_ids`` as :meth:`~bayes_eval.pool.Pool.from_file`,
     ``id_column`` the column holding the item ids when it is not ``item`` (``--id-column``),
     ``columns`` the file's own names of its score / pred / label columns, e.g.
-    ``{"score": "prob", "pred": "predicted", "label": "gold"}`` (``--score-column`` etc.),
+    ``{"score": "prob", "pred": "predicted", "label": "gold"}`` (``--score-column`` etc.), and for a pool
+    of several classes ``"prob"``: its C class probability columns in class order (``--prob-columns``),
     ``label_map`` ({name: class}) for ``pred`` / ``label`` columns written as class names
     (``--label-map``), ``n_classes`` the size of the label set (``--classes``; a file of
     several classes gives ``pred`` / ``label`` in 0..C−1), ``classes_prior`` as
@@ -279,14 +296,17 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     from .pool import Pool, demo_pool
 
     columns = {k: v for k, v in (columns or {}).items() if v is not None}
-    unknown = sorted(set(columns) - {"score", "pred", "label"})
+    unknown = sorted(set(columns) - {"score", "pred", "label", "prob"})
     if unknown:
-        raise PoolError(f"columns: unknown role(s) {unknown}; the roles are 'score', 'pred' and 'label'")
-    flags = " / ".join(f"--{k}-column" for k in columns)
+        raise PoolError(f"columns: unknown role(s) {unknown}; the roles are 'score', 'pred', 'label' and 'prob'")
+    flags = " / ".join("--prob-columns" if k == "prob" else f"--{k}-column" for k in columns)
     if columns and path == "demo":
         raise PoolError("the demo pool's columns are its own; column names apply to a pool file",
                         cli=f"the demo pool's columns are its own; {flags} apply to a pool file")
-    named = list(columns.values()) + ([id_column] if id_column is not None else [])
+    if "prob" in columns:
+        columns["prob"] = _prob_columns(columns["prob"], int(n_classes))
+    named = ([c for k, v in columns.items() for c in (v if k == "prob" else [v])]
+             + ([id_column] if id_column is not None else []))
     if len(set(named)) < len(named):
         raise PoolError(f"one column named for two roles: {columns}" + (f", ids {id_column!r}" if id_column else ""),
                         cli="one column given to two of " + flags + (" / --id-column" if id_column else ""))
@@ -331,5 +351,6 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
                           **kw, **columns)
     if not columns:
         return pool
-    said = ", ".join(f"{k} from column {v!r}" for k, v in columns.items())
+    said = ", ".join(f"class probabilities from columns {', '.join(map(repr, v))}" if k == "prob"
+                     else f"{k} from column {v!r}" for k, v in columns.items())
     return replace(pool, column_names=tuple(sorted(columns.items())), notes=pool.notes + (said,))

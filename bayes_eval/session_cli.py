@@ -156,6 +156,11 @@ def add_pool_reading_args(p):
                        ("label", "the ground truth (simulate's oracle)")):
         p.add_argument(f"--{role}-column", default=None, metavar="NAME",
                        help=f"the pool's column holding {what}, when it is not named '{role}'")
+    p.add_argument("--prob-columns", default=None, metavar="NAME,NAME,...",
+                   help="a pool of several classes (--classes C): the C columns holding the classifier's probability "
+                        "of each class, in class order 0..C-1; the score is then the predicted class's probability "
+                        "and the Bayesian interval's model splits each class's errors by them (without them, by how "
+                        "often each class is predicted)")
 
 
 def add_engine_args(p):
@@ -169,9 +174,13 @@ def add_engine_args(p):
 
 
 def pool_columns(args) -> dict:
-    """``--score-column`` / ``--pred-column`` / ``--label-column`` as ``load_pool``'s ``columns``."""
-    return {r: getattr(args, f"{r}_column", None) for r in ("score", "pred", "label")
-            if getattr(args, f"{r}_column", None) is not None}
+    """``--score-column`` / ``--pred-column`` / ``--label-column`` / ``--prob-columns`` as
+    ``load_pool``'s ``columns`` (``"prob"``: a list of column names)."""
+    out = {r: getattr(args, f"{r}_column", None) for r in ("score", "pred", "label")
+           if getattr(args, f"{r}_column", None) is not None}
+    if getattr(args, "prob_columns", None) is not None:
+        out["prob"] = [c.strip() for c in str(args.prob_columns).split(",")]
+    return out
 
 
 def read_pool(path, score_kind="auto", threshold=None, engine="auto", scheduler=None, id_column=None, columns=None,

@@ -338,3 +338,55 @@ def test_load_pool_reads_score_kind_and_threshold(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_pool("demo")
+
+
+def test_class_probability_columns_of_a_pool_of_several_classes(tmp_path):
+    """--prob-columns (``columns={"prob": [...]}``): a file of several classes with one probability
+    column per class reads as the same pool as ``probs=`` from Python (same fingerprint: the prior of
+    every class its probability, the score the predicted class's, predictions their argmax where the
+    file has none), recorded so that a session reopens with them, and not shown again as the pool's
+    own columns; a wrong count of columns, a binary pool and probabilities that do not sum to one
+    are refused naming what to do."""
+    rng = np.random.default_rng(0)
+    n, c = 300, 4
+    probs = rng.dirichlet(np.full(c, 0.5), n)
+    y = np.array([rng.choice(c, p=p) for p in probs])
+    names = ["p_cat", "p_dog", "p_owl", "p_eel"]
+    df = pd.DataFrame({"doc": [f"d{i}" for i in range(n)], "label": y, **dict(zip(names, probs.T)), "note": "x"})
+    path = tmp_path / "four.csv"
+    df.to_csv(path, index=False)
+    pool = load_pool(str(path), n_classes=c, id_column="doc", columns={"prob": names})
+    ref = Pool.from_arrays(probs=probs, labels=y, n_classes=c, ids=df["doc"].to_numpy())
+    assert pool.fingerprint() == ref.fingerprint()
+    np.testing.assert_allclose(pool.probs[:, 0, :], probs, rtol=1e-15)
+    assert np.array_equal(pool.preds[:, 0], probs.argmax(1))
+    np.testing.assert_allclose(pool.scores[:, 0], probs.max(1), rtol=1e-15)
+    assert pool.read_options["columns"] == {"prob": names}
+    assert list(pool.columns.columns) == ["note"]
+    assert any("the prior of every class is its probability" in x for x in pool.notes)
+    assert load_pool(str(path), **pool.read_options).fingerprint() == pool.fingerprint()   # a session's reopen
+    with pytest.raises(PoolError, match="3 named") as e:
+        load_pool(str(path), n_classes=c, id_column="doc", columns={"prob": names[:3]})
+    assert "--prob-columns names 3 column(s)" in e.value.cli and "class order 0..3" in e.value.cli
+    with pytest.raises(PoolError, match="pools of several classes") as e:
+        load_pool(str(path), id_column="doc", columns={"prob": names[:2]})
+    assert "--score-column NAME" in e.value.cli
+    with pytest.raises(PoolError, match="two roles"):
+        load_pool(str(path), n_classes=c, columns={"prob": names, "score": "p_cat"})
+    df.loc[7, names] = 0.1            # scores per class, not a distribution over them
+    df.to_csv(path, index=False)
+    with pytest.raises(PoolError, match=r"at row 7 \(item 'd7'\) sum to .*not 1"):
+        load_pool(str(path), n_classes=c, id_column="doc", columns={"prob": names})
+
+
+def test_prob_columns_from_the_command_line():
+    """The flag's comma-separated names become ``columns["prob"]``, the other roles as before."""
+    import argparse
+
+    from bayes_eval.session_cli import add_pool_reading_args, pool_columns
+
+    p = argparse.ArgumentParser()
+    add_pool_reading_args(p)
+    args = p.parse_args(["--classes", "3", "--prob-columns", "a, b,c", "--label-column", "gold"])
+    assert pool_columns(args) == {"label": "gold", "prob": ["a", "b", "c"]}
+    assert pool_columns(p.parse_args([])) == {}
