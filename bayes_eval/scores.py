@@ -225,9 +225,13 @@ def describe(kind: str, detected: bool, n_classes: int = 2) -> str:
                            "strata on logit(score)",
             "rank": "ranks (no calibration); prior halfway between uniform and the prediction, strata on logit(rank / N)",
         }.get(kind, how)
+    extra = ""
+    if n_classes > 2 and kind != "none":   # what a file of pred + score cannot say: which classes are confused
+        extra = ("; no class probabilities: each class's errors are split as often as the classifier predicts the "
+                 "others (--prob-columns gives the probability of every class; Python probs=)")
     if not detected:
-        return f"scores read as {how}"
+        return f"scores read as {how}{extra}"
     why = {"probability": " (all in [0, 1]; score_kind / --score-kind overrides)",
            "rank": " (a permutation of 1..N; score_kind / --score-kind overrides)",
            "margin": ""}.get(kind, "")
-    return f"scores read as {how}{why}"
+    return f"scores read as {how}{why}{extra}"

@@ -365,6 +365,12 @@ def test_class_probability_columns_of_a_pool_of_several_classes(tmp_path):
     assert list(pool.columns.columns) == ["note"]
     assert any("the prior of every class is its probability" in x for x in pool.notes)
     assert load_pool(str(path), **pool.read_options).fingerprint() == pool.fingerprint()   # a session's reopen
+    assert not any("no class probabilities" in x for x in pool.notes)
+    # the same pool as pred + confidence: the note says what the probabilities would add
+    conf = pd.DataFrame({"pred": probs.argmax(1), "score": probs.max(1), "label": y})
+    conf.to_csv(tmp_path / "conf.csv", index=False)
+    said = load_pool(str(tmp_path / "conf.csv"), n_classes=c).notes
+    assert any("no class probabilities" in x and "--prob-columns" in x for x in said), said
     with pytest.raises(PoolError, match="3 named") as e:
         load_pool(str(path), n_classes=c, id_column="doc", columns={"prob": names[:3]})
     assert "--prob-columns names 3 column(s)" in e.value.cli and "class order 0..3" in e.value.cli
