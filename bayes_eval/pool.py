@@ -128,7 +128,8 @@ class Pool:
     column_names : tuple of (role, column) pairs
         The pool file's own names of its score / pred / label columns where they are not
         ``score`` / ``pred`` / ``label`` (``--score-column`` etc.,
-        :func:`bayes_eval.registry.load_pool`'s ``columns=``); a session records them.
+        :func:`bayes_eval.registry.load_pool`'s ``columns=``), and the ``prob`` role's tuple of
+        class probability columns (``--prob-columns``); a session records them.
     label_names : tuple of (name, class) pairs
         The label map a text ``pred`` / ``label`` column was read with (``--label-map``,
         ``label_map=``); a session records it.

@@ -251,7 +251,7 @@ def component_names(measures) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ pools
-def _prob_columns(names, n_classes: int) -> list:
+def _prob_columns(names, n_classes: int) -> tuple:
     """The columns of the class probabilities (``columns["prob"]``): one per class, in class order."""
     names = [names] if isinstance(names, str) else [str(c) for c in names]
     if n_classes == 2:
