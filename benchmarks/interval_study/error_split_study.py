@@ -11,7 +11,8 @@ split sets the Bayesian interval of macro-F1 where a class is rare (stop 53's ``
 (:data:`VARIANTS`) and prints coverage, width, the posterior mean's offset and the side of the
 misses.  ``mass1`` / ``mass0.3``: the shares with 1 / 0.3 pseudo-counts in all instead of C − 1
 (η learned as in the library); ``mass-grid``: the shares' mass s learned beside η on their product
-grid (:data:`MASS_GRID` × the library's η grid; stop 55: measured, not kept --
+grid (:data:`MASS_GRID` × the library's η grid); ``reverse1`` / ``reverse0.5``: λ × the reverse
+confusion's wrong labels added to each row's prior (stop 55: both measured, not kept --
 ``benchmarks/results/several_classes.md``).
 """
 from __future__ import annotations
@@ -107,8 +108,27 @@ def _pairs():
     return s.ravel(), e.ravel()
 
 
+def _reverse_posterior(lam):
+    """``error_posterior`` with λ × the reverse confusion added to the prior of every row: the
+    wrong labels of top class c that fell on t count λ each for class c in top class t's split
+    (confusions tend to run both ways; the labels of each row enter its own likelihood as before)."""
+    def error_posterior(leaf_probs, counts):
+        import jax.numpy as jnp
+
+        from bayes_eval.models import calibrated_classes as CC
+
+        p = np.asarray(leaf_probs, np.float64)
+        alpha0 = CC.error_prior(p, CC.top_classes(p))
+        wrong = CC.wrong_labels(p, counts)
+        base = jnp.asarray(alpha0) + lam * wrong.T * (jnp.asarray(alpha0) > 0)
+        a = CC.spread_alphas(base)
+        return jnp.where(a > 0, a + wrong[None], 0.0), CC.spread_log_weights(base, wrong)
+    return error_posterior
+
+
 #: name -> (the error prior α_t, the grid of η; None: the library's)
-VARIANTS = {"mass1": (_mass(1.0), None), "mass0.3": (_mass(0.3), None), "mass-grid": ("pairs", None),
+VARIANTS = {"reverse1": ("reverse", 1.0), "reverse0.5": ("reverse", 0.5),
+            "mass1": (_mass(1.0), None), "mass0.3": (_mass(0.3), None), "mass-grid": ("pairs", None),
             "shares": (_LIB, [0.0]), "even": (_even, [0.0]), "mix": (_mix, [0.0]), "jeffreys": (_jeffreys, [0.0]),
             "floor0.5": (_floor(0.5), [0.0]), "floor0.25": (_floor(0.25), [0.0]), "floor0.1": (_floor(0.1), [0.0]),
             "grid-0.1-3": (None, np.logspace(-1, np.log10(3), 15)), "grid-0.001-1": (None, np.logspace(-3, 0, 19))}
@@ -135,7 +155,10 @@ def variants(args):
         prior, grid = VARIANTS.get(name, (None, None)) if name != "library" else (None, None)
         if name not in VARIANTS and name != "library":
             raise SystemExit(f"unknown variant {name!r}: library, {', '.join(VARIANTS)}")
-        lib_alphas = CC.spread_alphas
+        lib_alphas, lib_post = CC.spread_alphas, CC.error_posterior
+        if prior == "reverse":     # grid holds λ here
+            CC.error_posterior = _reverse_posterior(float(grid))
+            prior, grid = None, None
         if prior == "pairs":       # the shares' total mass s learned beside η: α = s share / (C − 1) + η
             s_pairs, e_pairs = _pairs()
             prior, grid = _mass(1.0), e_pairs
@@ -151,7 +174,7 @@ def variants(args):
             model = make_oracle_model("calibrated", cap["probs"])
             out = intervals_at_checkpoints(cap["cells"], model, cap["g"], cap["n_units"], labeled, args.seed, args.draws)
         finally:
-            CC.error_prior, CC.SPREAD_GRID, CC.spread_alphas = lib_prior, lib_grid, lib_alphas
+            CC.error_prior, CC.SPREAD_GRID, CC.spread_alphas, CC.error_posterior = lib_prior, lib_grid, lib_alphas, lib_post
         rows.append((name, out["bayes_lower"][..., 0], out["bayes_upper"][..., 0], out["bayes_mean"][..., 0]))
         _print(rows[-1:], truth, cps)
     del S
