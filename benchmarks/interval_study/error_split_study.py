@@ -12,8 +12,9 @@ split sets the Bayesian interval of macro-F1 where a class is rare (stop 53's ``
 misses.  ``mass1`` / ``mass0.3``: the shares with 1 / 0.3 pseudo-counts in all instead of C − 1
 (η learned as in the library); ``mass-grid``: the shares' mass s learned beside η on their product
 grid (:data:`MASS_GRID` × the library's η grid); ``reverse1`` / ``reverse0.5``: λ × the reverse
-confusion's wrong labels added to each row's prior (stop 55: both measured, not kept --
-``benchmarks/results/several_classes.md``).
+confusion's wrong labels added to each row's prior (stop 55: both measured, not kept);
+``reverse-ht0.5`` / ``reverse-ht0``: the prior shares half / wholly the reverse confusion's estimated pool
+counts (stop 55's lead -- ``benchmarks/results/several_classes.md``).
 """
 from __future__ import annotations
 
@@ -126,8 +127,42 @@ def _reverse_posterior(lam):
     return error_posterior
 
 
+def _reverse_ht(unit_size, w):
+    """``error_posterior`` whose prior shares are half (1 − ``w``) the reverse confusion's estimated
+    pool counts: N̂(c → t), the items of top class c that are class t, from each unit's wrong labels
+    scaled by its size over its labels (a ratio estimate per unit; units without labels count
+    none), normalised over c for top class t's row -- C − 1 pseudo-counts in all, whatever the
+    budget; rows with no estimate keep the shares."""
+    def error_posterior(leaf_probs, counts):
+        import jax
+        import jax.numpy as jnp
+
+        from bayes_eval.models import calibrated_classes as CC
+
+        p = np.asarray(leaf_probs, np.float64)
+        c = p.shape[1]
+        top = CC.top_classes(p)
+        alpha0 = jnp.asarray(CC.error_prior(p, top))
+        counts = jnp.asarray(counts, dtype=jnp.float64)
+        n = counts.sum(1)
+        scale = jnp.where(n > 0, jnp.asarray(unit_size) / jnp.maximum(n, 1.0), 0.0)
+        est = jax.ops.segment_sum(counts * scale[:, None] * (1.0 - jnp.asarray(np.eye(c)[top])), jnp.asarray(top),
+                                  num_segments=c)          # est[t, c] = N̂(t → c)
+        rev = est.T                                         # rev[t, c] = N̂(c → t)
+        tot = rev.sum(1, keepdims=True)
+        share = alpha0 / (c - 1)
+        rev_share = jnp.where(tot > 0, rev / jnp.maximum(tot, 1e-300), share)
+        base = (c - 1) * (w * share + (1.0 - w) * rev_share)
+        base = jnp.where(alpha0 > 0, jnp.maximum(base, 1e-12), 0.0)
+        wrong = CC.wrong_labels(p, counts)
+        a = CC.spread_alphas(base)
+        return jnp.where(a > 0, a + wrong[None], 0.0), CC.spread_log_weights(base, wrong)
+    return error_posterior
+
+
 #: name -> (the error prior α_t, the grid of η; None: the library's)
-VARIANTS = {"reverse1": ("reverse", 1.0), "reverse0.5": ("reverse", 0.5),
+VARIANTS = {"reverse-ht0.5": ("reverse-ht", 0.5), "reverse-ht0": ("reverse-ht", 0.0),
+            "reverse1": ("reverse", 1.0), "reverse0.5": ("reverse", 0.5),
             "mass1": (_mass(1.0), None), "mass0.3": (_mass(0.3), None), "mass-grid": ("pairs", None),
             "shares": (_LIB, [0.0]), "even": (_even, [0.0]), "mix": (_mix, [0.0]), "jeffreys": (_jeffreys, [0.0]),
             "floor0.5": (_floor(0.5), [0.0]), "floor0.25": (_floor(0.25), [0.0]), "floor0.1": (_floor(0.1), [0.0]),
@@ -156,6 +191,12 @@ def variants(args):
         if name not in VARIANTS and name != "library":
             raise SystemExit(f"unknown variant {name!r}: library, {', '.join(VARIANTS)}")
         lib_alphas, lib_post = CC.spread_alphas, CC.error_posterior
+        if prior == "reverse-ht":  # grid holds w here
+            cells_ = cap["cells"]
+            size = np.bincount(np.asarray(cells_.stratum), weights=np.asarray(cells_.size, np.float64),
+                               minlength=int(cap["n_units"]))
+            CC.error_posterior = _reverse_ht(size, float(grid))
+            prior, grid = None, None
         if prior == "reverse":     # grid holds λ here
             CC.error_posterior = _reverse_posterior(float(grid))
             prior, grid = None, None
