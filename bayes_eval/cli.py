@@ -402,9 +402,7 @@ def cmd_demo(args):
                              sd=h.sd[0, :, :1], feasible=h.feasible[0, :, :, :1])
     cs_lo, cs_hi = cs_lo[:, 0], cs_hi[:, 0]
     enough = np.all(h.n_class[0] >= MIN_CLASS_LABELS, axis=-1)
-    from .measures import component_range
-
-    rng_ = component_range([measure], measure.names[0]) or (-np.inf, np.inf)  # F1 above 1 is impossible
+    rng_ = res.bounds[0]  # the measure's range (results.measure_bounds): F1 above 1 is impossible
 
     def clip(v):
         return float(np.clip(v, *rng_))

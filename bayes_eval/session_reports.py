@@ -121,12 +121,10 @@ class SessionReports:
         measures without a range from the labels -- MCC, macro-F1, AUC -- a macro-F1 interval
         reached 1.084): every CLT-based bound the session shows goes through here."""
         from .feasible import cut
-        from .measures import component_range
+        from .results import clip_to_bounds, measure_bounds
 
         lo, hi = cut(np.asarray(lower, float), np.asarray(upper, float), self.feasible(snap_index))
-        b = np.concatenate([np.repeat(np.array(component_range([m], m.names[0]) or (-np.inf, np.inf), float)[:, None],
-                                      len(m.names), 1) for m in self.measures], axis=1)
-        return np.clip(lo, b[0], b[1]), np.clip(hi, b[0], b[1])
+        return clip_to_bounds(lo, hi, np.concatenate([measure_bounds(m) for m in self.measures]))
 
     def estimate(self) -> pd.Series:
         """Ĝ after the last closed stage, one entry per component (NaN where undefined)."""
@@ -200,7 +198,7 @@ class SessionReports:
         from .results import MIN_CLASS_LABELS
 
         v, sd = self._values(snap_index)
-        snap = self._snapshots[snap_index % len(self._snapshots)] if self._snapshots else None
+        snap = self._snapshot(snap_index)
         n = max(float(snap.draws if snap else 0), 1.0)
         half = float(cs_factor(n, level)) * sd
         if self.labels_per_class(snap_index).min() < MIN_CLASS_LABELS:
@@ -209,9 +207,13 @@ class SessionReports:
         return pd.DataFrame({"component": self._names, "kind": "clt-cs", "level": level, "estimate": v, "lower": lo,
                              "upper": hi})
 
+    def _snapshot(self, snap_index: int = -1):
+        """The closed stage ``snap_index`` (Python-style index), None before the first."""
+        return self._snapshots[snap_index % len(self._snapshots)] if self._snapshots else None
+
     def labels_per_class(self, snap_index: int = -1) -> np.ndarray:
         """(C,) the labels of each class that the estimate at ``snap_index`` rests on."""
-        snap = self._snapshots[snap_index % len(self._snapshots)] if self._snapshots else None
+        snap = self._snapshot(snap_index)
         return np.asarray(snap.labeled if snap else self._labeled).sum(0)
 
     def posterior_model(self):
