@@ -102,7 +102,8 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
     tree's and ignored.  With C > 2 classes: the binary model's draws on the top split
     (``models/calibrated_classes.py``), then the other classes' split per top class from its
     exact Dirichlet conditional (``error_split`` [top_class, class]) after its spread η from its
-    posterior on a grid (``error_spread``)."""
+    posterior on a grid (``error_spread``), its prior the classifier's shares mixed with the labels'
+    reverse confusion (``calibrated_classes.error_base``)."""
     from . import calibrated as cal
 
     if np.asarray(leaf_probs).shape[1] > 2:
@@ -113,7 +114,8 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
                              num_warmup=num_warmup, num_samples=num_samples, thin=thin, n_proposals=n_proposals,
                              chain_method=chain_method, nuts_kwargs=nuts_kwargs, extra_fields=extra_fields,
                              sampler=sampler)
-        pi, phi, eta = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1])
+        size = np.asarray(counts, np.float64).sum(1) + np.asarray(unlabeled, np.float64)
+        pi, phi, eta = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1], size)
         c = phi.shape[-1]
         shape = np.asarray(d.params["a"]).shape
         params = dict(d.params, error_split=np.asarray(phi).reshape(shape + (c, c)),

@@ -13,8 +13,10 @@ misses.  ``mass1`` / ``mass0.3``: the shares with 1 / 0.3 pseudo-counts in all i
 (η learned as in the library); ``mass-grid``: the shares' mass s learned beside η on their product
 grid (:data:`MASS_GRID` × the library's η grid); ``reverse1`` / ``reverse0.5``: λ × the reverse
 confusion's wrong labels added to each row's prior (stop 55: both measured, not kept);
-``reverse-ht0.5`` / ``reverse-ht0``: the prior shares half / wholly the reverse confusion's estimated pool
-counts (stop 55's lead -- ``benchmarks/results/several_classes.md``).
+``reverse-ht0.5`` / ``reverse-ht0`` / ``shares-only``: the prior shares half / wholly / not at all the
+reverse confusion's estimated pool counts (``calibrated_classes.SHARE_WEIGHT`` 0.5 / 0 / 1; stop 55's
+lead, the library's since stop 56, so ``reverse-ht0.5`` = ``library``; ``shares-only`` = stop 55's
+library).  Every other variant runs on ``shares-only`` as it was measured (stops 53-55).
 """
 from __future__ import annotations
 
@@ -113,7 +115,7 @@ def _reverse_posterior(lam):
     """``error_posterior`` with λ × the reverse confusion added to the prior of every row: the
     wrong labels of top class c that fell on t count λ each for class c in top class t's split
     (confusions tend to run both ways; the labels of each row enter its own likelihood as before)."""
-    def error_posterior(leaf_probs, counts):
+    def error_posterior(leaf_probs, counts, unit_size=None):
         import jax.numpy as jnp
 
         from bayes_eval.models import calibrated_classes as CC
@@ -127,41 +129,9 @@ def _reverse_posterior(lam):
     return error_posterior
 
 
-def _reverse_ht(unit_size, w):
-    """``error_posterior`` whose prior shares are half (1 − ``w``) the reverse confusion's estimated
-    pool counts: N̂(c → t), the items of top class c that are class t, from each unit's wrong labels
-    scaled by its size over its labels (a ratio estimate per unit; units without labels count
-    none), normalised over c for top class t's row -- C − 1 pseudo-counts in all, whatever the
-    budget; rows with no estimate keep the shares."""
-    def error_posterior(leaf_probs, counts):
-        import jax
-        import jax.numpy as jnp
-
-        from bayes_eval.models import calibrated_classes as CC
-
-        p = np.asarray(leaf_probs, np.float64)
-        c = p.shape[1]
-        top = CC.top_classes(p)
-        alpha0 = jnp.asarray(CC.error_prior(p, top))
-        counts = jnp.asarray(counts, dtype=jnp.float64)
-        n = counts.sum(1)
-        scale = jnp.where(n > 0, jnp.asarray(unit_size) / jnp.maximum(n, 1.0), 0.0)
-        est = jax.ops.segment_sum(counts * scale[:, None] * (1.0 - jnp.asarray(np.eye(c)[top])), jnp.asarray(top),
-                                  num_segments=c)          # est[t, c] = N̂(t → c)
-        rev = est.T                                         # rev[t, c] = N̂(c → t)
-        tot = rev.sum(1, keepdims=True)
-        share = alpha0 / (c - 1)
-        rev_share = jnp.where(tot > 0, rev / jnp.maximum(tot, 1e-300), share)
-        base = (c - 1) * (w * share + (1.0 - w) * rev_share)
-        base = jnp.where(alpha0 > 0, jnp.maximum(base, 1e-12), 0.0)
-        wrong = CC.wrong_labels(p, counts)
-        a = CC.spread_alphas(base)
-        return jnp.where(a > 0, a + wrong[None], 0.0), CC.spread_log_weights(base, wrong)
-    return error_posterior
-
-
 #: name -> (the error prior α_t, the grid of η; None: the library's)
-VARIANTS = {"reverse-ht0.5": ("reverse-ht", 0.5), "reverse-ht0": ("reverse-ht", 0.0),
+VARIANTS = {"reverse-ht0.5": ("share-weight", 0.5), "reverse-ht0": ("share-weight", 0.0),
+            "shares-only": ("share-weight", 1.0),
             "reverse1": ("reverse", 1.0), "reverse0.5": ("reverse", 0.5),
             "mass1": (_mass(1.0), None), "mass0.3": (_mass(0.3), None), "mass-grid": ("pairs", None),
             "shares": (_LIB, [0.0]), "even": (_even, [0.0]), "mix": (_mix, [0.0]), "jeffreys": (_jeffreys, [0.0]),
@@ -191,12 +161,12 @@ def variants(args):
         if name not in VARIANTS and name != "library":
             raise SystemExit(f"unknown variant {name!r}: library, {', '.join(VARIANTS)}")
         lib_alphas, lib_post = CC.spread_alphas, CC.error_posterior
-        if prior == "reverse-ht":  # grid holds w here
-            cells_ = cap["cells"]
-            size = np.bincount(np.asarray(cells_.stratum), weights=np.asarray(cells_.size, np.float64),
-                               minlength=int(cap["n_units"]))
-            CC.error_posterior = _reverse_ht(size, float(grid))
+        lib_weight = CC.SHARE_WEIGHT
+        if prior == "share-weight":  # grid holds w, the classifier's share in the prior (the library's: 0.5)
+            CC.SHARE_WEIGHT = float(grid)
             prior, grid = None, None
+        elif name != "library":      # the other variants were measured on stop 55's library: the shares alone
+            CC.SHARE_WEIGHT = 1.0
         if prior == "reverse":     # grid holds λ here
             CC.error_posterior = _reverse_posterior(float(grid))
             prior, grid = None, None
@@ -216,6 +186,7 @@ def variants(args):
             out = intervals_at_checkpoints(cap["cells"], model, cap["g"], cap["n_units"], labeled, args.seed, args.draws)
         finally:
             CC.error_prior, CC.SPREAD_GRID, CC.spread_alphas, CC.error_posterior = lib_prior, lib_grid, lib_alphas, lib_post
+            CC.SHARE_WEIGHT = lib_weight
         rows.append((name, out["bayes_lower"][..., 0], out["bayes_upper"][..., 0], out["bayes_mean"][..., 0]))
         _print(rows[-1:], truth, cps)
     del S
