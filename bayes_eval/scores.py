@@ -227,8 +227,9 @@ def describe(kind: str, detected: bool, n_classes: int = 2) -> str:
         }.get(kind, how)
     extra = ""
     if n_classes > 2 and kind != "none":   # what a file of pred + score cannot say: which classes are confused
-        extra = ("; no class probabilities: each class's errors are split as often as the classifier predicts the "
-                 "others (--prob-columns gives the probability of every class; Python probs=)")
+        extra = ("; no class probabilities: each class's errors are split a priori half as often as the classifier "
+                 "predicts the others, half as the labels' confusions in the other direction say (--prob-columns "
+                 "gives the probability of every class; Python probs=)")
     if not detected:
         return f"scores read as {how}{extra}"
     why = {"probability": " (all in [0, 1]; score_kind / --score-kind overrides)",
