@@ -61,8 +61,8 @@ def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = 
     if not checked and labels == 0:
         return "CLT check: nothing to check before the first stage is labeled"
     if not checked:
-        return ("CLT check: not available for this design (it needs the calibrated companion of ais or "
-                "poisson-adaptive on a binary pool); the CLT-based intervals rest on the labels found so "
+        return ("CLT check: not available here (it needs the calibrated companion, which ais and "
+                "poisson-adaptive have on a binary pool only); the CLT-based intervals rest on the labels found so "
                 "far and on imbalanced pools cover 60-98% (benchmarks/results/stopping.md)"
                 + ((": read them with the Bayesian interval (shown first), which accounts for the unlabeled items"
                     if bayes_shown else ": read them with the --bayesian interval, which accounts for the unlabeled "

@@ -26,7 +26,8 @@ depth two (001 §4.1: a node's branch probabilities are Dirichlet, leaves are cl
                   α_t(c) = (C − 1) × [w share_t(c) + (1 − w) rev_t(c)]  (C − 1 pseudo-counts in all),
                   share_t(c) the classifier's mean share of c among the classes other than t over
                   the units of top class t, rev_t(c) = N̂(c → t) / Σ_c' N̂(c' → t) the labels'
-                  reverse confusion (below), w = :data:`SHARE_WEIGHT` = 0.5;
+                  reverse confusion (below), w = :data:`SHARE_WEIGHT` = 0.5 where the shares are
+                  prediction rates (pred + confidence), w = 1 where class probabilities set them;
     spread        η ≥ 0, pseudo-counts every other class gets beyond the shares, uniform over
                   log η on a grid of [0.001, 10] (:data:`SPREAD_GRID`), shared by all top classes;
 
@@ -64,7 +65,10 @@ pseudo-counts grew with the budget (AIS labels a rare class's items far beyond t
 drifted low (``conf5`` 0.83 at 1000 labels).  Row t's prior uses only the other rows' labels, so no
 label counts twice -- an empirical-Bayes coupling of the rows: the simulation-based calibration of
 the slow tier draws φ from the shares' prior and checks the model as used against it (coverage,
-not exactness).  Measured on 300 runs per pool (``benchmarks/results/several_classes.md`` "Stop
+not exactness).  Where the pool gives class probabilities the shares say which classes a class is
+confused with, and they are kept as they are (w = 1): the estimate replaces only what pred +
+confidence cannot say (on the pools with probabilities the mix moved nothing beyond its SE, and
+``rare5``'s coverage 0.7-2 points down).  Measured on 300 runs per pool (``benchmarks/results/several_classes.md`` "Stop
 56"): ``conf4`` at 200 / 500 labels rises to about 0.88 / 0.92, ``conf5`` keeps its coverage at 8-11%
 less width, the pools with class probabilities or a rare class unchanged within their SE.
 
@@ -84,7 +88,7 @@ from .calibrated import BAND_SCALE, BANDS, calibrated_model
 
 __all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_base", "reverse_confusion",
            "error_posterior", "top_split", "classes_pi", "wrong_labels", "spread_alphas", "spread_log_weights",
-           "ClassesState", "SPREAD_GRID", "SHARE_WEIGHT"]
+           "prediction_rate_rows", "ClassesState", "SPREAD_GRID", "SHARE_WEIGHT"]
 
 #: η, the pseudo-counts every other class gets in a top class's error split beyond the
 #: classifier's shares (α_t(c) = (C − 1) share_t(c) + η): 25 values, uniform over log η on
@@ -186,18 +190,38 @@ def reverse_confusion(leaf_probs, counts, unit_size):
     return est.T
 
 
+def prediction_rate_rows(leaf_probs, rtol: float = 1e-6) -> np.ndarray:
+    """(C,) bool: top class t's units all split their other classes in the same proportions --
+    what a pool of pred + confidence gives (``scores.prior_of_classes`` spreads every item's rest
+    as often as the classifier predicts the other classes), as against class probabilities, whose
+    split varies from unit to unit.  A top class no unit has counts as such a row."""
+    p = np.asarray(leaf_probs, np.float64)
+    c = p.shape[1]
+    top = top_classes(p)
+    out = np.ones(c, bool)
+    for t in range(c):
+        rows = np.delete(p[top == t], t, axis=1)
+        if rows.shape[0] > 1:
+            rows = rows / np.maximum(rows.sum(1, keepdims=True), 1e-300)
+            out[t] = bool(np.all(np.abs(rows - rows[0]) <= rtol * np.maximum(rows[0], 1e-12) + 1e-12))
+    return out
+
+
 def error_base(leaf_probs, counts=None, unit_size=None, share_weight: float | None = None):
     """(C, C) α_t of the error split per top class t (row t, zero on the diagonal; C − 1
     pseudo-counts per row): w × the classifier's shares (:func:`error_prior`) + (1 − w) × the
     labels' reverse confusion normalised over the row (:func:`reverse_confusion`), w =
-    :data:`SHARE_WEIGHT`.  Without labels and unit sizes, or in a row nothing is estimated for, the
-    shares alone."""
+    :data:`SHARE_WEIGHT` in the rows whose shares are the prediction rates
+    (:func:`prediction_rate_rows`) and 1 where class probabilities set them (they say which
+    classes a class is confused with; the estimate replaces only what pred + confidence cannot
+    say).  Without labels and unit sizes, or in a row nothing is estimated for, the shares alone."""
     p = np.asarray(leaf_probs, np.float64)
     c = p.shape[1]
     alpha0 = jnp.asarray(error_prior(p, top_classes(p)))
     if counts is None or unit_size is None:
         return alpha0
     w = SHARE_WEIGHT if share_weight is None else float(share_weight)
+    w = jnp.asarray(np.where(prediction_rate_rows(p), w, 1.0))[:, None]
     rev = reverse_confusion(p, counts, unit_size)
     tot = rev.sum(1, keepdims=True)
     share = alpha0 / (c - 1)

@@ -281,7 +281,7 @@ def test_a_fresh_session_says_there_is_nothing_to_check_yet(tmp_path):
     text = _status_text(s.status(bayesian=False))
     s.close()
     assert "CLT check: nothing to check before the first stage is labeled" in text
-    assert "not available for this design" in _clt_check_line([{"component": "f1"}], labels=100)
+    assert "not available here" in _clt_check_line([{"component": "f1"}], labels=100)
 
 
 def test_the_pr_curves_bayesian_band_is_the_sessions_posterior(failing_session, capsys):

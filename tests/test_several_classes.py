@@ -27,10 +27,11 @@ from bayes_eval.cells import build_cells, leaf_counts, leaf_probs
 from bayes_eval.models import calibrated as cal
 from bayes_eval.models import classifier_scores
 from bayes_eval.models.calibrated_classes import (SHARE_WEIGHT, SPREAD_GRID, calibrated_classes_model, error_base,
-                                                  error_prior, reverse_confusion, spread_alphas, spread_log_weights,
-                                                  top_classes)
+                                                  error_prior, prediction_rate_rows, reverse_confusion, spread_alphas,
+                                                  spread_log_weights, top_classes)
 from bayes_eval.models.registry import make_oracle_model
 from bayes_eval.pool import Pool
+from bayes_eval.scores import prior_of_classes
 from bayes_eval.posterior import equal_tailed, pool_posterior_from_pi
 from bayes_eval.strata import Strata
 from conftest import calibrated_prior_curve
@@ -109,6 +110,35 @@ def test_the_error_splits_prior_mixes_the_shares_with_the_labels_reverse_confusi
     # ten times the labels at the same rates leave the prior as it was (a share, not a count)
     np.testing.assert_allclose(np.asarray(error_base(lp, 10 * counts, size)), base, atol=1e-12)
     # (the model's state carries the unit sizes: the slow tier's test_pi_follows_the_binary_model...)
+    # class probabilities whose split of the other classes varies from unit to unit say which classes a
+    # class is confused with: their shares are kept as they are
+    varied = lp.copy()
+    varied[13, :2] = [0.9 * (1 - lp[13, 2]), 0.1 * (1 - lp[13, 2])]      # a unit of top class 2
+    assert not prediction_rate_rows(varied)[2] and prediction_rate_rows(varied)[:2].all()
+    kept = np.asarray(error_base(varied, counts, size))
+    np.testing.assert_allclose(kept[2], error_prior(varied)[2])          # N̂(0 → 2) = 40 not mixed in
+    assert kept[2, 0] < error_prior(varied)[2, 0] / 2 + 1.0 - 0.2                # the mix would give that
+
+
+def test_a_pool_of_pred_and_confidence_has_prediction_rate_rows_and_one_of_probabilities_has_not():
+    """Which rows of the error split get the reverse confusion (``prediction_rate_rows``): a pool of
+    pred + confidence (``scores.prior_of_classes``), whose units are score bins within a predicted
+    class, splits every unit's other classes alike; class probabilities do not."""
+    rng = np.random.default_rng(5)
+    n, c = 2000, 4
+    preds = rng.integers(0, c, n)
+    conf = rng.uniform(0.3, 0.99, n)
+    unit = preds * 5 + np.minimum((conf * 5).astype(int), 4)
+    prior = prior_of_classes(conf[:, None], preds[:, None], "probability", c)[:, 0]
+
+    def per_unit(p, u):
+        return np.stack([p[u == k].mean(0) for k in np.unique(u)])
+
+    assert prediction_rate_rows(per_unit(prior, unit)).all()
+    probs = rng.dirichlet(np.full(c, 0.5), n)
+    top = probs.argmax(1)
+    unit = top * 5 + np.minimum((probs.max(1) * 5).astype(int), 4)
+    assert not prediction_rate_rows(per_unit(probs, unit)).any()
 
 
 def test_the_error_splits_spread_is_learned_from_where_the_errors_fall():
