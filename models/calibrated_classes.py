@@ -68,9 +68,9 @@ the slow tier draws φ from the shares' prior and checks the model as used again
 not exactness).  Where the pool gives class probabilities the shares say which classes a class is
 confused with, and they are kept as they are (w = 1): the estimate replaces only what pred +
 confidence cannot say (on the pools with probabilities the mix moved nothing beyond its SE, and
-``rare5``'s coverage 0.7-2 points down).  Measured on 300 runs per pool (``benchmarks/results/several_classes.md`` "Stop
-56"): ``conf4`` at 200 / 500 labels rises to about 0.88 / 0.92, ``conf5`` keeps its coverage at 8-11%
-less width, the pools with class probabilities or a rare class unchanged within their SE.
+``rare5``'s coverage 0.7-2 points down).  Measured on 300 runs per pool (``benchmarks/results/
+several_classes.md`` "Stop 56"): ``conf4`` 0.877 / 0.923 / 0.943 → 0.913 / 0.947 / 0.960 at 200 / 500 /
+1000 labels, ``conf5`` 0.94-0.96 as before at 7-10% less width.
 
 With C = 2 this reduces to the binary calibrated model up to which class the curve follows; the
 registry keeps the binary model for C = 2 (``models/registry.py``).
