@@ -85,7 +85,8 @@ def test_the_error_splits_prior_mixes_the_shares_with_the_labels_reverse_confusi
     """Stop 56: top class t's error split is a priori half the classifier's shares, half N̂(c → t)
     -- the pool's items of top class c that are class t, each unit's labels on t scaled by its size
     over its labels -- normalised over c; C − 1 pseudo-counts per row whatever the budget; a row
-    nothing is estimated for, or no labels at all, keeps the shares."""
+    nothing is estimated for, or no labels at all, keeps the shares, and so does a row whose units
+    split their other classes differently (class probabilities: ``prediction_rate_rows``)."""
     assert SHARE_WEIGHT == 0.5
     lp = _unit_probs()                             # 6 units per top class; shares 0.7 / 0.3 (row 2: classes 0 / 1)
     k = lp.shape[0]
