@@ -129,9 +129,38 @@ def _reverse_posterior(lam):
     return error_posterior
 
 
+#: w, the classifier's share in the prior, for the variant that learns it beside η (``w-grid``)
+W_GRID = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+
+
+def _w_grid_posterior(leaf_probs, counts, unit_size=None):
+    """``error_posterior`` with (w, η) on the product grid :data:`W_GRID` × the library's η grid, their
+    posterior exact from the wrong labels' Dirichlet-multinomial likelihood (uniform prior over the
+    pairs): the mix's weight learned as η is."""
+    import jax
+    import jax.numpy as jnp
+
+    from bayes_eval.models import calibrated_classes as CC
+
+    p = np.asarray(leaf_probs, np.float64)
+    wrong = CC.wrong_labels(p, counts)
+    alphas, logs = [], []
+    for w in W_GRID:
+        a = CC.spread_alphas(CC.error_base(p, counts, unit_size, share_weight=float(w)))
+        on = a > 0
+        a_safe = jnp.where(on, a, 1.0)
+        gl = jax.scipy.special.gammaln
+        rows = (gl(a.sum(-1)) - gl(a.sum(-1) + wrong.sum(-1))
+                + jnp.sum(jnp.where(on, gl(a_safe + wrong[None]) - gl(a_safe), 0.0), axis=-1))
+        alphas.append(a)
+        logs.append(rows.sum(-1))
+    a = jnp.concatenate(alphas)
+    return jnp.where(a > 0, a + wrong[None], 0.0), jax.nn.log_softmax(jnp.concatenate(logs))
+
+
 #: name -> (the error prior α_t, the grid of η; None: the library's)
 VARIANTS = {"reverse-ht0.5": ("share-weight", 0.5), "reverse-ht0": ("share-weight", 0.0),
-            "shares-only": ("share-weight", 1.0),
+            "shares-only": ("share-weight", 1.0), "w-grid": ("w-grid", None),
             "reverse1": ("reverse", 1.0), "reverse0.5": ("reverse", 0.5),
             "mass1": (_mass(1.0), None), "mass0.3": (_mass(0.3), None), "mass-grid": ("pairs", None),
             "shares": (_LIB, [0.0]), "even": (_even, [0.0]), "mix": (_mix, [0.0]), "jeffreys": (_jeffreys, [0.0]),
@@ -164,6 +193,9 @@ def variants(args):
         lib_weight = CC.SHARE_WEIGHT
         if prior == "share-weight":  # grid holds w, the classifier's share in the prior (the library's: 0.5)
             CC.SHARE_WEIGHT = float(grid)
+            prior, grid = None, None
+        elif prior == "w-grid":      # w learned beside η (stop 56: measured, not kept)
+            CC.error_posterior = _w_grid_posterior
             prior, grid = None, None
         elif name != "library":      # the other variants were measured on stop 55's library: the shares alone
             CC.SHARE_WEIGHT = 1.0
