@@ -136,6 +136,7 @@ def _read_first(lead_bayes: bool, st: dict, has_bayes: bool, stop: dict | None) 
 def cmd_report(args, bar):
     """``session report``: write the session's report folder ``args.out``."""
     from . import plots
+    from .per_class import per_class_table
     from .session import SessionError
 
     _check_folder(args.out)  # before the session is replayed
@@ -230,6 +231,21 @@ def cmd_report(args, bar):
         if stop:
             line = stopping_line(stop, int(round(args.level * 100)))
             md.append("\n" + line[0].upper() + line[1:] + ".\n")
+        classes = per_class_table(s, args.level) if bayes and s.pool.n_classes > 2 else None
+        if classes is not None:
+            p = os.path.join(args.out, "per_class.csv")
+            classes.to_csv(p, index=False)
+            files.append(p)
+            pct = int(round(args.level * 100))
+            show_c = classes.assign(**{k: [f"{m:.3f} [{a:.3f}, {b:.3f}]" for m, a, b in
+                                           zip(classes[k], classes[f"{k}_lower"], classes[f"{k}_upper"])]
+                                       for k in ("f1", "precision", "recall")})[["class", "labels", "f1", "precision",
+                                                                                  "recall"]]
+            md += ["\n## Each class\n",
+                   f"The posterior of each class's F1, precision and recall on this pool (median [{pct}% "
+                   f"highest-density interval]; the session's posterior model, the same labels: the mean of the "
+                   f"classes' F1 is macro-F1's posterior draw for draw; `per_class.csv`). `labels`: the class's "
+                   f"labels in the estimate.\n", _md_table(show_c)]
         md += ["\n## Estimate and interval against labels spent\n", "![progress](progress.png)\n"]
         if post:
             md += ["\n## Posterior of the measure on this pool, with the CLT interval\n",

@@ -15,6 +15,7 @@ that gives them a Bayesian interval (``models/calibrated_classes.py``).
 """
 import json
 import sqlite3
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +31,7 @@ from bayes_eval.models.calibrated_classes import (SHARE_WEIGHT, SPREAD_GRID, cal
                                                   error_prior, prediction_rate_rows, reverse_confusion, spread_alphas,
                                                   spread_log_weights, top_classes)
 from bayes_eval.models.registry import make_oracle_model
+from bayes_eval.per_class import per_class_scores, per_class_table
 from bayes_eval.pool import Pool
 from bayes_eval.scores import prior_of_classes
 from bayes_eval.posterior import equal_tailed, pool_posterior_from_pi
@@ -319,6 +321,46 @@ def test_report_of_a_session_of_several_classes_by_nuts_and_fast(tmp_path):
     s.close()
 
 
+@pytest.mark.slow
+def test_session_report_of_several_classes_shows_each_class(tmp_path):
+    """``session report`` of a 4-class session read with class names: report.md gains "Each class"
+    (every class by its name, its F1 / precision / recall with their intervals) and per_class.csv,
+    whose F1 medians average to about the report's macro-F1 and whose intervals hold each class's
+    truth on this seeded session."""
+    from bayes_eval.cli import main
+    from bayes_eval.per_class import per_class_scores
+
+    n, c = 4000, 4
+    y, p, pred = _mixture(3, n, [0.55, 0.25, 0.12, 0.08])
+    names = np.array(["cat", "dog", "bird", "fish"])
+    path = tmp_path / "pets.csv"
+    pd.DataFrame({"doc": [f"d{i}" for i in range(n)], "predicted": names[pred], "confidence": p[np.arange(n), pred],
+                  "gold": names[y]}).to_csv(path, index=False)
+    db = str(tmp_path / "s.db")
+    assert main(["session", "new", db, "--pool", str(path), "--classes", "4", "--id-column", "doc", "--score-column",
+                 "confidence", "--pred-column", "predicted", "--label-map", "cat=0,dog=1,bird=2,fish=3",
+                 "--measure", "macro_f1"]) == 0
+    for k in range(3):
+        batch = tmp_path / f"b{k}.csv"
+        assert main(["session", "next", db, "--n", "80", "--out", str(batch), "--no-progress"]) == 0
+        b = pd.read_csv(batch)
+        b["label"] = [names[y[int(d[1:])]] for d in b["item"]]
+        b.to_csv(batch, index=False)
+        assert main(["session", "ingest", db, str(batch), "--no-progress"]) == 0
+    assert main(["session", "report", db, "--out", str(tmp_path / "rep"), "--no-progress"]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Each class" in md and all(f"| {x} |" in md for x in names), md
+    tab = pd.read_csv(tmp_path / "rep" / "per_class.csv")
+    assert list(tab["class"]) == list(names) and tab["labels"].sum() == 240
+    pool_truth = np.asarray(Pool.from_arrays(scores=p[np.arange(n), pred], preds=pred, labels=y,
+                                             n_classes=c).true_value(per_class_scores(c)))
+    for j, kind in enumerate(("f1", "precision", "recall")):
+        t = pool_truth[c * j: c * (j + 1)]
+        assert np.all((tab[f"{kind}_lower"] <= t) & (t <= tab[f"{kind}_upper"])), (kind, tab, t)
+    summ = pd.read_csv(tmp_path / "rep" / "summary.csv")
+    assert abs(tab["f1"].mean() - float(summ["bayes_median"].iloc[0])) < 0.02
+
+
 def test_cli_a_pool_of_three_classes(capsys, tmp_path):
     """A 3-class pool from a file: without --classes the message names the flag; with it the
     strata hold one predicted class each, and AIS's run gives macro-F1's CLT interval and the
@@ -363,7 +405,7 @@ def test_cli_a_pool_of_three_classes(capsys, tmp_path):
 def test_a_session_on_three_classes_leads_with_the_bayesian_interval(tmp_path):
     """A session on a 3-class pool: the status offers the calibrated model's Bayesian interval
     (its top-class split), leads with it, and it holds the truth; without it the confidence sequence
-    leads; the intervals of macro-F1 stay within [0, 1]."""
+    leads; the intervals of macro-F1 stay within [0, 1]; each class's posterior (below)."""
     from bayes_eval import measures as M
     from bayes_eval.pool import Pool
     from bayes_eval.session import Session
@@ -387,6 +429,21 @@ def test_a_session_on_three_classes_leads_with_the_bayesian_interval(tmp_path):
     assert c["estimate"] + 3.03 * c["std_error"] > 1.0          # a confidence sequence unbounded would pass 1
     assert 0.0 <= c["cs_lower"] and c["cs_upper"] == 1.0 and c["clt_upper"] <= 1.0
     assert len(st["labels_per_class"]) == 3 and sum(st["labels_per_class"]) == st["labels_in_estimate"]
+    # each class (``per_class.per_class_table``, the report's "Each class"): its F1, precision and recall
+    # from the session's own posterior (same model, labels and key), so the mean of the classes' F1
+    # draws is the session's macro-F1 draw for draw; each class's intervals hold its truth here
+    measure = per_class_scores(3)
+    assert measure.names[:3] == ("f1[0]", "f1[1]", "f1[2]") and len(measure.names) == 9
+    truth3 = np.asarray(pool.true_value(measure))
+    np.testing.assert_allclose(truth3[:3].mean(), truth, rtol=1e-12)
+    draws = s.posterior_of(measure)
+    np.testing.assert_allclose(draws[:, :3].mean(1), s.posterior()[:, 0], atol=1e-12)
+    tab = per_class_table(s, class_names={0: "cat"})
+    assert list(tab["class"]) == ["cat", "class 1", "class 2"] and tab["labels"].sum() == 60
+    for j, kind in enumerate(("f1", "precision", "recall")):
+        t = truth3[3 * j: 3 * j + 3]
+        assert np.all((tab[f"{kind}_lower"] <= t) & (t <= tab[f"{kind}_upper"])), (kind, tab, t)
+    assert per_class_table(SimpleNamespace(pool=SimpleNamespace(n_classes=2))) is None   # binary: none
 
 
 def test_status_says_why_the_confidence_sequence_is_undefined():
