@@ -1014,6 +1014,24 @@ def micro_f1(n_classes: int, system: int = 0) -> Measure:
                     fractional=True)
 
 
+@_cached
+def per_class_scores(n_classes: int, system: int = 0) -> Measure:
+    """Every class's F1, precision and recall on a pool of ``n_classes`` classes: the loss of
+    :func:`macro_f1` (so the same cells), g(R) = [2 TP_c / (T_c + P_c), TP_c / P_c, TP_c / T_c]
+    for c = 0..C−1 (3C components ``f1[c]``, ``precision[c]``, ``recall[c]``; 000 App. D.3's
+    per-class terms).  What the report of a session of several classes shows per class
+    (:mod:`bayes_eval.per_class`); the mean of the C F1s is :func:`macro_f1`."""
+    C = _check_n_classes(n_classes)
+    system = _check_system(system)
+
+    def g(R):
+        tp, t, p = R[:C], R[C: 2 * C], R[2 * C:]
+        return jnp.concatenate([2.0 * tp / (t + p), tp / p, tp / t])
+
+    names = [f"{kind}[{c}]{_suffix(system)}" for kind in ("f1", "precision", "recall") for c in range(C)]
+    return _measure("per_class" + _suffix(system), _multiclass_loss(C, system), g, C, names, _pred_pattern(system))
+
+
 # --------------------------------------------------------------------------------------
 # Stacking
 # --------------------------------------------------------------------------------------

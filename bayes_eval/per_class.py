@@ -4,9 +4,10 @@ accuracy adds beside the measure.
 
 Why: macro-F1 is the mean of the classes' F1 (000 App. D.3), and an analyst who reads it wants to
 know which class pulls it down; the posterior the session's Bayesian interval already samples
-holds every class's counts.  :func:`per_class_scores` is that measure -- the same loss as
-:func:`bayes_eval.measures.macro_f1` (ℓ = [TP_c, T_c, P_c], d = 3C), so it has the same cells --
-with g(R) the C F1s, the C precisions TP_c / P_c and the C recalls TP_c / T_c (3C components).
+holds every class's counts.  ``measures.per_class_scores`` (re-exported here) is that measure --
+the same loss as :func:`bayes_eval.measures.macro_f1` (ℓ = [TP_c, T_c, P_c], d = 3C), so it has
+the same cells -- with g(R) the C F1s, the C precisions TP_c / P_c and the C recalls TP_c / T_c
+(3C components).
 :func:`per_class_table` takes its posterior by ``SessionReports.posterior_of``: the session's
 posterior model fitted to the same labels with the same key, so the mean of the classes' F1 draws
 is the session's macro-F1 draw for draw (``tests/test_several_classes.py``).  The intervals are
@@ -14,29 +15,12 @@ highest-density, as the session's own (``posterior.highest_density``).
 """
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from . import measures as M
+from .measures import per_class_scores
 
 __all__ = ["per_class_scores", "per_class_table"]
-
-
-@M._cached
-def per_class_scores(n_classes: int, system: int = 0) -> M.Measure:
-    """The measure of every class's F1, precision and recall on a pool of ``n_classes`` classes
-    (components ``f1[c]``, ``precision[c]``, ``recall[c]`` for c = 0..C−1, in that order)."""
-    C = M._check_n_classes(n_classes)
-    system = M._check_system(system)
-
-    def g(R):
-        tp, t, p = R[:C], R[C: 2 * C], R[2 * C:]
-        return jnp.concatenate([2.0 * tp / (t + p), tp / p, tp / t])
-
-    names = [f"{kind}[{c}]{M._suffix(system)}" for kind in ("f1", "precision", "recall") for c in range(C)]
-    return M._measure("per_class" + M._suffix(system), M._multiclass_loss(C, system), g, C, names,
-                      M._pred_pattern(system))
 
 
 def per_class_table(session, level: float = 0.95, n_draws: int = 1000, class_names=None) -> pd.DataFrame | None:
