@@ -328,7 +328,6 @@ def test_session_report_of_several_classes_shows_each_class(tmp_path):
     whose F1 medians average to about the report's macro-F1 and whose intervals hold each class's
     truth on this seeded session."""
     from bayes_eval.cli import main
-    from bayes_eval.per_class import per_class_scores
 
     n, c = 4000, 4
     y, p, pred = _mixture(3, n, [0.55, 0.25, 0.12, 0.08])
@@ -359,6 +358,14 @@ def test_session_report_of_several_classes_shows_each_class(tmp_path):
         assert np.all((tab[f"{kind}_lower"] <= t) & (t <= tab[f"{kind}_upper"])), (kind, tab, t)
     summ = pd.read_csv(tmp_path / "rep" / "summary.csv")
     assert abs(tab["f1"].mean() - float(summ["bayes_median"].iloc[0])) < 0.02
+    # the classes' posterior is the session's: their F1 draws average to macro-F1's, draw for draw
+    from bayes_eval.session import Session
+    s = Session.open(db)
+    draws = s.posterior_of(per_class_scores(c))
+    np.testing.assert_allclose(draws[:, :c].mean(1), s.posterior()[:, 0], atol=1e-12)
+    np.testing.assert_allclose(per_class_table(s)[["f1", "f1_lower", "f1_upper"]].to_numpy(),
+                               tab[["f1", "f1_lower", "f1_upper"]].to_numpy(), rtol=1e-9)
+    s.close()
 
 
 def test_cli_a_pool_of_three_classes(capsys, tmp_path):
@@ -405,7 +412,7 @@ def test_cli_a_pool_of_three_classes(capsys, tmp_path):
 def test_a_session_on_three_classes_leads_with_the_bayesian_interval(tmp_path):
     """A session on a 3-class pool: the status offers the calibrated model's Bayesian interval
     (its top-class split), leads with it, and it holds the truth; without it the confidence sequence
-    leads; the intervals of macro-F1 stay within [0, 1]; each class's posterior (below)."""
+    leads; the intervals of macro-F1 stay within [0, 1]."""
     from bayes_eval import measures as M
     from bayes_eval.pool import Pool
     from bayes_eval.session import Session
@@ -429,21 +436,27 @@ def test_a_session_on_three_classes_leads_with_the_bayesian_interval(tmp_path):
     assert c["estimate"] + 3.03 * c["std_error"] > 1.0          # a confidence sequence unbounded would pass 1
     assert 0.0 <= c["cs_lower"] and c["cs_upper"] == 1.0 and c["clt_upper"] <= 1.0
     assert len(st["labels_per_class"]) == 3 and sum(st["labels_per_class"]) == st["labels_in_estimate"]
-    # each class (``per_class.per_class_table``, the report's "Each class"): its F1, precision and recall
-    # from the session's own posterior (same model, labels and key), so the mean of the classes' F1
-    # draws is the session's macro-F1 draw for draw; each class's intervals hold its truth here
+
+
+def test_each_classs_f1_precision_and_recall_by_hand():
+    """``measures.per_class_scores`` (the report's "Each class"): every class's F1, precision and
+    recall as counted by hand; their F1s average to macro-F1; a binary session has no per-class
+    table (``per_class.per_class_table``; its posterior, drawn from the session's, is the slow tier's
+    ``test_session_report_of_several_classes_shows_each_class``)."""
+    rng = np.random.default_rng(4)
+    n = 600
+    y = rng.integers(0, 3, n)
+    pred = np.where(rng.random(n) < 0.7, y, rng.integers(0, 3, n))
+    pool = Pool.from_arrays(scores=rng.random(n), preds=pred, labels=y, n_classes=3)
     measure = per_class_scores(3)
-    assert measure.names[:3] == ("f1[0]", "f1[1]", "f1[2]") and len(measure.names) == 9
-    truth3 = np.asarray(pool.true_value(measure))
-    np.testing.assert_allclose(truth3[:3].mean(), truth, rtol=1e-12)
-    draws = s.posterior_of(measure)
-    np.testing.assert_allclose(draws[:, :3].mean(1), s.posterior()[:, 0], atol=1e-12)
-    tab = per_class_table(s, class_names={0: "cat"})
-    assert list(tab["class"]) == ["cat", "class 1", "class 2"] and tab["labels"].sum() == 60
-    for j, kind in enumerate(("f1", "precision", "recall")):
-        t = truth3[3 * j: 3 * j + 3]
-        assert np.all((tab[f"{kind}_lower"] <= t) & (t <= tab[f"{kind}_upper"])), (kind, tab, t)
-    assert per_class_table(SimpleNamespace(pool=SimpleNamespace(n_classes=2))) is None   # binary: none
+    assert measure.names == tuple(f"{k}[{c}]" for k in ("f1", "precision", "recall") for c in range(3))
+    got = np.asarray(pool.true_value(measure))
+    tp = np.array([np.sum((y == c) & (pred == c)) for c in range(3)], float)
+    t = np.bincount(y, minlength=3).astype(float)
+    p = np.bincount(pred, minlength=3).astype(float)
+    np.testing.assert_allclose(got, np.r_[2 * tp / (t + p), tp / p, tp / t], rtol=1e-12)
+    np.testing.assert_allclose(got[:3].mean(), pool.true_value(M.macro_f1(3))[0], rtol=1e-12)
+    assert per_class_table(SimpleNamespace(pool=SimpleNamespace(n_classes=2))) is None
 
 
 def test_status_says_why_the_confidence_sequence_is_undefined():
