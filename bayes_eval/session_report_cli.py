@@ -231,7 +231,10 @@ def cmd_report(args, bar):
         if stop:
             line = stopping_line(stop, int(round(args.level * 100)))
             md.append("\n" + line[0].upper() + line[1:] + ".\n")
-        classes = per_class_table(s, args.level) if bayes and s.pool.n_classes > 2 else None
+        classes = None
+        if bayes and s.pool.n_classes > 2:
+            bar("each class's posterior", 3, 4)
+            classes = per_class_table(s, args.level)
         if classes is not None:
             p = os.path.join(args.out, "per_class.csv")
             classes.to_csv(p, index=False)
