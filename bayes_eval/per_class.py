@@ -28,7 +28,8 @@ def per_class_table(session, level: float = 0.95, n_draws: int = 1000, class_nam
     ``level`` highest-density interval of its F1, precision and recall on the pool (columns
     ``f1``, ``f1_lower``, ``f1_upper``, ... ).  None where the session offers no posterior (a
     stochastic oracle, no model, a partitioned pool) or its pool has two classes.
-    ``class_names``: {class: name} (default: the session's label map, else ``class c``)."""
+    ``class_names``: {class: name} (default: the pool's label map, ``Pool.label_names``, else
+    ``class c``)."""
     from .posterior import highest_density
 
     c = int(session.pool.n_classes)
@@ -38,8 +39,7 @@ def per_class_table(session, level: float = 0.95, n_draws: int = 1000, class_nam
     if draws is None:
         return None
     if class_names is None:
-        lm = ((session.config.get("pool") or {}).get("read") or {}).get("label_map") or {}
-        class_names = {int(v): str(k) for k, v in lm.items()}
+        class_names = {int(k): str(name) for name, k in (session.pool.label_names or ())}
     draws = np.asarray(draws, np.float64)
     lo, hi = highest_density(draws, level)
     lo, hi = np.asarray(lo), np.asarray(hi)

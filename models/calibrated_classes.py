@@ -88,7 +88,7 @@ from .calibrated import BAND_SCALE, BANDS, calibrated_model
 
 __all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_base", "reverse_confusion",
            "error_posterior", "top_split", "classes_pi", "wrong_labels", "spread_alphas", "spread_log_weights",
-           "prediction_rate_rows", "ClassesState", "SPREAD_GRID", "SHARE_WEIGHT"]
+           "spread_log_likelihood", "unit_sizes", "prediction_rate_rows", "ClassesState", "SPREAD_GRID", "SHARE_WEIGHT"]
 
 #: η, the pseudo-counts every other class gets in a top class's error split beyond the
 #: classifier's shares (α_t(c) = (C − 1) share_t(c) + η): 25 values, uniform over log η on
@@ -164,6 +164,12 @@ def spread_alphas(alpha0, grid=None):
 def spread_log_weights(alpha0, wrong, grid=None):
     """(G,) the posterior of η over the grid (uniform prior over log η): the wrong labels'
     Dirichlet-multinomial likelihood, row by row (exact on the grid)."""
+    return jax.nn.log_softmax(spread_log_likelihood(alpha0, wrong, grid))
+
+
+def spread_log_likelihood(alpha0, wrong, grid=None):
+    """(G,) the wrong labels' Dirichlet-multinomial log likelihood under α_t + η for each η of
+    the grid, summed over the rows t (unnormalised over the grid)."""
     a = spread_alphas(alpha0, grid)
     wrong = jnp.asarray(wrong, dtype=jnp.float64)
     on = (a > 0)
@@ -171,7 +177,7 @@ def spread_log_weights(alpha0, wrong, grid=None):
     rows = (jax.scipy.special.gammaln(a.sum(-1)) - jax.scipy.special.gammaln(a.sum(-1) + wrong.sum(-1))
             + jnp.sum(jnp.where(on, jax.scipy.special.gammaln(a_safe + wrong[None]) - jax.scipy.special.gammaln(a_safe),
                                 0.0), axis=-1))
-    return jax.nn.log_softmax(rows.sum(-1))
+    return rows.sum(-1)
 
 
 def reverse_confusion(leaf_probs, counts, unit_size):
@@ -179,15 +185,16 @@ def reverse_confusion(leaf_probs, counts, unit_size):
     from each unit's labels on t scaled by the unit's size over its labels (units without labels
     count none; 000 §2's ratio estimate with the unit's own sampling rate).  Row t is what the
     other top classes' labels say about top class t's errors (see the module docstring)."""
-    p = np.asarray(leaf_probs, np.float64)
-    c = p.shape[1]
-    top = top_classes(p)
     counts = jnp.asarray(counts, dtype=jnp.float64)
     n = counts.sum(1)
     scale = jnp.where(n > 0, jnp.asarray(unit_size, dtype=jnp.float64) / jnp.maximum(n, 1.0), 0.0)
-    off_top = counts * (1.0 - jnp.asarray(np.eye(c)[top]))
-    est = jax.ops.segment_sum(off_top * scale[:, None], jnp.asarray(top), num_segments=c)   # [c, t]: N̂(c → t)
-    return est.T
+    return wrong_labels(leaf_probs, counts * scale[:, None]).T      # wrong labels, scaled: [c, t] = N̂(c → t)
+
+
+def unit_sizes(counts, unlabeled):
+    """(K,) the items of each unit: its labels plus its unlabeled items (what
+    :func:`reverse_confusion` scales by)."""
+    return jnp.sum(jnp.asarray(counts, dtype=jnp.float64), axis=1) + jnp.asarray(unlabeled, dtype=jnp.float64)
 
 
 def prediction_rate_rows(leaf_probs, rtol: float = 1e-6) -> np.ndarray:
@@ -299,8 +306,7 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
         return ClassesState(inner.init_state(), jnp.zeros(p.shape[0], dtype=jnp.float64))
 
     def fit(state, counts, unlabeled):
-        size = jnp.sum(jnp.asarray(counts, dtype=jnp.float64), axis=1) + jnp.asarray(unlabeled, dtype=jnp.float64)
-        return ClassesState(inner.fit(state.inner, split(counts), unlabeled), size)
+        return ClassesState(inner.fit(state.inner, split(counts), unlabeled), unit_sizes(counts, unlabeled))
 
     def predictive(state):
         grid_prior = jnp.full(len(SPREAD_GRID), -np.log(len(SPREAD_GRID)))
@@ -314,8 +320,7 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
     def sample(key, counts, unlabeled, n_draws, state=None):
         k1, k2, k3 = jax.random.split(key, 3)
         s = inner.sample(k1, split(counts), unlabeled, n_draws, state=None if state is None else state.inner)
-        size = jnp.sum(jnp.asarray(counts, dtype=jnp.float64), axis=1) + jnp.asarray(unlabeled, dtype=jnp.float64)
-        pi, phi, eta = classes_pi(k2, p, counts, s["pi"][..., 1], size)   # (n, K, C), (n, C, C), (n,)
+        pi, phi, eta = classes_pi(k2, p, counts, s["pi"][..., 1], unit_sizes(counts, unlabeled))
         m_top = s["unlabeled_counts"][..., 1]                  # (n, K) unlabeled on the top class
         rest = unlabeled[None, :] - m_top
         # the rest over the other classes: sequential binomials of the (renormalised) shares

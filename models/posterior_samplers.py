@@ -107,15 +107,15 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
     from . import calibrated as cal
 
     if np.asarray(leaf_probs).shape[1] > 2:
-        from .calibrated_classes import classes_pi, top_split
+        from .calibrated_classes import classes_pi, top_split, unit_sizes
 
         lp2, counts2 = top_split(leaf_probs, counts)
         d = calibrated_draws(key, pi_key, lp2, counts2, unlabeled, method=method, num_chains=num_chains,
                              num_warmup=num_warmup, num_samples=num_samples, thin=thin, n_proposals=n_proposals,
                              chain_method=chain_method, nuts_kwargs=nuts_kwargs, extra_fields=extra_fields,
                              sampler=sampler)
-        size = np.asarray(counts, np.float64).sum(1) + np.asarray(unlabeled, np.float64)
-        pi, phi, eta = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1], size)
+        pi, phi, eta = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1],
+                                  unit_sizes(counts, unlabeled))
         c = phi.shape[-1]
         shape = np.asarray(d.params["a"]).shape
         params = dict(d.params, error_split=np.asarray(phi).reshape(shape + (c, c)),

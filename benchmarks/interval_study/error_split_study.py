@@ -144,17 +144,9 @@ def _w_grid_posterior(leaf_probs, counts, unit_size=None):
 
     p = np.asarray(leaf_probs, np.float64)
     wrong = CC.wrong_labels(p, counts)
-    alphas, logs = [], []
-    for w in W_GRID:
-        a = CC.spread_alphas(CC.error_base(p, counts, unit_size, share_weight=float(w)))
-        on = a > 0
-        a_safe = jnp.where(on, a, 1.0)
-        gl = jax.scipy.special.gammaln
-        rows = (gl(a.sum(-1)) - gl(a.sum(-1) + wrong.sum(-1))
-                + jnp.sum(jnp.where(on, gl(a_safe + wrong[None]) - gl(a_safe), 0.0), axis=-1))
-        alphas.append(a)
-        logs.append(rows.sum(-1))
-    a = jnp.concatenate(alphas)
+    bases = [CC.error_base(p, counts, unit_size, share_weight=float(w)) for w in W_GRID]
+    a = jnp.concatenate([CC.spread_alphas(b) for b in bases])
+    logs = [CC.spread_log_likelihood(b, wrong) for b in bases]
     return jnp.where(a > 0, a + wrong[None], 0.0), jax.nn.log_softmax(jnp.concatenate(logs))
 
 
