@@ -470,6 +470,21 @@ class MeasurePosterior(NamedTuple):
     n_cells: int
 
 
+def measure_cells(core: SessionCore, pool, measures, config: dict, measure):
+    """(cells, item_cell) of a measure the session was not created with: the session's strata
+    split by the measure's loss patterns and by the session's measures' ones, so each of its
+    cells lies inside one of the session's cells (cached per core and measure)."""
+    from .cells import build_cells, combine_keys, item_patterns
+    from .measures import Features
+
+    key = ("measure_cells", measure.name, tuple(measure.names))
+    if key not in core.jitted:
+        feats = Features(preds=pool.preds, scores=pool.scores, probs=pool.probs)
+        extra = combine_keys([item_patterns(m, feats) for m in measures])[0]
+        core.jitted[key] = build_cells(pool, core.strata, measure, extra_key=extra, system=config.get("system", 0))
+    return core.jitted[key]
+
+
 def measure_posterior(core: SessionCore, pool, measures, config: dict, measure,
                       n_draws: int) -> MeasurePosterior | None:
     """The posterior of ``measure`` on the pool given a session's labels, by the recipe of the
@@ -482,8 +497,7 @@ def measure_posterior(core: SessionCore, pool, measures, config: dict, measure,
     units are those cells, ``cells.posterior_units``) -- so G of the measure is exact on each
     completed pool.  None where the session has no posterior (no model, or a partitioned pool,
     whose items stay on the workers).  Compiled once per core, measure and ``n_draws``."""
-    from .cells import build_cells, combine_keys, item_patterns, posterior_units
-    from .measures import Features
+    from .cells import posterior_units
 
     if not core.has_model or getattr(pool, "partitioned", False):
         return None
@@ -491,10 +505,7 @@ def measure_posterior(core: SessionCore, pool, measures, config: dict, measure,
     key = ("measure_posterior", choice, measure.name, tuple(measure.names), int(n_draws))
     if key in core.jitted:
         return core.jitted[key]
-    system = config.get("system", 0)
-    feats = Features(preds=pool.preds, scores=pool.scores, probs=pool.probs)
-    extra = combine_keys([item_patterns(m, feats) for m in measures])[0]
-    cells, item_cell = build_cells(pool, core.strata, measure, extra_key=extra, system=system)
+    cells, item_cell = measure_cells(core, pool, measures, config, measure)
     if calibrated:
         units, model = _calibrated_on(cells, core.n_strata)
     else:

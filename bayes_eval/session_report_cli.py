@@ -53,6 +53,7 @@ def _pr_curve_table(s, thresholds, level, bayesian=True):
 
     from . import measures as M
     from .estimators import normal_interval
+    from .feasible import cut
     from .posterior import equal_tailed
     from .session import SessionError
 
@@ -79,8 +80,18 @@ def _pr_curve_table(s, thresholds, level, bayesian=True):
         draws = s.posterior_of(pr) if bayesian else None
         try:
             est = s.estimate_draws(pr)
-            value = np.asarray(est.value)
             lo, hi = (np.asarray(a) for a in normal_interval(est.value, est.cov, level))
+            # sample reuse (001 §3.3.1): where the design never draws items this curve counts (AIS
+            # below the session's threshold) the weighted estimate leaves them out -- no estimate
+            # there; elsewhere projected onto what the labels allow, the band cut to it
+            reuse = s.reuse_of(pr)
+            feas = reuse["feasible"]
+            value = np.clip(np.asarray(est.value), feas[0], feas[1])
+            lo, hi = cut(lo, hi, feas)
+            value, lo, hi = (np.where(reuse["covered"], a, np.nan) for a in (value, lo, hi))
+            if draws is None and not reuse["covered"].any():
+                raise SessionError("the design's draws do not reach the items this PR curve counts "
+                                   "(create the session with --measure pr_curve, or read the Bayesian band)")
         except SessionError:
             # the Poisson designs estimate their own measures from the round records only: a
             # further measure's curve is the posterior's alone (no posterior: the error stands)
@@ -260,8 +271,10 @@ def cmd_report(args, bar):
                           "finite-pool posterior of the curve given the same labels (the session's posterior model, "
                           "every unlabeled item's class drawn from it; `pr_curve.csv`'s `*_bayes_median` / "
                           "`*_bayes_lower` / `*_bayes_upper` columns). The design's estimate of a measure it was not "
-                          f"created with needs importance-weighted draws, which design `{s.design_name}`'s rounds "
-                          "are not.\n")
+                          + (f"created with needs importance-weighted draws, which design `{s.design_name}`'s rounds "
+                             "are not.\n" if s.design_name.startswith("poisson") else
+                             "created with needs draws that reach every item the measure counts, and these do not "
+                             "(001 §3.3.1; create the session with `--measure pr_curve` for its estimate).\n"))
             elif pr_bayes:
                 md.append("\nTwo curves: the design's estimate with its CLT band (dashed), and the posterior median "
                           "with its Bayesian band (shaded) -- the finite-pool posterior of the curve given the same "
@@ -269,6 +282,15 @@ def cmd_report(args, bar):
                           "`pr_curve.csv`'s `*_bayes_median` / `*_bayes_lower` / `*_bayes_upper` columns). In PR space "
                           "each band is the precision's interval at one threshold, drawn at its curve's recall; the "
                           "recall's own interval, often the wider, is the right panel's.\n")
+            n_blind = int((pr_df["precision"].isna() | pr_df["recall"].isna()).sum())
+            if n_blind and not pr_alone:
+                md.append(f"\nAt {n_blind} of {len(pr_df)} thresholds the design's draws do not reach every item the "
+                          "curve counts there (AIS draws nothing where the session's measure has no loss, e.g. "
+                          "predicted negatives known to be negative, which a lower threshold counts): an importance-"
+                          "weighted estimate would leave them out (001 §3.3.1), so there is none there"
+                          + ("; the Bayesian band is drawn" if pr_bayes else "")
+                          + ". For the design's estimate at every threshold, create the session with "
+                          "`--measure pr_curve`.\n")
             if pr_caveat and pr_bayes:
                 md.append("\nThe CLT check fails (above), so the curve's estimate and its CLT band rest on the positives "
                           "found: positives may hide where the design draws few items. The Bayesian band also "

@@ -157,6 +157,38 @@ class SessionReports:
         p_over_qn = np.where(qn > 0, self._core.p_cell[cells] / np.where(qn > 0, qn, 1.0), 0.0)
         return is_estimate_draws(measure.g, loss, w, p_over_qn)
 
+    def reuse_of(self, measure) -> dict:
+        """Where :meth:`estimate_draws` of a measure the session was not created with can be
+        read (:mod:`bayes_eval.reuse`): ``covered`` (m,) bool, the components whose support the
+        design's proposal covers (001 §3.3.1; AIS draws nothing where the session's measure has
+        no loss, which another measure may count), and ``feasible`` (4, m) what the labels allow
+        (:func:`bayes_eval.feasible.feasible_range`; ±inf where not computed) to project the
+        estimate onto and cut its interval to."""
+        from .feasible import feasible_range, unknown
+        from .posterior import labeled_table
+        from .reuse import reuse_support
+        from .session_core import measure_cells
+
+        self._kind.require_draws(self.design_name)
+        cells, item_cell = measure_cells(self._core, self.pool, self.measures, self.config, measure)
+        rows, labels = self.labels_in_estimate()
+        n_cells, c = int(cells.n_cells), self._n_classes
+        labeled = np.asarray(labeled_table(item_cell, n_cells, c, rows, labels))
+        unlabeled = np.asarray(cells.size) - labeled.sum(1)
+        prop = self._kind.prop
+        # the smallest proposal probability over each of the measure's cells' items
+        q_unl = np.full(n_cells, np.inf)
+        np.minimum.at(q_unl, item_cell, np.asarray(prop.unl)[self._core.item_cell])
+        q_lab = np.full((n_cells, c), np.inf)
+        lab_q = np.asarray(prop.unl if self._stochastic else prop.lab)
+        np.minimum.at(q_lab, item_cell, lab_q[self._core.item_cell] if lab_q.ndim == 2
+                      else np.repeat(lab_q[self._core.item_cell][:, None], c, axis=1))
+        covered = reuse_support(measure.g, cells.loss, unlabeled, labeled, q_unl, q_lab)
+        feasible = unknown(len(measure.names), np)
+        if measure.fractional and not self._stochastic and not self._skipped:
+            feasible = np.asarray(feasible_range(measure.g, cells, labeled))
+        return {"covered": covered, "feasible": feasible}
+
     def _draw_labels(self, k):
         if self._stochastic:
             return np.asarray([self._draw_label[d] for d in range(k)], np.int64)
@@ -714,8 +746,13 @@ class SessionReports:
         out["posterior_available"] = self.posterior_model() is not None and not self._stochastic
         out["skipped"] = len(self._skipped)  # items nobody can label (session_skip)
         if self._skipped:
-            out["skipped_note"] = (f"{len(self._skipped)} item(s) skipped as impossible to label: the estimates are of "
-                                   f"the measure on the items that can be labeled (the skipped ones are left out)")
+            # each interval shown says what it is of: the Bayesian one completes the whole pool (skip_summary)
+            out["skipped_note"] = (f"{len(self._skipped)} item(s) skipped as impossible to label: the estimate"
+                                   + (", the confidence sequence and the CLT interval are" if has_bayes else
+                                      " and its CLT-based intervals are")
+                                   + " of the measure on the items that can be labeled (the skipped ones are left out)"
+                                   + ("; the Bayesian interval is of the measure on the whole pool, skipped items "
+                                      "included (their labels drawn from the oracle model)" if has_bayes else ""))
         out.update(self._kind.status_info(self.config["design"], self._labeled))
         # what the labels have barely seen, and what a doubling of the positives there would do (no model)
         exact = self.exact_values()
