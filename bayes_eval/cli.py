@@ -262,6 +262,25 @@ def _companion_of(args, pool):
     return resolve_companion(args.companion, pool.n_classes, args.design)
 
 
+def _no_truth(pool) -> str:
+    """Why a pool cannot be simulated on (no ground truth) and how to give it: the note of a label
+    column read without (missing values), else ``--label-column`` with the pool's columns that
+    could hold labels (few distinct values, fewer than the rows)."""
+    from .checks import WITHOUT_TRUTH
+
+    why = "simulation needs every item's true label (the label plays the oracle)"
+    dropped = [n for n in pool.notes if WITHOUT_TRUTH in n]
+    if dropped:
+        return f"{why}; {dropped[0]}"
+    own = pool.columns if pool.columns is not None else None
+    cand = [] if own is None else [str(c) for c in own.columns
+                                   if 1 < own[c].nunique() <= max(2 * pool.n_classes, 10) < len(own)]
+    return (f"{why}: a 'label' column, or --label-column NAME for the column that holds them"
+            + (f" (candidates: {', '.join(cand)})" if cand else
+               f" (the pool's other columns: {', '.join(map(str, own.columns))})" if own is not None and len(own.columns)
+               else ""))
+
+
 def stop_interval_of(spec, oracle: str, bayes: str) -> str:
     """``--stop-interval auto``: the rule ``session status --target-width`` applies to a
     session of the same design -- ``read-first`` (the confidence sequence where the CLT check
@@ -284,7 +303,7 @@ def cmd_simulate(args):
             print(f"{args.pool}: {note}", file=sys.stderr)
     check_system(args.system, pool)
     if pool.labels is None:
-        raise CLIError(f"{args.pool}: simulation needs a 'label' column (the label plays the oracle)")
+        raise CLIError(f"{args.pool}: {_no_truth(pool)}")
     measure = measure_from_args(args.measure, pool, args.thresholds, args.beta, args.system)
     checkpoints = [int(c) for c in args.checkpoints.split(",") if c.strip()]  # checked by check_args
     from .registry import design_spec

@@ -454,14 +454,18 @@ def session_posterior_view(draws, intervals, estimate):
     on either side (at least 1% of it, 0.005 where they are one point), cut to the draws'
     range.  A finite-pool posterior can have a long thin tail -- a completion with several
     hidden positives -- that would squeeze the intervals into one bin at the edge; the
-    tail left out is named instead.  Returns (lo, hi, note), ``note`` '' when no draw is
-    left out."""
+    tail left out is named instead.  A posterior that is one point (every draw the
+    same: the value is exact) is shown with the same margin on either side of it and of the
+    lines.  Returns (lo, hi, note), ``note`` '' when no draw is left out."""
     d = np.asarray(draws, np.float64)
     pts = [v for iv in intervals for v in iv] + ([estimate] if np.isfinite(estimate) else [])
-    if not pts:
+    point = bool(d.size and d.min() == d.max())
+    if not pts and not point:
         return float(d.min()), float(d.max()), ""
-    a, b = min(pts), max(pts)
+    a, b = min(pts + [float(d[0])] * point), max(pts + [float(d[0])] * point)
     pad = max(0.5 * (b - a), 0.01 * max(abs(a), abs(b)), 0.005)
+    if point:   # cut to the draws' range, the view was one value wide (matplotlib: identical xlims)
+        return a - pad, b + pad, ""
     lo, hi = max(float(d.min()), a - pad), min(float(d.max()), b + pad)
     lo, hi = min(lo, a), max(hi, b)
     lo, hi = lo - 0.03 * (hi - lo), hi + 0.03 * (hi - lo)   # an interval's end is never on the frame
@@ -513,10 +517,16 @@ def plot_session_posterior(session, path: str | None, level: float = 0.95):
     lo, hi, clipped = session_posterior_view(d, list(lines.values()), est)
     fig = _agg_figure((7, 4.2))
     ax = fig.add_subplot(1, 1, 1)
-    shown = d[(d >= lo) & (d <= hi)]
-    ax.hist(shown, bins=_bins(shown) if shown.size > 1 else 1, density=False,
-            weights=np.full(shown.size, 1.0 / d.size), color="#7a9cc6", alpha=0.8,
-            label="finite-pool posterior (share of draws)")
+    exact = d.min() == d.max()   # one value: a bar as wide as the frame said nothing; a point does
+    if exact:
+        ax.vlines(d[0], 0, 1, color="#7a9cc6", lw=4, alpha=0.8, label=f"finite-pool posterior: exactly {d[0]:.4f}")
+        ax.plot([d[0]], [1.0], "o", color="#1f3a5f", ms=7, zorder=5)
+        ax.set_ylim(0, 1.08)
+    else:
+        shown = d[(d >= lo) & (d <= hi)]
+        ax.hist(shown, bins=_bins(shown) if shown.size > 1 else 1, density=False,
+                weights=np.full(shown.size, 1.0 / d.size), color="#7a9cc6", alpha=0.8,
+                label="finite-pool posterior (share of draws)")
     styles = {"bayes": ("-", "#1f3a5f", 1.8, "Bayesian"), "clt": ("--", "#c0392b", 1.2, "CLT")}
     for kind, (a, b) in lines.items():
         ls, color, lw, name = styles[kind]
@@ -530,9 +540,11 @@ def plot_session_posterior(session, path: str | None, level: float = 0.95):
     ax.set_xlabel(comp)
     ax.set_ylabel("share of posterior draws")
     title = f"posterior of {comp} on this pool after {n_labels} labels"
+    if exact:
+        title += "\nexact: every item that can change the measure is labeled"
     if clipped:
         title += "\n" + clipped
-    ax.set_title(title, fontsize=10 if clipped else None)
+    ax.set_title(title, fontsize=10 if clipped or exact else None)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return _save_png(fig, path)

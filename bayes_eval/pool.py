@@ -29,7 +29,7 @@ __all__ = ["Pool", "PoolError", "PoolWarning", "sigmoid", "demo_pool", "SCORE_KI
 
 from .errors import PoolError  # noqa: E402  (re-exported)
 from .scores import SCORE_KINDS, describe, detect_score_kind, prior_of_classes, prior_probability, sigmoid  # noqa: E402,F401
-from .scores import stratification_scale  # noqa: E402
+from .scores import margin_note, stratification_scale  # noqa: E402
 
 
 
@@ -85,11 +85,11 @@ class PoolWarning(UserWarning):
 
 
 # the column checks live in checks.py, shared with measures.features_from_arrays
-from .checks import as_2d as _as_2d  # noqa: E402
-from .checks import check_finite as _check_finite  # noqa: E402
-from .checks import check_labels as _check_labels  # noqa: E402
-from .checks import first_bad as _first_bad  # noqa: E402
-from .checks import py_scalar as _py  # noqa: E402
+from .checks import (as_2d as _as_2d, check_finite as _check_finite, check_label_map as _check_label_map,  # noqa: E402
+                     check_labels as _check_labels, class_names_hint as _class_names_hint, column_of as _column_of,
+                     first_bad as _first_bad, missing_column as _missing_column,
+                     partial_labels_note as _partial_labels_note, pred_argmax_note as _pred_argmax_note,
+                     py_scalar as _py, zero_padded_hint as _zero_padded_hint)
 
 
 @dataclass(frozen=True, eq=False)
@@ -176,6 +176,7 @@ class Pool:
         legacy: bool = False,
         classes_prior: str = "confidence",
         class_shares=None,
+        names: dict | None = None,
     ) -> "Pool":
         """Build and validate a pool from numpy arrays.
 
@@ -201,7 +202,11 @@ class Pool:
         between uniform and its prediction, and a pool without scores the last class's probability as
         its score, as releases before did (sessions created then reopen on the pool they were built on).
         ``class_shares`` (C,): the whole pool's predicted-class counts when these arrays are a part of it.
+        ``names`` ({role: column name or names}): the user's own names of the columns, which messages name
+        (:meth:`from_frame` passes its frame's); default the roles' names (``score``, ``item``, ...).
         """
+        cols = dict(names or {})
+        N = {r: _column_of(r, cols.get(r), ()) for r in ("score", "pred", "prob", "label", "weight", "item")}
         if classes_prior not in ("confidence", "halfway"):
             raise PoolError(f"classes_prior must be 'confidence' or 'halfway', got {classes_prior!r}")
         if n_classes < 2:
@@ -228,13 +233,13 @@ class Pool:
             if a is not None:
                 arr_a = np.asarray(a)
                 if arr_a.ndim == 0:
-                    raise PoolError(f"column {nm!r}: expected one value per item, got a single value {_py(arr_a[()])!r}")
+                    raise PoolError(f"column {N[nm]!r}: expected one value per item, got a single value {_py(arr_a[()])!r}")
                 m = len(arr_a)
                 if n is None:
                     n = m
                 elif m != n:
                     raise PoolError(
-                        f"column {nm!r}: has {m} rows but earlier columns have {n} (mismatched lengths)"
+                        f"column {N[nm]!r}: has {m} rows but earlier columns have {n} (mismatched lengths)"
                     )
         if n == 0:
             raise PoolError("the pool is empty (0 items)")
@@ -243,10 +248,10 @@ class Pool:
         else:
             ids_arr = np.asarray(ids)
             if ids_arr.ndim != 1:
-                raise PoolError(f"column 'item': ids must be 1-D, got shape {ids_arr.shape}")
+                raise PoolError(f"column {N['item']!r}: ids must be 1-D, got shape {ids_arr.shape}")
             if pd.isna(pd.Series(ids_arr)).any():
                 row = _first_bad(pd.isna(pd.Series(ids_arr)).to_numpy())
-                raise PoolError(f"column 'item': missing id at row {row}")
+                raise PoolError(f"column {N['item']!r}: missing id at row {row}")
             try:
                 unique = np.unique(ids_arr).size == n
             except TypeError:
@@ -257,7 +262,7 @@ class Pool:
                 as_text = pd.Series(ids_arr).astype(str).duplicated().to_numpy()
                 row = _first_bad(as_text)
                 if row is not None:
-                    raise PoolError(f"column 'item': id {_py(ids_arr[row])!r} at row {row} is a duplicate of an "
+                    raise PoolError(f"column {N['item']!r}: id {_py(ids_arr[row])!r} at row {row} is a duplicate of an "
                                     "earlier id written the same way (ids of mixed types are matched as text)")
                 unique = True
             if not unique:
@@ -266,7 +271,7 @@ class Pool:
                 dup_rows = pd.Series(ids_arr).duplicated().to_numpy()
                 if dup_rows.any():
                     row = _first_bad(dup_rows)
-                    raise PoolError(f"column 'item': duplicate id {_py(ids_arr[row])!r} at row {row}")
+                    raise PoolError(f"column {N['item']!r}: duplicate id {_py(ids_arr[row])!r} at row {row}")
         notes = []
         if scores is not None:
             s = _as_2d("score", np.asarray(scores), n)
@@ -277,10 +282,10 @@ class Pool:
                     flat = pd.to_numeric(pd.Series(s.reshape(-1)), errors="coerce")
                     row = _first_bad(flat.isna().to_numpy() & pd.Series(s.reshape(-1)).notna().to_numpy())
                     row = 0 if row is None else row // s.shape[1]
-                    raise PoolError(f"column 'score': non-numeric value {_py(s[row].tolist()[0])!r} at row {row} "
+                    raise PoolError(f"column {N['score']!r}: non-numeric value {_py(s[row].tolist()[0])!r} at row {row} "
                                     f"(item {_py(ids_arr[row])!r})") from None
             s = s.astype(np.float64)
-            _check_finite("score", s, ids_arr)
+            _check_finite("score", s, ids_arr, cols.get("score"))
         else:
             s = None
         pr = None
@@ -288,28 +293,29 @@ class Pool:
             try:
                 pr = np.asarray(probs, dtype=np.float64)
             except (TypeError, ValueError):
-                raise PoolError("column 'prob': not numeric") from None
+                raise PoolError(f"column {N['prob']!r}: not numeric") from None
             if pr.ndim == 1:
                 if n_classes != 2:
-                    raise PoolError("column 'prob': 1-D probabilities are only meaningful for binary pools")
+                    raise PoolError(f"column {N['prob']!r}: 1-D probabilities are only meaningful for binary pools")
                 pr = np.stack([1 - pr, pr], axis=-1)[:, None, :]
             elif pr.ndim == 2:
                 # binary: (N, S) positive-class probabilities; multi-class: (N, C), one system
                 pr = np.stack([1 - pr, pr], axis=-1) if n_classes == 2 else pr[:, None, :]
             if pr.shape[0] != n:
-                raise PoolError(f"column 'prob': has {pr.shape[0]} rows but the pool has {n} items (mismatched lengths)")
+                raise PoolError(f"column {N['prob']!r}: has {pr.shape[0]} rows but the pool has {n} items (mismatched lengths)")
             if pr.shape[-1] != n_classes:
-                raise PoolError(f"column 'prob': last axis has {pr.shape[-1]} classes, expected {n_classes}")
-            _check_finite("prob", pr, ids_arr)
+                raise PoolError(f"column {N['prob']!r}: last axis has {pr.shape[-1]} classes, expected {n_classes}")
+            _check_finite("prob", pr, ids_arr, cols.get("prob"))
             bad = ((pr < 0) | (pr > 1)).reshape(n, -1).any(axis=1)
             row = _first_bad(bad)
             if row is not None:
-                raise PoolError(f"column 'prob': value outside [0, 1] at row {row} (item {_py(ids_arr[row])!r})")
+                raise PoolError(f"column {_column_of('prob', cols.get('prob'), (pr[row] < 0) | (pr[row] > 1))!r}: value "
+                                f"outside [0, 1] at row {row} (item {_py(ids_arr[row])!r})")
             if n_classes > 2:   # one distribution over the classes per item (and system)
                 tot = pr.sum(-1).reshape(n, -1)
                 row = _first_bad((np.abs(tot - 1.0) > 0.01).any(axis=1))
                 if row is not None:
-                    raise PoolError(f"column 'prob': the class probabilities at row {row} (item {_py(ids_arr[row])!r}) "
+                    raise PoolError(f"column {N['prob']!r}: the class probabilities at row {row} (item {_py(ids_arr[row])!r}) "
                                     f"sum to {_py(float(tot[row].max()))}, not 1: give the classifier's probability of "
                                     f"each of the {n_classes} classes (softmax outputs, not scores or margins)")
         # what the scores are
@@ -330,14 +336,16 @@ class Pool:
             row = _first_bad(((s < 0) | (s > 1)).any(axis=1))
             bad = (f"but value {_py(s[row].max() if s[row].max() > 1 else s[row].min())} at row {row} "
                    f"(item {_py(ids_arr[row])!r}) is outside [0, 1]")
-            raise PoolError(f"column 'score': score kind 'probability' {bad}",
-                            cli=f"column 'score': --score-kind probability {bad}")
+            raise PoolError(f"column {N['score']!r}: score kind 'probability' {bad}",
+                            cli=f"column {N['score']!r}: --score-kind probability {bad}")
         if kind != "none" and pr is not None and n_classes > 2:
             notes.append("class probabilities given: the prior of every class is its probability; the score is the "
                          "predicted class's" + (" probability, strata on logit(score)" if score_of_probs else
                                                 f" (its own column, read as {kind})"))
         elif kind != "none":
             notes.append(describe(kind, detected, n_classes if classes_prior == "confidence" else 2))
+        if detected and kind == "margin" and (hint := margin_note(s, ids_arr, N["score"])):
+            notes.append(hint)   # percentages, or probabilities but for a stray row
         # what the predictions are
         if preds is not None:
             if threshold is not None:
@@ -346,7 +354,9 @@ class Pool:
                                 cli=f"the pool has a 'pred' column; --threshold ({threshold}) derives predictions only "
                                 "for a pool without one")
             p = _as_2d("pred", preds, n)
-            p = _check_labels("pred", p, n_classes, ids_arr)
+            p = _check_labels("pred", p, n_classes, ids_arr, cols.get("pred"))
+            if pr is not None and n_classes > 2 and (off := _pred_argmax_note(p, pr, ids_arr, N["pred"])):
+                notes.append(off)
         elif threshold is not None:
             if kind == "none" or n_classes != 2:
                 what = "no score or prob column" if kind == "none" else f"{n_classes} classes"
@@ -398,8 +408,8 @@ class Pool:
         if labels is not None:
             lab = np.asarray(labels)
             if lab.ndim != 1:
-                raise PoolError(f"column 'label': expected one label per item, got shape {lab.shape}")
-            lab = _check_labels("label", lab, n_classes, ids_arr)[:, 0]
+                raise PoolError(f"column {N['label']!r}: expected one label per item, got shape {lab.shape}")
+            lab = _check_labels("label", lab, n_classes, ids_arr, cols.get("label"))[:, 0]
         else:
             lab = None
         if weights is None:
@@ -408,11 +418,11 @@ class Pool:
             w = np.asarray(weights, dtype=np.float64).reshape(-1)
             weights_in = w
             if w.shape[0] != n:
-                raise PoolError(f"column 'weight': has {w.shape[0]} rows but the pool has {n} items")
-            _check_finite("weight", w, ids_arr)
+                raise PoolError(f"column {N['weight']!r}: has {w.shape[0]} rows but the pool has {n} items")
+            _check_finite("weight", w, ids_arr, cols.get("weight"))
             row = _first_bad(w <= 0)
             if row is not None:
-                raise PoolError(f"column 'weight': item weights p(x) must be positive; {_py(w[row])} at row {row} "
+                raise PoolError(f"column {N['weight']!r}: item weights p(x) must be positive; {_py(w[row])} at row {row} "
                                 f"(item {_py(ids_arr[row])!r})")
             # scaled by the largest first: a sum of weights near 1e308 overflowed to inf
             # and made every weight 0
@@ -420,7 +430,7 @@ class Pool:
             w = w / w.sum()
             row = _first_bad(w <= 0)
             if row is not None:
-                raise PoolError(f"column 'weight': weight {_py(weights_in[row])} at row {row} (item {_py(ids_arr[row])!r}) "
+                raise PoolError(f"column {N['weight']!r}: weight {_py(weights_in[row])} at row {row} (item {_py(ids_arr[row])!r}) "
                                 f"is too small next to the largest weight ({_py(weights_in.max())}) to be represented")
         names = tuple(system_names) if system_names is not None else tuple(f"system{i}" for i in range(n_sys))
         if len(names) != n_sys:
@@ -472,7 +482,7 @@ class Pool:
         if len(df) == 0:
             raise PoolError("the pool is empty (0 rows)")
 
-        def cols(arg, default):
+        def cols(arg, role, default):
             if arg is None:
                 return None
             names = [arg] if isinstance(arg, str) else list(arg)
@@ -480,14 +490,15 @@ class Pool:
             if missing:
                 if isinstance(arg, str) and arg == default:
                     return None
-                raise PoolError(f"column {missing[0]!r} not found; columns are {list(df.columns)}")
+                raise _missing_column(missing[0], role, df.columns)
             return names
 
-        sc = cols(score, "score")
-        pc = cols(pred, "pred")
-        prc = cols(prob, None)
-        lc = cols(label, "label")
-        wc = cols(weight, None)
+        sc = cols(score, "score", "score")
+        pc = cols(pred, "pred", "pred")
+        prc = cols(prob, "prob", None)
+        lc = cols(label, "label", "label")
+        wc = cols(weight, "weight", None)
+        _check_label_map(label_map, n_classes, shared=False)
         if sc is None and pc is None and prc is None:
             def msg(score, pred, threshold):   # (the column names may hold braces: no str.format over them)
                 return (f"no 'score' or 'pred' column; columns are {list(df.columns)}: say which column holds the "
@@ -499,7 +510,7 @@ class Pool:
             item = "item"
         if item is not None:
             if item not in df.columns:
-                raise PoolError(f"column {item!r} not found; columns are {list(df.columns)}")
+                raise _missing_column(item, "item", df.columns)
             role = next((r for r, c in (("score", sc), ("prediction", pc), ("probability", prc), ("label", lc),
                                         ("weight", wc)) if c and item in c), None)
             if role is not None:
@@ -517,7 +528,7 @@ class Pool:
         if ids.dtype.kind not in "iub":  # (integers cannot be missing: no N-sized mask for them)
             missing_ids = pd.isna(pd.Series(ids)).to_numpy()
             if missing_ids.any():
-                raise PoolError(f"column 'item': missing id at row {_first_bad(missing_ids)}")
+                raise PoolError(f"column {item or 'item'!r}: missing id at row {_first_bad(missing_ids)}")
 
         used_map = []
 
@@ -539,27 +550,31 @@ class Pool:
                         if row is not None:
                             msg = f"column {col!r}: non-numeric value {_py(sub[col].iloc[row])!r} at row {row} (item {_py(ids[row])!r})"
                             if col in (pc or []) + (lc or []):   # class names: say how to map them
-                                names = ",".join(f"{v}=?" for v in pd.unique(sub[col].dropna().astype(str))[:3])
                                 raise PoolError(msg + "; class names map to labels with label_map={NAME: LABEL, ...}",
-                                                cli=msg + f"; class names map to labels with --label-map {names}")
+                                                cli=msg + f"; class names map to labels with {_class_names_hint(sub[col])}")
                             raise PoolError(msg)
                         # numbers in an object, text or categorical column (Python numbers
                         # mixed with None, "0.5" from a spreadsheet): read as numbers (an
                         # all-numeric object column used to reach .iloc[None]: TypeError)
                         sub = sub.copy()
                         sub[col] = num.astype(np.float64)
-                    if sub[col].isna().any() and col in (lc or []):
-                        row = _first_bad(sub[col].isna().to_numpy())
-                        raise PoolError(f"column {col!r}: missing label at row {row} (item {_py(ids[row])!r})")
             a = sub.to_numpy(dtype=np.float64 if numeric else None)
             return a[:, 0] if a.shape[1] == 1 else a
 
         scores = arr(sc)
         preds = arr(pc)
         if preds is not None:
-            _check_finite(pc[0] if len(pc) == 1 else "pred", np.asarray(preds, dtype=float).reshape(len(df), -1), ids)
+            _check_finite("pred", np.asarray(preds, dtype=float).reshape(len(df), -1), ids, pc)
         probs = arr(prc)
         labels = arr(lc)
+        partial = None
+        if labels is not None and np.isnan(labels).any():
+            # A session never reads the ground truth (only a simulation's oracle and true_value do:
+            # cells.truth is for simulations), and a partly filled label column is what a user who
+            # labeled some items by hand has: refusing it blocked `session new` over data it does not
+            # use.  The values given are checked; the column is then left out, said in a note.
+            _check_labels("label", np.where(np.isnan(labels), 0, labels), n_classes, ids, lc)
+            partial, labels = _partial_labels_note(lc[0], labels), None
         weights = arr(wc)
         skip = set((sc or []) + (pc or []) + (prc or []) + (lc or []) + ([item] if item is not None else []))
         own = df[[c for c in df.columns if c not in skip]].copy()
@@ -568,7 +583,10 @@ class Pool:
             n_classes=n_classes, system_names=sc if sc is not None and len(sc) > 1 else None,
             columns=own, name=name, score_kind=score_kind, threshold=threshold, legacy=legacy,
             classes_prior=classes_prior, class_shares=class_shares,
+            names={"score": sc, "pred": pc, "prob": prc, "label": lc, "weight": wc, "item": item},
         )
+        if partial:
+            pool = replace(pool, notes=pool.notes + (partial,))
         if used_map:
             pool = replace(pool, label_names=tuple(sorted(label_map.items())), notes=pool.notes + (
                 f"class names in column(s) {', '.join(map(repr, used_map))} read with the label map "
@@ -790,7 +808,8 @@ class Pool:
         pos = self._id_index.get_indexer(items)
         bad = _first_bad(pos < 0)
         if bad is not None:
-            raise PoolError(f"unknown item id {_py(items[bad])!r} (row {bad} of the input)")
+            raise PoolError(f"unknown item id {_py(items[bad])!r} (row {bad} of the input)"
+                            + _zero_padded_hint(items[bad], self.ids))
         return pos.astype(np.int64)
 
     def true_value(self, measure) -> np.ndarray:

@@ -42,6 +42,7 @@ __all__ = [
     "MEASURES_NEEDING_THRESHOLDS",
     "measure_from_args",
     "measure_of_spec",
+    "spec_error",
     "parse_measure_specs",
     "component_names",
     "load_pool",
@@ -195,6 +196,14 @@ def measure_of_spec(spec: dict, pool):
     return m
 
 
+def spec_error(spec, exc) -> str:
+    """The message for a measure ``spec`` that cannot be built: the measure by its name (a
+    spec's dict is the session file's, not the user's words), once."""
+    name = spec.get("name") if isinstance(spec, dict) else spec
+    msg = str(exc)
+    return msg if msg.startswith(f"{name} ") else f"measure {name!r}: {msg}"
+
+
 def parse_measure_specs(measure, pool, thresholds: int = 1024, beta: float = 1.0, system: int = 0):
     """Measures and their JSON specs from names (``"f1"``, ``"precision,recall"``), dicts
     (``{"name": "fbeta", "beta": 2}``) or Measure objects (built-in ones recorded by name,
@@ -234,7 +243,7 @@ def parse_measure_specs(measure, pool, thresholds: int = 1024, beta: float = 1.0
         try:
             out.append(measure_of_spec(spec, pool))
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"measure {spec}: {exc}") from None
+            raise ValueError(spec_error(spec, exc)) from None
         specs.append(spec)
     if len({m.n_classes for m in out}) > 1 or out[0].n_classes != pool.n_classes:
         raise ValueError(f"the measures' classes {[m.n_classes for m in out]} do not match the pool's "

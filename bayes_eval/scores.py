@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["SCORE_KINDS", "detect_score_kind", "stratification_scale", "prior_probability", "describe",
-           "logit_of_probability"]
+           "logit_of_probability", "margin_note"]
 
 SCORE_KINDS = ("margin", "probability", "logit", "rank")
 """What a score column may be.  ``"none"`` is used internally for a pool without scores
@@ -236,3 +236,35 @@ def describe(kind: str, detected: bool, n_classes: int = 2) -> str:
            "rank": " (a permutation of 1..N; score_kind / --score-kind overrides)",
            "margin": ""}.get(kind, "")
     return f"scores read as {how}{why}{extra}"
+
+
+def margin_note(scores: np.ndarray, ids, column: str = "score") -> str | None:
+    """A note for scores *detected* as margins that look like something else, else None:
+    probabilities but for a few rows outside [0, 1] (at most 1% of the rows; those rows
+    named), or percentages (every score in [0, 100], some above 1).  Read as margins, their
+    prior is sigmoid(score): about 1 for every item above a few percent."""
+    s = np.asarray(scores, dtype=np.float64)
+    n = s.shape[0]
+    count, first = 0, []
+    for a in range(0, n, _CHUNK):   # chunks: no N-sized temporaries (10^8-item pools)
+        c = s[a:a + _CHUNK]
+        c = c.reshape(c.shape[0], -1)
+        out = np.flatnonzero(((c < 0) | (c > 1)).any(axis=1))
+        count += out.size
+        first.extend((a + out[:4 - len(first)]).tolist())
+    rows = np.asarray(first, np.int64)
+    how = "score_kind='probability' / --score-kind probability"
+    if n >= 20 and 0 < count <= max(1, n // 100):
+        def at(r):   # the value outside [0, 1], its row and item
+            v, item = s[r].reshape(-1), ids[r]
+            item = item.item() if isinstance(item, np.generic) else item
+            return f"{float(v.max() if v.max() > 1 else v.min()):g} at row {r} (item {item!r})"
+        where = ", ".join(at(r) for r in rows[:3]) + (", ..." if count > 3 else "")
+        return (f"column {column!r}: {count} of {n:,} scores lie outside [0, 1] ({where}), so every score is read "
+                f"as a margin; if they are probabilities, fix {'that row' if count == 1 else 'those rows'} "
+                f"({how} then names {'it' if count == 1 else 'them'})")
+    if count and s.min() >= 0 and s.max() <= 100:
+        return (f"column {column!r}: every score lies in [0, 100] and {count:,} of {n:,} exceed 1: if they are "
+                f"percentages, divide them by 100 (there is no percentage score kind; read as probabilities then); "
+                f"score_kind='margin' / --score-kind margin keeps the margin reading without this note")
+    return None

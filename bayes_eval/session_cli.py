@@ -188,12 +188,14 @@ def read_pool(path, score_kind="auto", threshold=None, engine="auto", scheduler=
     """:func:`bayes_eval.registry.load_pool` for the command line (its errors carry a
     ``cli`` wording naming ``--threshold`` / ``--score-kind``, :func:`errors.cli_message`)."""
     from .annotate import parse_label_map
+    from .checks import check_label_map
     from .registry import load_pool
 
+    label_map = parse_label_map(label_map) if label_map is not None else None
+    check_label_map(label_map, n_classes)   # a new pool's map: two names for one class, none for another
     return load_pool(path, score_kind=None if score_kind == "auto" else score_kind, threshold=threshold,
                      engine=None if engine in (None, "auto") else engine, scheduler=scheduler, id_column=id_column,
-                     columns=columns, label_map=parse_label_map(label_map) if label_map is not None else None,
-                     n_classes=n_classes)
+                     columns=columns, label_map=label_map, n_classes=n_classes)
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import _config  # noqa: F401  (float64)
+from .checks import zero_padded_hint
 from .errors import SessionError, UnknownItemError
 from .session_setup import make_design
 
@@ -318,7 +319,8 @@ def item_rows(core: SessionCore, ids, items, where) -> np.ndarray:
         bad = np.flatnonzero(rows < 0)
     if bad.size:
         i = int(bad[0])
-        raise UnknownItemError(f"{where[i]}: unknown item id {items[i]!r} (not in the pool)")
+        raise UnknownItemError(f"{where[i]}: unknown item id {items[i]!r} (not in the pool)"
+                               + zero_padded_hint(items[i], ids))
     return rows
 
 

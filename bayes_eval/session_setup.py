@@ -136,7 +136,7 @@ def measure_of_spec(spec, pool):
     try:
         return registry.measure_of_spec(spec, pool)
     except (TypeError, ValueError) as exc:
-        raise SessionError(f"measure {spec}: {exc}") from None
+        raise SessionError(registry.spec_error(spec, exc)) from None
 
 
 component_names = registry.component_names
