@@ -17,6 +17,7 @@ if not _os.path.isdir(_os.path.join(_here, "models")) and _os.path.isfile(_src_m
     __path__.append(_os.path.dirname(_here))  # noqa: F821
 
 from .pool import Pool, PoolError, demo_pool  # noqa: E402
+from .registry import load_pool  # noqa: E402
 from . import measures  # noqa: E402
 from .strata import Strata, stratify, csf_strata, uniform_strata, tree_shape  # noqa: E402
 from .estimators import Estimate, is_estimate_draws, normal_interval, ellipsoid  # noqa: E402
@@ -30,6 +31,7 @@ __all__ = [
     "Pool",
     "PoolError",
     "demo_pool",
+    "load_pool",
     "measures",
     "Strata",
     "stratify",

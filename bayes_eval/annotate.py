@@ -45,31 +45,10 @@ import pandas as pd
 
 from .store import EmptyInputError, InvalidLabelError, LabelConflictError, MalformedInputError, SessionError
 
-__all__ = [
-    "LabelRecords",
-    "FORMATS",
-    "format_of",
-    "prepare_output",
-    "os_problem",
-    "write_batch",
-    "write_batch_tmp",
-    "choice_values",
-    "task_frame",
-    "preannotation",
-    "read_labels",
-    "label_mapping",
-    "parse_labels",
-    "parse_label_map",
-    "label_studio_config",
-    "records_of_tasks",
-    "task_columns",
-    "pool_columns",
-    "SCORE_COLUMNS",
-    "jsonable_value",
-    "resolve",
-    "annotator_of",
-    "RULES",
-]
+__all__ = ["LabelRecords", "FORMATS", "format_of", "prepare_output", "os_problem", "write_batch", "write_batch_tmp",
+           "choice_values", "task_frame", "preannotation", "read_labels", "label_mapping", "parse_labels",
+           "parse_label_map", "label_studio_config", "records_of_tasks", "task_columns", "pool_columns", "SCORE_COLUMNS",
+           "jsonable_value", "resolve", "annotator_of", "RULES"]
 
 FORMATS = ("csv", "tsv", "jsonl", "json")
 RULES = ("error", "majority", "ground-truth", "first")
@@ -439,7 +418,7 @@ def parse_labels(values: Sequence, n_classes: int, label_map: dict | None = None
             known = ", ".join(repr(k) for k in mapping)
             msg = f"{pos}: label {v!r} is outside the label set {{0..{n_classes - 1}}} (accepted values: {known}"
             example = ",".join(f"NAME{c}={c}" for c in range(min(n_classes, 3)))
-            raise InvalidLabelError(msg + f"; other names map with label_map={{'NAME0': 0, ...}})",
+            raise InvalidLabelError(msg + "; other names map with label_map={'NAME0': 0, ...})",
                                     cli=msg + f"; other names map with --label-map {example})")
         out[i] = lab
     return out
@@ -747,6 +726,36 @@ def _describe(recs, idx, classes):
     return "; ".join(parts)
 
 
+def _undecided(recs, idx, classes, rule, why, meta) -> LabelConflictError:
+    """The refusal of item ``idx``'s disagreement that ``rule`` could not decide, offering only
+    the rules that can decide it (not ``rule``; an annotator or ground truth only where the file
+    records them) and the fix by hand."""
+    labs = [int(classes[i]) for i in idx]
+    top = sorted((labs.count(c) for c in set(labs)), reverse=True)
+    by: dict = {}
+    for i in idx:
+        by.setdefault(_who(meta[i]), set()).add(int(classes[i]))
+    names = [w for w, ls in by.items() if w is not None and len(ls) == 1 and not _is_annotator(w, rule)]
+    # a labeling tool's export (tasks, annotators, ground truth), not a plain item,label file
+    tool = any(v is not None for m in meta for v in (m or {}).values())
+    gt = {int(classes[i]) for i in idx if (meta[i] or {}).get("ground_truth")}
+    rules = [r for r, ok in (("majority", top[0] > top[1]), ("ground-truth", tool and len(gt) <= 1), ("first", True))
+             if ok and r != rule]
+    ann = [f"an annotator's email ({', '.join(names)})"] if names else []
+
+    def one_of(words):
+        return ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1]
+    msg = (f"two different labels for item {recs.items[idx[0]]!r}: {_describe(recs, idx, classes)}"
+           + (f"; rule {rule!r} cannot decide: {why}" if why else "")
+           + " — a deterministic oracle gives one label per item; nothing was ingested ("
+           + ("reconcile them in the labeling tool" if tool else "correct the file to one label per item")
+           + "; or a rule that decides this item: ")
+    return LabelConflictError(msg + "resolve=" + one_of([repr(r) for r in rules] + ann) + "; or label with "
+                              "oracle='stochastic' in a new session)",
+                              cli=msg + "--resolve " + one_of(rules + ann) + "; or label with --oracle stochastic in "
+                                  "a new session)")
+
+
 def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | None = None,
             stochastic: bool = False, held=None) -> tuple[LabelRecords, int]:
     """Reconcile several annotations of one item (Label Studio's overlap).
@@ -817,21 +826,14 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
                 pick = mine[0]
             elif not mine and not any(_is_annotator(w, rule) for w in whos):
                 # not one annotation by that name anywhere: most likely a mistyped rule
-                why = (f"it is not a rule (majority, ground-truth, first, error) and no annotation here is by an "
-                       f"annotator of that name (annotators: {', '.join(whos) if whos else 'none recorded'})")
+                why = ("it is not a rule (majority, ground-truth, first, error) and "
+                       + (f"no annotation here is by an annotator of that name (annotators: {', '.join(whos)})" if whos
+                          else "the file records no annotators"))
             else:
                 why = (f"annotator {rule!r} did not annotate it" if not mine
                        else f"annotator {rule!r} gave it different labels")
         if pick is None:
-            msg = (f"two different labels for item {recs.items[idx[0]]!r}: {_describe(recs, idx, classes)}"
-                   + (f"; rule {rule!r} cannot decide: {why}" if why else "")
-                   + " — a deterministic oracle gives one label per item; nothing was ingested (reconcile them in "
-                     "the labeling tool, ")
-            raise LabelConflictError(
-                msg + "pick a rule: resolve='majority', 'ground-truth', 'first' or an annotator's email, or label "
-                      "with oracle='stochastic' in a new session)",
-                cli=msg + "pick a rule: --resolve majority, ground-truth, first or an annotator's email, or label "
-                          "with --oracle stochastic in a new session)")
+            raise _undecided(recs, idx, classes, rule, why, meta)
         keep.append(pick)
         n_resolved += 1
     keep.sort()

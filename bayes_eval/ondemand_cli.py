@@ -17,6 +17,7 @@ Evaluate several systems (or versions, or thresholds) as they arrive, reusing ev
   bayes-eval ondemand submit eval.db sysA sysA.csv      # CSV/Parquet: column item [, weight]
   bayes-eval ondemand next eval.db --out tasks.csv      # instances to verify (Label Studio compatible)
   bayes-eval ondemand ingest eval.db tasks_labeled.csv  # columns item,label (0/1); or LS JSON export
+                                                        # [--label-map no=0,yes=1]
   bayes-eval ondemand add-exhaustive eval.db found.csv  # columns item,unit: instances found in a unit
   bayes-eval ondemand status eval.db [--format json]    # precision, recall, F1 with 95% intervals
   bayes-eval ondemand report eval.db --out DIR          # CSV + PNG
@@ -53,6 +54,8 @@ def add_ondemand_parser(subparsers):
     q.add_argument("db")
     q.add_argument("labels")
     q.add_argument("--from-name", default=None, help="Label Studio choice control holding the label")
+    q.add_argument("--label-map", default=None, metavar="NAME=LABEL,...",
+                   help="label names -> 0/1 (as session ingest's), e.g. no=0,yes=1")
     q = sub.add_parser("add-exhaustive", help="instances found by exhaustive annotation (columns item,unit)")
     q.add_argument("db")
     q.add_argument("found")
@@ -91,8 +94,10 @@ def _check(args):
 
 def print_status(st, out=sys.stdout):
     cfg = st["config"]
-    print(f"epsilon {cfg['epsilon']}; labels: {st['labels']['verifications']} verifications, "
-          f"{st['labels']['exhaustive']} exhaustive instances in {st['n_units']} units; "
+    from .ondemand_status import counted
+
+    print(f"epsilon {cfg['epsilon']}; labels: {counted(st['labels']['verifications'], 'verification')}, "
+          f"{counted(st['labels']['exhaustive'], 'exhaustive instance')} in {counted(st['n_units'], 'unit')}; "
           f"cost ${st['cost']['total']:.2f}", file=out)
 
     def fmt(iv):
@@ -108,7 +113,7 @@ def print_status(st, out=sys.stdout):
               f"{fmt(g('precision', 'simple')):<18}", file=out)
     waiting = [r for r in st["systems"] if r.get("awaiting_draws")]
     if waiting:
-        print("awaiting verifications: " + "; ".join(f"{r['name']} {r['awaiting_draws']} of {r['draws']} draws"
+        print("awaiting verifications: " + "; ".join(f"{r['name']} {r['awaiting_draws']} of {counted(r['draws'], 'draw')}"
                                                      for r in waiting)
               + " (a round enters the estimates once all its draws are verified: ondemand next, then ingest)",
               file=out)
@@ -130,6 +135,7 @@ def cmd_ondemand(args) -> int:
     if verb == "simulate":
         return _simulate(args)
     from .ondemand_session import OnDemand
+    from .ondemand_status import counted
 
     if verb == "new":
         OnDemand.create(args.db, args.epsilon, args.cost_verify, args.cost_exhaustive, args.seed, args.rounds,
@@ -145,17 +151,18 @@ def cmd_ondemand(args) -> int:
                 print(f"{args.name}: already submitted with the same predictions (nothing changed, no new draws; "
                       f"bayes-eval ondemand next {args.db} --out tasks.csv lists whatever is still to verify)")
             else:
-                print(f"{args.name}: {r['new_verifications']} new verifications needed now "
+                print(f"{args.name}: {counted(r['new_verifications'], 'new verification')} needed now "
                       f"(bayes-eval ondemand next {args.db} --out tasks.csv)")
         elif verb == "next":
             r = ev.next(args.out)
             if r["tasks"]:
-                print(f"wrote {r['tasks']} instances to verify to {args.out} ({r['new_draws']} new draws)")
+                print(f"wrote {counted(r['tasks'], 'instance')} to verify to {args.out} "
+                      f"({counted(r['new_draws'], 'new draw')})")
             else:
                 print("nothing to verify: every system's precision interval is within epsilon (or at its draw cap); "
                       f"{args.out} holds no task")
         elif verb == "ingest":
-            r = ev.ingest(args.labels, from_name=args.from_name)
+            r = ev.ingest(args.labels, from_name=args.from_name, label_map=args.label_map)
             print(f"{args.labels}: already ingested (nothing changed)" if r["already"]
                   else f"ingested {r['new']} new verification(s) ({r['rows']} row(s) with a label"
                   + (f"; {r['skipped']} row(s) without one skipped, still to verify" if r.get("skipped") else "")
@@ -163,7 +170,7 @@ def cmd_ondemand(args) -> int:
         elif verb == "add-exhaustive":
             r = ev.add_exhaustive(args.found)
             print(f"{args.found}: already ingested (nothing changed)" if r["already"]
-                  else f"added {r['new']} instances found in {r['units']} units")
+                  else f"added {counted(r['new'], 'instance')} found in {counted(r['units'], 'unit')}")
         elif verb == "status":
             st = ev.status()
             if args.format == "json":

@@ -32,10 +32,10 @@ import time
 import numpy as np
 
 from . import ondemand as od
-from .annotate import parse_labels, prepare_output, read_labels, write_batch_tmp, os_problem
+from .annotate import parse_label_map, parse_labels, prepare_output, read_labels, write_batch_tmp, os_problem
 from .errors import (EmptyInputError, LabelConflictError, MalformedInputError, NotDrawnError, SessionError,
                      UnknownItemError)
-from .ondemand_status import headline_estimator, precision_half_widths
+from .ondemand_status import counted, headline_estimator, precision_half_widths
 from .ondemand_store import OnDemandStore
 
 __all__ = ["OnDemand", "read_system_file", "PROTOCOLS", "DEFAULT_PROTOCOL"]
@@ -58,7 +58,6 @@ def read_system_file(path: str):
     """Instance ids (column ``item``, else the first column) and optional ``weight`` of a
     CSV / TSV (;-separated too), Parquet, JSON lines or JSON file (:func:`bayes_eval.tables.read_table`);
     raises :class:`MalformedInputError` naming the row."""
-    import pandas as pd
 
     from .tables import read_table
 
@@ -76,21 +75,18 @@ def read_system_file(path: str):
     if "weight" in frame.columns:
         if sep == ";":   # a ;-separated export writes decimal commas (0,5)
             frame["weight"] = frame["weight"].str.replace(",", ".", regex=False)
-        try:
-            weights = np.asarray(pd.to_numeric(frame["weight"]), dtype=np.float64)
-        except (ValueError, TypeError):
-            bad = next(i for i, v in enumerate(frame["weight"]) if not _is_number(v))
-            raise MalformedInputError(f"{path}: row {bad + 2}: weight {frame['weight'].iloc[bad]!r} is not a "
-                                      f"number") from None
+        weights = np.array([_weight(v, path, k) for k, v in enumerate(frame["weight"])], dtype=np.float64)
     return items, weights, _sha(data), path
 
 
-def _is_number(v):
+def _weight(v, path, k):
+    """One ``weight`` cell as a float, one parser for every cell (``nan`` and ``inf`` parse, and
+    ``submit`` refuses them by row); a cell that is not a number names its row."""
     try:
-        float(v)
-        return True
+        return float(v)
     except (TypeError, ValueError):
-        return False
+        raise MalformedInputError(f"{path}: row {k + 2}: weight {v!r} is not a number (give a positive "
+                                  f"number, or leave the 'weight' column out for equal weights)") from None
 
 
 class OnDemand:
@@ -293,8 +289,8 @@ class OnDemand:
             conn.executemany("INSERT INTO draws(system, item, round, new) VALUES (?,?,?,?)", draws)
         out = self._describe(name)
         out["required"] = req
-        out["why"] += (f"; the bound with the labels known now asks for {req} draws in all, made in up to "
-                       f"{self.config['rounds']} rounds (each re-sized with the labels of the last): "
+        out["why"] += (f"; the bound with the labels known now asks for {counted(req, 'draw')} in all, made in up "
+                       f"to {counted(self.config['rounds'], 'round')} (each re-sized with the labels of the last): "
                        f"{k} now")
         return out
 
@@ -312,10 +308,10 @@ class OnDemand:
         new = sum(d[4] for d in draws)
         n = len(draws)
         eps = self.config["epsilon"]
-        why = (f"{name}: {int(mine.sum())} instances, {shared:.0%} of its mass shared with earlier systems, "
-               f"{float(P[mine & known, m].sum()):.0%} already labeled (target half-width {eps}); {n} draws from "
-               f"{name} so far ({n - new} reuse a label already bought or pending, "
-               f"{new} new verifications, ${new * self.config['cost_verify']:.2f})")
+        why = (f"{name}: {counted(int(mine.sum()), 'instance')}, {shared:.0%} of its mass shared with earlier "
+               f"systems, {float(P[mine & known, m].sum()):.0%} already labeled (target half-width {eps}); "
+               f"{counted(n, 'draw')} from {name} so far ({n - new} reuse a label already bought or pending, "
+               f"{counted(new, 'new verification')}, ${new * self.config['cost_verify']:.2f})")
         return {"name": name, "draws": n, "new_verifications": int(new),
                 "cost": new * self.config["cost_verify"], "shared_mass": shared, "why": why}
 
@@ -391,9 +387,10 @@ class OnDemand:
 
     def ingest(self, path, fmt: str | None = None, from_name: str | None = None, label_map=None) -> dict:
         """Verifications from a labels file (CSV ``item,label``; JSONL; Label Studio JSON);
+        ``label_map``: other label names, ``{"no": 0, "yes": 1}`` or ``"no=0,yes=1"`` (``--label-map``);
         ``skipped`` in the result counts its rows without a label (not yet verified)."""
         recs = read_labels(path, fmt, from_name)
-        labels = parse_labels(recs.labels, 2, label_map, recs.where)
+        labels = parse_labels(recs.labels, 2, parse_label_map(label_map), recs.where)
         with open(path, "rb") as fh:
             sha = _sha(fh.read())
         out = self.add_labels(recs.items, labels, source=os.fspath(path), sha256=sha, where=recs.where)

@@ -13,9 +13,14 @@ import numpy as np
 from . import ondemand as od
 
 __all__ = ["status_of", "MEASURES", "ESTIMATOR_OF", "headline_estimator", "tallies", "complete_rounds",
-           "precision_half_widths"]
+           "precision_half_widths", "counted"]
 
 MEASURES = ("precision", "recall", "f1")
+
+
+def counted(n, noun: str, plural: str | None = None) -> str:
+    """``"1 instance"``, ``"3 instances"``: a count and its noun, singular for exactly one."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def _interval(v, hw):

@@ -47,31 +47,12 @@ from .session_core import SessionCore, clear_cache, core_for, ids_at, item_rows,
 from .session_replay import SessionReplay
 from .session_reports import SessionReports
 from .session_skip import SessionSkips
-from .session_setup import (  # noqa: F401  (re-exported)
-    ORACLES,
-    POISSON_DESIGNS,
-    POISSON_OPTIONS,
-    SESSION_DESIGNS,
-    component_names,
-    make_design,
-    pool_partitions,
-    session_config,
-    session_measures,
-)
+from .session_setup import (ORACLES, POISSON_DESIGNS, POISSON_OPTIONS, SESSION_DESIGNS,  # noqa: F401  (re-exported)
+                            component_names, make_design, pool_partitions, session_config, session_measures)
 from .stages import (DrawLog, LabeledItems, StageKind, StageSnapshot, effective_draws, match_deterministic,
                      match_stochastic, stages_for)
-from .store import (
-    EmptyInputError,
-    InvalidLabelError,
-    LabelConflictError,
-    MalformedInputError,
-    NotDrawnError,
-    PoolMismatchError,
-    SessionError,
-    StaleSessionError,
-    Store,
-    UnknownItemError,
-)
+from .store import (EmptyInputError, InvalidLabelError, LabelConflictError, MalformedInputError, NotDrawnError,
+                    PoolMismatchError, SessionError, StaleSessionError, Store, UnknownItemError)
 
 __all__ = [
     "Session",
@@ -120,11 +101,13 @@ def _as_list(name, v) -> list:
 class IngestResult(NamedTuple):
     """What one ``add_labels`` / ``ingest_file`` did.
 
-    ``n_rows`` labels given; ``n_new`` accepted and stored; ``n_duplicate`` already
+    ``n_rows`` labels given (a file's rows or annotations with a label, before ``resolve``
+    reduced an item's several to one); ``n_new`` accepted and stored; ``n_duplicate`` already
     known (harmless repeats); ``n_skipped`` rows without a label (files only);
     ``stage_closed`` whether this completed the open batch (and so updated the design);
     ``pending`` labels the open batch still needs; ``labels`` labels in the session;
-    ``already_ingested`` the same content was ingested before (nothing done); ``n_resolved``,
+    ``already_ingested`` the content adds nothing: every row was ingested before with the same
+    label (the same content again; nothing done); ``n_resolved``,
     ``n_cancelled``, ``n_unused``: :meth:`Session.ingest_records`.
     """
 
@@ -140,6 +123,15 @@ class IngestResult(NamedTuple):
     n_resolved: int = 0
     n_cancelled: int = 0
     n_unused: int = 0
+
+
+def _after_files(exc: SessionError, files: list) -> SessionError:
+    """``exc`` (a refused file), saying which files were ingested before it and stay so."""
+    if not files:
+        return exc
+    done = ", ".join(f"{p} ({n} new label{'' if n == 1 else 's'})" for p, n in files)
+    note = f"; ingested before it and kept (each file is one transaction): {done}"
+    return type(exc)(str(exc) + note, cli=None if exc.cli is None else exc.cli + note)
 
 
 def _noop_progress(msg, done, total):
@@ -205,6 +197,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         self._snapshots: list[StageSnapshot] = []
         self._est_cache: dict = {}
         self._post_cache: dict = {}
+        self._files: list = []   # (path, new labels) of each file ingest_file took, for its errors
 
     @classmethod
     def create(cls, path: str, pool, measure="f1", design: str = "ais", *, seed: int = 0,
@@ -728,7 +721,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         else:
             new, n_dup = match_deterministic(pending, self._label_of, self._label_stage, items, rows, y, where,
                                              labels, self._skipped)
-            already = False
+            already = not new   # every row an item labeled before with the same label
         if not new:
             return IngestResult(len(items), 0, n_dup, n_skipped, False, self._open and self._open["stage"],
                                 self.n_pending, self.n_labels, already, n_unused=len(unused or ()))
@@ -769,9 +762,15 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                     from_name: str | None = None, resolve: str = "error") -> IngestResult:
         """Read a labeled file (CSV, JSONL, Label Studio JSON export) and ingest it as one
         transaction (see :mod:`bayes_eval.annotate` for the formats; items under ``item`` or the
-        pool's own id column)."""
+        pool's own id column).  A refused file changes nothing; its error names the files this
+        Session ingested before it, which stay ingested (each file is its own transaction)."""
         recs = annotate.read_labels(path, fmt=fmt, from_name=from_name, id_column=getattr(self.pool, "id_column", None))
-        return self.ingest_records(recs, label_map=label_map, resolve=resolve, source=os.path.abspath(path))
+        try:
+            r = self.ingest_records(recs, label_map=label_map, resolve=resolve, source=os.path.abspath(path))
+        except SessionError as exc:
+            raise _after_files(exc, self._files) from None
+        self._files.append((os.fspath(path), r.n_new))
+        return r
 
     def ingest_records(self, recs: annotate.LabelRecords, *, label_map: dict | None = None, resolve: str = "error",
                        source: str | None = None) -> IngestResult:
@@ -786,11 +785,12 @@ class Session(SessionReports, SessionSkips, SessionReplay):
             except SessionError:   # an unknown id: add_labels below refuses it with its row
                 return None
 
+        n_rows = len(recs.items)   # the file's labeled rows (resolve may reduce them to fewer labels)
         recs, n_res = annotate.resolve(recs, resolve, self._n_classes, lmap, self._stochastic, held=held)
         draws = recs.draws if any(d is not None for d in recs.draws) else None
         r = self.add_labels(recs.items, recs.labels, draws=draws, label_map=label_map, where=recs.where,
                             source=source or recs.source, n_skipped=recs.skipped, surplus=recs.meta is not None)
-        return r._replace(n_resolved=n_res, n_cancelled=recs.cancelled)
+        return r._replace(n_rows=n_rows, n_resolved=n_res, n_cancelled=recs.cancelled)
 
     def export_batch(self, path: str, n: int = 50, fmt: str | None = None, fields=None,
                      show_score: bool = False, preannotate: bool = False, from_name: str = "label") -> pd.DataFrame:

@@ -56,6 +56,7 @@ __all__ = [
     "SubsampledEstimate",
     "check_finite",
     "check_binary",
+    "check_n_total",
     "inclusion_probabilities",
     "kish_n",
     "as_json",
@@ -141,10 +142,31 @@ def as_json(v):
 # --------------------------------------------------------------------------------------
 # input checks: PoolError naming the column and the row
 # --------------------------------------------------------------------------------------
+#: what a label / pred column of this module may hold (the errors say it)
+BINARY_VALUES = "0/1 or true/false: the measures of subsampled data are binary, not of several classes"
+
+
+def _floats(x, column: str, expected: str) -> np.ndarray:
+    """``x`` as float64; a value that is not a number raises :class:`PoolError` naming the
+    column, its row and ``expected`` (one parser, element by element only to find the row)."""
+    try:
+        return np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        pass
+    vals = np.asarray(x, dtype=object)
+    out = np.empty(vals.shape)
+    for i, v in enumerate(vals.reshape(-1)):
+        try:
+            out.reshape(-1)[i] = float(v)
+        except (TypeError, ValueError):
+            raise PoolError(f"column {column!r}, row {i}: {v!r} is not {expected}") from None
+    return out
+
+
 def check_finite(x, column: str) -> np.ndarray:
     """``x`` as float64, or :class:`PoolError` naming ``column`` and the first row that is
-    NaN or infinite."""
-    a = np.asarray(x, dtype=float)
+    not a number, NaN or infinite."""
+    a = _floats(x, column, "a number")
     bad = ~np.isfinite(a)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -152,13 +174,29 @@ def check_finite(x, column: str) -> np.ndarray:
     return a
 
 
+def check_n_total(n_total, n_rows: int, rows: str = "rows") -> None:
+    """:class:`PoolError` unless ``n_total`` (the row count before subsampling) is None or a
+    finite number at least the ``n_rows`` rows given; the command line's message names
+    ``--n-total``.  Checked before anything is computed."""
+    if n_total is not None and (not np.isfinite(n_total) or n_total < n_rows):
+        raise PoolError(f"n_total = {n_total!r} must be at least the number of {rows} given ({n_rows})",
+                        cli=f"--n-total {n_total:g} must be at least the number of {rows} given ({n_rows}): it is "
+                            f"the row count before subsampling (leave it out when unknown)")
+
+
 def check_binary(y, column: str = "label") -> np.ndarray:
-    """0/1 labels as int, or :class:`PoolError` naming the column and row."""
-    a = check_finite(y, column)
+    """0/1 labels as int (``true`` / ``false`` read as 1 / 0, any case), or :class:`PoolError`
+    naming the column and row and what is accepted (:data:`BINARY_VALUES`)."""
+    v = np.asarray(y)
+    if v.dtype.kind in "OUS" or str(v.dtype) == "str":   # text: true/false as JSON reads them
+        v = np.array([{"true": 1, "false": 0}.get(x.strip().lower(), x) if isinstance(x, str) else x
+                      for x in v.astype(object).reshape(-1)], dtype=object).reshape(v.shape)
+    a = _floats(v, column, f"a binary label; give {BINARY_VALUES}")
     bad = (a != 0) & (a != 1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise PoolError(f"column {column!r}, row {i}: {float(a[i])!r} is not a label in {{0, 1}}")
+        raise PoolError(f"column {column!r}, row {i}: {float(a[i])!r} is not a label in {{0, 1}}; give "
+                        f"{BINARY_VALUES}")
     return a.astype(np.int64)
 
 
@@ -299,8 +337,7 @@ def ht_rows(name: str, g: Callable, rows, b, *, target: str = "data", n_total=No
             names=None, clip=(0.0, 1.0), extra=None, kind: str | None = None) -> SubsampledEstimate:
     """:func:`ht_core` on concrete rows, with its normal interval and the record."""
     b = np.asarray(b, float)
-    if n_total is not None and (not np.isfinite(n_total) or n_total < len(b)):
-        raise PoolError(f"n_total = {n_total!r} must be at least the number of rows given ({len(b)})")
+    check_n_total(n_total, len(b))
     value, var = ht_core(g, *padded(rows, b), target=target, n_total=n_total)
     value = np.asarray(value, float)
     var = np.asarray(var, float)
@@ -336,6 +373,7 @@ def measure(m: M.Measure, labels, preds=None, scores=None, *, keep_rate=None, ke
     :func:`inclusion_probabilities`; ``n_total`` the row count before subsampling when known
     (the unbiased HT form); ``target`` ``"data"`` or ``"population"``."""
     y = check_binary(labels, "label")
+    check_n_total(n_total, len(y))
     if preds is None and scores is None:
         raise UsageError("give preds (the predicted labels) or scores")
     if scores is not None:

@@ -58,20 +58,45 @@ def resolve_keep(frame, keep_rate=None, keep_prob=None) -> tuple:
 def estimate(frame, measure: str, *, keep_rate=None, keep_prob=None, target: str = "data",
              interval: str = "delong", n_total=None, bins: int = 10, n_thresholds: int = 50, level: float = 0.95,
              delta: float | None = None) -> S.SubsampledEstimate:
-    """``measure`` (one of :data:`bayes_eval.subsampled.MEASURES`) from the rows of
-    ``frame``; errors name the column and row (:class:`bayes_eval.errors.PoolError`)."""
-    if measure not in COLUMNS:
-        raise UsageError(f"--measure must be one of {', '.join(COLUMNS)}, got {measure!r}")
+    """``measure`` (one of :data:`bayes_eval.subsampled.MEASURES`, or the catalogue
+    :class:`~bayes_eval.measures.Measure` of one without parameters: ``measures.f1()``,
+    ``precision()``, ``recall()``, ``accuracy()``) from the rows of ``frame``; errors name the
+    column and row (:class:`bayes_eval.errors.PoolError`)."""
+    measure = _measure_name(measure)
     kw, col = resolve_keep(frame, keep_rate, keep_prob)
     for c in COLUMNS[measure]:
         _col(frame, c)
     try:
         return _dispatch(frame, measure, kw, target, interval, n_total, bins, n_thresholds, level, delta)
     except PoolError as e:  # name the user's column instead of the estimators' placeholder
-        msg = str(e)
+        msg, cli = str(e), e.cli
         if col is not None:
-            msg = msg.replace("'keep_prob'", repr(col)).replace("'--keep-rate'", repr(col))
-        raise PoolError(msg) from None
+            msg, cli = (None if m is None else m.replace("'keep_prob'", repr(col)).replace("'--keep-rate'", repr(col))
+                        for m in (msg, cli))
+        raise PoolError(msg, cli=cli) from None
+
+
+#: the catalogue measures :func:`estimate` takes as objects: those without parameters
+_PLAIN = ("f1", "precision", "recall", "accuracy")
+
+
+def _measure_name(measure) -> str:
+    """The name in :data:`COLUMNS` of ``measure`` (a name, or a parameterless catalogue Measure)."""
+    from .measures import Measure
+
+    names = ", ".join(repr(m) for m in COLUMNS)
+    if isinstance(measure, Measure):
+        if measure.name in _PLAIN:
+            return measure.name
+        raise UsageError(f"estimate takes a measure name ({names}) or the Measure of f1, precision, recall or "
+                         f"accuracy; for the Measure {measure.name!r}"
+                         + (f" pass the name {measure.name!r}, or" if measure.name in COLUMNS else "")
+                         + " call bayes_eval.subsampled.measure(m, labels, preds, scores, keep_rate=...) (any "
+                           "catalogue measure, its parameters kept)")
+    if measure not in COLUMNS:
+        raise UsageError(f"measure must be one of {names}, got {measure!r}",
+                         cli=f"--measure must be one of {', '.join(COLUMNS)}, got {measure!r}")
+    return measure
 
 
 def _dispatch(frame, measure, kw, target, interval, n_total, bins, n_thresholds, level, delta):

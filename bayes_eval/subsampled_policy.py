@@ -39,7 +39,7 @@ import numpy as np
 from . import _config  # noqa: F401
 from . import estimators as E
 from .errors import PoolError
-from .subsampled import SubsampledEstimate, check_finite, inclusion_probabilities, kish_n, padded
+from .subsampled import SubsampledEstimate, check_finite, check_n_total, inclusion_probabilities, kish_n, padded
 
 __all__ = ["policy_terms", "policy_value", "eta_relative_bias", "simulate_log", "bias_study"]
 
@@ -80,6 +80,7 @@ def policy_value(action, propensity, reward, target_action, *, keep_rate=None, k
     from scipy.stats import norm
 
     f = policy_terms(action, propensity, reward, target_action)
+    check_n_total(n_total, len(f), "log rows")
     r = np.asarray(reward, float)
     b = inclusion_probabilities(r != 0, keep_rate, keep_prob)
     w = 1.0 / b
@@ -96,8 +97,6 @@ def policy_value(action, propensity, reward, target_action, *, keep_rate=None, k
     if n_total is None:
         val, var, kind = v_eta, var_eta, "clt-eta-delta"
     else:
-        if not np.isfinite(n_total) or n_total < len(f):
-            raise PoolError(f"n_total = {n_total!r} must be at least the number of log rows given ({len(f)})")
         ht = E.is_estimate(_identity, jnp.asarray(rows[:, :1]), jnp.asarray(wp), None,
                            jnp.asarray(float(n_total)), w2sum=jnp.asarray(wp * wp))
         val, var, kind = float(ht.value[0]), float(ht.var[0]), "clt-ht"

@@ -679,7 +679,7 @@ def test_cli_session_keyed_by_the_users_own_id_column(tmp_path, capsys, pool):
     same = str(tmp_path / "same.jsonl")   # JSON lines keyed by doc_id: the same labels, nothing new
     b.to_json(same, orient="records", lines=True)
     rc, out, err = _cli(capsys, "session", "ingest", db, same)
-    assert rc == 0 and "0 new label(s), 20 already known" in out, err
+    assert rc == 0 and "same.jsonl: already ingested — nothing changed" in out, err
     other = str(tmp_path / "other.csv")   # a column that is neither: the message names both
     b.rename(columns={"doc_id": "key"}).to_csv(other, index=False)
     rc, out, err = _cli(capsys, "session", "ingest", db, other)
