@@ -283,10 +283,11 @@ def widen_to_resolution(lower, upper, one_item, matter):
             jnp.where(short, jnp.maximum(upper, one_item[1]), upper), short)
 
 
-def calibrated_pi(key, leaf_probs, counts, a, b, kappa, band_offset=None):
+def calibrated_pi(key, leaf_probs, counts, a, b, kappa, band_offset=None, group_offset=None, groups=None):
     """Draws of π(y|k) of the calibrated Beta-binomial model given draws of (a, b, κ) (and
     of the curve's band offsets, ``band_offset`` (n, m): ``models.calibrated.make_curve``'s
-    m quantile bands of z).
+    m quantile bands of z; and of its group offsets ``group_offset`` (n, m_g) with each unit's
+    group ``groups`` (K,) int: the top classes of a pool of several classes).
 
     Given the calibration parameters, the class rate of stratum k has the exact
     conditional posterior π_k | labels ~ Beta(κ μ_k + n_k1, κ (1 − μ_k) + n_k0),
@@ -315,6 +316,8 @@ def calibrated_pi(key, leaf_probs, counts, a, b, kappa, band_offset=None):
         from .models.calibrated import make_curve
 
         eta = eta + band_offset[:, make_curve(z, band_offset.shape[-1]).band]
+    if group_offset is not None and group_offset.shape[-1]:
+        eta = eta + group_offset[:, jnp.asarray(groups)]
     mu = jnp.clip(jax.nn.sigmoid(eta), 1e-12, 1 - 1e-12)
     al = kappa[:, None] * mu + counts[None, :, 1]
     be = kappa[:, None] * (1 - mu) + counts[None, :, 0]

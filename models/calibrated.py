@@ -63,15 +63,16 @@ item's label is its unit's top class (``models/calibrated_classes.py``).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import digamma, gammaln, polygamma
 
 from .. import _config  # noqa: F401
 
-__all__ = ["CalibratedState", "CalibrationCurve", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "calibrated_model", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
+__all__ = ["CalibratedState", "CalibrationCurve", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "n_band_offsets", "n_group_offsets", "calibrated_model", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
 
 PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1.5)}
 
@@ -83,14 +84,33 @@ PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1
 BANDS = 6
 BAND_SCALE = 1.0
 
+#: the scale (logit units) of the curve's group offsets e_g ~ N(0, GROUP_SCALE²): on a pool of
+#: several classes one per top class (``models/calibrated_classes.py``), so that a class the
+#: classifier is more (or less) confident in than it is right gets its own level; no groups
+#: (binary pools) no offsets.
+GROUP_SCALE = 1.0
+
 
 class CalibrationCurve(NamedTuple):
-    """The abscissa of the calibration curve: each unit's z, its band, and the band offsets'
-    prior precision Q (m × m; m = 0: the two-parameter logistic curve)."""
+    """The abscissa of the calibration curve: each unit's z, its band, the offsets' prior
+    precision Q ((m_b + m_g) square: the m_b band offsets' random walk, then the m_g group
+    offsets' I / GROUP_SCALE²; 0 × 0: the two-parameter logistic curve) and, with groups (the
+    top class of a pool of several classes), each unit's group as a one-hot row (K, m_g)."""
 
     z: jnp.ndarray          # (K,)
     band: jnp.ndarray       # (K,) int
-    precision: jnp.ndarray  # (m, m)
+    precision: jnp.ndarray  # (m_b + m_g, m_b + m_g)
+    group: Any = None       # (K, m_g) one-hot, or None: no group offsets
+
+
+def n_group_offsets(curve: "CalibrationCurve") -> int:
+    """m_g, the curve's group offsets (0 without groups)."""
+    return 0 if curve.group is None else int(curve.group.shape[1])
+
+
+def n_band_offsets(curve: "CalibrationCurve") -> int:
+    """m_b, the curve's band offsets (0: none)."""
+    return int(curve.precision.shape[0]) - n_group_offsets(curve)
 
 
 def band_precision(n_bands: int, scale: float = BAND_SCALE):
@@ -101,14 +121,27 @@ def band_precision(n_bands: int, scale: float = BAND_SCALE):
     return (jnp.eye(m) + D.T @ D) / float(scale) ** 2
 
 
-def make_curve(z, n_bands: int = 0, scale: float = BAND_SCALE) -> CalibrationCurve:
-    """The curve over units with logits ``z``: ``n_bands`` quantile bands of z over the units."""
+def make_curve(z, n_bands: int = 0, scale: float = BAND_SCALE, groups=None, n_groups: int | None = None,
+               group_scale: float | None = None) -> CalibrationCurve:
+    """The curve over units with logits ``z``: ``n_bands`` quantile bands of z over the units;
+    with ``groups`` (K,) int (the unit's top class on a pool of several classes, ``n_groups`` of
+    them) one more offset per group, N(0, ``group_scale``²) (default :data:`GROUP_SCALE`)."""
     z = jnp.asarray(z)
     m = int(n_bands)
     if m <= 1:
-        return CalibrationCurve(z, jnp.zeros(z.shape, jnp.int32), jnp.zeros((0, 0)))
-    cuts = jnp.quantile(z, jnp.linspace(0.0, 1.0, m + 1)[1:-1])
-    return CalibrationCurve(z, jnp.searchsorted(cuts, z, side="right").astype(jnp.int32), band_precision(m, scale))
+        band, q = jnp.zeros(z.shape, jnp.int32), jnp.zeros((0, 0))
+    else:
+        cuts = jnp.quantile(z, jnp.linspace(0.0, 1.0, m + 1)[1:-1])
+        band, q = jnp.searchsorted(cuts, z, side="right").astype(jnp.int32), band_precision(m, scale)
+    if groups is None:
+        return CalibrationCurve(z, band, q)
+    groups = np.asarray(groups, dtype=np.int64)
+    m_g = int(groups.max()) + 1 if n_groups is None else int(n_groups)
+    onehot = jnp.asarray(np.eye(m_g)[groups], dtype=z.dtype)
+    m_b = q.shape[0]
+    scale_g = GROUP_SCALE if group_scale is None else float(group_scale)
+    q = jnp.block([[q, jnp.zeros((m_b, m_g))], [jnp.zeros((m_g, m_b)), jnp.eye(m_g) / scale_g ** 2]])
+    return CalibrationCurve(z, band, q, onehot)
 
 
 def _as_curve(z) -> CalibrationCurve:
@@ -116,10 +149,14 @@ def _as_curve(z) -> CalibrationCurve:
 
 
 def curve_eta(theta, curve: CalibrationCurve):
-    """η_u = a + b z_u + d_{band(u)}: the logit of the curve at each unit (theta = (a, b, log κ, d))."""
+    """η_u = a + b z_u + d_{band(u)} [+ e_{group(u)}]: the logit of the curve at each unit
+    (theta = (a, b, log κ, d[, e]))."""
     eta = theta[0] + theta[1] * curve.z
-    if curve.precision.shape[0]:
-        eta = eta + theta[3:][curve.band]
+    m_b = n_band_offsets(curve)
+    if m_b:
+        eta = eta + theta[3:3 + m_b][curve.band]
+    if curve.group is not None:
+        eta = eta + curve.group @ theta[3 + m_b:]
     return eta
 
 
@@ -233,7 +270,7 @@ def log_posterior_derivatives(theta, z, counts):
     and the sums over units become Xᵀ(·) and Xᵀ diag(·) X."""
     curve = _as_curve(z)
     z = curve.z
-    m_b = curve.precision.shape[0]
+    m_b = curve.precision.shape[0]          # every offset: the bands' and the groups'
     lk = theta[2]
     kappa = jnp.exp(lk)
     eta = curve_eta(theta, curve)
@@ -255,7 +292,8 @@ def log_posterior_derivatives(theta, z, counts):
     w = lambda v: jnp.where(seen, v, 0.0)  # noqa: E731  (unlabeled strata do not enter)
     ll, g_eta, g_lk, h_ee, h_el, h_ll = map(w, (ll, g_eta, g_lk, h_ee, h_el, h_ll))
     f = jnp.sum(ll)
-    X = jnp.concatenate([jnp.ones_like(z)[:, None], z[:, None], jax.nn.one_hot(curve.band, m_b, dtype=z.dtype)], axis=1)
+    cols = [jnp.ones_like(z)[:, None], z[:, None], jax.nn.one_hot(curve.band, n_band_offsets(curve), dtype=z.dtype)]
+    X = jnp.concatenate(cols + ([] if curve.group is None else [curve.group.astype(z.dtype)]), axis=1)
     g_x = X.T @ g_eta                      # (2 + m): a, b, d
     h_xx = X.T @ (h_ee[:, None] * X)
     h_xl = X.T @ h_el
@@ -343,19 +381,21 @@ def sample_params(key, z, counts, state: CalibratedState, n_draws: int, n_propos
 
 
 def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, bands: int = 0,
-                     band_scale: float = BAND_SCALE):
+                     band_scale: float = BAND_SCALE, groups=None, n_groups: int | None = None):
     """The model behind the ``OracleModel`` interface of :mod:`bayes_eval.models`.
 
     ``leaf_probs`` (K, 2): the classifier's mean class probabilities per stratum;
     ``fit_iters``: damped Newton steps per ``fit`` (warm-started from the given state;
     a companion model refitted after every stage needs few); ``bands``: the curve's band
     offsets (0: the two-parameter logistic curve; the posterior model of the registry uses
-    :data:`BANDS`), ``band_scale`` their random walk's scale.
+    :data:`BANDS`), ``band_scale`` their random walk's scale; ``groups`` (K,) int: one more offset
+    per group (:data:`GROUP_SCALE`; the top classes of a pool of several classes).
     """
     from .oracle import OracleModel
 
-    curve = make_curve(_z_of(leaf_probs), bands, band_scale)
-    n_bands = curve.precision.shape[0]
+    curve = make_curve(_z_of(leaf_probs), bands, band_scale, groups=groups, n_groups=n_groups)
+    n_bands = curve.precision.shape[0]          # every offset: the bands' and the groups'
+    m_b = n_band_offsets(curve)
 
     def init_state():
         return CalibratedState(mode=_prior_mode(n_bands), cov=_prior_cov(curve.precision))
@@ -380,7 +420,7 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
         m1 = jax.random.binomial(k3, unlabeled[None, :], pi1)
         m = jnp.stack([unlabeled[None, :] - m1, m1], axis=-1)
         return {"pi": pi, "unlabeled_counts": m, "a": th[:, 0], "b": th[:, 1], "kappa": kappa[:, 0],
-                "band_offset": th[:, 3:], "importance_ess": ess}
+                "band_offset": th[:, 3:3 + m_b], "group_offset": th[:, 3 + m_b:], "importance_ess": ess}
 
     def posterior_predictive(state, counts):
         # the per-stratum posterior mean at the mode of (a, b, log kappa, d):
@@ -394,9 +434,10 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
     return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
 
 
-def numpyro_model(z, counts, band=None, precision=None):
+def numpyro_model(z, counts, band=None, precision=None, group=None):
     """The same model in NumPyro (marginal over π), for NUTS and ArviZ diagnostics; with
-    ``band`` / ``precision`` (a :class:`CalibrationCurve`'s) the band offsets ``band_offset``."""
+    ``band`` / ``precision`` (a :class:`CalibrationCurve`'s, the bands' block) the band offsets
+    ``band_offset``; with ``group`` (K, m_g) one-hot the group offsets ``group_offset``."""
     import numpyro
     import numpyro.distributions as dist
 
@@ -408,6 +449,9 @@ def numpyro_model(z, counts, band=None, precision=None):
     if precision is not None and precision.shape[0]:
         d = numpyro.sample("band_offset", dist.MultivariateNormal(jnp.zeros(precision.shape[0]), precision_matrix=precision))
         eta = eta + d[band]
+    if group is not None and group.shape[1]:
+        e = numpyro.sample("group_offset", dist.Normal(0.0, GROUP_SCALE).expand([group.shape[1]]).to_event(1))
+        eta = eta + group @ e
     mu = jnp.clip(jax.nn.sigmoid(eta), 1e-12, 1 - 1e-12)
     n = counts.sum(-1)
     with numpyro.plate("strata", z.shape[0]):
@@ -415,7 +459,8 @@ def numpyro_model(z, counts, band=None, precision=None):
 
 
 def run_nuts(key, leaf_probs, counts, num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False,
-             chain_method="sequential", extra_fields=("diverging", "num_steps"), bands=0, band_scale=BAND_SCALE):
+             chain_method="sequential", extra_fields=("diverging", "num_steps"), bands=0, band_scale=BAND_SCALE,
+             groups=None):
     """NUTS on (a, b, log κ[, band offsets]); returns the numpyro MCMC object.
 
     ``chain_method`` as in ``numpyro.infer.MCMC`` (``"sequential"``, ``"vectorized"``,
@@ -424,9 +469,10 @@ def run_nuts(key, leaf_probs, counts, num_warmup=500, num_samples=1000, num_chai
     ``run_nuts``."""
     from numpyro.infer import MCMC, NUTS
 
-    curve = make_curve(_z_of(leaf_probs), bands, band_scale)
+    curve = make_curve(_z_of(leaf_probs), bands, band_scale, groups=groups)
+    m_b = n_band_offsets(curve)
     mcmc = MCMC(NUTS(numpyro_model), num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 chain_method=chain_method, progress_bar=progress_bar)
-    mcmc.run(key, curve.z, jnp.asarray(counts, dtype=jnp.float64), curve.band, curve.precision,
-             extra_fields=tuple(extra_fields))
+    mcmc.run(key, curve.z, jnp.asarray(counts, dtype=jnp.float64), curve.band, curve.precision[:m_b, :m_b],
+             curve.group, extra_fields=tuple(extra_fields))
     return mcmc

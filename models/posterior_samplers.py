@@ -66,7 +66,7 @@ class CalibratedSampler:
         self._keep = int(keep)
 
     def run(self, key, lp, counts, num_warmup, num_samples, num_chains, chain_method, nuts_kwargs,
-            extra_fields=("diverging", "num_steps")):
+            extra_fields=("diverging", "num_steps"), groups=None, n_groups=None):
         from numpyro.infer import MCMC, NUTS
 
         from . import calibrated as cal
@@ -75,13 +75,15 @@ class CalibratedSampler:
         p = jnp.clip(jnp.asarray(lp)[:, 1], 1e-12, 1 - 1e-12)
         z = jnp.log(p) - jnp.log1p(-p)
         ck = (int(num_warmup), int(num_samples), int(num_chains), chain_method, tuple(sorted(nuts_kwargs.items())),
-              tuple(extra_fields))
+              tuple(extra_fields), None if groups is None else int(n_groups))
         mcmc = self._mcmc.pop(ck, None)
         if mcmc is None:
             mcmc = MCMC(NUTS(cal.numpyro_model, **nuts_kwargs), num_warmup=num_warmup, num_samples=num_samples,
                         num_chains=num_chains, chain_method=chain_method, progress_bar=False, jit_model_args=True)
-        curve = cal.make_curve(z, cal.BANDS)
-        mcmc.run(key, curve.z, counts, curve.band, curve.precision, extra_fields=tuple(extra_fields))
+        curve = cal.make_curve(z, cal.BANDS, groups=groups, n_groups=n_groups)
+        m_b = cal.n_band_offsets(curve)
+        mcmc.run(key, curve.z, counts, curve.band, curve.precision[:m_b, :m_b], curve.group,
+                 extra_fields=tuple(extra_fields))
         self._mcmc[ck] = mcmc
         while len(self._mcmc) > self._keep:
             self._mcmc.pop(next(iter(self._mcmc)))
@@ -96,7 +98,8 @@ def _calibrated_pi():
 
 def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str, num_chains: int, num_warmup: int,
                      num_samples: int, thin: int, n_proposals: int, chain_method: str, nuts_kwargs: dict,
-                     extra_fields: tuple, sampler=None, depth=8, branching=None, strength=1.0) -> ParameterDraws:
+                     extra_fields: tuple, sampler=None, depth=8, branching=None, strength=1.0,
+                     groups=None, n_groups=None) -> ParameterDraws:
     """The calibrated model's (a, b, κ) and π (see the module docstring): ``key`` for the
     parameters, ``pi_key`` for π given them; ``depth``, ``branching``, ``strength`` are the
     tree's and ignored.  With C > 2 classes: the binary model's draws on the top split
@@ -107,13 +110,15 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
     from . import calibrated as cal
 
     if np.asarray(leaf_probs).shape[1] > 2:
-        from .calibrated_classes import classes_pi, top_split, unit_sizes
+        from . import calibrated_classes
+        from .calibrated_classes import classes_pi, top_classes, top_split, unit_sizes
 
         lp2, counts2 = top_split(leaf_probs, counts)
         d = calibrated_draws(key, pi_key, lp2, counts2, unlabeled, method=method, num_chains=num_chains,
                              num_warmup=num_warmup, num_samples=num_samples, thin=thin, n_proposals=n_proposals,
                              chain_method=chain_method, nuts_kwargs=nuts_kwargs, extra_fields=extra_fields,
-                             sampler=sampler)
+                             sampler=sampler, n_groups=np.asarray(leaf_probs).shape[1],
+                             groups=top_classes(leaf_probs) if calibrated_classes.CLASS_OFFSETS else None)
         pi, phi, eta = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1],
                                   unit_sizes(counts, unlabeled))
         c = phi.shape[-1]
@@ -130,22 +135,25 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
     mcmc = None
     if method == "nuts":
         mcmc = (sampler or CalibratedSampler()).run(k_fit, lp, counts, num_warmup, num_samples, num_chains,
-                                                    chain_method, {**CALIBRATED_NUTS, **nuts_kwargs}, extra_fields)
+                                                    chain_method, {**CALIBRATED_NUTS, **nuts_kwargs}, extra_fields,
+                                                    groups=groups, n_groups=n_groups)
         s = mcmc.get_samples(group_by_chain=True)
         a, b, lk = (np.asarray(s[n]) for n in ("a", "b", "log_kappa"))
         d = np.asarray(s["band_offset"]) if "band_offset" in s else np.zeros(a.shape + (0,))
+        e = np.asarray(s["group_offset"]) if "group_offset" in s else np.zeros(a.shape + (0,))
         kappa = np.exp(lk)
         flat = lambda x: jnp.asarray(x.reshape((-1,) + x.shape[2:]))  # noqa: E731
-        pi = _calibrated_pi()(k_pi, lp, counts, flat(a), flat(b), flat(kappa), flat(d) if d.shape[-1] else None)
+        pi = _calibrated_pi()(k_pi, lp, counts, flat(a), flat(b), flat(kappa), flat(d) if d.shape[-1] else None,
+                              flat(e) if e.shape[-1] else None, None if groups is None else jnp.asarray(groups))
     else:
-        om = cal.calibrated_model(lp, n_proposals=int(n_proposals), bands=cal.BANDS)
+        om = cal.calibrated_model(lp, n_proposals=int(n_proposals), bands=cal.BANDS, groups=groups, n_groups=n_groups)
 
         def one(k):
             d = om.sample(k, counts, unlabeled, int(num_samples))
-            return d["a"], d["b"], d["kappa"], d["band_offset"], d["pi"], d["importance_ess"]
+            return d["a"], d["b"], d["kappa"], d["band_offset"], d["group_offset"], d["pi"], d["importance_ess"]
 
-        a, b, kappa, d, pi, iess = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
-        a, b, kappa, d = np.asarray(a), np.asarray(b), np.asarray(kappa), np.asarray(d)
+        a, b, kappa, d, e, pi, iess = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
+        a, b, kappa, d, e = np.asarray(a), np.asarray(b), np.asarray(kappa), np.asarray(d), np.asarray(e)
         lk = np.log(kappa)
         pi = jnp.asarray(pi).reshape((-1,) + pi.shape[2:])
         info["importance_ess"] = np.asarray(iess).tolist()
@@ -159,6 +167,11 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
         coords["band"] = np.arange(d.shape[-1])
         info["bands"] = int(d.shape[-1])
         info["band_scale"] = float(cal.BAND_SCALE)
+    if e.shape[-1]:
+        params["class_offset"] = e
+        dims["class_offset"] = ["top_class"]
+        coords["top_class"] = np.arange(e.shape[-1])
+        info["class_offset_scale"] = float(cal.GROUP_SCALE)
     return ParameterDraws(params, pi, mcmc, prior, dims, coords, info)
 
 

@@ -88,10 +88,11 @@ def ais_many_positives():
     return res
 
 
-def calibrated_prior_curve(z):
+def calibrated_prior_curve(z, groups=None, n_groups=None):
     """A draw of the calibrated model's curve from its prior (``models/calibrated.py``: ``PRIOR``
-    for (a, b, log κ), the band offsets d a Gaussian walk of its precision over ``BANDS`` bands):
-    a function of (three keys for a, b, log κ; a key for d) -> (μ per unit, κ), for the
+    for (a, b, log κ), the band offsets d a Gaussian walk of its precision over ``BANDS`` bands,
+    and with ``groups`` (the units' top classes) one offset per group, N(0, ``GROUP_SCALE``²)):
+    a function of (three keys for a, b, log κ; a key for the offsets) -> (μ per unit, κ), for the
     simulation-based calibration of the binary model (``test_posterior.py``) and of its top split
     for several classes (``test_several_classes.py``)."""
     import jax
@@ -99,14 +100,15 @@ def calibrated_prior_curve(z):
 
     from bayes_eval.models import calibrated as cal
 
-    curve = cal.make_curve(np.asarray(z), cal.BANDS)
+    curve = cal.make_curve(np.asarray(z), cal.BANDS, groups=groups, n_groups=n_groups)
     walk = jnp.linalg.cholesky(jnp.linalg.inv(curve.precision))   # d = walk @ N(0, I) ~ N(0, Q⁻¹)
     prior = list(cal.PRIOR.values())
-    z = jnp.asarray(z)
+    m = curve.precision.shape[0]
 
     def draw(keys_abk, key_d):
-        a, b, lk = (m + s * jax.random.normal(kk) for (m, s), kk in zip(prior, keys_abk))
-        d = walk @ jax.random.normal(key_d, (cal.BANDS,))
-        return jnp.clip(jax.nn.sigmoid(a + b * z + d[curve.band]), 1e-9, 1 - 1e-9), jnp.exp(lk)
+        a, b, lk = (mu + s * jax.random.normal(kk) for (mu, s), kk in zip(prior, keys_abk))
+        d = walk @ jax.random.normal(key_d, (m,))
+        eta = cal.curve_eta(jnp.concatenate([jnp.stack([a, b, lk]), d]), curve)
+        return jnp.clip(jax.nn.sigmoid(eta), 1e-9, 1 - 1e-9), jnp.exp(lk)
 
     return draw

@@ -83,6 +83,33 @@ def test_top_class_and_the_other_classes_prior():
     np.testing.assert_allclose(alpha[2], [1.0, 1.0, 0.0])
 
 
+def test_a_class_the_classifier_is_overconfident_in_gets_its_own_curve_offset():
+    """One offset of the curve per top class (stop 57; ``calibrated.GROUP_SCALE``): where top class
+    2's labeled units are right 60% of the time at a confidence of 0.9 while the other classes are
+    right as often as they say, its fitted offset is negative and its unlabeled unit's rate follows
+    its labels (within 0.1 of 0.6); with one curve for all (``groups=None``) the other classes'
+    labels pull that unit up to 0.75 or more -- the per-class precision intervals of the new-user
+    walk, which excluded even the labeled items' own share."""
+    conf = np.linspace(0.6, 0.95, 8)
+    lp1 = np.tile(conf, C)                           # the confidence of every unit's top class
+    top = np.repeat(np.arange(C), conf.size)
+    rate = np.where(top == 2, lp1 - 0.3, lp1)        # top class 2: right 0.3 less often than it says
+    n = np.where(np.arange(lp1.size) == lp1.size - 2, 0, 40)   # one unit of class 2 (confidence 0.9) unlabeled
+    on = np.round(n * rate)
+    counts = jnp.asarray(np.c_[n - on, on], dtype=jnp.float64)
+    z = np.log(lp1 / (1 - lp1))
+    grouped = cal.make_curve(z, cal.BANDS, groups=top, n_groups=C)
+    one = cal.make_curve(z, cal.BANDS)
+    fit = jax.jit(lambda curve, k: cal.fit_mode(curve, k, n_iter=60).mode)
+    fit_g, fit_1 = fit(grouped, counts), fit(one, counts)
+    e = np.asarray(fit_g[3 + cal.BANDS:])
+    assert e.shape == (C,) and e[2] < min(e[0], e[1]) - 0.5, e
+    u = lp1.size - 2
+    mu_g = float(jax.nn.sigmoid(cal.curve_eta(fit_g, grouped))[u])
+    mu_1 = float(jax.nn.sigmoid(cal.curve_eta(fit_1, one))[u])
+    assert abs(mu_g - 0.6) < 0.1 and mu_1 > 0.75, (mu_g, mu_1)
+
+
 def test_the_error_splits_prior_mixes_the_shares_with_the_labels_reverse_confusion():
     """Stop 56: top class t's error split is a priori half the classifier's shares, half N̂(c → t)
     -- the pool's items of top class c that are class t, each unit's labels on t scaled by its size
@@ -186,7 +213,8 @@ def test_pi_follows_the_binary_model_on_top_and_the_labels_errors_below():
     s = model.sample(key, jnp.asarray(counts), jnp.asarray(unl), 400)
     pi = np.asarray(s["pi"])
     np.testing.assert_allclose(pi.sum(-1), 1.0, atol=1e-12)
-    binary = cal.calibrated_model(np.c_[1 - lp[np.arange(k), top], lp[np.arange(k), top]], bands=cal.BANDS)
+    binary = cal.calibrated_model(np.c_[1 - lp[np.arange(k), top], lp[np.arange(k), top]], bands=cal.BANDS,
+                                  groups=top, n_groups=C)       # one curve offset per top class (stop 57)
     n_top = counts[np.arange(k), top]
     sb = binary.sample(jax.random.split(key, 3)[0], jnp.asarray(np.c_[counts.sum(1) - n_top, n_top]),
                        jnp.asarray(unl), 400)
@@ -230,7 +258,7 @@ def _sbc_runner(k_per_class=6, per=120, n_draws=200):
     np.testing.assert_allclose(lpk, lp, atol=1e-12)
     model, control = calibrated_classes_model(lpk), classifier_scores(lpk)
     z = np.log(lp[np.arange(k), top] / (1 - lp[np.arange(k), top]))
-    prior_curve = calibrated_prior_curve(z)
+    prior_curve = calibrated_prior_curve(z, groups=top, n_groups=C)
     alphas = spread_alphas(error_prior(lp))                   # (G, C, C): α_t + η for η on the grid
     top_j, on_top = jnp.asarray(top), jnp.asarray(np.eye(C)[top])
     unit_of_item, cell_of_item = jnp.asarray(idx), jnp.asarray(item_cell)

@@ -157,12 +157,16 @@ VARIANTS = {"reverse-ht0.5": ("share-weight", 0.5), "reverse-ht0": ("share-weigh
             "mass1": (_mass(1.0), None), "mass0.3": (_mass(0.3), None), "mass-grid": ("pairs", None),
             "shares": (_LIB, [0.0]), "even": (_even, [0.0]), "mix": (_mix, [0.0]), "jeffreys": (_jeffreys, [0.0]),
             "floor0.5": (_floor(0.5), [0.0]), "floor0.25": (_floor(0.25), [0.0]), "floor0.1": (_floor(0.1), [0.0]),
-            "grid-0.1-3": (None, np.logspace(-1, np.log10(3), 15)), "grid-0.001-1": (None, np.logspace(-3, 0, 19))}
+            "grid-0.1-3": (None, np.logspace(-1, np.log10(3), 15)), "grid-0.001-1": (None, np.logspace(-3, 0, 19)),
+            # stop 57: the curve's offset per top class (the library's, scale 1), off or at other scales
+            "no-class-offsets": ("class-offsets", 0.0), "class-offsets0.5": ("class-offsets", 0.5),
+            "class-offsets2": ("class-offsets", 2.0)}
 
 
 def variants(args):
     import jax.numpy as jnp
 
+    from bayes_eval.models import calibrated as CAL
     from bayes_eval.models import calibrated_classes as CC
     from bayes_eval.models.registry import make_oracle_model
     from bayes_eval.posterior import intervals_at_checkpoints
@@ -182,8 +186,12 @@ def variants(args):
         if name not in VARIANTS and name != "library":
             raise SystemExit(f"unknown variant {name!r}: library, {', '.join(VARIANTS)}")
         lib_alphas, lib_post = CC.spread_alphas, CC.error_posterior
-        lib_weight = CC.SHARE_WEIGHT
-        if prior == "share-weight":  # grid holds w, the classifier's share in the prior (the library's: 0.5)
+        lib_weight, lib_offsets, lib_gscale = CC.SHARE_WEIGHT, CC.CLASS_OFFSETS, CAL.GROUP_SCALE
+        if prior == "class-offsets":    # grid holds the offsets' scale (0: none)
+            CC.CLASS_OFFSETS = float(grid) > 0
+            CAL.GROUP_SCALE = float(grid) if float(grid) > 0 else lib_gscale
+            prior, grid = None, None
+        elif prior == "share-weight":  # grid holds w, the classifier's share in the prior (the library's: 0.5)
             CC.SHARE_WEIGHT = float(grid)
             prior, grid = None, None
         elif prior == "w-grid":      # w learned beside η (stop 56: measured, not kept)
@@ -210,7 +218,7 @@ def variants(args):
             out = intervals_at_checkpoints(cap["cells"], model, cap["g"], cap["n_units"], labeled, args.seed, args.draws)
         finally:
             CC.error_prior, CC.SPREAD_GRID, CC.spread_alphas, CC.error_posterior = lib_prior, lib_grid, lib_alphas, lib_post
-            CC.SHARE_WEIGHT = lib_weight
+            CC.SHARE_WEIGHT, CC.CLASS_OFFSETS, CAL.GROUP_SCALE = lib_weight, lib_offsets, lib_gscale
         rows.append((name, out["bayes_lower"][..., 0], out["bayes_upper"][..., 0], out["bayes_mean"][..., 0]))
         _print(rows[-1:], truth, cps)
     del S

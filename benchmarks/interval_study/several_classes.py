@@ -13,7 +13,12 @@ Pools (synthetic, seeded; the shared pools are binary):
 * ``conf4``: the ``probs4`` pool as a file of ``pred`` and ``score`` gives it (the score the
   predicted class's probability, no class probabilities);
 * ``rare5``: 50,000 items, 5 classes, one of them 0.5% of the pool; ``conf5`` the same as a file
-  of ``pred`` and ``score`` gives it.
+  of ``pred`` and ``score`` gives it;
+* ``shift4``: the ``probs4`` mixture scored by a classifier that ignores the class shares (the
+  Bayes classifier of balanced classes, as one trained on balanced data is): its probabilities
+  are calibrated on no class of this pool alike -- the rare classes are predicted too often and
+  too confidently (the new-user walk of stop 57 found the per-class precision intervals missing
+  on such a pool); ``shiftconf4`` the same as a file of ``pred`` and ``score`` gives it.
 
 Run: ``python benchmarks/interval_study/several_classes.py POOL [--measure macro_f1]
 [--repeats 100] [--design ais] [--budget 1000] [--checkpoints 200,500,1000] [--model calibrated]
@@ -38,20 +43,23 @@ def make_pool(name: str, seed: int = 0):
         pred = np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n))
         return Pool.from_arrays(scores=rng.random(n), preds=pred, labels=y, n_classes=3, name=name)
     shares = {"probs4": [0.6, 0.25, 0.1, 0.05], "sharp4": [0.6, 0.25, 0.1, 0.05], "conf4": [0.6, 0.25, 0.1, 0.05],
-              "rare5": [0.5, 0.3, 0.15, 0.045, 0.005], "conf5": [0.5, 0.3, 0.15, 0.045, 0.005]}[name]
+              "rare5": [0.5, 0.3, 0.15, 0.045, 0.005], "conf5": [0.5, 0.3, 0.15, 0.045, 0.005],
+              "shift4": [0.6, 0.25, 0.1, 0.05], "shiftconf4": [0.6, 0.25, 0.1, 0.05]}[name]
     n = 50000 if name in ("rare5", "conf5") else 20000
     c = len(shares)
     y = rng.choice(c, n, p=shares)
     means = rng.normal(0, 1.0, (c, 6)) * 1.6
     x = means[y] + rng.normal(0, 1.0, (n, 6))
     # the Bayes classifier of this Gaussian mixture: calibrated probabilities
-    logit = -0.5 * ((x[:, None, :] - means[None]) ** 2).sum(-1) + np.log(shares)[None]
+    logit = -0.5 * ((x[:, None, :] - means[None]) ** 2).sum(-1)
+    if name not in ("shift4", "shiftconf4"):        # shift*: the Bayes classifier of balanced classes
+        logit = logit + np.log(shares)[None]
     if name == "sharp4":
         logit = logit / 0.4
     p = np.exp(logit - logit.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
     pred = p.argmax(1)
-    if name in ("conf4", "conf5"):   # as a file of pred and confidence gives it: no class probabilities
+    if name in ("conf4", "conf5", "shiftconf4"):   # as a file of pred and confidence gives it: no class probabilities
         return Pool.from_arrays(scores=p[np.arange(n), pred], preds=pred, labels=y, n_classes=c, name=name)
     return Pool.from_arrays(scores=p[np.arange(n), pred], preds=pred, probs=p, labels=y, n_classes=c, name=name)
 
