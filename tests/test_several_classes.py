@@ -441,6 +441,8 @@ def test_a_session_on_three_classes_leads_with_the_bayesian_interval(tmp_path):
     """A session on a 3-class pool: the status offers the calibrated model's Bayesian interval
     (its top-class split), leads with it, and it holds the truth; without it the confidence sequence
     leads; the intervals of macro-F1 stay within [0, 1]."""
+    from dataclasses import replace
+
     from bayes_eval import measures as M
     from bayes_eval.pool import Pool
     from bayes_eval.session import Session
@@ -464,6 +466,9 @@ def test_a_session_on_three_classes_leads_with_the_bayesian_interval(tmp_path):
     assert c["estimate"] + 3.03 * c["std_error"] > 1.0          # a confidence sequence unbounded would pass 1
     assert 0.0 <= c["cs_lower"] and c["cs_upper"] == 1.0 and c["clt_upper"] <= 1.0
     assert len(st["labels_per_class"]) == 3 and sum(st["labels_per_class"]) == st["labels_in_estimate"]
+    assert st["class_names"] == [None, None, None]                # no label map
+    s.pool = replace(s.pool, label_names=(("bird", 2), ("cat", 0), ("dog", 1), ("kitty", 0)))
+    assert s.status(bayesian=False)["class_names"] == ["cat", "dog", "bird"]
 
 
 def test_each_classs_f1_precision_and_recall_by_hand():
