@@ -569,8 +569,9 @@ def test_a_rare_class_the_shares_rule_out_is_covered_with_the_learned_spread(mon
     """AIS on a pool of pred + confidence with a 0.5% class (stop 53's ``conf5``, where the interval
     fell short): 100 runs of 500 labels, macro-F1's Bayesian interval with the error split's learned
     spread covers ≥ 0.90; the same runs with the spread fixed at 0 and no reverse confusion (the
-    classifier's shares alone, stop 53's model: the negative control) cover at least 0.05 less, every
-    miss high (measured: 0.96 and 0.88 at stop 54)."""
+    classifier's shares alone, stop 53's model: the negative control) cover at least 0.05 less, its
+    misses nearly all high (measured: 0.96 and 0.88, every miss high, at stop 54; 0.96 and 0.84, 15 of
+    16 misses high, with stop 57's curve offset per top class)."""
     from bayes_eval.models import calibrated_classes as CC
     from bayes_eval.registry import measure_from_args
     from bayes_eval.simulate import run_simulation
@@ -589,4 +590,4 @@ def test_a_rare_class_the_shares_rule_out_is_covered_with_the_learned_spread(mon
     monkeypatch.setattr(CC, "SHARE_WEIGHT", 1.0)       # and no reverse confusion (stop 56)
     shares, high = coverage()
     assert learned >= 0.90, learned
-    assert shares <= learned - 0.05 and high == pytest.approx(1.0 - shares), (learned, shares, high)
+    assert shares <= learned - 0.05 and high >= 0.8 * (1.0 - shares), (learned, shares, high)
