@@ -170,6 +170,10 @@ class SessionReports:
         from .session_core import measure_cells
 
         self._kind.require_draws(self.design_name)
+        if getattr(self.pool, "partitioned", False):
+            raise SessionError("the design's estimate of a measure the session was not created with needs the pool's "
+                               "cells in memory (a partitioned pool keeps them on its workers): create the session "
+                               "with that measure (--measure pr_curve), or reopen it with --engine memory")
         cells, item_cell = measure_cells(self._core, self.pool, self.measures, self.config, measure)
         rows, labels = self.labels_in_estimate()
         n_cells, c = int(cells.n_cells), self._n_classes
