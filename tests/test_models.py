@@ -609,6 +609,26 @@ def test_banded_curve_derivatives_are_the_autodiff_ones():
         flat = make_curve(z, 0)
         np.testing.assert_allclose(float(log_posterior(theta[:3], flat, counts)),
                                    float(log_posterior(theta[:3], z, counts)), rtol=1e-13)
+        # with an offset per group (the top classes of several classes, stop 57): the group's
+        # offset enters η and its N(0, 1.5²) prior the density; closed form = autodiff still
+        groups = rng.integers(0, 3, k)
+        grouped = make_curve(z, 6, 2.0, groups=groups, n_groups=3, group_scale=1.5)
+        th_g = jnp.asarray(rng.normal(0.0, 2.0, 12))
+        (f, grad, hess), _, lp, grad_ad, hess_ad = both(th_g, grouped, counts)
+        e = th_g[9:]
+        mu = jax.nn.sigmoid(th_g[0] + th_g[1] * z + th_g[3:9][grouped.band] + e[groups])
+        kappa = jnp.exp(th_g[2])
+        n1, n0 = counts[:, 1], counts[:, 0]
+        ll = (gammaln(kappa * mu + n1) + gammaln(kappa * (1 - mu) + n0) - gammaln(kappa + n1 + n0)
+              - gammaln(kappa * mu) - gammaln(kappa * (1 - mu)) + gammaln(kappa))
+        d = th_g[3:9]
+        dens = (jnp.sum(jnp.where(n1 + n0 > 0, ll, 0.0))
+                + sum(-0.5 * ((v - m) / sd) ** 2 for v, (m, sd) in zip(th_g[:3], PRIOR.values()))
+                - 0.5 * (jnp.sum(d**2) + jnp.sum(jnp.diff(d) ** 2)) / 2.0**2 - 0.5 * jnp.sum(e**2) / 1.5**2)
+        np.testing.assert_allclose(float(lp), float(dens), rtol=1e-12)
+        np.testing.assert_allclose(float(f), float(dens), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(grad), np.asarray(grad_ad), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(hess), np.asarray(hess_ad), rtol=1e-9, atol=1e-9)
 
 
 def test_band_offsets_let_a_bands_labels_set_its_level():
