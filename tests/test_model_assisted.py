@@ -284,6 +284,7 @@ def test_a_fresh_session_says_there_is_nothing_to_check_yet(tmp_path):
     assert "not available here" in _clt_check_line([{"component": "f1"}], labels=100)
 
 
+@pytest.mark.slow   # ~35 s of compiles (the curve's posterior, the report); slow tier since stop 57
 def test_the_pr_curves_bayesian_band_is_the_sessions_posterior(failing_session, capsys):
     """``session report --pr-curve``'s Bayesian band: the finite-pool posterior of the curve
     given the session's labels (``Session.posterior_of``), on the pool whose positives hide
