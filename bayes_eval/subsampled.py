@@ -151,16 +151,15 @@ def _floats(x, column: str, expected: str) -> np.ndarray:
     column, its row and ``expected`` (one parser, element by element only to find the row)."""
     try:
         return np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        pass
-    vals = np.asarray(x, dtype=object)
-    out = np.empty(vals.shape)
-    for i, v in enumerate(vals.reshape(-1)):
-        try:
-            out.reshape(-1)[i] = float(v)
-        except (TypeError, ValueError):
-            raise PoolError(f"column {column!r}, row {i}: {v!r} is not {expected}") from None
-    return out
+    except (TypeError, ValueError):   # value by value, to name the first that is not a number
+        vals = np.asarray(x, dtype=object)
+        out = np.empty(vals.size)
+        for i, v in enumerate(vals.reshape(-1)):
+            try:
+                out[i] = float(v)
+            except (TypeError, ValueError):
+                raise PoolError(f"column {column!r}, row {i}: {v!r} is not {expected}") from None
+        return out.reshape(vals.shape)
 
 
 def check_finite(x, column: str) -> np.ndarray:

@@ -396,6 +396,18 @@ def test_session_report_of_several_classes_shows_each_class(tmp_path):
     s.close()
 
 
+def _three_class_file(tmp_path):
+    """A 2,000-item file of 3 balanced classes, predictions 80% right, an uninformative score:
+    (path, labels, predictions)."""
+    rng = np.random.default_rng(0)
+    n = 2000
+    y = rng.integers(0, 3, n)
+    pred = np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n))
+    path = tmp_path / "three.csv"
+    pd.DataFrame({"pred": pred, "label": y, "score": rng.random(n)}).to_csv(path, index=False)
+    return path, y, pred
+
+
 def test_cli_a_pool_of_three_classes(capsys, tmp_path):
     """A 3-class pool from a file: without --classes the message names the flag; with it the
     strata hold one predicted class each; accuracy is built for the pool's classes; f1 is refused
@@ -405,12 +417,7 @@ def test_cli_a_pool_of_three_classes(capsys, tmp_path):
     from bayes_eval.registry import load_pool
     from bayes_eval.strata import stratify
 
-    rng = np.random.default_rng(0)
-    n = 2000
-    y = rng.integers(0, 3, n)
-    pred = np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n))
-    path = tmp_path / "three.csv"
-    pd.DataFrame({"pred": pred, "label": y, "score": rng.random(n)}).to_csv(path, index=False)
+    path, y, pred = _three_class_file(tmp_path)
     rc = main(["simulate", str(path), "--repeats", "2"])
     assert rc == 2 and "(a pool of 3 classes: --classes 3)" in capsys.readouterr().err
     pool = load_pool(str(path), n_classes=3)
@@ -440,12 +447,7 @@ def test_cli_simulate_of_three_classes_gives_the_bayesian_interval(capsys, tmp_p
     minutes: its compile is ~25 s)."""
     from bayes_eval.cli import main
 
-    rng = np.random.default_rng(0)
-    n = 2000
-    y = rng.integers(0, 3, n)
-    pred = np.where(rng.random(n) < 0.8, y, rng.integers(0, 3, n))
-    path = tmp_path / "three.csv"
-    pd.DataFrame({"pred": pred, "label": y, "score": rng.random(n)}).to_csv(path, index=False)
+    path, y, pred = _three_class_file(tmp_path)
     rc = main(["simulate", str(path), "--classes", "3", "--measure", "macro_f1", "--budget", "400", "--repeats", "8",
                "--checkpoints", "200,400", "--format", "json"])
     out = json.loads(capsys.readouterr().out)
