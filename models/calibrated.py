@@ -72,7 +72,7 @@ from jax.scipy.special import digamma, gammaln, polygamma
 
 from .. import _config  # noqa: F401
 
-__all__ = ["CalibratedState", "CalibrationCurve", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "n_band_offsets", "n_group_offsets", "calibrated_model", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
+__all__ = ["CalibratedState", "CalibrationCurve", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "group_scale_grid", "n_band_offsets", "n_group_offsets", "calibrated_model", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
 
 PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1.5)}
 
@@ -139,7 +139,7 @@ def make_curve(z, n_bands: int = 0, scale: float = BAND_SCALE, groups=None, n_gr
     m_g = int(groups.max()) + 1 if n_groups is None else int(n_groups)
     onehot = jnp.asarray(np.eye(m_g)[groups], dtype=z.dtype)
     m_b = q.shape[0]
-    scale_g = GROUP_SCALE if group_scale is None else float(group_scale)
+    scale_g = group_scale_grid(group_scale)[0]
     q = jnp.block([[q, jnp.zeros((m_b, m_g))], [jnp.zeros((m_g, m_b)), jnp.eye(m_g) / scale_g ** 2]])
     return CalibrationCurve(z, band, q, onehot)
 
@@ -161,10 +161,13 @@ def curve_eta(theta, curve: CalibrationCurve):
 
 
 class CalibratedState(NamedTuple):
-    """Mode of (a, b, log κ) and the inverse Hessian there."""
+    """Mode of (a, b, log κ[, offsets]) and the inverse Hessian there; with a grid of group
+    scales (:func:`calibrated_model`, ``group_scale`` a sequence) one of each per scale, and
+    ``log_weight`` (G,) the scales' posterior weights by the Laplace approximation."""
 
-    mode: jnp.ndarray  # (3,)
-    cov: jnp.ndarray  # (3, 3)
+    mode: jnp.ndarray  # (3 + m,) or (G, 3 + m)
+    cov: jnp.ndarray  # (3 + m, 3 + m) or (G, 3 + m, 3 + m)
+    log_weight: Any = None  # (G,): only with a grid of group scales
 
 
 def _z_of(leaf_probs):
@@ -351,6 +354,82 @@ def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
     return CalibratedState(mode=theta, cov=cov)
 
 
+def group_scale_grid(group_scale=None):
+    """The group offsets' scales as a tuple (one: a fixed scale; default :data:`GROUP_SCALE`)."""
+    gs = GROUP_SCALE if group_scale is None else group_scale
+    return tuple(float(v) for v in np.atleast_1d(np.asarray(gs, dtype=np.float64)))
+
+
+def _grid_precisions(curve: CalibrationCurve, scales):
+    """(G, m, m): the curve's offsets' precision with the group block I / τ_g² for each scale."""
+    m_b, m_g = n_band_offsets(curve), n_group_offsets(curve)
+    q_b = curve.precision[:m_b, :m_b]
+    return jnp.stack([jnp.block([[q_b, jnp.zeros((m_b, m_g))], [jnp.zeros((m_g, m_b)), jnp.eye(m_g) / t ** 2]])
+                      for t in scales])
+
+
+def _grid_log_prior(curve: CalibrationCurve, scales):
+    """(G,) log p(τ_g) − m_g log τ_g: the uniform prior over the grid and the normaliser of
+    N(0, τ_g² I) over the m_g group offsets (what :func:`log_posterior` leaves out, as it
+    does not depend on θ), so that log_posterior + this is log p(θ, τ_g | y) + const."""
+    t = jnp.asarray(scales)
+    return -jnp.log(t.size) - n_group_offsets(curve) * jnp.log(t)
+
+
+def fit_mode_grid(curve: CalibrationCurve, scales, counts, init=None, n_iter: int = 40):
+    """:func:`fit_mode` at every group scale τ_g of the grid (vmapped) and the scales'
+    posterior weights by the Laplace approximation of p(y | τ_g):
+    log w_g = log p(θ̂_g, y | τ_g) + ½ log det Σ_g + log p(τ_g), normalised."""
+    precisions = _grid_precisions(curve, scales)
+    lp = _grid_log_prior(curve, scales)
+
+    def one(q, st):
+        c = curve._replace(precision=q)
+        st = fit_mode(c, counts, init=st, n_iter=n_iter)
+        _, logdet = jnp.linalg.slogdet(st.cov)
+        return st, log_posterior(st.mode, c, counts) + 0.5 * logdet
+
+    if init is None:
+        init = CalibratedState(jnp.broadcast_to(_prior_mode(curve.precision.shape[0]), (len(scales), curve.precision.shape[0] + 3)),
+                               jax.vmap(_prior_cov)(precisions))
+    st, log_ev = jax.vmap(one)(precisions, CalibratedState(init.mode, init.cov))
+    return CalibratedState(st.mode, st.cov, jax.nn.log_softmax(log_ev + lp))
+
+
+def sample_params_grid(key, curve: CalibrationCurve, scales, counts, state: CalibratedState, n_draws: int,
+                       n_proposals: int = 1024):
+    """Draws of θ = (a, b, log κ, d, e) from its posterior with the group scale τ
+    integrated over the grid (a uniform prior on it): importance sampling from the mixture of
+    the per-scale Laplace-t proposals (each picked by its weight ``state.log_weight``), the
+    target log Σ_g p(τ_g) p(θ | τ_g) p(y | θ), systematic resampling.  Also each draw's τ,
+    drawn from p(τ | θ).  Returns (θ draws, τ draws, ESS)."""
+    precisions = _grid_precisions(curve, scales)
+    lp = _grid_log_prior(curve, scales)
+    k0, k1, k2, k3 = jax.random.split(key, 4)
+    comp = jax.random.categorical(k0, state.log_weight, shape=(n_proposals,))
+    chols = jax.vmap(lambda c: jnp.linalg.cholesky(1.5 * c + 1e-9 * jnp.eye(c.shape[0])))(state.cov)
+    df, d = 5.0, state.mode.shape[1]
+    zs = jax.random.normal(k1, (n_proposals, d))
+    g = jax.random.gamma(k2, df / 2.0, (n_proposals,)) / (df / 2.0)
+    x = state.mode[comp] + jnp.einsum("nij,nj->ni", chols[comp], zs) / jnp.sqrt(g)[:, None]
+
+    def log_t(mean, chol):      # the Student-t density up to a constant common to the components
+        sol = jax.scipy.linalg.solve_triangular(chol, (x - mean).T, lower=True)
+        return -0.5 * (df + d) * jnp.log1p(jnp.sum(sol ** 2, axis=0) / df) - jnp.sum(jnp.log(jnp.diag(chol)))
+
+    logq = jax.nn.logsumexp(state.log_weight[:, None] + jax.vmap(log_t)(state.mode, chols), axis=0)
+    joint = jax.vmap(lambda q, c: jax.vmap(lambda t: log_posterior(t, curve._replace(precision=q), counts))(x) + c)(
+        precisions, lp)                                                   # (G, n): log p(θ, τ_g | y)
+    logp = jax.nn.logsumexp(joint, axis=0)
+    logw = jnp.where(jnp.isfinite(logp), logp - logq, -jnp.inf)
+    w = jnp.exp(logw - jnp.max(logw))
+    w = w / jnp.sum(w)
+    u = (jax.random.uniform(k3) + jnp.arange(n_draws)) / n_draws
+    idx = jnp.clip(jnp.searchsorted(jnp.cumsum(w), u), 0, n_proposals - 1)
+    tau_idx = jax.random.categorical(jax.random.fold_in(k3, 1), joint[:, idx].T, axis=-1)
+    return x[idx], jnp.asarray(scales)[tau_idx], 1.0 / jnp.sum(w ** 2)
+
+
 def _student_t(key, mean, cov, n, df=5.0):
     k1, k2 = jax.random.split(key)
     chol = jnp.linalg.cholesky(cov + 1e-9 * jnp.eye(cov.shape[0]))
@@ -381,7 +460,8 @@ def sample_params(key, z, counts, state: CalibratedState, n_draws: int, n_propos
 
 
 def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, bands: int = 0,
-                     band_scale: float = BAND_SCALE, groups=None, n_groups: int | None = None):
+                     band_scale: float = BAND_SCALE, groups=None, n_groups: int | None = None,
+                     group_scale=None):
     """The model behind the ``OracleModel`` interface of :mod:`bayes_eval.models`.
 
     ``leaf_probs`` (K, 2): the classifier's mean class probabilities per stratum;
@@ -389,13 +469,18 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
     a companion model refitted after every stage needs few); ``bands``: the curve's band
     offsets (0: the two-parameter logistic curve; the posterior model of the registry uses
     :data:`BANDS`), ``band_scale`` their random walk's scale; ``groups`` (K,) int: one more offset
-    per group (:data:`GROUP_SCALE`; the top classes of a pool of several classes).
+    per group, N(0, τ²) with τ = ``group_scale`` (default :data:`GROUP_SCALE`); a sequence of
+    scales: τ learned over that grid (a uniform prior on it, :func:`fit_mode_grid`,
+    :func:`sample_params_grid`; the draws gain ``group_scale``).
     """
     from .oracle import OracleModel
 
-    curve = make_curve(_z_of(leaf_probs), bands, band_scale, groups=groups, n_groups=n_groups)
+    scales = group_scale_grid(group_scale)
+    curve = make_curve(_z_of(leaf_probs), bands, band_scale, groups=groups, n_groups=n_groups, group_scale=scales[0])
     n_bands = curve.precision.shape[0]          # every offset: the bands' and the groups'
     m_b = n_band_offsets(curve)
+    if groups is not None and len(scales) > 1:
+        return _calibrated_grid_model(curve, scales, n_proposals, fit_iters)
 
     def init_state():
         return CalibratedState(mode=_prior_mode(n_bands), cov=_prior_cov(curve.precision))
@@ -434,6 +519,46 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
     return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
 
 
+def _calibrated_grid_model(curve: CalibrationCurve, scales, n_proposals: int, fit_iters: int):
+    """:func:`calibrated_model` with the group offsets' scale learned over the grid ``scales``."""
+    from .oracle import OracleModel
+
+    m_b = n_band_offsets(curve)
+
+    def init_state():
+        return fit_mode_grid(curve, scales, jnp.zeros((curve.z.shape[0], 2)), n_iter=1)
+
+    def fit(state, counts, unlabeled):
+        return fit_mode_grid(curve, scales, counts, init=state, n_iter=fit_iters)
+
+    def _mode(state):       # the mode at the scale of most weight
+        return state.mode[jnp.argmax(state.log_weight)]
+
+    def predictive(state):
+        mu = jax.nn.sigmoid(curve_eta(_mode(state), curve))
+        return jnp.stack([1 - mu, mu], axis=-1)
+
+    def sample(key, counts, unlabeled, n_draws, state=None):
+        st = fit_mode_grid(curve, scales, counts, init=state, n_iter=25 if state is None else 4)
+        k1, k2, k3 = jax.random.split(key, 3)
+        th, tau, ess = sample_params_grid(k1, curve, scales, counts, st, n_draws, n_proposals)
+        mu = jax.nn.sigmoid(jax.vmap(curve_eta, in_axes=(0, None))(th, curve))
+        kappa = jnp.exp(th[:, 2:3])
+        pi1 = jax.random.beta(k2, kappa * mu + counts[None, :, 1], kappa * (1 - mu) + counts[None, :, 0])
+        m1 = jax.random.binomial(k3, unlabeled[None, :], pi1)
+        return {"pi": jnp.stack([1 - pi1, pi1], axis=-1), "unlabeled_counts": jnp.stack([unlabeled[None, :] - m1, m1], axis=-1),
+                "a": th[:, 0], "b": th[:, 1], "kappa": kappa[:, 0], "band_offset": th[:, 3:3 + m_b],
+                "group_offset": th[:, 3 + m_b:], "group_scale": tau, "importance_ess": ess}
+
+    def posterior_predictive(state, counts):
+        mode = _mode(state)
+        kappa = jnp.exp(mode[2])
+        p1 = (kappa * jax.nn.sigmoid(curve_eta(mode, curve)) + counts[:, 1]) / (kappa + counts.sum(1))
+        return jnp.stack([1.0 - p1, p1], axis=-1)
+
+    return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
+
+
 def numpyro_model(z, counts, band=None, precision=None, group=None):
     """The same model in NumPyro (marginal over π), for NUTS and ArviZ diagnostics; with
     ``band`` / ``precision`` (a :class:`CalibrationCurve`'s, the bands' block) the band offsets
@@ -450,7 +575,14 @@ def numpyro_model(z, counts, band=None, precision=None, group=None):
         d = numpyro.sample("band_offset", dist.MultivariateNormal(jnp.zeros(precision.shape[0]), precision_matrix=precision))
         eta = eta + d[band]
     if group is not None and group.shape[1]:
-        e = numpyro.sample("group_offset", dist.Normal(0.0, GROUP_SCALE).expand([group.shape[1]]).to_event(1))
+        scales = group_scale_grid(None)
+        if len(scales) == 1:
+            e = numpyro.sample("group_offset", dist.Normal(0.0, scales[0]).expand([group.shape[1]]).to_event(1))
+        else:   # τ over the grid, uniform, summed out: p(e) = Σ_g N(e; 0, τ_g² I) / G
+            e = numpyro.sample("group_offset", dist.ImproperUniform(dist.constraints.real_vector, (), (group.shape[1],)))
+            t = jnp.asarray(scales)
+            numpyro.factor("group_offset_prior", jax.nn.logsumexp(
+                jnp.sum(dist.Normal(0.0, t[:, None]).log_prob(e[None, :]), axis=1)) - jnp.log(t.size))
         eta = eta + group @ e
     mu = jnp.clip(jax.nn.sigmoid(eta), 1e-12, 1 - 1e-12)
     n = counts.sum(-1)

@@ -353,6 +353,6 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
         m = jnp.stack(out, axis=-1) + m_top[..., None] * on_top
         return {"pi": pi, "unlabeled_counts": m, "a": s["a"], "b": s["b"], "kappa": s["kappa"],
                 "band_offset": s["band_offset"], "class_offset": s["group_offset"], "error_split": phi, "error_spread": eta,
-                "importance_ess": s["importance_ess"]}
+                "importance_ess": s["importance_ess"], **({"class_offset_scale": s["group_scale"]} if "group_scale" in s else {})}
 
     return OracleModel("calibrated-classes", init_state, fit, predictive, sample, posterior_predictive)

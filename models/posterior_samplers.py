@@ -132,7 +132,7 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
     k_fit, k_pi = key, pi_key
     prior = {name: np.asarray(v, dtype=np.float64) for name, v in cal.PRIOR.items()}
     info: dict = {}
-    mcmc = None
+    mcmc, scale_draws = None, None      # scale_draws: τ per draw, where it is learned over a grid (fast route)
     if method == "nuts":
         mcmc = (sampler or CalibratedSampler()).run(k_fit, lp, counts, num_warmup, num_samples, num_chains,
                                                     chain_method, {**CALIBRATED_NUTS, **nuts_kwargs}, extra_fields,
@@ -150,15 +150,20 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
 
         def one(k):
             d = om.sample(k, counts, unlabeled, int(num_samples))
-            return d["a"], d["b"], d["kappa"], d["band_offset"], d["group_offset"], d["pi"], d["importance_ess"]
+            return (d["a"], d["b"], d["kappa"], d["band_offset"], d["group_offset"], d["pi"], d["importance_ess"],
+                    d.get("group_scale", jnp.full(d["a"].shape, jnp.nan)))
 
-        a, b, kappa, d, e, pi, iess = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
+        a, b, kappa, d, e, pi, iess, tau = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
         a, b, kappa, d, e = np.asarray(a), np.asarray(b), np.asarray(kappa), np.asarray(d), np.asarray(e)
+        if e.shape[-1] and np.isfinite(np.asarray(tau)).all():   # τ learned over a grid: each draw's
+            scale_draws = np.asarray(tau)
         lk = np.log(kappa)
         pi = jnp.asarray(pi).reshape((-1,) + pi.shape[2:])
         info["importance_ess"] = np.asarray(iess).tolist()
         info["n_proposals"] = int(n_proposals)
     params = {"a": a, "b": b, "kappa": kappa, "log_kappa": lk}
+    if scale_draws is not None:
+        params["class_offset_scale"] = scale_draws
     dims = {f"prior_{name}": ["moment"] for name in prior}
     coords = {"moment": ["mean", "sd"]}
     if d.shape[-1]:
@@ -171,7 +176,8 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
         params["class_offset"] = e
         dims["class_offset"] = ["top_class"]
         coords["top_class"] = np.arange(e.shape[-1])
-        info["class_offset_scale"] = float(cal.GROUP_SCALE)
+        scales = cal.group_scale_grid()
+        info["class_offset_scale"] = scales[0] if len(scales) == 1 else list(scales)
     return ParameterDraws(params, pi, mcmc, prior, dims, coords, info)
 
 

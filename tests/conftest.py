@@ -75,17 +75,48 @@ def shared_pool_path(name):
     return path
 
 
+def computed_once_per_run(name, compute):
+    """``compute()``, computed once per test run however many xdist workers ask: the first
+    pickles its result into the run's cache folder (under a file lock, which the others wait
+    on) and the others load it.  With ``--dist loadfile`` the test files that share a
+    session fixture land on different workers, each of which would otherwise compute it
+    again.  Without the run's cache folder (``BAYES_EVAL_TEST_CACHE=0``) it is computed here."""
+    folder = os.environ.get("BAYES_EVAL_TEST_JAX_CACHE")
+    if not folder or not os.path.isdir(folder):
+        return compute()
+    import fcntl
+    import pickle
+
+    import jax
+
+    path = os.path.join(folder, f"fixture-{name}.pickle")
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                return pickle.load(f)
+        result = jax.tree_util.tree_map(lambda a: np.asarray(a) if isinstance(a, jax.Array) else a, compute())
+        with open(path + ".tmp", "wb") as f:
+            pickle.dump(result, f)
+        os.replace(path + ".tmp", path)
+        return result
+
+
 @pytest.fixture(scope="session")
 def ais_many_positives():
     """200 AIS runs (F1, budget 400, checkpoints 200 / 400) on a 4,000-item pool with 30%
-    positives, where a CLT can hold: shared by the interval tests (one compilation)."""
+    positives, where a CLT can hold: shared by the interval tests (one compilation, and
+    one computation per run: :func:`computed_once_per_run`)."""
     from bayes_eval.registry import measure_from_args
     from bayes_eval.simulate import run_simulation
 
-    pool = bayes_eval.demo_pool(n_items=4000, positive_rate=0.3, seed=1)
-    res, _ = run_simulation(pool, measure_from_args("f1", pool), "ais", budget=400, batch=50, repeats=200,
-                            seed=0, checkpoints=(200, 400), bayes=False, track_kl=False)
-    return res
+    def compute():
+        pool = bayes_eval.demo_pool(n_items=4000, positive_rate=0.3, seed=1)
+        res, _ = run_simulation(pool, measure_from_args("f1", pool), "ais", budget=400, batch=50, repeats=200,
+                                seed=0, checkpoints=(200, 400), bayes=False, track_kl=False)
+        return res
+
+    return computed_once_per_run("ais_many_positives", compute)
 
 
 def calibrated_prior_curve(z, groups=None, n_groups=None):
@@ -100,14 +131,18 @@ def calibrated_prior_curve(z, groups=None, n_groups=None):
 
     from bayes_eval.models import calibrated as cal
 
-    curve = cal.make_curve(np.asarray(z), cal.BANDS, groups=groups, n_groups=n_groups)
+    scales = jnp.asarray(cal.group_scale_grid())
+    curve = cal.make_curve(np.asarray(z), cal.BANDS, groups=groups, n_groups=n_groups, group_scale=1.0)
     walk = jnp.linalg.cholesky(jnp.linalg.inv(curve.precision))   # d = walk @ N(0, I) ~ N(0, Q⁻¹)
     prior = list(cal.PRIOR.values())
-    m = curve.precision.shape[0]
+    m, m_g = curve.precision.shape[0], cal.n_group_offsets(curve)
+    # the group offsets at scale 1, then times τ: GROUP_SCALE, or uniform over its grid
+    group_part = jnp.arange(m) >= m - m_g
 
     def draw(keys_abk, key_d):
         a, b, lk = (mu + s * jax.random.normal(kk) for (mu, s), kk in zip(prior, keys_abk))
-        d = walk @ jax.random.normal(key_d, (m,))
+        tau = scales[jax.random.randint(jax.random.fold_in(key_d, 7), (), 0, scales.size)]
+        d = (walk @ jax.random.normal(key_d, (m,))) * jnp.where(group_part, tau, 1.0)
         eta = cal.curve_eta(jnp.concatenate([jnp.stack([a, b, lk]), d]), curve)
         return jnp.clip(jax.nn.sigmoid(eta), 1e-9, 1 - 1e-9), jnp.exp(lk)
 

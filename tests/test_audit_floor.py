@@ -98,16 +98,16 @@ def test_ais_spends_its_budget_on_a_heavy_tie_and_its_confidence_sequence_holds(
     pool = _heavy_tie_pool()
     kw = dict(budget=2000, batch=50, seed=3, checkpoints=(2000,), n_strata=256, track_kl=False)
     out = {}
-    # the control's runs make ~1.9 million draws each: 4 of them (measured: all stall, none covers)
-    for floor, m, repeats in ((0.0, M.f1()._replace(fractional=False), 4), (0.01, M.f1(), 8)):
+    # the control's runs make ~1.9 million draws each: 2 of them (measured: all stall, none covers)
+    for floor, m, repeats in ((0.0, M.f1()._replace(fractional=False), 2), (0.01, M.f1(), 8)):
         res, _ = run_simulation(pool, m, "ais", audit_floor=floor, repeats=repeats, **kw)
         out[floor] = (res, summarize(res)[-1])
     res0, s0 = out[0.0]
     res1, s1 = out[0.01]
-    assert int(np.asarray(res0.stalled).sum()) == 4 and s0["mean_labels"] < 1950
+    assert int(np.asarray(res0.stalled).sum()) == 2 and s0["mean_labels"] < 1950
     assert int(np.asarray(res1.stalled).sum()) == 0 and s1["mean_labels"] == 2000
     assert s1["mean_draws"] < 0.2 * s0["mean_draws"]
-    assert s0["coverage_cs"] <= 0.25
+    assert s0["coverage_cs"] == 0.0
     assert s1["coverage_cs"] >= 0.75
 
 

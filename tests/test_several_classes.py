@@ -110,6 +110,69 @@ def test_a_class_the_classifier_is_overconfident_in_gets_its_own_curve_offset():
     assert abs(mu_g - 0.6) < 0.1 and mu_1 > 0.75, (mu_g, mu_1)
 
 
+SCALES = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def _offset_counts(shift):
+    """Labeled counts of 8 units per top class at confidences 0.6-0.95 (all labeled, 40 each),
+    top class 2 right ``shift`` less often than it says; the curve over them with groups."""
+    conf = np.linspace(0.6, 0.95, 8)
+    lp1 = np.tile(conf, C)
+    top = np.repeat(np.arange(C), conf.size)
+    rate = np.where(top == 2, lp1 - shift, lp1)
+    on = np.round(40 * rate)
+    counts = jnp.asarray(np.c_[40 - on, on], dtype=jnp.float64)
+    return counts, cal.make_curve(np.log(lp1 / (1 - lp1)), cal.BANDS, groups=top, n_groups=C)
+
+
+def test_the_class_offsets_scale_is_learned_from_the_labels():
+    """Stop 58: τ, the scale of the per-class offsets, learned over a grid (uniform prior;
+    ``calibrated.fit_mode_grid``).  Where every class is right as often as it says the labels
+    put most of its weight on small scales (≤ 0.5: the offsets shrink to 0, one curve for all);
+    where one class is right 0.3 less often than it says, most on scales ≥ 1 (its own level)."""
+    fit = jax.jit(lambda counts, curve: cal.fit_mode_grid(curve, SCALES, counts, n_iter=40).log_weight)
+    small = np.asarray(SCALES) <= 0.5
+    w_null = np.exp(np.asarray(fit(*_offset_counts(0.0))))
+    w_shift = np.exp(np.asarray(fit(*_offset_counts(0.3))))
+    np.testing.assert_allclose([w_null.sum(), w_shift.sum()], 1.0)
+    assert w_null[small].sum() > 0.7, w_null
+    assert w_shift[~small].sum() > 0.6, w_shift          # measured 0.73 (0.27 on τ = 0.5)
+    assert w_shift @ np.asarray(SCALES) > 2 * (w_null @ np.asarray(SCALES)), (w_null, w_shift)
+
+
+def test_the_grid_sampler_draws_the_prior_when_nothing_is_labeled(monkeypatch):
+    """With no labels the posterior is the prior: τ uniform over the grid and each offset a
+    mixture of N(0, τ²) -- what the mixture importance sampler (``sample_params_grid``: the
+    per-scale Laplace-t proposals, the target summed over the grid with each scale's
+    normaliser) must return.  Checked on 4000 draws: each scale's share within 4 binomial SE
+    of 1/6; E[e²] = mean τ² = 3.57 within 4 SE; P(|e| < 0.25) near its mixture value.  The
+    negative control: dropping the normaliser (−m log τ) shifts the scales' shares far off."""
+    counts, curve = _offset_counts(0.0)
+    counts = counts * 0.0
+    state = cal.fit_mode_grid(curve, SCALES, counts, n_iter=5)
+
+    def draw():
+        return jax.jit(lambda k: cal.sample_params_grid(k, curve, SCALES, counts, state, 4000, 16384))(
+            jax.random.PRNGKey(0))
+
+    th, tau, ess = draw()
+    tau, e = np.asarray(tau), np.asarray(th)[:, 3 + cal.BANDS:]
+    assert float(ess) > 2000
+    shares = np.array([np.mean(tau == t) for t in SCALES])
+    se = np.sqrt(1 / 6 * 5 / 6 / tau.size)
+    assert np.all(np.abs(shares - 1 / 6) < 4 * se), shares
+    t2 = np.mean(np.square(SCALES))
+    e2 = e.ravel() ** 2
+    assert abs(e2.mean() - t2) < 4 * e2.std() / np.sqrt(e2.size / 3), (e2.mean(), t2)   # 3 offsets per draw, ~independent
+    from scipy import stats
+    p_small = np.mean([2 * stats.norm.cdf(0.25 / t) - 1 for t in SCALES])
+    assert abs(np.mean(np.abs(e) < 0.25) - p_small) < 0.03
+    # negative control: without each scale's normaliser the target favours the widest scale
+    monkeypatch.setattr(cal, "_grid_log_prior", lambda curve, scales: jnp.zeros(len(scales)))
+    _, tau_wrong, _ = draw()
+    assert np.mean(np.asarray(tau_wrong) == SCALES[-1]) > 1 / 6 + 10 * se
+
+
 def test_the_error_splits_prior_mixes_the_shares_with_the_labels_reverse_confusion():
     """Stop 56: top class t's error split is a priori half the classifier's shares, half N̂(c → t)
     -- the pool's items of top class c that are class t, each unit's labels on t scaled by its size

@@ -160,7 +160,10 @@ VARIANTS = {"reverse-ht0.5": ("share-weight", 0.5), "reverse-ht0": ("share-weigh
             "grid-0.1-3": (None, np.logspace(-1, np.log10(3), 15)), "grid-0.001-1": (None, np.logspace(-3, 0, 19)),
             # stop 57: the curve's offset per top class (the library's, scale 1), off or at other scales
             "no-class-offsets": ("class-offsets", 0.0), "class-offsets0.5": ("class-offsets", 0.5),
-            "class-offsets2": ("class-offsets", 2.0)}
+            "class-offsets2": ("class-offsets", 2.0),
+            # stop 58: the offsets' scale τ learned over a grid (uniform prior on it)
+            "class-offsets-learned": ("class-offsets", (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)),
+            "class-offsets-learned4": ("class-offsets", (0.25, 0.5, 1.0, 2.0))}
 
 
 def variants(args):
@@ -188,8 +191,9 @@ def variants(args):
         lib_alphas, lib_post = CC.spread_alphas, CC.error_posterior
         lib_weight, lib_offsets, lib_gscale = CC.SHARE_WEIGHT, CC.CLASS_OFFSETS, CAL.GROUP_SCALE
         if prior == "class-offsets":    # grid holds the offsets' scale (0: none)
-            CC.CLASS_OFFSETS = float(grid) > 0
-            CAL.GROUP_SCALE = float(grid) if float(grid) > 0 else lib_gscale
+            on = np.max(grid) > 0
+            CC.CLASS_OFFSETS = bool(on)
+            CAL.GROUP_SCALE = (grid if np.ndim(grid) else float(grid)) if on else lib_gscale
             prior, grid = None, None
         elif prior == "share-weight":  # grid holds w, the classifier's share in the prior (the library's: 0.5)
             CC.SHARE_WEIGHT = float(grid)
