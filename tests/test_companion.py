@@ -133,6 +133,7 @@ def test_cli_companion_flag(capsys):
     assert "adaptive designs" in capsys.readouterr().err
 
 
+@pytest.mark.slow   # two ~8 s compiles; the difference estimator's range failure, a regression study
 def test_companion_rounds_keep_f1_in_range_on_a_rare_miscalibrated_pool():
     """The first rounds follow the companion while it is still (nearly) its prior.  On the
     demo pool (0.2% positive, scores far from calibrated) the difference estimator then
@@ -141,7 +142,7 @@ def test_companion_rounds_keep_f1_in_range_on_a_rare_miscalibrated_pool():
     the negative control.  Both measured on F1 *not* projected onto what the labels allow
     (``bayes_eval.feasible``), which puts any estimate in range."""
     pool = demo_pool(n_items=20_000, positive_rate=0.002, seed=0)
-    kw = dict(budget=100, batch=50, repeats=60, seed=0, checkpoints=(50, 100), companion="calibrated")
+    kw = dict(budget=100, batch=50, repeats=200, seed=0, checkpoints=(50, 100), companion="calibrated")
     raw_f1 = M.f1()._replace(fractional=False)
     res, _ = run_simulation(pool, raw_f1, "poisson-adaptive", **kw)
     v = res.checkpoint_value[..., 0]

@@ -140,6 +140,7 @@ def test_the_class_offsets_scale_is_learned_from_the_labels():
     assert w_shift @ np.asarray(SCALES) > 2 * (w_null @ np.asarray(SCALES)), (w_null, w_shift)
 
 
+@pytest.mark.slow   # ~19 s of compiles; the learned scale is a study option, not the default
 def test_the_grid_sampler_draws_the_prior_when_nothing_is_labeled(monkeypatch):
     """With no labels the posterior is the prior: τ uniform over the grid and each offset a
     mixture of N(0, τ²) -- what the mixture importance sampler (``sample_params_grid``: the
