@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from bayes_eval.cli import main as cli_main
-from bayes_eval.pool import Pool, demo_pool
+from bayes_eval.pool import demo_pool
 from bayes_eval.session import Session
 
 pytestmark = pytest.mark.slow

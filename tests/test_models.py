@@ -61,7 +61,6 @@ def _problem(seed, labeled=8, size=None, k=K):
 
 def _tree_nodes(depth, branching):
     """Brute-force node list: (level, index, leaves below) for every non-root node."""
-    n_leaves = branching**depth
     out = []
     for lvl in range(1, depth + 1):
         width = branching ** (depth - lvl)
