@@ -80,16 +80,19 @@ def computed_once_per_run(name, compute):
     pickles its result into the run's cache folder (under a file lock, which the others wait
     on) and the others load it.  With ``--dist loadfile`` the test files that share a
     session fixture land on different workers, each of which would otherwise compute it
-    again.  Without the run's cache folder (``BAYES_EVAL_TEST_CACHE=0``) it is computed here."""
+    again.  The file is named by xdist's id of this run, so a cache folder kept between runs
+    (``BAYES_EVAL_TEST_JAX_CACHE`` set by hand) never serves a result of older code.  Without
+    xdist or the run's cache folder (``BAYES_EVAL_TEST_CACHE=0``) it is computed here."""
     folder = os.environ.get("BAYES_EVAL_TEST_JAX_CACHE")
-    if not folder or not os.path.isdir(folder):
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not folder or not run or not os.path.isdir(folder):
         return compute()
     import fcntl
     import pickle
 
     import jax
 
-    path = os.path.join(folder, f"fixture-{name}.pickle")
+    path = os.path.join(folder, f"fixture-{name}-{run}.pickle")
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(path):
