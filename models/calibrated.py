@@ -124,6 +124,12 @@ def band_precision(n_bands: int, scale: float = BAND_SCALE):
     return (jnp.eye(m) + D.T @ D) / float(scale) ** 2
 
 
+def _with_group_block(q_b, m_g: int, scale: float):
+    """The offsets' precision: the bands' block ``q_b`` then the m_g group offsets' I / scale²."""
+    m_b = q_b.shape[0]
+    return jnp.block([[q_b, jnp.zeros((m_b, m_g))], [jnp.zeros((m_g, m_b)), jnp.eye(m_g) / scale ** 2]])
+
+
 def make_curve(z, n_bands: int = 0, scale: float = BAND_SCALE, groups=None, n_groups: int | None = None,
                group_scale: float | None = None) -> CalibrationCurve:
     """The curve over units with logits ``z``: ``n_bands`` quantile bands of z over the units;
@@ -141,10 +147,7 @@ def make_curve(z, n_bands: int = 0, scale: float = BAND_SCALE, groups=None, n_gr
     groups = np.asarray(groups, dtype=np.int64)
     m_g = int(groups.max()) + 1 if n_groups is None else int(n_groups)
     onehot = jnp.asarray(np.eye(m_g)[groups], dtype=z.dtype)
-    m_b = q.shape[0]
-    scale_g = group_scale_grid(group_scale)[0]
-    q = jnp.block([[q, jnp.zeros((m_b, m_g))], [jnp.zeros((m_g, m_b)), jnp.eye(m_g) / scale_g ** 2]])
-    return CalibrationCurve(z, band, q, onehot)
+    return CalibrationCurve(z, band, _with_group_block(q, m_g, group_scale_grid(group_scale)[0]), onehot)
 
 
 def _as_curve(z) -> CalibrationCurve:
@@ -365,10 +368,8 @@ def group_scale_grid(group_scale=None):
 
 def _grid_precisions(curve: CalibrationCurve, scales):
     """(G, m, m): the curve's offsets' precision with the group block I / τ_g² for each scale."""
-    m_b, m_g = n_band_offsets(curve), n_group_offsets(curve)
-    q_b = curve.precision[:m_b, :m_b]
-    return jnp.stack([jnp.block([[q_b, jnp.zeros((m_b, m_g))], [jnp.zeros((m_g, m_b)), jnp.eye(m_g) / t ** 2]])
-                      for t in scales])
+    m_b = n_band_offsets(curve)
+    return jnp.stack([_with_group_block(curve.precision[:m_b, :m_b], n_group_offsets(curve), t) for t in scales])
 
 
 def _grid_log_prior(curve: CalibrationCurve, scales):
@@ -462,6 +463,27 @@ def sample_params(key, z, counts, state: CalibratedState, n_draws: int, n_propos
     return x[idx], ess
 
 
+def _draws_given_params(th, k_pi, k_unl, curve: CalibrationCurve, counts, unlabeled, m_b: int):
+    """Given draws θ of (a, b, log κ, d[, e]): π_k | labels ~ Beta(κμ_k + n_k1, κ(1−μ_k) + n_k0)
+    exactly, then each stratum's unlabeled positives ~ Binomial(unlabeled, π_k); the sampler's
+    dict (both of :func:`calibrated_model`'s samplers)."""
+    mu = jax.nn.sigmoid(jax.vmap(curve_eta, in_axes=(0, None))(th, curve))
+    kappa = jnp.exp(th[:, 2:3])
+    pi1 = jax.random.beta(k_pi, kappa * mu + counts[None, :, 1], kappa * (1 - mu) + counts[None, :, 0])
+    m1 = jax.random.binomial(k_unl, unlabeled[None, :], pi1)
+    return {"pi": jnp.stack([1 - pi1, pi1], axis=-1), "unlabeled_counts": jnp.stack([unlabeled[None, :] - m1, m1], axis=-1),
+            "a": th[:, 0], "b": th[:, 1], "kappa": kappa[:, 0], "band_offset": th[:, 3:3 + m_b],
+            "group_offset": th[:, 3 + m_b:]}
+
+
+def _mode_posterior_predictive(mode, curve: CalibrationCurve, counts):
+    """The per-stratum posterior mean at a mode of θ: (κμ_k + n_k1) / (κ + n_k) -- what the
+    stratum's own labels add to the curve."""
+    kappa = jnp.exp(mode[2])
+    p1 = (kappa * jax.nn.sigmoid(curve_eta(mode, curve)) + counts[:, 1]) / (kappa + counts.sum(1))
+    return jnp.stack([1.0 - p1, p1], axis=-1)
+
+
 def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, bands: int = 0,
                      band_scale: float = BAND_SCALE, groups=None, n_groups: int | None = None,
                      group_scale=None):
@@ -499,25 +521,10 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
         st = fit_mode(curve, counts, init=state, n_iter=25 if state is None else 4)
         k1, k2, k3 = jax.random.split(key, 3)
         th, ess = sample_params(k1, curve, counts, st, n_draws, n_proposals)
-        mu = jax.nn.sigmoid(jax.vmap(curve_eta, in_axes=(0, None))(th, curve))
-        kappa = jnp.exp(th[:, 2:3])
-        al = kappa * mu + counts[None, :, 1]
-        be = kappa * (1 - mu) + counts[None, :, 0]
-        pi1 = jax.random.beta(k2, al, be)
-        pi = jnp.stack([1 - pi1, pi1], axis=-1)
-        m1 = jax.random.binomial(k3, unlabeled[None, :], pi1)
-        m = jnp.stack([unlabeled[None, :] - m1, m1], axis=-1)
-        return {"pi": pi, "unlabeled_counts": m, "a": th[:, 0], "b": th[:, 1], "kappa": kappa[:, 0],
-                "band_offset": th[:, 3:3 + m_b], "group_offset": th[:, 3 + m_b:], "importance_ess": ess}
+        return {**_draws_given_params(th, k2, k3, curve, counts, unlabeled, m_b), "importance_ess": ess}
 
     def posterior_predictive(state, counts):
-        # the per-stratum posterior mean at the mode of (a, b, log kappa, d):
-        # (kappa mu_k + n_k1) / (kappa + n_k) -- what the stratum's own labels add to the curve
-        kappa = jnp.exp(state.mode[2])
-        mu = predictive(state)[:, 1]
-        n = counts.sum(1)
-        p1 = (kappa * mu + counts[:, 1]) / (kappa + n)
-        return jnp.stack([1.0 - p1, p1], axis=-1)
+        return _mode_posterior_predictive(state.mode, curve, counts)
 
     return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
 
@@ -545,19 +552,11 @@ def _calibrated_grid_model(curve: CalibrationCurve, scales, n_proposals: int, fi
         st = fit_mode_grid(curve, scales, counts, init=state, n_iter=25 if state is None else 4)
         k1, k2, k3 = jax.random.split(key, 3)
         th, tau, ess = sample_params_grid(k1, curve, scales, counts, st, n_draws, n_proposals)
-        mu = jax.nn.sigmoid(jax.vmap(curve_eta, in_axes=(0, None))(th, curve))
-        kappa = jnp.exp(th[:, 2:3])
-        pi1 = jax.random.beta(k2, kappa * mu + counts[None, :, 1], kappa * (1 - mu) + counts[None, :, 0])
-        m1 = jax.random.binomial(k3, unlabeled[None, :], pi1)
-        return {"pi": jnp.stack([1 - pi1, pi1], axis=-1), "unlabeled_counts": jnp.stack([unlabeled[None, :] - m1, m1], axis=-1),
-                "a": th[:, 0], "b": th[:, 1], "kappa": kappa[:, 0], "band_offset": th[:, 3:3 + m_b],
-                "group_offset": th[:, 3 + m_b:], "group_scale": tau, "importance_ess": ess}
+        return {**_draws_given_params(th, k2, k3, curve, counts, unlabeled, m_b), "group_scale": tau,
+                "importance_ess": ess}
 
     def posterior_predictive(state, counts):
-        mode = _mode(state)
-        kappa = jnp.exp(mode[2])
-        p1 = (kappa * jax.nn.sigmoid(curve_eta(mode, curve)) + counts[:, 1]) / (kappa + counts.sum(1))
-        return jnp.stack([1.0 - p1, p1], axis=-1)
+        return _mode_posterior_predictive(_mode(state), curve, counts)
 
     return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
 

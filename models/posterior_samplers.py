@@ -151,12 +151,11 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
         def one(k):
             d = om.sample(k, counts, unlabeled, int(num_samples))
             return (d["a"], d["b"], d["kappa"], d["band_offset"], d["group_offset"], d["pi"], d["importance_ess"],
-                    d.get("group_scale", jnp.full(d["a"].shape, jnp.nan)))
+                    d.get("group_scale"))
 
         a, b, kappa, d, e, pi, iess, tau = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
         a, b, kappa, d, e = np.asarray(a), np.asarray(b), np.asarray(kappa), np.asarray(d), np.asarray(e)
-        if e.shape[-1] and np.isfinite(np.asarray(tau)).all():   # τ learned over a grid: each draw's
-            scale_draws = np.asarray(tau)
+        scale_draws = None if tau is None else np.asarray(tau)   # τ learned over a grid: each draw's
         lk = np.log(kappa)
         pi = jnp.asarray(pi).reshape((-1,) + pi.shape[2:])
         info["importance_ess"] = np.asarray(iess).tolist()
