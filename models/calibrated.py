@@ -72,7 +72,7 @@ from jax.scipy.special import digamma, gammaln, polygamma
 
 from .. import _config  # noqa: F401
 
-__all__ = ["CalibratedState", "CalibrationCurve", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "group_scale_grid", "n_band_offsets", "n_group_offsets", "calibrated_model", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
+__all__ = ["CalibratedState", "CalibrationCurve", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "group_scale_grid", "band_scale_grid", "n_band_offsets", "n_group_offsets", "calibrated_model", "OffsetGrid", "offset_grid", "fit_mode_grid", "sample_params_grid", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
 
 PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1.5)}
 
@@ -82,7 +82,7 @@ PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1
 #: scale.  Measured on captured runs (``benchmarks/results/band_offsets.md``): see the module
 #: docstring.  The companion model of the designs keeps the two-parameter curve (bands=0).
 BANDS = 6
-BAND_SCALE = 1.0
+BAND_SCALE = 1.0       # a tuple: the scale learned over that grid (``calibrated_model(band_scale=...)``)
 
 #: the scale (logit units) of the curve's group offsets e_g ~ N(0, GROUP_SCALE²): on a pool of
 #: several classes one per top class (``models/calibrated_classes.py``), so that a class the
@@ -141,7 +141,7 @@ def make_curve(z, n_bands: int = 0, scale: float = BAND_SCALE, groups=None, n_gr
         band, q = jnp.zeros(z.shape, jnp.int32), jnp.zeros((0, 0))
     else:
         cuts = jnp.quantile(z, jnp.linspace(0.0, 1.0, m + 1)[1:-1])
-        band, q = jnp.searchsorted(cuts, z, side="right").astype(jnp.int32), band_precision(m, scale)
+        band, q = jnp.searchsorted(cuts, z, side="right").astype(jnp.int32), band_precision(m, band_scale_grid(scale)[0])
     if groups is None:
         return CalibrationCurve(z, band, q)
     groups = np.asarray(groups, dtype=np.int64)
@@ -366,26 +366,50 @@ def group_scale_grid(group_scale=None):
     return tuple(float(v) for v in np.atleast_1d(np.asarray(gs, dtype=np.float64)))
 
 
-def _grid_precisions(curve: CalibrationCurve, scales):
-    """(G, m, m): the curve's offsets' precision with the group block I / τ_g² for each scale."""
-    m_b = n_band_offsets(curve)
-    return jnp.stack([_with_group_block(curve.precision[:m_b, :m_b], n_group_offsets(curve), t) for t in scales])
+def band_scale_grid(band_scale=None):
+    """The band offsets' random-walk scales as a tuple (one: a fixed scale; default :data:`BAND_SCALE`)."""
+    return group_scale_grid(BAND_SCALE if band_scale is None else band_scale)
 
 
-def _grid_log_prior(curve: CalibrationCurve, scales):
-    """(G,) log p(τ_g) − m_g log τ_g: the uniform prior over the grid and the normaliser of
-    N(0, τ_g² I) over the m_g group offsets (what :func:`log_posterior` leaves out, as it
-    does not depend on θ), so that log_posterior + this is log p(θ, τ_g | y) + const."""
-    t = jnp.asarray(scales)
-    return -jnp.log(t.size) - n_group_offsets(curve) * jnp.log(t)
+class OffsetGrid(NamedTuple):
+    """A grid of the offsets' scales, each point a prior of the offsets: G points of (the bands'
+    random-walk scale s, the groups' scale τ), the uniform prior over them summed out exactly
+    (:func:`fit_mode_grid`, :func:`sample_params_grid`)."""
+
+    precision: jnp.ndarray    # (G, m, m): Q_b(1) / s² ⊕ I / τ²
+    log_prior: jnp.ndarray    # (G,): log p(point) + log of N(0, Q⁻¹)'s normaliser, up to a constant
+    band_scale: jnp.ndarray   # (G,) s (NaN: the curve's own band block, not a grid)
+    group_scale: jnp.ndarray  # (G,) τ
 
 
-def fit_mode_grid(curve: CalibrationCurve, scales, counts, init=None, n_iter: int = 40):
-    """:func:`fit_mode` at every group scale τ_g of the grid (vmapped) and the scales'
-    posterior weights by the Laplace approximation of p(y | τ_g):
-    log w_g = log p(θ̂_g, y | τ_g) + ½ log det Σ_g + log p(τ_g), normalised."""
-    precisions = _grid_precisions(curve, scales)
-    lp = _grid_log_prior(curve, scales)
+def offset_grid(curve: CalibrationCurve, band_scales=None, group_scales=None) -> OffsetGrid:
+    """The grid over the band offsets' scales ``band_scales`` (None: the curve's own band block)
+    times the group offsets' scales ``group_scales`` (None: :data:`GROUP_SCALE`), uniform.  The
+    log prior holds log p(point) − m_b log s − m_g log τ: the normalisers of N(0, Q_b(1)⁻¹ s²)
+    and N(0, τ² I) that :func:`log_posterior` leaves out (they do not depend on θ), so that
+    log_posterior + it is log p(θ, point | y) + const."""
+    m_b, m_g = n_band_offsets(curve), n_group_offsets(curve)
+    bands = [(float("nan"), curve.precision[:m_b, :m_b])] if band_scales is None else \
+        [(float(s), band_precision(m_b, s) if m_b else jnp.zeros((0, 0))) for s in np.atleast_1d(band_scales)]
+    points = [(s, q, t) for s, q in bands for t in group_scale_grid(group_scales)]
+    prec = jnp.stack([_with_group_block(q, m_g, t) for _, q, t in points])
+    sb = np.array([s for s, _, _ in points])
+    tg = np.array([t for _, _, t in points])
+    lp = -np.log(len(points)) - m_g * np.log(tg) - (0.0 if band_scales is None else m_b * np.log(sb))
+    return OffsetGrid(prec, jnp.asarray(lp), jnp.asarray(sb), jnp.asarray(tg))
+
+
+def _as_grid(curve: CalibrationCurve, grid) -> OffsetGrid:
+    """An :class:`OffsetGrid`, or a sequence of group scales τ (stop 58's grid) made one."""
+    return grid if isinstance(grid, OffsetGrid) else offset_grid(curve, None, grid)
+
+
+def fit_mode_grid(curve: CalibrationCurve, grid, counts, init=None, n_iter: int = 40):
+    """:func:`fit_mode` at every point g of the offsets' scale grid (an :class:`OffsetGrid`, or
+    a sequence of group scales τ; vmapped) and the points' posterior weights by the Laplace
+    approximation of p(y | g): log w_g = log p(θ̂_g, y | g) + ½ log det Σ_g + log p(g), normalised."""
+    grid = _as_grid(curve, grid)
+    precisions, lp = grid.precision, grid.log_prior
 
     def one(q, st):
         c = curve._replace(precision=q)
@@ -394,21 +418,22 @@ def fit_mode_grid(curve: CalibrationCurve, scales, counts, init=None, n_iter: in
         return st, log_posterior(st.mode, c, counts) + 0.5 * logdet
 
     if init is None:
-        init = CalibratedState(jnp.broadcast_to(_prior_mode(curve.precision.shape[0]), (len(scales), curve.precision.shape[0] + 3)),
+        init = CalibratedState(jnp.broadcast_to(_prior_mode(curve.precision.shape[0]), (lp.shape[0], curve.precision.shape[0] + 3)),
                                jax.vmap(_prior_cov)(precisions))
     st, log_ev = jax.vmap(one)(precisions, CalibratedState(init.mode, init.cov))
     return CalibratedState(st.mode, st.cov, jax.nn.log_softmax(log_ev + lp))
 
 
-def sample_params_grid(key, curve: CalibrationCurve, scales, counts, state: CalibratedState, n_draws: int,
+def sample_params_grid(key, curve: CalibrationCurve, grid, counts, state: CalibratedState, n_draws: int,
                        n_proposals: int = 1024):
-    """Draws of θ = (a, b, log κ, d, e) from its posterior with the group scale τ
-    integrated over the grid (a uniform prior on it): importance sampling from the mixture of
-    the per-scale Laplace-t proposals (each picked by its weight ``state.log_weight``), the
-    target log Σ_g p(τ_g) p(θ | τ_g) p(y | θ), systematic resampling.  Also each draw's τ,
-    drawn from p(τ | θ).  Returns (θ draws, τ draws, ESS)."""
-    precisions = _grid_precisions(curve, scales)
-    lp = _grid_log_prior(curve, scales)
+    """Draws of θ = (a, b, log κ, d, e) from its posterior with the offsets' scales
+    integrated over the grid (an :class:`OffsetGrid`, or a sequence of group scales τ; a uniform
+    prior on it): importance sampling from the mixture of the per-point Laplace-t proposals
+    (each picked by its weight ``state.log_weight``), the target log Σ_g p(g) p(θ | g) p(y | θ),
+    systematic resampling.  Also each draw's grid point, drawn from p(g | θ).  Returns (θ
+    draws, the draws' points as indices into the grid, ESS)."""
+    grid = _as_grid(curve, grid)
+    precisions, lp = grid.precision, grid.log_prior
     k0, k1, k2, k3 = jax.random.split(key, 4)
     comp = jax.random.categorical(k0, state.log_weight, shape=(n_proposals,))
     chols = jax.vmap(lambda c: jnp.linalg.cholesky(1.5 * c + 1e-9 * jnp.eye(c.shape[0])))(state.cov)
@@ -430,8 +455,8 @@ def sample_params_grid(key, curve: CalibrationCurve, scales, counts, state: Cali
     w = w / jnp.sum(w)
     u = (jax.random.uniform(k3) + jnp.arange(n_draws)) / n_draws
     idx = jnp.clip(jnp.searchsorted(jnp.cumsum(w), u), 0, n_proposals - 1)
-    tau_idx = jax.random.categorical(jax.random.fold_in(k3, 1), joint[:, idx].T, axis=-1)
-    return x[idx], jnp.asarray(scales)[tau_idx], 1.0 / jnp.sum(w ** 2)
+    point = jax.random.categorical(jax.random.fold_in(k3, 1), joint[:, idx].T, axis=-1)
+    return x[idx], point, 1.0 / jnp.sum(w ** 2)
 
 
 def _student_t(key, mean, cov, n, df=5.0):
@@ -493,19 +518,23 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
     ``fit_iters``: damped Newton steps per ``fit`` (warm-started from the given state;
     a companion model refitted after every stage needs few); ``bands``: the curve's band
     offsets (0: the two-parameter logistic curve; the posterior model of the registry uses
-    :data:`BANDS`), ``band_scale`` their random walk's scale; ``groups`` (K,) int: one more offset
-    per group, N(0, τ²) with τ = ``group_scale`` (default :data:`GROUP_SCALE`); a sequence of
-    scales: τ learned over that grid (a uniform prior on it, :func:`fit_mode_grid`,
+    :data:`BANDS`), ``band_scale`` their random walk's scale (a sequence of scales: s learned over
+    that grid, uniform; the draws gain ``band_scale``); ``groups`` (K,) int: one more offset per
+    group, N(0, τ²) with τ = ``group_scale`` (default :data:`GROUP_SCALE`); a sequence of scales:
+    τ learned over that grid (a uniform prior on it, :func:`fit_mode_grid`,
     :func:`sample_params_grid`; the draws gain ``group_scale``).
     """
     from .oracle import OracleModel
 
     scales = group_scale_grid(group_scale)
-    curve = make_curve(_z_of(leaf_probs), bands, band_scale, groups=groups, n_groups=n_groups, group_scale=scales[0])
+    band_scales = band_scale_grid(band_scale)
+    curve = make_curve(_z_of(leaf_probs), bands, band_scales[0], groups=groups, n_groups=n_groups, group_scale=scales[0])
     n_bands = curve.precision.shape[0]          # every offset: the bands' and the groups'
     m_b = n_band_offsets(curve)
-    if groups is not None and len(scales) > 1:
-        return _calibrated_grid_model(curve, scales, n_proposals, fit_iters)
+    learn_bands = m_b > 0 and len(band_scales) > 1
+    if (groups is not None and len(scales) > 1) or learn_bands:
+        grid = offset_grid(curve, band_scales if learn_bands else None, scales if groups is not None else None)
+        return _calibrated_grid_model(curve, grid, n_proposals, fit_iters, learn_bands, groups is not None and len(scales) > 1)
 
     def init_state():
         return CalibratedState(mode=_prior_mode(n_bands), cov=_prior_cov(curve.precision))
@@ -529,8 +558,10 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
     return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
 
 
-def _calibrated_grid_model(curve: CalibrationCurve, scales, n_proposals: int, fit_iters: int):
-    """:func:`calibrated_model` with the group offsets' scale learned over the grid ``scales``."""
+def _calibrated_grid_model(curve: CalibrationCurve, scales: OffsetGrid, n_proposals: int, fit_iters: int,
+                           band_draws: bool = False, group_draws: bool = True):
+    """:func:`calibrated_model` with the offsets' scales learned over the grid ``scales``; the
+    draws carry ``band_scale`` / ``group_scale`` where those are learned."""
     from .oracle import OracleModel
 
     m_b = n_band_offsets(curve)
@@ -551,9 +582,10 @@ def _calibrated_grid_model(curve: CalibrationCurve, scales, n_proposals: int, fi
     def sample(key, counts, unlabeled, n_draws, state=None):
         st = fit_mode_grid(curve, scales, counts, init=state, n_iter=25 if state is None else 4)
         k1, k2, k3 = jax.random.split(key, 3)
-        th, tau, ess = sample_params_grid(k1, curve, scales, counts, st, n_draws, n_proposals)
-        return {**_draws_given_params(th, k2, k3, curve, counts, unlabeled, m_b), "group_scale": tau,
-                "importance_ess": ess}
+        th, point, ess = sample_params_grid(k1, curve, scales, counts, st, n_draws, n_proposals)
+        learned = {**({"band_scale": scales.band_scale[point]} if band_draws else {}),
+                   **({"group_scale": scales.group_scale[point]} if group_draws else {})}
+        return {**_draws_given_params(th, k2, k3, curve, counts, unlabeled, m_b), **learned, "importance_ess": ess}
 
     def posterior_predictive(state, counts):
         return _mode_posterior_predictive(_mode(state), curve, counts)
@@ -574,7 +606,14 @@ def numpyro_model(z, counts, band=None, precision=None, group=None):
     kappa = jnp.exp(lk)
     eta = a + b * z
     if precision is not None and precision.shape[0]:
-        d = numpyro.sample("band_offset", dist.MultivariateNormal(jnp.zeros(precision.shape[0]), precision_matrix=precision))
+        m, bs = precision.shape[0], band_scale_grid(None)
+        if len(bs) == 1:
+            d = numpyro.sample("band_offset", dist.MultivariateNormal(jnp.zeros(m), precision_matrix=precision))
+        else:   # the walk's scale s over the grid, uniform, summed out: p(d) = Σ_s N(d; 0, s² Q₁⁻¹) / S
+            d = numpyro.sample("band_offset", dist.ImproperUniform(dist.constraints.real_vector, (), (m,)))
+            q1, s = precision * bs[0] ** 2, jnp.asarray(bs)       # ``precision`` is the walk's at bs[0]
+            numpyro.factor("band_offset_prior", jax.nn.logsumexp(-0.5 * (d @ q1 @ d) / s ** 2 - m * jnp.log(s))
+                           - jnp.log(s.size))
         eta = eta + d[band]
     if group is not None and group.shape[1]:
         scales = group_scale_grid(None)

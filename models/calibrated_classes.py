@@ -297,7 +297,7 @@ def _mean_split(alphas, log_w):
 
 
 def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, bands: int = BANDS,
-                             band_scale: float = BAND_SCALE):
+                             band_scale=BAND_SCALE):
     """The model behind the ``OracleModel`` interface for C ≥ 2 classes (see the module
     docstring); ``leaf_probs`` (K, C) the classifier's mean class probabilities per unit, the
     rest as :func:`bayes_eval.models.calibrated.calibrated_model`."""
@@ -353,6 +353,7 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
         m = jnp.stack(out, axis=-1) + m_top[..., None] * on_top
         return {"pi": pi, "unlabeled_counts": m, "a": s["a"], "b": s["b"], "kappa": s["kappa"],
                 "band_offset": s["band_offset"], "class_offset": s["group_offset"], "error_split": phi, "error_spread": eta,
-                "importance_ess": s["importance_ess"], **({"class_offset_scale": s["group_scale"]} if "group_scale" in s else {})}
+                "importance_ess": s["importance_ess"], **({"class_offset_scale": s["group_scale"]} if "group_scale" in s else {}),
+                **({"band_offset_scale": s["band_scale"]} if "band_scale" in s else {})}
 
     return OracleModel("calibrated-classes", init_state, fit, predictive, sample, posterior_predictive)

@@ -133,6 +133,7 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
     prior = {name: np.asarray(v, dtype=np.float64) for name, v in cal.PRIOR.items()}
     info: dict = {}
     mcmc, scale_draws = None, None      # scale_draws: τ per draw, where it is learned over a grid (fast route)
+    band_scale_draws = None             # likewise the band offsets' random-walk scale
     if method == "nuts":
         mcmc = (sampler or CalibratedSampler()).run(k_fit, lp, counts, num_warmup, num_samples, num_chains,
                                                     chain_method, {**CALIBRATED_NUTS, **nuts_kwargs}, extra_fields,
@@ -151,9 +152,10 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
         def one(k):
             d = om.sample(k, counts, unlabeled, int(num_samples))
             return (d["a"], d["b"], d["kappa"], d["band_offset"], d["group_offset"], d["pi"], d["importance_ess"],
-                    d.get("group_scale"))
+                    d.get("group_scale"), d.get("band_scale"))
 
-        a, b, kappa, d, e, pi, iess, tau = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
+        a, b, kappa, d, e, pi, iess, tau, s_band = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
+        band_scale_draws = None if s_band is None else np.asarray(s_band)   # the walk's scale, where learned
         a, b, kappa, d, e = np.asarray(a), np.asarray(b), np.asarray(kappa), np.asarray(d), np.asarray(e)
         scale_draws = None if tau is None else np.asarray(tau)   # τ learned over a grid: each draw's
         lk = np.log(kappa)
@@ -163,6 +165,8 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
     params = {"a": a, "b": b, "kappa": kappa, "log_kappa": lk}
     if scale_draws is not None:
         params["class_offset_scale"] = scale_draws
+    if band_scale_draws is not None:
+        params["band_offset_scale"] = band_scale_draws
     dims = {f"prior_{name}": ["moment"] for name in prior}
     coords = {"moment": ["mean", "sd"]}
     if d.shape[-1]:
@@ -170,7 +174,8 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
         dims["band_offset"] = ["band"]
         coords["band"] = np.arange(d.shape[-1])
         info["bands"] = int(d.shape[-1])
-        info["band_scale"] = float(cal.BAND_SCALE)
+        bs = cal.band_scale_grid()
+        info["band_scale"] = bs[0] if len(bs) == 1 else list(bs)
     if e.shape[-1]:
         params["class_offset"] = e
         dims["class_offset"] = ["top_class"]

@@ -124,7 +124,7 @@ def ais_many_positives():
 
 def calibrated_prior_curve(z, groups=None, n_groups=None):
     """A draw of the calibrated model's curve from its prior (``models/calibrated.py``: ``PRIOR``
-    for (a, b, log κ), the band offsets d a Gaussian walk of its precision over ``BANDS`` bands,
+    for (a, b, log κ), the band offsets d a Gaussian walk over ``BANDS`` bands of scale ``BAND_SCALE`` (or uniform over its grid),
     and with ``groups`` (the units' top classes) one offset per group, N(0, ``GROUP_SCALE``²)):
     a function of (three keys for a, b, log κ; a key for the offsets) -> (μ per unit, κ), for the
     simulation-based calibration of the binary model (``test_posterior.py``) and of its top split
@@ -135,17 +135,20 @@ def calibrated_prior_curve(z, groups=None, n_groups=None):
     from bayes_eval.models import calibrated as cal
 
     scales = jnp.asarray(cal.group_scale_grid())
-    curve = cal.make_curve(np.asarray(z), cal.BANDS, groups=groups, n_groups=n_groups, group_scale=1.0)
+    band_scales = jnp.asarray(cal.band_scale_grid())
+    curve = cal.make_curve(np.asarray(z), cal.BANDS, scale=1.0, groups=groups, n_groups=n_groups, group_scale=1.0)
     walk = jnp.linalg.cholesky(jnp.linalg.inv(curve.precision))   # d = walk @ N(0, I) ~ N(0, Q⁻¹)
     prior = list(cal.PRIOR.values())
     m, m_g = curve.precision.shape[0], cal.n_group_offsets(curve)
-    # the group offsets at scale 1, then times τ: GROUP_SCALE, or uniform over its grid
+    # the offsets at scale 1, then times the walk's scale s and the groups' τ: BAND_SCALE and
+    # GROUP_SCALE, or each uniform over its grid
     group_part = jnp.arange(m) >= m - m_g
 
     def draw(keys_abk, key_d):
         a, b, lk = (mu + s * jax.random.normal(kk) for (mu, s), kk in zip(prior, keys_abk))
         tau = scales[jax.random.randint(jax.random.fold_in(key_d, 7), (), 0, scales.size)]
-        d = (walk @ jax.random.normal(key_d, (m,))) * jnp.where(group_part, tau, 1.0)
+        s_band = band_scales[jax.random.randint(jax.random.fold_in(key_d, 8), (), 0, band_scales.size)]
+        d = (walk @ jax.random.normal(key_d, (m,))) * jnp.where(group_part, tau, s_band)
         eta = cal.curve_eta(jnp.concatenate([jnp.stack([a, b, lk]), d]), curve)
         return jnp.clip(jax.nn.sigmoid(eta), 1e-9, 1 - 1e-9), jnp.exp(lk)
 

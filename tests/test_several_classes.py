@@ -141,7 +141,7 @@ def test_the_class_offsets_scale_is_learned_from_the_labels():
 
 
 @pytest.mark.slow   # ~19 s of compiles; the learned scale is a study option, not the default
-def test_the_grid_sampler_draws_the_prior_when_nothing_is_labeled(monkeypatch):
+def test_the_grid_sampler_draws_the_prior_when_nothing_is_labeled():
     """With no labels the posterior is the prior: τ uniform over the grid and each offset a
     mixture of N(0, τ²) -- what the mixture importance sampler (``sample_params_grid``: the
     per-scale Laplace-t proposals, the target summed over the grid with each scale's
@@ -150,13 +150,15 @@ def test_the_grid_sampler_draws_the_prior_when_nothing_is_labeled(monkeypatch):
     negative control: dropping the normaliser (−m log τ) shifts the scales' shares far off."""
     counts, curve = _offset_counts(0.0)
     counts = counts * 0.0
-    state = cal.fit_mode_grid(curve, SCALES, counts, n_iter=5)
+    grid = cal.offset_grid(curve, group_scales=SCALES)
+    state = cal.fit_mode_grid(curve, grid, counts, n_iter=5)
 
-    def draw():
-        return jax.jit(lambda k: cal.sample_params_grid(k, curve, SCALES, counts, state, 4000, 16384))(
+    def draw(grid):
+        th, point, ess = jax.jit(lambda k: cal.sample_params_grid(k, curve, grid, counts, state, 4000, 16384))(
             jax.random.PRNGKey(0))
+        return th, grid.group_scale[point], ess
 
-    th, tau, ess = draw()
+    th, tau, ess = draw(grid)
     tau, e = np.asarray(tau), np.asarray(th)[:, 3 + cal.BANDS:]
     assert float(ess) > 2000
     shares = np.array([np.mean(tau == t) for t in SCALES])
@@ -169,8 +171,7 @@ def test_the_grid_sampler_draws_the_prior_when_nothing_is_labeled(monkeypatch):
     p_small = np.mean([2 * stats.norm.cdf(0.25 / t) - 1 for t in SCALES])
     assert abs(np.mean(np.abs(e) < 0.25) - p_small) < 0.03
     # negative control: without each scale's normaliser the target favours the widest scale
-    monkeypatch.setattr(cal, "_grid_log_prior", lambda curve, scales: jnp.zeros(len(scales)))
-    _, tau_wrong, _ = draw()
+    _, tau_wrong, _ = draw(grid._replace(log_prior=jnp.zeros(len(SCALES))))
     assert np.mean(np.asarray(tau_wrong) == SCALES[-1]) > 1 / 6 + 10 * se
 
 

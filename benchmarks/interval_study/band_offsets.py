@@ -33,7 +33,9 @@ the same code, as the control; the library's model since is ``m6t1``, ``models/c
 (half the bands among the predicted-negative units, half among the predicted-positive ones);
 ``kMtTeE`` (each band its own log κ = log κ + e_j, e_j ~ N(0, E²)) and ``tMnNUsSaA`` (Student-t(NU)
 random-walk steps of scale S, anchor A), both through :func:`variant_density` (autodiff
-derivatives; stop 52: measured, not adopted -- ``band_offsets.md``); ``bma:X+Y`` mixes two
+derivatives; stop 52: measured, not adopted -- ``band_offsets.md``); ``gMtS1-S2-..`` (stop 59: the library's M
+bands with the random walk's scale learned over the grid S1, S2, .., uniform: ``calibrated.offset_grid``,
+``fit_mode_grid``, ``sample_params_grid``; the runs' median posterior-mean scale is printed); ``bma:X+Y`` mixes two
 variants' posteriors draw by draw by their evidence (an importance-sampled marginal likelihood).  Per capture, variant and
 checkpoint: coverage, mean width, the posterior mean's bias, the median importance ESS.
 Writes ``benchmarks/results/band_offsets.md`` (``--out``; ``--append`` adds rows).
@@ -73,6 +75,7 @@ class Variant(NamedTuple):
     split: bool       # bands cut at the decision threshold
     kappa_sd: float   # > 0: each band its own log κ offset e_j ~ N(0, kappa_sd²) (``kMtTeE``)
     t_df: float       # > 0: Student-t(t_df) random-walk increments instead of Gaussian (``tMnNsSaA``)
+    scales: tuple = ()  # the random walk's scale learned over this grid (``gMtS1-S2-...``)
 
 
 def parse_variant(name):
@@ -84,11 +87,15 @@ def parse_variant(name):
     m = re.fullmatch(r"k(\d+)t([0-9.]+)e([0-9.]+)", name)
     if m:
         return Variant(int(m.group(1)), float(m.group(2)), float(m.group(2)), False, float(m.group(3)), 0.0)
+    m = re.fullmatch(r"g(\d+)t([0-9.]+(?:-[0-9.]+)+)", name)
+    if m:
+        grid = tuple(float(x) for x in m.group(2).split("-"))
+        return Variant(int(m.group(1)), grid[0], grid[0], False, 0.0, 0.0, grid)
     m = re.fullmatch(r"t(\d+)n([0-9.]+)s([0-9.]+)a([0-9.]+)", name)
     if m:
         return Variant(int(m.group(1)), float(m.group(3)), float(m.group(4)), False, 0.0, float(m.group(2)))
     raise SystemExit(f"unknown variant {name!r}: 'library', 'mMtT', 'mMtTaA' (a trailing 's': split), 'kMtTeE' "
-                     f"(per-band κ) or 'tMnNUsSaA' (Student-t increments)")
+                     f"(per-band κ), 'tMnNUsSaA' (Student-t increments) or 'gMtS1-S2-..' (the scale learned over a grid)")
 
 
 def variant_density(v: Variant, band):
@@ -200,6 +207,20 @@ def pi_sampler(name, z, sizes, uc, n_units, draws, proposals):
     if v.kappa_sd > 0:
         norm += -m * math.log(v.kappa_sd) - 0.5 * m * math.log(2 * math.pi)
     dens = log_post or C.log_posterior
+    if v.scales:   # the library's random walk with its scale learned over the grid (models/calibrated.py)
+        grid = C.offset_grid(curve, band_scales=v.scales)
+
+        def sample_grid(key, counts):
+            st = C.fit_mode_grid(curve, grid, counts, n_iter=40)
+            k1, k2, _ = jax.random.split(key, 3)
+            th, point, ess = C.sample_params_grid(k1, curve, grid, counts, st, draws, proposals)
+            mu = jnp.clip(jax.nn.sigmoid(jax.vmap(C.curve_eta, in_axes=(0, None))(th, curve)), 1e-12, 1 - 1e-12)
+            kappa = jnp.exp(th[:, 2:3])
+            pi1 = jax.random.beta(k2, kappa * mu + counts[None, :, 1], kappa * (1 - mu) + counts[None, :, 0])
+            # the fourth slot (the evidence, for bma:) carries the draws' mean scale instead
+            return jnp.stack([1 - pi1, pi1], axis=-1), ess, jnp.median(th[:, 2]), jnp.mean(grid.band_scale[point])
+
+        return sample_grid
 
     def sample(key, counts):
         st = C.fit_mode(curve, counts, init=init, n_iter=40, log_post=log_post)
@@ -240,7 +261,7 @@ def study(pool_path, capture, draws, proposals, variants, max_runs=None):
                 ess = jnp.minimum(out[0][1], out[1][1])
             post = pool_posterior_from_pi(jax.random.split(key, 3)[2], g, uc, lab, pi, n_units)
             lo, hi, _ = resolved_interval(post, lab, uc)
-            return jnp.stack([post.value[:, 0].mean(), lo[0], hi[0], ess, lk, w_first])
+            return jnp.stack([post.value[:, 0].mean(), lo[0], hi[0], ess, lk, w_first, out[0][3]])
 
         for c, n in enumerate(d["checkpoints"]):
             r = np.array([np.asarray(interval(jax.random.PRNGKey(i), jnp.asarray(d["labeled"][i, c])))
@@ -249,6 +270,8 @@ def study(pool_path, capture, draws, proposals, variants, max_runs=None):
             rows.append((name, int(n), cov, float(np.mean(r[:, 2] - r[:, 1])), float(r[:, 0].mean() - t),
                          float(np.median(r[:, 3])), float(np.median(r[:, 4]))))
             extra = f" (mean weight of {parts[0]}: {r[:, 5].mean():.2f})" if len(parts) == 2 else ""
+            if parse_variant(parts[0]).scales:
+                extra = f" (posterior mean of the scale, median over runs: {np.median(r[:, 6]):.2f})"
             print(os.path.basename(capture), rows[-1], extra, flush=True)
     return t, runs, rows
 
