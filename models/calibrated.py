@@ -78,11 +78,12 @@ PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1
 
 #: the curve's bands for the posterior model (``calibrated_model(bands=...)``; the registry's
 #: ``"calibrated"``): units in BANDS quantile bands of z, each band's offset d_j from the
-#: logistic a random walk of scale BAND_SCALE (logit units), each d_j also held to 0 at that
-#: scale.  Measured on captured runs (``benchmarks/results/band_offsets.md``): see the module
-#: docstring.  The companion model of the designs keeps the two-parameter curve (bands=0).
+#: logistic a random walk of scale s (logit units), each d_j also held to 0 at that scale; s
+#: learned from the labels over the grid BAND_SCALE (uniform; a float fixes it: the library's
+#: 1.0 until stop 58).  Measured on captured runs (``benchmarks/results/band_offsets.md``): see
+#: the module docstring.  The companion model of the designs keeps the two-parameter curve (bands=0).
 BANDS = 6
-BAND_SCALE = 1.0       # a tuple: the scale learned over that grid (``calibrated_model(band_scale=...)``)
+BAND_SCALE = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 #: the scale (logit units) of the curve's group offsets e_g ~ N(0, GROUP_SCALE²): on a pool of
 #: several classes one per top class (``models/calibrated_classes.py``), so that a class the
@@ -116,12 +117,14 @@ def n_band_offsets(curve: "CalibrationCurve") -> int:
     return int(curve.precision.shape[0]) - n_group_offsets(curve)
 
 
-def band_precision(n_bands: int, scale: float = BAND_SCALE):
+def band_precision(n_bands: int, scale: float | None = None):
     """Q = (I + DᵀD) / scale² of the band offsets (D the first differences): a Gaussian random
-    walk over neighbouring bands, each offset also held to 0 at the same scale."""
+    walk over neighbouring bands, each offset also held to 0 at the same scale (default
+    :data:`BAND_SCALE`; a grid: scale 1, the unit walk the grid rescales)."""
     m = int(n_bands)
     D = jnp.diff(jnp.eye(m), axis=0)
-    return (jnp.eye(m) + D.T @ D) / float(scale) ** 2
+    grid = band_scale_grid(scale)
+    return (jnp.eye(m) + D.T @ D) / (grid[0] if len(grid) == 1 else 1.0) ** 2
 
 
 def _with_group_block(q_b, m_g: int, scale: float):
@@ -130,10 +133,11 @@ def _with_group_block(q_b, m_g: int, scale: float):
     return jnp.block([[q_b, jnp.zeros((m_b, m_g))], [jnp.zeros((m_g, m_b)), jnp.eye(m_g) / scale ** 2]])
 
 
-def make_curve(z, n_bands: int = 0, scale: float = BAND_SCALE, groups=None, n_groups: int | None = None,
+def make_curve(z, n_bands: int = 0, scale=None, groups=None, n_groups: int | None = None,
                group_scale: float | None = None) -> CalibrationCurve:
-    """The curve over units with logits ``z``: ``n_bands`` quantile bands of z over the units;
-    with ``groups`` (K,) int (the unit's top class on a pool of several classes, ``n_groups`` of
+    """The curve over units with logits ``z``: ``n_bands`` quantile bands of z over the units,
+    their walk of scale ``scale`` (default :data:`BAND_SCALE`; a grid: the unit walk, scale 1,
+    which :func:`offset_grid` rescales); with ``groups`` (K,) int (the unit's top class on a pool of several classes, ``n_groups`` of
     them) one more offset per group, N(0, ``group_scale``²) (default :data:`GROUP_SCALE`)."""
     z = jnp.asarray(z)
     m = int(n_bands)
@@ -141,7 +145,7 @@ def make_curve(z, n_bands: int = 0, scale: float = BAND_SCALE, groups=None, n_gr
         band, q = jnp.zeros(z.shape, jnp.int32), jnp.zeros((0, 0))
     else:
         cuts = jnp.quantile(z, jnp.linspace(0.0, 1.0, m + 1)[1:-1])
-        band, q = jnp.searchsorted(cuts, z, side="right").astype(jnp.int32), band_precision(m, band_scale_grid(scale)[0])
+        band, q = jnp.searchsorted(cuts, z, side="right").astype(jnp.int32), band_precision(m, scale)
     if groups is None:
         return CalibrationCurve(z, band, q)
     groups = np.asarray(groups, dtype=np.int64)
@@ -167,13 +171,14 @@ def curve_eta(theta, curve: CalibrationCurve):
 
 
 class CalibratedState(NamedTuple):
-    """Mode of (a, b, log κ[, offsets]) and the inverse Hessian there; with a grid of group
-    scales (:func:`calibrated_model`, ``group_scale`` a sequence) one of each per scale, and
-    ``log_weight`` (G,) the scales' posterior weights by the Laplace approximation."""
+    """Mode of (a, b, log κ[, offsets]) and the inverse Hessian there; with a grid of the
+    offsets' scales (:func:`calibrated_model`, ``band_scale`` or ``group_scale`` a sequence:
+    :class:`OffsetGrid`) one of each per grid point, and ``log_weight`` (G,) the points'
+    posterior weights by the Laplace approximation."""
 
     mode: jnp.ndarray  # (3 + m,) or (G, 3 + m)
     cov: jnp.ndarray  # (3 + m, 3 + m) or (G, 3 + m, 3 + m)
-    log_weight: Any = None  # (G,): only with a grid of group scales
+    log_weight: Any = None  # (G,): only with a grid of the offsets' scales
 
 
 def _z_of(leaf_probs):
@@ -510,7 +515,7 @@ def _mode_posterior_predictive(mode, curve: CalibrationCurve, counts):
 
 
 def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, bands: int = 0,
-                     band_scale: float = BAND_SCALE, groups=None, n_groups: int | None = None,
+                     band_scale=None, groups=None, n_groups: int | None = None,
                      group_scale=None):
     """The model behind the ``OracleModel`` interface of :mod:`bayes_eval.models`.
 
@@ -528,7 +533,7 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
 
     scales = group_scale_grid(group_scale)
     band_scales = band_scale_grid(band_scale)
-    curve = make_curve(_z_of(leaf_probs), bands, band_scales[0], groups=groups, n_groups=n_groups, group_scale=scales[0])
+    curve = make_curve(_z_of(leaf_probs), bands, band_scales, groups=groups, n_groups=n_groups, group_scale=scales[0])
     n_bands = curve.precision.shape[0]          # every offset: the bands' and the groups'
     m_b = n_band_offsets(curve)
     learn_bands = m_b > 0 and len(band_scales) > 1
@@ -611,7 +616,7 @@ def numpyro_model(z, counts, band=None, precision=None, group=None):
             d = numpyro.sample("band_offset", dist.MultivariateNormal(jnp.zeros(m), precision_matrix=precision))
         else:   # the walk's scale s over the grid, uniform, summed out: p(d) = Σ_s N(d; 0, s² Q₁⁻¹) / S
             d = numpyro.sample("band_offset", dist.ImproperUniform(dist.constraints.real_vector, (), (m,)))
-            q1, s = precision * bs[0] ** 2, jnp.asarray(bs)       # ``precision`` is the walk's at bs[0]
+            q1, s = precision, jnp.asarray(bs)       # ``precision``: the unit walk (``make_curve`` of a grid)
             numpyro.factor("band_offset_prior", jax.nn.logsumexp(-0.5 * (d @ q1 @ d) / s ** 2 - m * jnp.log(s))
                            - jnp.log(s.size))
         eta = eta + d[band]
@@ -632,7 +637,7 @@ def numpyro_model(z, counts, band=None, precision=None, group=None):
 
 
 def run_nuts(key, leaf_probs, counts, num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False,
-             chain_method="sequential", extra_fields=("diverging", "num_steps"), bands=0, band_scale=BAND_SCALE,
+             chain_method="sequential", extra_fields=("diverging", "num_steps"), bands=0, band_scale=None,
              groups=None):
     """NUTS on (a, b, log κ[, band offsets]); returns the numpyro MCMC object.
 

@@ -98,7 +98,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
-from .calibrated import BAND_SCALE, BANDS, calibrated_model
+from .calibrated import BANDS, calibrated_model
 
 __all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_base", "reverse_confusion",
            "error_posterior", "top_split", "classes_pi", "wrong_labels", "spread_alphas", "spread_log_weights",
@@ -297,7 +297,7 @@ def _mean_split(alphas, log_w):
 
 
 def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, bands: int = BANDS,
-                             band_scale=BAND_SCALE):
+                             band_scale=None):
     """The model behind the ``OracleModel`` interface for C ≥ 2 classes (see the module
     docstring); ``leaf_probs`` (K, C) the classifier's mean class probabilities per unit, the
     rest as :func:`bayes_eval.models.calibrated.calibrated_model`."""

@@ -718,7 +718,7 @@ def test_the_band_scale_grid_sampler_and_nuts_agree(monkeypatch):
     z = np.sort(rng.normal(0.0, 1.5, k))
     y = rng.binomial(10, np.where(z < -1.0, 0.03, np.where(z < 1.5, 0.45, 0.92))).astype(float)
     counts = jnp.asarray(np.stack([10.0 - y, y], 1))
-    curve = cal.make_curve(jnp.asarray(z), cal.BANDS, scale=scales[0])
+    curve = cal.make_curve(jnp.asarray(z), cal.BANDS, scale=scales)      # the unit walk
     grid = cal.offset_grid(curve, band_scales=scales)
     st = cal.fit_mode_grid(curve, grid, counts, n_iter=60)
     th, _, ess = cal.sample_params_grid(jax.random.PRNGKey(1), curve, grid, counts, st, 4000, 8192)

@@ -163,7 +163,9 @@ VARIANTS = {"reverse-ht0.5": ("share-weight", 0.5), "reverse-ht0": ("share-weigh
             "class-offsets2": ("class-offsets", 2.0),
             # stop 58: the offsets' scale τ learned over a grid (uniform prior on it)
             "class-offsets-learned": ("class-offsets", (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)),
-            "class-offsets-learned4": ("class-offsets", (0.25, 0.5, 1.0, 2.0))}
+            "class-offsets-learned4": ("class-offsets", (0.25, 0.5, 1.0, 2.0)),
+            # stop 59: the band walk's scale learned over a grid (uniform prior on it)
+            "band-scale-learned": ("band-scale", (0.25, 0.5, 1.0, 2.0, 4.0)), "band-scale1": ("band-scale", (1.0,))}
 
 
 def variants(args):
@@ -189,8 +191,11 @@ def variants(args):
         if name not in VARIANTS and name != "library":
             raise SystemExit(f"unknown variant {name!r}: library, {', '.join(VARIANTS)}")
         lib_alphas, lib_post = CC.spread_alphas, CC.error_posterior
-        lib_weight, lib_offsets, lib_gscale = CC.SHARE_WEIGHT, CC.CLASS_OFFSETS, CAL.GROUP_SCALE
-        if prior == "class-offsets":    # grid holds the offsets' scale (0: none)
+        lib_weight, lib_offsets, lib_gscale, lib_bscale = CC.SHARE_WEIGHT, CC.CLASS_OFFSETS, CAL.GROUP_SCALE, CAL.BAND_SCALE
+        if prior == "band-scale":       # grid holds the band walk's scales
+            CAL.BAND_SCALE = tuple(grid)
+            prior, grid = None, None
+        elif prior == "class-offsets":    # grid holds the offsets' scale (0: none)
             on = np.max(grid) > 0
             CC.CLASS_OFFSETS = bool(on)
             CAL.GROUP_SCALE = (grid if np.ndim(grid) else float(grid)) if on else lib_gscale
@@ -222,7 +227,7 @@ def variants(args):
             out = intervals_at_checkpoints(cap["cells"], model, cap["g"], cap["n_units"], labeled, args.seed, args.draws)
         finally:
             CC.error_prior, CC.SPREAD_GRID, CC.spread_alphas, CC.error_posterior = lib_prior, lib_grid, lib_alphas, lib_post
-            CC.SHARE_WEIGHT, CC.CLASS_OFFSETS, CAL.GROUP_SCALE = lib_weight, lib_offsets, lib_gscale
+            CC.SHARE_WEIGHT, CC.CLASS_OFFSETS, CAL.GROUP_SCALE, CAL.BAND_SCALE = lib_weight, lib_offsets, lib_gscale, lib_bscale
         rows.append((name, out["bayes_lower"][..., 0], out["bayes_upper"][..., 0], out["bayes_mean"][..., 0]))
         _print(rows[-1:], truth, cps)
     del S
