@@ -41,12 +41,16 @@ def interval_table(folder):
     for f in have:
         with open(os.path.join(folder, f)) as fh:
             rows.append(json.load(fh))
-    # a (pool, design) not rerun since the highest-density interval: the equal-tailed release's runs, marked
-    before = folder + "_et"
-    for f in sorted(os.listdir(before)) if os.path.isdir(before) else ():
-        if f.endswith(".json") and f not in have:
-            with open(os.path.join(before, f)) as fh:
-                rows.append(dict(json.load(fh), interval_before=True))
+    # a (pool, design) not rerun since the band walk's scale is learned (stop 59): the fixed-scale
+    # release's runs, marked; then, not rerun since the highest-density interval, the equal-tailed ones
+    have = list(have)
+    for suffix, mark in (("_scale1", "scale_before"), ("_et", "interval_before")):
+        before = folder + suffix
+        for f in sorted(os.listdir(before)) if os.path.isdir(before) else ():
+            if f.endswith(".json") and f not in have:
+                with open(os.path.join(before, f)) as fh:
+                    rows.append(dict(json.load(fh), **{mark: True}))
+                have.append(f)
     if not rows:
         return []
 
@@ -70,7 +74,8 @@ def interval_table(folder):
         checked = " / ".join(f"{_f(c.get('clt_check_passed'), '.2f')}, {_f(c.get('coverage_checked'), '.2f')}"
                              for c in cps) if any(c.get("clt_check_passed") is not None for c in cps) else "–"
         bayes = kind("coverage_bayes", "mean_width_bayes") + (" equal-tailed (the release before)"
-                                                               if d.get("interval_before") else "")
+                                                               if d.get("interval_before") else "") + (
+            " (band walk's scale fixed at 1: stop 58's release)" if d.get("scale_before") else "")
         out.append(f"| {name(d)} ({d['repeats']}) | {d['design']} | {' / '.join(_f(r, '.4f') for r in rmse)} | "
                    f"{kind('coverage', 'mean_width')} | {checked} | {kind('coverage_cs', 'mean_width_cs')} | "
                    f"{bayes} |")

@@ -43,6 +43,9 @@ class SavedStages:
         self.stage_bayes_collapsed = c if c.size else None
         # which Bayesian interval the stages hold (posterior.resolved_interval; recorded since stop 44)
         self.bayes_interval = str(z["bayes_interval"]) if "bayes_interval" in z.files else "equal-tailed"
+        # the measure's range that stopping() clips the confidence sequence to (results.SimResult.bounds;
+        # not saved: None leaves it as the stages hold it, cut to what the labels allow)
+        self.bounds = z["bounds"] if "bounds" in z.files else None
 
 
 def _first(res, narrow, lo, hi):
