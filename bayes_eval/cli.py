@@ -493,7 +493,7 @@ def cmd_demo(args):
         print("On this pool some positives score as low as the negatives, where few items are drawn: the CLT-based "
               "intervals rest on the positives found: at 1000 labels the CLT interval held the truth in 69% of 500 "
               "runs, the confidence sequence in 82%, the Bayesian interval, which accounts for the unlabeled items, in "
-              "99.4% (benchmarks/results/bayes_record/demo_ais.json): read the Bayesian interval here.")
+              "99.2% (benchmarks/results/bayes_record/demo_ais.json): read the Bayesian interval here.")
     else:
         print("On this pool some positives score as low as the negatives, where few items are drawn: the CLT-based "
               "intervals rest on the positives found, the Bayesian interval also accounts for the unlabeled items "

@@ -563,19 +563,19 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
     return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
 
 
-def _calibrated_grid_model(curve: CalibrationCurve, scales: OffsetGrid, n_proposals: int, fit_iters: int,
+def _calibrated_grid_model(curve: CalibrationCurve, grid: OffsetGrid, n_proposals: int, fit_iters: int,
                            band_draws: bool = False, group_draws: bool = True):
-    """:func:`calibrated_model` with the offsets' scales learned over the grid ``scales``; the
+    """:func:`calibrated_model` with the offsets' scales learned over the grid ``grid``; the
     draws carry ``band_scale`` / ``group_scale`` where those are learned."""
     from .oracle import OracleModel
 
     m_b = n_band_offsets(curve)
 
     def init_state():
-        return fit_mode_grid(curve, scales, jnp.zeros((curve.z.shape[0], 2)), n_iter=1)
+        return fit_mode_grid(curve, grid, jnp.zeros((curve.z.shape[0], 2)), n_iter=1)
 
     def fit(state, counts, unlabeled):
-        return fit_mode_grid(curve, scales, counts, init=state, n_iter=fit_iters)
+        return fit_mode_grid(curve, grid, counts, init=state, n_iter=fit_iters)
 
     def _mode(state):       # the mode at the scale of most weight
         return state.mode[jnp.argmax(state.log_weight)]
@@ -585,11 +585,11 @@ def _calibrated_grid_model(curve: CalibrationCurve, scales: OffsetGrid, n_propos
         return jnp.stack([1 - mu, mu], axis=-1)
 
     def sample(key, counts, unlabeled, n_draws, state=None):
-        st = fit_mode_grid(curve, scales, counts, init=state, n_iter=25 if state is None else 4)
+        st = fit_mode_grid(curve, grid, counts, init=state, n_iter=25 if state is None else 4)
         k1, k2, k3 = jax.random.split(key, 3)
-        th, point, ess = sample_params_grid(k1, curve, scales, counts, st, n_draws, n_proposals)
-        learned = {**({"band_scale": scales.band_scale[point]} if band_draws else {}),
-                   **({"group_scale": scales.group_scale[point]} if group_draws else {})}
+        th, point, ess = sample_params_grid(k1, curve, grid, counts, st, n_draws, n_proposals)
+        learned = {**({"band_scale": grid.band_scale[point]} if band_draws else {}),
+                   **({"group_scale": grid.group_scale[point]} if group_draws else {})}
         return {**_draws_given_params(th, k2, k3, curve, counts, unlabeled, m_b), **learned, "importance_ess": ess}
 
     def posterior_predictive(state, counts):
@@ -598,10 +598,12 @@ def _calibrated_grid_model(curve: CalibrationCurve, scales: OffsetGrid, n_propos
     return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
 
 
-def numpyro_model(z, counts, band=None, precision=None, group=None):
+def numpyro_model(z, counts, band=None, precision=None, group=None, band_scales=None):
     """The same model in NumPyro (marginal over π), for NUTS and ArviZ diagnostics; with
     ``band`` / ``precision`` (a :class:`CalibrationCurve`'s, the bands' block) the band offsets
-    ``band_offset``; with ``group`` (K, m_g) one-hot the group offsets ``group_offset``."""
+    ``band_offset``, their walk's scale ``band_scales`` (default :data:`BAND_SCALE`; a grid: s
+    summed out, ``precision`` then the unit walk, as :func:`make_curve` builds it for a grid); with
+    ``group`` (K, m_g) one-hot the group offsets ``group_offset``."""
     import numpyro
     import numpyro.distributions as dist
 
@@ -611,7 +613,7 @@ def numpyro_model(z, counts, band=None, precision=None, group=None):
     kappa = jnp.exp(lk)
     eta = a + b * z
     if precision is not None and precision.shape[0]:
-        m, bs = precision.shape[0], band_scale_grid(None)
+        m, bs = precision.shape[0], band_scale_grid(band_scales)
         if len(bs) == 1:
             d = numpyro.sample("band_offset", dist.MultivariateNormal(jnp.zeros(m), precision_matrix=precision))
         else:   # the walk's scale s over the grid, uniform, summed out: p(d) = Σ_s N(d; 0, s² Q₁⁻¹) / S
@@ -652,5 +654,5 @@ def run_nuts(key, leaf_probs, counts, num_warmup=500, num_samples=1000, num_chai
     mcmc = MCMC(NUTS(numpyro_model), num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 chain_method=chain_method, progress_bar=progress_bar)
     mcmc.run(key, curve.z, jnp.asarray(counts, dtype=jnp.float64), curve.band, curve.precision[:m_b, :m_b],
-             curve.group, extra_fields=tuple(extra_fields))
+             curve.group, band_scale_grid(band_scale), extra_fields=tuple(extra_fields))
     return mcmc
