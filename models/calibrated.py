@@ -71,6 +71,7 @@ import numpy as np
 from jax.scipy.special import digamma, gammaln, polygamma
 
 from .. import _config  # noqa: F401
+from . import small_linalg
 
 __all__ = ["CalibratedState", "CalibrationCurve", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "group_scale_grid", "band_scale_grid", "n_band_offsets", "n_group_offsets", "calibrated_model", "OffsetGrid", "offset_grid", "fit_mode_grid", "sample_params_grid", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
 
@@ -268,7 +269,7 @@ def _prior_cov(precision=None):
     if precision is None or precision.shape[0] == 0:
         return c
     m = precision.shape[0]
-    return jnp.block([[c, jnp.zeros((3, m))], [jnp.zeros((m, 3)), jnp.linalg.inv(precision)]])
+    return jnp.block([[c, jnp.zeros((3, m))], [jnp.zeros((m, 3)), small_linalg.spd_inverse(precision)]])
 
 
 def log_posterior_derivatives(theta, z, counts):
@@ -350,9 +351,10 @@ def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
 
     def step(t, _):
         ft, g, h = derivatives(t)
-        # make the Newton system negative definite (Levenberg-style damping)
-        lam = jnp.maximum(0.0, jnp.max(jnp.linalg.eigvalsh(h))) + 1e-3
-        delta = jnp.linalg.solve(-(h - lam * jnp.eye(t.shape[0])), g)
+        # make the Newton system negative definite (Levenberg-style damping); plain-JAX linear
+        # algebra: jaxlib's batched LAPACK can hang under vmap (models/small_linalg.py)
+        lam = jnp.maximum(0.0, jnp.max(small_linalg.eigvalsh(h))) + 1e-3
+        delta = small_linalg.cho_solve(small_linalg.cholesky(lam * jnp.eye(t.shape[0]) - h), g)
         delta = delta * jnp.minimum(1.0, 2.0 / jnp.maximum(jnp.linalg.norm(delta), 1e-12))
         t_new = t + delta
         better = f(t_new) >= ft
@@ -360,8 +362,9 @@ def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
 
     theta, _ = jax.lax.scan(step, theta, None, length=n_iter)
     h = derivatives(theta)[2]
-    cov = jnp.linalg.inv(-h)
-    ok = jnp.all(jnp.isfinite(cov)) & jnp.all(jnp.linalg.eigvalsh(-h) > 0)
+    factor = small_linalg.cholesky(-h)
+    cov = small_linalg.cho_solve(factor, jnp.eye(theta.shape[0]))
+    ok = small_linalg.is_factor(factor) & jnp.all(jnp.isfinite(cov))
     fallback = _prior_cov(curve.precision) if theta.shape[0] == 3 + curve.precision.shape[0] else jnp.eye(theta.shape[0])
     cov = jnp.where(ok, 0.5 * (cov + cov.T), fallback)
     return CalibratedState(mode=theta, cov=cov)
@@ -421,7 +424,7 @@ def fit_mode_grid(curve: CalibrationCurve, grid, counts, init=None, n_iter: int 
     def one(q, st):
         c = curve._replace(precision=q)
         st = fit_mode(c, counts, init=st, n_iter=n_iter)
-        _, logdet = jnp.linalg.slogdet(st.cov)
+        logdet = small_linalg.logdet_of_factor(small_linalg.cholesky(st.cov))
         return st, log_posterior(st.mode, c, counts) + 0.5 * logdet
 
     if init is None:
@@ -443,14 +446,14 @@ def sample_params_grid(key, curve: CalibrationCurve, grid, counts, state: Calibr
     precisions, lp = grid.precision, grid.log_prior
     k0, k1, k2, k3 = jax.random.split(key, 4)
     comp = jax.random.categorical(k0, state.log_weight, shape=(n_proposals,))
-    chols = jax.vmap(lambda c: jnp.linalg.cholesky(1.5 * c + 1e-9 * jnp.eye(c.shape[0])))(state.cov)
+    chols = jax.vmap(lambda c: small_linalg.cholesky(1.5 * c + 1e-9 * jnp.eye(c.shape[0])))(state.cov)
     df, d = 5.0, state.mode.shape[1]
     zs = jax.random.normal(k1, (n_proposals, d))
     g = jax.random.gamma(k2, df / 2.0, (n_proposals,)) / (df / 2.0)
     x = state.mode[comp] + jnp.einsum("nij,nj->ni", chols[comp], zs) / jnp.sqrt(g)[:, None]
 
     def log_t(mean, chol):      # the Student-t density up to a constant common to the components
-        sol = jax.scipy.linalg.solve_triangular(chol, (x - mean).T, lower=True)
+        sol = small_linalg.solve_lower(chol, (x - mean).T)
         return -0.5 * (df + d) * jnp.log1p(jnp.sum(sol ** 2, axis=0) / df) - jnp.sum(jnp.log(jnp.diag(chol)))
 
     logq = jax.nn.logsumexp(state.log_weight[:, None] + jax.vmap(log_t)(state.mode, chols), axis=0)
@@ -468,12 +471,12 @@ def sample_params_grid(key, curve: CalibrationCurve, grid, counts, state: Calibr
 
 def _student_t(key, mean, cov, n, df=5.0):
     k1, k2 = jax.random.split(key)
-    chol = jnp.linalg.cholesky(cov + 1e-9 * jnp.eye(cov.shape[0]))
+    chol = small_linalg.cholesky(cov + 1e-9 * jnp.eye(cov.shape[0]))
     zs = jax.random.normal(k1, (n, mean.shape[0]))
     g = jax.random.gamma(k2, df / 2.0, (n,)) / (df / 2.0)
     x = mean + (zs @ chol.T) / jnp.sqrt(g)[:, None]
     # log density up to a constant
-    sol = jax.scipy.linalg.solve_triangular(chol, (x - mean).T, lower=True)
+    sol = small_linalg.solve_lower(chol, (x - mean).T)
     maha = jnp.sum(sol**2, axis=0)
     logq = -0.5 * (df + mean.shape[0]) * jnp.log1p(maha / df)
     return x, logq
