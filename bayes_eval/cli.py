@@ -489,11 +489,11 @@ def cmd_demo(args):
     if blo is not None and np.isfinite(last["estimate"]) and not blo <= last["estimate"] <= bhi:
         print(f"The estimate ({last['estimate']:.4f}) lies outside the Bayesian interval: it rests on the items drawn, "
               f"the posterior (mean {bmean:.4f}) also on the items nobody labeled.")
-    if args.design == "ais" and args.measure == "f1":  # what bayes_record_scale1/demo_ais.json measured (the default model)
+    if args.design == "ais" and args.measure == "f1":  # what bayes_record/demo_ais.json measured
         print("On this pool some positives score as low as the negatives, where few items are drawn: the CLT-based "
               "intervals rest on the positives found: at 1000 labels the CLT interval held the truth in 69% of 500 "
               "runs, the confidence sequence in 82%, the Bayesian interval, which accounts for the unlabeled items, in "
-              "99.4% (benchmarks/results/bayes_record_scale1/demo_ais.json): read the Bayesian interval here.")
+              "99.2% (benchmarks/results/bayes_record/demo_ais.json): read the Bayesian interval here.")
     else:
         print("On this pool some positives score as low as the negatives, where few items are drawn: the CLT-based "
               "intervals rest on the positives found, the Bayesian interval also accounts for the unlabeled items "

@@ -79,14 +79,13 @@ PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1
 
 #: the curve's bands for the posterior model (``calibrated_model(bands=...)``; the registry's
 #: ``"calibrated"``): units in BANDS quantile bands of z, each band's offset d_j from the
-#: logistic a random walk of scale s (logit units), each d_j also held to 0 at that scale; a
-#: tuple BAND_SCALE learns s over that grid (uniform).  Stop 59 measured the grid 0.25-4 (better on
-#: pools whose rate is no logistic curve, narrower where it is one) but keeps 1.0: with the grid the
-#: default tier's SBC fixture (tests/test_posterior.py, 220 vmapped posteriors) hung in XLA's CPU
-#: runtime (every thread in a futex wait), reproducibly in a clean clone; to investigate.  Measured on captured runs (``benchmarks/results/band_offsets.md``): see
+#: logistic a random walk of scale s (logit units), each d_j also held to 0 at that scale; s
+#: learned from the labels over the grid BAND_SCALE (uniform; a float fixes it: the library's
+#: 1.0 until stop 59; the grid, measured at stop 59, is the default since stop 60, when the hang that
+#: had held it back, jaxlib's batched LAPACK under vmap, was removed: models/small_linalg.py).  Measured on captured runs (``benchmarks/results/band_offsets.md``): see
 #: the module docstring.  The companion model of the designs keeps the two-parameter curve (bands=0).
 BANDS = 6
-BAND_SCALE = 1.0       # (0.25, 0.5, 1.0, 2.0, 4.0): learned; measured at stop 59, not the default (above)
+BAND_SCALE = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 #: the scale (logit units) of the curve's group offsets e_g ~ N(0, GROUP_SCALE²): on a pool of
 #: several classes one per top class (``models/calibrated_classes.py``), so that a class the
@@ -457,8 +456,11 @@ def sample_params_grid(key, curve: CalibrationCurve, grid, counts, state: Calibr
         return -0.5 * (df + d) * jnp.log1p(jnp.sum(sol ** 2, axis=0) / df) - jnp.sum(jnp.log(jnp.diag(chol)))
 
     logq = jax.nn.logsumexp(state.log_weight[:, None] + jax.vmap(log_t)(state.mode, chols), axis=0)
-    joint = jax.vmap(lambda q, c: jax.vmap(lambda t: log_posterior(t, curve._replace(precision=q), counts))(x) + c)(
-        precisions, lp)                                                   # (G, n): log p(θ, τ_g | y)
+    # log p(θ, g | y) = [log p(y | θ) + log p(a, b, log κ)] + log p(d, e | g) + log p(g): the first
+    # term, the costly one (a sum over the units), once per draw, not once per grid point
+    shared = jax.vmap(lambda t: log_posterior(t, curve._replace(precision=jnp.zeros_like(curve.precision)), counts))(x)
+    offsets = x[:, 3:]
+    joint = shared[None, :] + lp[:, None] - 0.5 * jnp.einsum("ni,gij,nj->gn", offsets, precisions, offsets)  # (G, n)
     logp = jax.nn.logsumexp(joint, axis=0)
     logw = jnp.where(jnp.isfinite(logp), logp - logq, -jnp.inf)
     w = jnp.exp(logw - jnp.max(logw))
