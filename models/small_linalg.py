@@ -12,8 +12,8 @@ time.  Measured at stop 60 (jax / jaxlib 0.10.2, two cores): the default tier's 
 ``fit_mode_grid`` / ``sample_params_grid``) hung in 3 of 12 pytest runs and in 9 of 9 runs of
 the same program compiled without the test's cache, every busy pool thread parked in
 ``jax::ParallelBatchMap`` under ``LuDecomposition`` / ``EigenvalueDecompositionSymmetric``
-(``gdb``); with the routines below it ran 5 of 5.  (jaxlib 0.11.2 compiles that parallel path
-out of open-source builds; pip resolves 0.10.2 here.)  The models vmap these routines over repeats and grid points, so they use the
+(``gdb``); with the routines below it ran 5 of 5.  (A public report says jaxlib 0.11.2 compiles
+that parallel path out of open-source builds; pip resolves 0.10.2 here, so nothing relies on it.)  The models vmap these routines over repeats and grid points, so they use the
 loops below instead: a Cholesky factorisation and triangular solves as ``fori_loop`` over
 the matrix's columns, which XLA compiles into its own fused code (no custom call, nothing
 that waits on the pool).  For matrices this small they cost no more than the LAPACK calls.
