@@ -13,10 +13,13 @@ time.  Measured at stop 60 (jax / jaxlib 0.10.2, two cores): the default tier's 
 the same program compiled without the test's cache, every busy pool thread parked in
 ``jax::ParallelBatchMap`` under ``LuDecomposition`` / ``EigenvalueDecompositionSymmetric``
 (``gdb``); with the routines below it ran 5 of 5.  (A public report says jaxlib 0.11.2 compiles
-that parallel path out of open-source builds; pip resolves 0.10.2 here, so nothing relies on it.)  The models vmap these routines over repeats and grid points, so they use the
-loops below instead: a Cholesky factorisation and triangular solves as ``fori_loop`` over
-the matrix's columns, which XLA compiles into its own fused code (no custom call, nothing
-that waits on the pool).  For matrices this small they cost no more than the LAPACK calls.
+that parallel path out of open-source builds; pip resolves 0.10.2 here, so nothing relies on
+it.)  The models vmap these routines over repeats and grid points, so they use the loops below
+instead: a Cholesky factorisation and triangular solves as ``fori_loop`` over the matrix's
+columns, Jacobi rotations for the eigenvalues — code XLA compiles itself (no custom call,
+nothing that waits on the pool).  The price is the eigenvalues: the model's sampler ~11%
+slower at XLA's default optimisation level, a Newton fit 2.3 × at the test tier's level 0
+(:func:`eigvalsh`).
 
 Conventions follow ``jnp.linalg``: a matrix that is not positive definite gives a factor
 with non-finite entries (its failed pivot is √(negative) or 0), which callers check with
