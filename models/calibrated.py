@@ -83,7 +83,8 @@ PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1
 #: learned from the labels over the grid BAND_SCALE (uniform; a float fixes it: the library's
 #: 1.0 until stop 59; the grid, measured at stop 59, is the default since stop 60, when the hang that
 #: had held it back, jaxlib's batched LAPACK under vmap, was removed: models/small_linalg.py).
-#: Measured on captured runs (``benchmarks/results/band_offsets.md``): see the module docstring.  The companion model of the designs keeps the two-parameter curve (bands=0).
+#: Measured on captured runs (``benchmarks/results/band_offsets.md``): see the module docstring.
+#: The companion model of the designs keeps the two-parameter curve (bands=0).
 BANDS = 6
 BAND_SCALE = (0.25, 0.5, 1.0, 2.0, 4.0)
 

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["cholesky", "solve_lower", "solve_lower_transpose", "cho_solve", "spd_inverse",
-           "logdet_of_factor", "is_factor", "eigvalsh", "max_eigenvalue_bound"]
+           "logdet_of_factor", "is_factor", "eigvalsh"]
 
 
 def cholesky(a):
@@ -89,13 +89,6 @@ def is_factor(factor):
     """Whether :func:`cholesky` succeeded: every entry finite and every pivot > 0 (the
     matrix was positive definite to working precision)."""
     return jnp.all(jnp.isfinite(factor)) & jnp.all(jnp.diagonal(factor) > 0)
-
-
-def max_eigenvalue_bound(a):
-    """Gershgorin's upper bound on the largest eigenvalue of a symmetric a:
-    max_i (a_ii + Σ_{j≠i} |a_ij|)."""
-    off = jnp.sum(jnp.abs(a), axis=1) - jnp.abs(jnp.diagonal(a))
-    return jnp.max(jnp.diagonal(a) + off)
 
 
 def _round_robin(n: int):

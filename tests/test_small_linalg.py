@@ -36,13 +36,12 @@ def test_factor_solves_inverse_and_logdet_match_numpy(n):
     assert bool(sl.is_factor(jnp.asarray(factor)))
 
 
-def test_not_positive_definite_is_flagged_and_the_eigenvalue_bound_holds():
+def test_not_positive_definite_is_flagged():
     rng = np.random.default_rng(7)
     for n in (2, 5, 12):
         s = rng.normal(size=(n, n))
         s = s + s.T
         top = np.linalg.eigvalsh(s).max()
-        assert float(sl.max_eigenvalue_bound(jnp.asarray(s))) >= top - 1e-12
         shifted = s - (top + 1e-3) * np.eye(n)         # negative definite: -shifted is PD
         assert bool(sl.is_factor(sl.cholesky(jnp.asarray(-shifted))))
         indefinite = s - (np.linalg.eigvalsh(s)[n // 2]) * np.eye(n)
