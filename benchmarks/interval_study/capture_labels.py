@@ -52,7 +52,8 @@ def load_capture(pool_path, capture):
     if not np.allclose(np.asarray(cells.size), d["size"]):
         raise SystemExit(f"{capture}: its cells are not {pool_path}'s")
     units = posterior_units(cells, strata.n_strata, "cell")
-    z = jnp.log(units.probs[:, 1]) - jnp.log1p(-units.probs[:, 1])
+    p1 = jnp.clip(units.probs[:, 1], 1e-12, 1 - 1e-12)    # as the library's model: a unit at 0 or 1 (ties) is no NaN
+    z = jnp.log(p1) - jnp.log1p(-p1)
     return Capture(pool, d, units, z, M.get("f1").g, float(d["true_value"][0]), np.asarray(item_cell))
 
 
