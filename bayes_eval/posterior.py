@@ -308,13 +308,12 @@ def calibrated_pi(key, leaf_probs, counts, a, b, kappa, band_offset=None, group_
     -------
     array, shape (n, K, 2)
     """
-    p = jnp.clip(jnp.asarray(leaf_probs, dtype=jnp.float64)[:, 1], 1e-12, 1 - 1e-12)
-    z = jnp.log(p) - jnp.log1p(-p)
+    from .models.calibrated import make_curve, score_logit
+
+    z = score_logit(leaf_probs)
     counts = jnp.asarray(counts, dtype=jnp.float64)
     eta = a[:, None] + b[:, None] * z[None, :]
     if band_offset is not None and band_offset.shape[-1] > 1:
-        from .models.calibrated import make_curve
-
         eta = eta + band_offset[:, make_curve(z, band_offset.shape[-1]).band]
     if group_offset is not None and group_offset.shape[-1]:
         eta = eta + group_offset[:, jnp.asarray(groups)]

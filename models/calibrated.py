@@ -184,8 +184,14 @@ class CalibratedState(NamedTuple):
     log_weight: Any = None  # (G,): only with a grid of the offsets' scales
 
 
-def _z_of(leaf_probs):
-    p = jnp.clip(jnp.asarray(leaf_probs)[:, 1], 1e-12, 1 - 1e-12)
+def score_logit(leaf_probs):
+    """z_k = logit s(1|k), the calibration curve's abscissa (``001_*`` §4's score strata).
+
+    ``leaf_probs`` (K, 2) holds each stratum's (or unit's) mean class probabilities.  The
+    probability is clipped to [1e-12, 1 − 1e-12] first, so a stratum whose scores are all 0 or
+    all 1 (probability scores with heavy ties) gets a large finite logit, not ±inf or NaN.
+    Every place that puts strata on the curve calls this one function."""
+    p = jnp.clip(jnp.asarray(leaf_probs, dtype=jnp.float64)[:, 1], 1e-12, 1 - 1e-12)
     return jnp.log(p) - jnp.log1p(-p)
 
 
@@ -541,7 +547,7 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
 
     scales = group_scale_grid(group_scale)
     band_scales = band_scale_grid(band_scale)
-    curve = make_curve(_z_of(leaf_probs), bands, band_scales, groups=groups, n_groups=n_groups, group_scale=scales[0])
+    curve = make_curve(score_logit(leaf_probs), bands, band_scales, groups=groups, n_groups=n_groups, group_scale=scales[0])
     n_bands = curve.precision.shape[0]          # every offset: the bands' and the groups'
     m_b = n_band_offsets(curve)
     learn_bands = m_b > 0 and len(band_scales) > 1
@@ -657,7 +663,7 @@ def run_nuts(key, leaf_probs, counts, num_warmup=500, num_samples=1000, num_chai
     ``run_nuts``."""
     from numpyro.infer import MCMC, NUTS
 
-    curve = make_curve(_z_of(leaf_probs), bands, band_scale, groups=groups)
+    curve = make_curve(score_logit(leaf_probs), bands, band_scale, groups=groups)
     m_b = n_band_offsets(curve)
     mcmc = MCMC(NUTS(numpyro_model), num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 chain_method=chain_method, progress_bar=progress_bar)

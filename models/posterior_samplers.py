@@ -72,8 +72,7 @@ class CalibratedSampler:
         from . import calibrated as cal
 
         counts = jnp.asarray(counts, dtype=jnp.float64)
-        p = jnp.clip(jnp.asarray(lp)[:, 1], 1e-12, 1 - 1e-12)
-        z = jnp.log(p) - jnp.log1p(-p)
+        z = cal.score_logit(lp)
         ck = (int(num_warmup), int(num_samples), int(num_chains), chain_method, tuple(sorted(nuts_kwargs.items())),
               tuple(extra_fields), None if groups is None else int(n_groups))
         mcmc = self._mcmc.pop(ck, None)

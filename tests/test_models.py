@@ -638,14 +638,14 @@ def test_band_offsets_let_a_bands_labels_set_its_level():
     shrinks (scale 1: a band 1 logit off the curve keeps a little of the pull) -- and, on a
     pool that *is* logistic, the banded fit stays on the two-parameter one.  120 units of 60
     labels each, so a band's share of positives is known to ±0.01–0.03."""
-    from bayes_eval.models.calibrated import BANDS, _z_of, curve_eta, fit_mode, make_curve
+    from bayes_eval.models.calibrated import BANDS, score_logit, curve_eta, fit_mode, make_curve
 
     rng = np.random.default_rng(0)
     k = 120
     z = np.sort(rng.normal(0.0, 1.5, k))
     n = np.full(k, 60.0)
     lp = jnp.asarray(np.stack([1 - 1 / (1 + np.exp(-z)), 1 / (1 + np.exp(-z))], 1))
-    banded, logistic = make_curve(_z_of(lp), BANDS), make_curve(_z_of(lp), 0)
+    banded, logistic = make_curve(score_logit(lp), BANDS), make_curve(score_logit(lp), 0)
     band = np.asarray(banded.band)
 
     def band_rates(rate):
@@ -674,14 +674,14 @@ def test_the_band_walks_scale_is_learned_from_the_labels():
     staircase (bands 1–2 logits off the logistic) on scales ≥ 1, with E[s] several times larger
     (measured: 0.99 of the weight on s ≤ 0.5, E[s] 0.15; then 1.00 on s ≥ 1, E[s] 1.87).  120 units
     of 60 labels each."""
-    from bayes_eval.models.calibrated import BANDS, _z_of, fit_mode_grid, make_curve, offset_grid
+    from bayes_eval.models.calibrated import BANDS, score_logit, fit_mode_grid, make_curve, offset_grid
 
     rng = np.random.default_rng(3)
     k = 120
     z = np.sort(rng.normal(0.0, 1.5, k))
     n = np.full(k, 60.0)
     lp = jnp.asarray(np.stack([1 - 1 / (1 + np.exp(-z)), 1 / (1 + np.exp(-z))], 1))
-    curve = make_curve(_z_of(lp), BANDS)
+    curve = make_curve(score_logit(lp), BANDS)
     scales = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
     grid = offset_grid(curve, band_scales=scales)
     np.testing.assert_allclose(np.asarray(grid.band_scale), scales)

@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 from bayes_eval import measures as M  # noqa: E402
 from bayes_eval import simulate as S  # noqa: E402
 from bayes_eval.cells import build_cells, leaf_probs, posterior_units  # noqa: E402
+from bayes_eval.models.calibrated import score_logit  # noqa: E402
 from bayes_eval.registry import load_pool  # noqa: E402
 from bayes_eval.strata import stratify  # noqa: E402
 
@@ -43,8 +44,6 @@ class Capture(NamedTuple):
 def load_capture(pool_path, capture):
     """Read ``capture`` (this script's npz) and rebuild ``pool_path``'s cells and posterior units
     as the simulation built them (its default stratification); refuse a capture of another pool."""
-    import jax.numpy as jnp
-
     pool, d = load_pool(pool_path), np.load(capture)
     n_strata = inspect.signature(S.run_simulation).parameters["n_strata"].default
     strata = stratify(pool, n_strata)
@@ -52,8 +51,7 @@ def load_capture(pool_path, capture):
     if not np.allclose(np.asarray(cells.size), d["size"]):
         raise SystemExit(f"{capture}: its cells are not {pool_path}'s")
     units = posterior_units(cells, strata.n_strata, "cell")
-    p1 = jnp.clip(units.probs[:, 1], 1e-12, 1 - 1e-12)    # as the library's model: a unit at 0 or 1 (ties) is no NaN
-    z = jnp.log(p1) - jnp.log1p(-p1)
+    z = score_logit(units.probs)    # the library's clipped logit: a unit at 0 or 1 (ties) is no NaN
     return Capture(pool, d, units, z, M.get("f1").g, float(d["true_value"][0]), np.asarray(item_cell))
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bayes_eval.models.calibrated import CalibratedState, _z_of, calibrated_model, fit_mode, sample_params  # noqa: E402
+from bayes_eval.models.calibrated import CalibratedState, score_logit, calibrated_model, fit_mode, sample_params  # noqa: E402
 
 PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_sigma": (0.0, 1.0)}
 NODES = 48
@@ -54,7 +54,7 @@ def log_posterior(theta, z, counts):
 
 
 def logit_normal_model(leaf_probs, n_proposals=1024):
-    z = _z_of(leaf_probs)
+    z = score_logit(leaf_probs)
     base = calibrated_model(leaf_probs)
 
     def sample(key, counts, unlabeled, n_draws, state=None):

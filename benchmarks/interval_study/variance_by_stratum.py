@@ -32,7 +32,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from bayes_eval import measures as M  # noqa: E402
 from bayes_eval.cells import leaf_counts  # noqa: E402
-from bayes_eval.models.calibrated import _z_of, calibrated_model  # noqa: E402
+from bayes_eval.models.calibrated import score_logit, calibrated_model  # noqa: E402
 from bayes_eval.posterior import pool_posterior_from_pi  # noqa: E402
 
 sys.path.insert(0, HERE)
@@ -53,7 +53,7 @@ def decompose(d, run, cp, draws, key):
     h_k = np.asarray(post.unlabeled_counts[..., 1])          # (n, K) hidden positives per stratum
     h = h_k.sum(1)
     f1 = np.asarray(post.value[:, 0])
-    z = np.asarray(_z_of(d["leaf_probs"]))
+    z = np.asarray(score_logit(d["leaf_probs"]))
     counts, unl = np.asarray(counts), np.asarray(unl)
     kappa = np.asarray(s["kappa"])[:, None]
     mu = 1.0 / (1.0 + np.exp(-(np.asarray(s["a"])[:, None] + np.asarray(s["b"])[:, None] * z[None, :])))

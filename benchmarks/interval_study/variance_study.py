@@ -189,7 +189,6 @@ def main():
           f"({time.time() - t0:.0f}s); truth F1={truth[0]:.4f} R={truth[1:]}")
     cum = np.cumsum(batches)
     names = ["F1", "R1", "R2"]
-    is_strat = design.estimator == "stratified"
     out = {}
     for ck in [int(c) for c in args.checkpoints.split(",")]:
         s = int(np.searchsorted(cum, ck))
