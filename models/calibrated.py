@@ -73,7 +73,7 @@ from jax.scipy.special import digamma, gammaln, polygamma
 from .. import _config  # noqa: F401
 from . import small_linalg
 
-__all__ = ["CalibratedState", "CalibrationCurve", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "group_scale_grid", "band_scale_grid", "n_band_offsets", "n_group_offsets", "calibrated_model", "OffsetGrid", "offset_grid", "fit_mode_grid", "sample_params_grid", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
+__all__ = ["CalibratedState", "CalibrationCurve", "score_logit", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "group_scale_grid", "band_scale_grid", "n_band_offsets", "n_group_offsets", "calibrated_model", "OffsetGrid", "offset_grid", "fit_mode_grid", "sample_params_grid", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
 
 PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1.5)}
 
