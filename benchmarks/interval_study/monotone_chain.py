@@ -20,6 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from bayes_eval.models.calibrated import PRIOR as CAL_PRIOR  # noqa: E402
+from bayes_eval.models.calibrated import score_logit  # noqa: E402
 from bayes_eval.models.calibrated import calibrated_model, fit_mode  # noqa: E402
 from monotone_restricted import GRID, _student_t, chain_order  # noqa: E402  (same grid and order)
 
@@ -101,8 +102,7 @@ def monotone_model(leaf_probs, n_proposals: int = 128, n_theta: int = 16, fit_it
     (a, b, log ν) around the calibrated model's (a, b) mode and ν's prior."""
     lp = np.asarray(leaf_probs, dtype=np.float64)
     order = chain_order(lp)[::-1].copy()
-    p = np.clip(lp[:, 1], 1e-12, 1 - 1e-12)
-    z = jnp.asarray(np.log(p) - np.log1p(-p))
+    z = score_logit(lp)
     zc, oj = z[order], jnp.asarray(order)
     step = GRID[1] - GRID[0]
     base = calibrated_model(lp, fit_iters=fit_iters)  # init_state, fit, predictive, posterior_predictive

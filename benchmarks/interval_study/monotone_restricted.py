@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from bayes_eval.models.calibrated import PRIOR as CAL_PRIOR  # noqa: E402
 from bayes_eval.models.calibrated import _student_t  # noqa: E402,F401  (study code: the calibrated proposal)
-from bayes_eval.models.calibrated import calibrated_model, fit_mode  # noqa: E402
+from bayes_eval.models.calibrated import calibrated_model, fit_mode, score_logit  # noqa: E402
 
 #: logit π grid: rates from 2e-9 to 1 − 6e-6 in steps of 0.1 in logit (±5 % in π at low rates)
 GRID = jnp.arange(-20.0, 12.0 + 1e-9, 0.1)
@@ -41,8 +41,7 @@ def chain_order(leaf_probs) -> np.ndarray:
     (an empty stratum has all-zero ``leaf_probs``); ties keep the strata's index order."""
     lp = np.asarray(leaf_probs, dtype=np.float64)
     active = np.flatnonzero(lp.sum(1) > 0.5)
-    p = np.clip(lp[active, 1], 1e-12, 1 - 1e-12)
-    z = np.log(p) - np.log1p(-p)
+    z = np.asarray(score_logit(lp))[active]
     return active[np.argsort(z, kind="stable")]
 
 
@@ -148,8 +147,7 @@ def monotone_model(leaf_probs, n_proposals: int = 64, n_theta: int = 16, fit_ite
     order = chain_order(lp)
     if order.size == 0:
         raise ValueError("the monotone model needs at least one non-empty stratum")
-    p = np.clip(lp[:, 1], 1e-12, 1 - 1e-12)
-    z = jnp.asarray(np.log(p) - np.log1p(-p))
+    z = score_logit(lp)
     zc = z[order]
     order_j = jnp.asarray(order)
     base = calibrated_model(lp, fit_iters=fit_iters)  # init_state, fit, predictive, posterior_predictive
