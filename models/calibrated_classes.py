@@ -23,7 +23,8 @@ depth two (001 §4.1: a node's branch probabilities are Dirichlet, leaves are cl
                   μ_u = sigmoid(a + b z_u + d_band(u) + e_{t_u}),  e_t ~ N(0, GROUP_SCALE²)
                   -- the calibrated model, with its priors, bands and sampler, on the counts
                   (labels ≠ t_u, labels = t_u) of each unit, and one offset e_t of the curve per
-                  top class (:data:`CLASS_OFFSETS`, below);
+                  top class (:data:`CLASS_OFFSETS`, below); the bands' walk d at the fixed scale
+                  :data:`TOP_BAND_SCALE` (the binary model learns it; stop 63, below);
     other classes φ_t = P(y = c | y ≠ t, top class t) ~ Dirichlet(α_t + η),  one per top class t,
                   α_t(c) = (C − 1) × [w share_t(c) + (1 − w) rev_t(c)]  (C − 1 pseudo-counts in all),
                   share_t(c) the classifier's mean share of c among the classes other than t over
@@ -86,6 +87,13 @@ With the offsets: 0.94 / 0.99 / 0.94, and 7-18% narrower (the shared κ no longe
 misfit).  The offsets are a ridge around the shared curve, N(0, 1) in logit units: a class with few
 labels stays near the curve of the others.
 
+Why the band walk's scale fixed (stop 63): the binary model learns the scale s of its band offsets'
+random walk over 0.25-4 (``calibrated.BAND_SCALE``; it gained on the misspecified binary pools).  On the
+300-run record of several classes (``benchmarks/results/several_classes.md``, "Stop 62" and "Stop 63")
+the learned s moved no pool's macro-F1 coverage beyond 1.6 binomial SE but ``shiftconf4``'s at 200 labels
+(0.940 -> 0.907, 2.5 SE), at the same width, and it cost five fits of the curve per posterior instead of
+one (the several-class stopping runs 1.6-1.8 × slower): the top split keeps s = 1, stop 57's model.
+
 With C = 2 this reduces to the binary calibrated model up to which class the curve follows; the
 registry keeps the binary model for C = 2 (``models/registry.py``).
 """
@@ -102,7 +110,7 @@ from .calibrated import BANDS, calibrated_model
 
 __all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_base", "reverse_confusion",
            "error_posterior", "top_split", "classes_pi", "wrong_labels", "spread_alphas", "spread_log_weights",
-           "spread_log_likelihood", "unit_sizes", "prediction_rate_rows", "ClassesState", "SPREAD_GRID", "SHARE_WEIGHT"]
+           "spread_log_likelihood", "unit_sizes", "prediction_rate_rows", "ClassesState", "SPREAD_GRID", "SHARE_WEIGHT", "TOP_BAND_SCALE"]
 
 #: η, the pseudo-counts every other class gets in a top class's error split beyond the
 #: classifier's shares (α_t(c) = (C − 1) share_t(c) + η): 25 values, uniform over log η on
@@ -116,6 +124,13 @@ SHARE_WEIGHT = 0.5
 #: one offset of the calibration curve per top class (``calibrated.GROUP_SCALE``): a class the
 #: classifier is more confident in than it is right gets its own level (stop 57)
 CLASS_OFFSETS = True
+
+#: the band offsets' random-walk scale s of the top split's curve, fixed (the binary model learns s
+#: over ``calibrated.BAND_SCALE``; stop 63): on the 300-run several-class record the learned s moved no
+#: pool's coverage beyond its SE but one cell the wrong way (``shiftconf4`` at 200 labels, 0.940 ->
+#: 0.907) at the same width, and cost five fits of the curve per posterior instead of one
+#: (``benchmarks/results/several_classes.md``, "Stop 62" and "Stop 63"); a sequence learns it again
+TOP_BAND_SCALE = 1.0
 
 
 class ClassesState(NamedTuple):
@@ -299,15 +314,16 @@ def _mean_split(alphas, log_w):
 def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, bands: int = BANDS,
                              band_scale=None):
     """The model behind the ``OracleModel`` interface for C ≥ 2 classes (see the module
-    docstring); ``leaf_probs`` (K, C) the classifier's mean class probabilities per unit, the
-    rest as :func:`bayes_eval.models.calibrated.calibrated_model`."""
+    docstring); ``leaf_probs`` (K, C) the classifier's mean class probabilities per unit,
+    ``band_scale`` the band walk's scale (default :data:`TOP_BAND_SCALE`, fixed; a sequence: learned
+    over it), the rest as :func:`bayes_eval.models.calibrated.calibrated_model`."""
     from .oracle import OracleModel
 
     p = np.asarray(leaf_probs, np.float64)
     c = p.shape[1]
     top = top_classes(p)
     inner = calibrated_model(top_split(p), n_proposals=n_proposals, fit_iters=fit_iters, bands=bands,
-                             band_scale=band_scale, groups=top if CLASS_OFFSETS else None, n_groups=c)
+                             band_scale=TOP_BAND_SCALE if band_scale is None else band_scale, groups=top if CLASS_OFFSETS else None, n_groups=c)
     on_top = jnp.asarray(np.eye(c)[top])                     # (K, C)
     top_j = jnp.asarray(top, dtype=jnp.int32)
     alpha0 = jnp.asarray(error_prior(p, top))                  # (C, C)

@@ -66,7 +66,9 @@ class CalibratedSampler:
         self._keep = int(keep)
 
     def run(self, key, lp, counts, num_warmup, num_samples, num_chains, chain_method, nuts_kwargs,
-            extra_fields=("diverging", "num_steps"), groups=None, n_groups=None):
+            extra_fields=("diverging", "num_steps"), groups=None, n_groups=None, band_scale=None):
+        from functools import partial
+
         from numpyro.infer import MCMC, NUTS
 
         from . import calibrated as cal
@@ -74,12 +76,13 @@ class CalibratedSampler:
         counts = jnp.asarray(counts, dtype=jnp.float64)
         z = cal.score_logit(lp)
         ck = (int(num_warmup), int(num_samples), int(num_chains), chain_method, tuple(sorted(nuts_kwargs.items())),
-              tuple(extra_fields), None if groups is None else int(n_groups))
+              tuple(extra_fields), None if groups is None else int(n_groups), cal.band_scale_grid(band_scale))
         mcmc = self._mcmc.pop(ck, None)
         if mcmc is None:
-            mcmc = MCMC(NUTS(cal.numpyro_model, **nuts_kwargs), num_warmup=num_warmup, num_samples=num_samples,
+            model = partial(cal.numpyro_model, band_scales=cal.band_scale_grid(band_scale))
+            mcmc = MCMC(NUTS(model, **nuts_kwargs), num_warmup=num_warmup, num_samples=num_samples,
                         num_chains=num_chains, chain_method=chain_method, progress_bar=False, jit_model_args=True)
-        curve = cal.make_curve(z, cal.BANDS, groups=groups, n_groups=n_groups)
+        curve = cal.make_curve(z, cal.BANDS, band_scale, groups=groups, n_groups=n_groups)
         m_b = cal.n_band_offsets(curve)
         mcmc.run(key, curve.z, counts, curve.band, curve.precision[:m_b, :m_b], curve.group,
                  extra_fields=tuple(extra_fields))
@@ -98,10 +101,10 @@ def _calibrated_pi():
 def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str, num_chains: int, num_warmup: int,
                      num_samples: int, thin: int, n_proposals: int, chain_method: str, nuts_kwargs: dict,
                      extra_fields: tuple, sampler=None, depth=8, branching=None, strength=1.0,
-                     groups=None, n_groups=None) -> ParameterDraws:
+                     groups=None, n_groups=None, band_scale=None) -> ParameterDraws:
     """The calibrated model's (a, b, κ) and π (see the module docstring): ``key`` for the
     parameters, ``pi_key`` for π given them; ``depth``, ``branching``, ``strength`` are the
-    tree's and ignored.  With C > 2 classes: the binary model's draws on the top split
+    tree's and ignored; ``band_scale`` the band walk's scale (default ``calibrated.BAND_SCALE``).  With C > 2 classes: the binary model's draws on the top split
     (``models/calibrated_classes.py``), then the other classes' split per top class from its
     exact Dirichlet conditional (``error_split`` [top_class, class]) after its spread η from its
     posterior on a grid (``error_spread``), its prior the classifier's shares mixed with the labels'
@@ -117,7 +120,8 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
                              num_warmup=num_warmup, num_samples=num_samples, thin=thin, n_proposals=n_proposals,
                              chain_method=chain_method, nuts_kwargs=nuts_kwargs, extra_fields=extra_fields,
                              sampler=sampler, n_groups=np.asarray(leaf_probs).shape[1],
-                             groups=top_classes(leaf_probs) if calibrated_classes.CLASS_OFFSETS else None)
+                             groups=top_classes(leaf_probs) if calibrated_classes.CLASS_OFFSETS else None,
+                             band_scale=calibrated_classes.TOP_BAND_SCALE)
         pi, phi, eta = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1],
                                   unit_sizes(counts, unlabeled))
         c = phi.shape[-1]
@@ -136,7 +140,7 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
     if method == "nuts":
         mcmc = (sampler or CalibratedSampler()).run(k_fit, lp, counts, num_warmup, num_samples, num_chains,
                                                     chain_method, {**CALIBRATED_NUTS, **nuts_kwargs}, extra_fields,
-                                                    groups=groups, n_groups=n_groups)
+                                                    groups=groups, n_groups=n_groups, band_scale=band_scale)
         s = mcmc.get_samples(group_by_chain=True)
         a, b, lk = (np.asarray(s[n]) for n in ("a", "b", "log_kappa"))
         d = np.asarray(s["band_offset"]) if "band_offset" in s else np.zeros(a.shape + (0,))
@@ -146,7 +150,8 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
         pi = _calibrated_pi()(k_pi, lp, counts, flat(a), flat(b), flat(kappa), flat(d) if d.shape[-1] else None,
                               flat(e) if e.shape[-1] else None, None if groups is None else jnp.asarray(groups))
     else:
-        om = cal.calibrated_model(lp, n_proposals=int(n_proposals), bands=cal.BANDS, groups=groups, n_groups=n_groups)
+        om = cal.calibrated_model(lp, n_proposals=int(n_proposals), bands=cal.BANDS, groups=groups, n_groups=n_groups,
+                                   band_scale=band_scale)
 
         def one(k):
             d = om.sample(k, counts, unlabeled, int(num_samples))
@@ -173,7 +178,7 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
         dims["band_offset"] = ["band"]
         coords["band"] = np.arange(d.shape[-1])
         info["bands"] = int(d.shape[-1])
-        bs = cal.band_scale_grid()
+        bs = cal.band_scale_grid(band_scale)
         info["band_scale"] = bs[0] if len(bs) == 1 else list(bs)
     if e.shape[-1]:
         params["class_offset"] = e

@@ -145,20 +145,20 @@ def ais_many_positives():
     return computed_once_per_run("ais_many_positives", compute)
 
 
-def calibrated_prior_curve(z, groups=None, n_groups=None):
+def calibrated_prior_curve(z, groups=None, n_groups=None, band_scale=None):
     """A draw of the calibrated model's curve from its prior (``models/calibrated.py``: ``PRIOR``
     for (a, b, log κ), the band offsets d a Gaussian walk over ``BANDS`` bands of scale ``BAND_SCALE`` (or uniform over its grid),
     and with ``groups`` (the units' top classes) one offset per group, N(0, ``GROUP_SCALE``²)):
     a function of (three keys for a, b, log κ; a key for the offsets) -> (μ per unit, κ), for the
     simulation-based calibration of the binary model (``test_posterior.py``) and of its top split
-    for several classes (``test_several_classes.py``)."""
+    for several classes (``test_several_classes.py``, ``band_scale`` its ``TOP_BAND_SCALE``)."""
     import jax
     import jax.numpy as jnp
 
     from bayes_eval.models import calibrated as cal
 
     scales = jnp.asarray(cal.group_scale_grid())
-    band_scales = jnp.asarray(cal.band_scale_grid())
+    band_scales = jnp.asarray(cal.band_scale_grid(band_scale))
     curve = cal.make_curve(np.asarray(z), cal.BANDS, scale=1.0, groups=groups, n_groups=n_groups, group_scale=1.0)
     walk = jnp.linalg.cholesky(jnp.linalg.inv(curve.precision))   # d = walk @ N(0, I) ~ N(0, Q⁻¹)
     prior = list(cal.PRIOR.values())

@@ -27,7 +27,7 @@ from bayes_eval import measures as M
 from bayes_eval.cells import build_cells, leaf_counts, leaf_probs
 from bayes_eval.models import calibrated as cal
 from bayes_eval.models import classifier_scores
-from bayes_eval.models.calibrated_classes import (SHARE_WEIGHT, SPREAD_GRID, calibrated_classes_model, error_base,
+from bayes_eval.models.calibrated_classes import (SHARE_WEIGHT, SPREAD_GRID, TOP_BAND_SCALE, calibrated_classes_model, error_base,
                                                   error_prior, prediction_rate_rows, reverse_confusion, spread_alphas,
                                                   spread_log_weights, top_classes)
 from bayes_eval.models.registry import make_oracle_model
@@ -301,7 +301,8 @@ def test_pi_follows_the_binary_model_on_top_and_the_labels_errors_below():
     pi = np.asarray(s["pi"])
     np.testing.assert_allclose(pi.sum(-1), 1.0, atol=1e-12)
     binary = cal.calibrated_model(np.c_[1 - lp[np.arange(k), top], lp[np.arange(k), top]], bands=cal.BANDS,
-                                  groups=top, n_groups=C)       # one curve offset per top class (stop 57)
+                                  groups=top, n_groups=C,       # one curve offset per top class (stop 57)
+                                  band_scale=TOP_BAND_SCALE)    # the bands' walk at the fixed scale (stop 63)
     n_top = counts[np.arange(k), top]
     sb = binary.sample(jax.random.split(key, 3)[0], jnp.asarray(np.c_[counts.sum(1) - n_top, n_top]),
                        jnp.asarray(unl), 400)
@@ -345,7 +346,7 @@ def _sbc_runner(k_per_class=6, per=120, n_draws=200):
     np.testing.assert_allclose(lpk, lp, atol=1e-12)
     model, control = calibrated_classes_model(lpk), classifier_scores(lpk)
     z = np.log(lp[np.arange(k), top] / (1 - lp[np.arange(k), top]))
-    prior_curve = calibrated_prior_curve(z, groups=top, n_groups=C)
+    prior_curve = calibrated_prior_curve(z, groups=top, n_groups=C, band_scale=TOP_BAND_SCALE)
     alphas = spread_alphas(error_prior(lp))                   # (G, C, C): α_t + η for η on the grid
     top_j, on_top = jnp.asarray(top), jnp.asarray(np.eye(C)[top])
     unit_of_item, cell_of_item = jnp.asarray(idx), jnp.asarray(item_cell)
