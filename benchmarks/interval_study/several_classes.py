@@ -22,7 +22,8 @@ Pools (synthetic, seeded; the shared pools are binary):
 
 Run: ``python benchmarks/interval_study/several_classes.py POOL [--measure macro_f1]
 [--repeats 100] [--design ais] [--budget 1000] [--checkpoints 200,500,1000] [--model calibrated]
-[--stop-widths 0.1,0.05]``.
+[--stop-widths 0.1,0.05] [--pool-seed S]`` (``--pool-seed``: another realization of the pool, its
+generator's seed; 0 the record's).
 """
 from __future__ import annotations
 
@@ -74,6 +75,8 @@ def main(argv=None):
     ap.add_argument("--checkpoints", default="200,500,1000")
     ap.add_argument("--model", default="calibrated")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pool-seed", type=int, default=0,
+                    help="the pool's realization (its generator's seed; 0: the record's pool)")
     ap.add_argument("--stop-widths", default=None,
                     help="W[,W]: also stop each run at the first stage end where the interval read first "
                          "(read-first, and bayes-stable) is at most W wide (a posterior after every stage)")
@@ -81,7 +84,7 @@ def main(argv=None):
     from bayes_eval.registry import measure_from_args
     from bayes_eval.simulate import run_simulation
 
-    pool = make_pool(args.pool)
+    pool = make_pool(args.pool, args.pool_seed)
     measure = measure_from_args(args.measure, pool)
     cps = tuple(int(v) for v in args.checkpoints.split(","))
     t0 = time.perf_counter()
@@ -92,7 +95,7 @@ def main(argv=None):
     rows = []
     for i, cp in enumerate(cps):
         est = np.asarray(res.checkpoint_value)[:, i, 0]
-        row = {"pool": args.pool, "measure": args.measure, "design": args.design, "labels": cp, "truth": round(truth, 4),
+        row = {"pool": args.pool, **({"pool_seed": args.pool_seed} if args.pool_seed else {}), "measure": args.measure, "design": args.design, "labels": cp, "truth": round(truth, 4),
                "rmse": float(np.sqrt(np.nanmean((est - truth) ** 2)))}
         for kind, lo, hi in (("clt", res.checkpoint_lower, res.checkpoint_upper), ("bayes", res.bayes_lower, res.bayes_upper)):
             if lo is None:
@@ -100,6 +103,7 @@ def main(argv=None):
             lo_i, hi_i = np.asarray(lo)[:, i, 0], np.asarray(hi)[:, i, 0]
             row[f"{kind}_coverage"] = float(np.mean((lo_i <= truth) & (truth <= hi_i)))
             row[f"{kind}_width"] = float(np.mean(hi_i - lo_i))
+            row[f"{kind}_above"] = float(np.mean(lo_i > truth))    # misses high: the interval above the truth
         rows.append(row)
     if args.stop_widths:
         from bayes_eval.results import stopping
