@@ -202,7 +202,7 @@ def build_parser():
                    help="model of the Bayesian intervals: calibrated (default; with several classes its top-class split), design, dirichlet-tree")
     s.add_argument("--bayes-draws", type=int, default=200, metavar="N",
                    help="posterior draws per Bayesian interval (default 200; a session uses 1000). The "
-                        "highest-density interval spans 0.95(N+1) draw spacings, so it holds on average 95%% "
+                        "Bayesian interval (highest-density; equal-tailed with several classes) spans 0.95(N+1) draw spacings, so it holds on average 95%% "
                         "of the posterior's mass for any N; more draws make each interval less noisy, and the "
                         "cost of the Bayesian intervals grows with N")
     _add_design_args(s)

@@ -11,7 +11,7 @@ the same cells -- with g(R) the C F1s, the C precisions TP_c / P_c and the C rec
 :func:`per_class_table` takes its posterior by ``SessionReports.posterior_of``: the session's
 posterior model fitted to the same labels with the same key, so the mean of the classes' F1 draws
 is the session's macro-F1 draw for draw (``tests/test_several_classes.py``).  The intervals are
-highest-density, as the session's own (``posterior.highest_density``).
+the session's own kind (``posterior.bayesian_interval``: equal-tailed with several classes).
 """
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ __all__ = ["per_class_scores", "per_class_table"]
 
 def per_class_table(session, level: float = 0.95, n_draws: int = 1000, class_names=None) -> pd.DataFrame | None:
     """One row per class: its name, its labels in the estimate, and the posterior median and
-    ``level`` highest-density interval of its F1, precision and recall on the pool (columns
+    ``level`` interval (``posterior.bayesian_interval``) of its F1, precision and recall on the pool (columns
     ``f1``, ``f1_lower``, ``f1_upper``, ... ).  None where the session offers no posterior (a
     stochastic oracle, no model, a partitioned pool) or its pool has two classes.
     ``class_names``: {class: name} (default: the pool's label map, ``Pool.label_names``, else
     ``class c``)."""
-    from .posterior import highest_density
+    from .posterior import bayesian_interval
 
     c = int(session.pool.n_classes)
     if c <= 2:
@@ -41,7 +41,7 @@ def per_class_table(session, level: float = 0.95, n_draws: int = 1000, class_nam
     if class_names is None:
         class_names = {int(k): str(name) for name, k in (session.pool.label_names or ())}
     draws = np.asarray(draws, np.float64)
-    lo, hi = highest_density(draws, level)
+    lo, hi = bayesian_interval(draws, level, c)
     lo, hi = np.asarray(lo), np.asarray(hi)
     with np.errstate(all="ignore"):
         med = np.nanmedian(draws, axis=0)

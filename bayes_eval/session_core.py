@@ -404,23 +404,24 @@ def posterior_sampler(core: SessionCore, model, measures, choice: str, n_draws: 
 
 def resolved_program(core: SessionCore, level: float, widen: bool) -> Callable:
     """``(draws (n, m), labeled (X, C), one_item (2, m)) -> (lower, upper, widened)``, each (m,):
-    the highest-density ``level`` interval of every component
-    (:func:`~bayes_eval.posterior.highest_density`), widened where an unlabeled item can
+    the ``level`` interval of every component (:func:`~bayes_eval.posterior.bayesian_interval`:
+    highest-density on binary pools, equal-tailed with several classes), widened where an unlabeled item can
     still change the measure and the interval is narrower than one item's class
     (:func:`~bayes_eval.posterior.widen_to_resolution`, each measure with its own loss) -- the
     simulation's :func:`~bayes_eval.posterior.resolved_interval` on a session's draws.  One
     jit-compiled program per core, level and ``widen`` (False before any stage closed: the
     interval as it is): run eagerly its twenty-odd array operations were as many programs to
     trace and load, ~1.7 s of every ``session status`` with the Bayesian interval."""
-    from .posterior import highest_density, unlabeled_items_matter, widen_to_resolution
+    from .posterior import bayesian_interval, unlabeled_items_matter, widen_to_resolution
 
     fkey = ("resolved", float(level), bool(widen))
     fn = core.jitted.get(fkey)
     if fn is None:
         sizes = [int(np.shape(t)[-1]) for t in core.loss_tables]  # components per measure
+        n_classes = int(np.shape(core.cells.loss)[1])
 
         def resolved(draws, labeled, one_item):
-            lo, hi = highest_density(draws, level)
+            lo, hi = bayesian_interval(draws, level, n_classes)
             if not widen:
                 return lo, hi, jnp.zeros(lo.shape, bool)
             out, c = [], 0

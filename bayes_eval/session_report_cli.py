@@ -257,7 +257,7 @@ def cmd_report(args, bar):
                                                                                   "recall"]]
             md += ["\n## Each class\n",
                    f"The posterior of each class's F1, precision and recall on this pool (median [{pct}% "
-                   f"highest-density interval]; the session's posterior model, the same labels: the mean of the "
+                   f"equal-tailed interval, the session's kind with several classes]; the session's posterior model, the same labels: the mean of the "
                    f"classes' F1 is macro-F1's posterior draw for draw; `per_class.csv`). `labels`: the class's "
                    f"labels in the estimate.\n", _md_table(show_c)]
         md += ["\n## Estimate and interval against labels spent\n", "![progress](progress.png)\n"]

@@ -305,7 +305,8 @@ class SessionReports:
 
     def bayesian_interval(self, level: float = 0.95, n_draws: int = 1000, seed: int | None = None,
                           snap_index: int = -1):
-        """Highest-density Bayesian intervals of every component from :meth:`posterior` (after
+        """Bayesian intervals (:func:`bayes_eval.posterior.bayesian_interval`: highest-density on
+        binary pools, equal-tailed with several classes) of every component from :meth:`posterior` (after
         closed stage ``snap_index``), or None when the design has no oracle model.  Columns as
         :meth:`intervals` (``kind="bayes"``, ``estimate`` = posterior median) and ``collapsed``:
         where the interval was narrower than what one unlabeled item's label can change while
@@ -615,7 +616,7 @@ class SessionReports:
         return self._post_cache[self._snap_key(n_draws, seed, snap_index)[0]][1]
 
     def _resolved(self, level: float, snap_index: int = -1, n_draws: int = 1000, seed: int | None = None):
-        """(lower, upper, widened), each (m,): the highest-density interval of each component
+        """(lower, upper, widened), each (m,): the Bayesian interval of each component
         after closed stage ``snap_index``, widened where it is narrower than what one unlabeled
         item's label can change while such an item is left
         (:func:`bayes_eval.posterior.widen_to_resolution`, with each measure's loss) -- the

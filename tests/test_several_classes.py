@@ -576,6 +576,26 @@ def test_a_session_on_three_classes_leads_with_the_bayesian_interval(tmp_path):
     assert st["class_names"] == [None, None, None]                # no label map
     s.pool = replace(s.pool, label_names=(("bird", 2), ("cat", 0), ("dog", 1), ("kitty", 0)))
     assert s.status(bayesian=False)["class_names"] == ["cat", "dog", "bird"]
+    # with several classes the Bayesian interval is the equal-tailed one of the session's draws (stop 63)
+    bi = s.bayesian_interval()
+    et_lo, et_hi = (np.asarray(v) for v in equal_tailed(np.asarray(s.posterior(1000)), 0.95))
+    assert not bi["collapsed"].iloc[0]
+    np.testing.assert_allclose([bi["lower"].iloc[0], bi["upper"].iloc[0]], [et_lo[0], et_hi[0]], rtol=1e-9)
+    np.testing.assert_allclose([c["bayes_lower"], c["bayes_upper"]], [et_lo[0], et_hi[0]], rtol=1e-9)
+
+
+def test_the_bayesian_interval_is_highest_density_on_two_classes_and_equal_tailed_on_more():
+    """``posterior.bayesian_interval``: on a left-skewed sample (as F1's posterior with a long low
+    tail) the two kinds differ, and the library picks the highest-density one for two classes and the
+    equal-tailed one for three or more."""
+    from bayes_eval.posterior import bayesian_interval, highest_density
+
+    x = 1.0 - np.random.default_rng(0).gamma(1.5, 0.02, size=(1000, 1))
+    hd, et = highest_density(x), equal_tailed(x)
+    assert float(hd[0][0]) > float(et[0][0]) + 1e-3                # the shortest interval leaves out the low tail
+    for c, want in ((2, hd), (3, et), (5, et)):
+        got = bayesian_interval(x, 0.95, c)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want))
 
 
 def test_each_classs_f1_precision_and_recall_by_hand():

@@ -22,7 +22,7 @@ Pools (synthetic, seeded; the shared pools are binary):
 
 Run: ``python benchmarks/interval_study/several_classes.py POOL [--measure macro_f1]
 [--repeats 100] [--design ais] [--budget 1000] [--checkpoints 200,500,1000] [--model calibrated]
-[--stop-widths 0.1,0.05] [--pool-seed S]`` (``--pool-seed``: another realization of the pool, its
+[--stop-widths 0.1,0.05] [--pool-seed S] [--realization]`` (``--pool-seed``: another realization of the pool, its
 generator's seed; 0 the record's).
 """
 from __future__ import annotations
@@ -65,6 +65,26 @@ def make_pool(name: str, seed: int = 0):
     return Pool.from_arrays(scores=p[np.arange(n), pred], preds=pred, probs=p, labels=y, n_classes=c, name=name)
 
 
+def realization(pool, n_redraws: int = 2000, seed: int = 123):
+    """Where the pool's macro-F1 sits among redraws of every item's label from its class
+    probabilities (the generator's own: the Bayes classifier of the mixture): (truth, mean, sd,
+    percentile) -- is a pool's shortfall its luck?"""
+    p = np.asarray(pool.probs).reshape(-1, pool.n_classes)
+    y, pred, c = np.asarray(pool.labels).ravel(), np.asarray(pool.preds).ravel(), pool.n_classes
+
+    def macro_f1(lab):
+        f = [2 * np.sum((lab == k) & (pred == k), -1)
+             / np.maximum(np.sum((lab == k) | (pred == k), -1) + np.sum((lab == k) & (pred == k), -1), 1)
+             for k in range(c)]
+        return np.mean(f, 0)
+
+    rng, cum, d = np.random.default_rng(seed), p.cumsum(1), []
+    for _ in range(n_redraws // 100):
+        d.append(macro_f1((rng.random((100, p.shape[0], 1)) > cum[None]).sum(-1)))
+    d, t = np.concatenate(d), float(macro_f1(y))
+    return t, float(d.mean()), float(d.std()), float(np.mean(d < t))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("pool")
@@ -80,7 +100,15 @@ def main(argv=None):
     ap.add_argument("--stop-widths", default=None,
                     help="W[,W]: also stop each run at the first stage end where the interval read first "
                          "(read-first, and bayes-stable) is at most W wide (a posterior after every stage)")
+    ap.add_argument("--realization", action="store_true",
+                    help="print where the pool's macro-F1 sits among redraws of its labels from the class "
+                         "probabilities, and stop (pools with probabilities: probs4, sharp4, rare5, shift4)")
     args = ap.parse_args(argv)
+    if args.realization:
+        t, mean, sd, pct = realization(make_pool(args.pool, args.pool_seed))
+        print(json.dumps({"pool": args.pool, "pool_seed": args.pool_seed, "truth": round(t, 4), "redraws_mean": round(mean, 4),
+                          "redraws_sd": round(sd, 4), "percentile": round(pct, 3)}))
+        return
     from bayes_eval.registry import measure_from_args
     from bayes_eval.simulate import run_simulation
 
