@@ -528,7 +528,7 @@ def bayesian_interval(draws, level: float = 0.95, n_classes: int = 2):
     or accuracy is the top split's Beta skew near ρ = 1, and the truth falls in it more often
     than the highest-density interval allows: on the 300-run record of
     ``benchmarks/results/several_classes.md`` ("Stop 63") the equal-tailed interval of the same
-    draws covered more on every pool at 200-500 labels for 2-5% more width, the misses still
+    draws covered more on every 4-class pool at 200-500 labels for 2-6% more width, the misses still
     mostly above the truth."""
     return (equal_tailed if int(n_classes) > 2 else highest_density)(draws, level)
 
