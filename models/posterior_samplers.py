@@ -75,11 +75,12 @@ class CalibratedSampler:
 
         counts = jnp.asarray(counts, dtype=jnp.float64)
         z = cal.score_logit(lp)
+        scales = cal.band_scale_grid(band_scale)
         ck = (int(num_warmup), int(num_samples), int(num_chains), chain_method, tuple(sorted(nuts_kwargs.items())),
-              tuple(extra_fields), None if groups is None else int(n_groups), cal.band_scale_grid(band_scale))
+              tuple(extra_fields), None if groups is None else int(n_groups), scales)
         mcmc = self._mcmc.pop(ck, None)
         if mcmc is None:
-            model = partial(cal.numpyro_model, band_scales=cal.band_scale_grid(band_scale))
+            model = partial(cal.numpyro_model, band_scales=scales)
             mcmc = MCMC(NUTS(model, **nuts_kwargs), num_warmup=num_warmup, num_samples=num_samples,
                         num_chains=num_chains, chain_method=chain_method, progress_bar=False, jit_model_args=True)
         curve = cal.make_curve(z, cal.BANDS, band_scale, groups=groups, n_groups=n_groups)
