@@ -22,8 +22,10 @@ Pools (synthetic, seeded; the shared pools are binary):
 
 Run: ``python benchmarks/interval_study/several_classes.py POOL [--measure macro_f1]
 [--repeats 100] [--design ais] [--budget 1000] [--checkpoints 200,500,1000] [--model calibrated]
-[--stop-widths 0.1,0.05] [--pool-seed S] [--realization]`` (``--pool-seed``: another realization of the pool, its
-generator's seed; 0 the record's).
+[--stop-widths 0.1,0.05] [--pool-seed S] [--realization] [--each-class]`` (``--pool-seed``: another realization of
+the pool, its generator's seed; 0 the record's; ``--each-class``: also every class's F1, precision and recall
+interval from the same posterior draws -- the session report's "Each class" table, ``per_class.per_class_table`` --
+with the design run for macro-F1 as a session of it is; one line per class and checkpoint).
 """
 from __future__ import annotations
 
@@ -85,6 +87,52 @@ def realization(pool, n_redraws: int = 2000, seed: int = 123):
     return t, float(d.mean()), float(d.std()), float(np.mean(d < t))
 
 
+def _each_class_intervals(n_classes):
+    """Make the simulation's posterior intervals also those of :func:`measures.per_class_scores`:
+    its loss is macro-F1's (the same cells and draws), so the checkpoints' posterior draws give
+    both g's at once.  The simulation keeps the measure's own intervals; the classes' go to the
+    returned dict (``bayes_lower`` / ``bayes_upper``, (runs, checkpoints, 3C))."""
+    import jax.numpy as jnp
+    import bayes_eval.simulate as S
+    from bayes_eval.measures import per_class_scores
+
+    g_each, orig, out = per_class_scores(n_classes).g, S.intervals_at_checkpoints, {}
+
+    def both(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95):
+        if out:                                       # the stages' posteriors (stopping): the measure's alone
+            return orig(cells, model, g, n_strata, labeled, seed, n_draws, level)
+        res = orig(cells, model, lambda r: jnp.concatenate([jnp.atleast_1d(g(r)), g_each(r)]), n_strata, labeled,
+                   seed, n_draws, level)
+        m = res["bayes_lower"].shape[-1] - 3 * n_classes
+        out.update({k: res[k][..., m:] for k in ("bayes_lower", "bayes_upper")})
+        return {k: (v[..., :m] if v.ndim == 3 else v) for k, v in res.items()}
+
+    S.intervals_at_checkpoints = both
+    return out
+
+
+def _each_class_rows(args, pool, cps, each):
+    """One row per class and checkpoint: each of F1 / precision / recall's coverage and mean width."""
+    from bayes_eval.measures import per_class_scores
+
+    c = pool.n_classes
+    truth = np.asarray(pool.true_value(per_class_scores(c)))
+    rows = []
+    for i, cp in enumerate(cps):
+        for k in range(c):
+            row = {"pool": args.pool, "measure": "each_class", "design": args.design, "labels": cp, "class": k,
+                   "share": round(float(np.mean(pool.labels == k)), 4)}
+            for j, kind in enumerate(("f1", "precision", "recall")):
+                t = truth[j * c + k]
+                lo, hi = each["bayes_lower"][:, i, j * c + k], each["bayes_upper"][:, i, j * c + k]
+                row[f"{kind}_truth"] = round(float(t), 4)
+                row[f"{kind}_coverage"] = float(np.mean((lo <= t) & (t <= hi)))
+                row[f"{kind}_width"] = float(np.mean(hi - lo))
+                row[f"{kind}_above"] = float(np.mean(lo > t))
+            rows.append(row)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("pool")
@@ -103,6 +151,9 @@ def main(argv=None):
     ap.add_argument("--realization", action="store_true",
                     help="print where the pool's macro-F1 sits among redraws of its labels from the class "
                          "probabilities, and stop (pools with probabilities: probs4, sharp4, rare5, shift4)")
+    ap.add_argument("--each-class", action="store_true",
+                    help="also each class's F1 / precision / recall coverage from the same posterior draws (the "
+                         "report's 'Each class' table), the design run for --measure")
     args = ap.parse_args(argv)
     if args.realization:
         t, mean, sd, pct = realization(make_pool(args.pool, args.pool_seed))
@@ -115,6 +166,7 @@ def main(argv=None):
     pool = make_pool(args.pool, args.pool_seed)
     measure = measure_from_args(args.measure, pool)
     cps = tuple(int(v) for v in args.checkpoints.split(","))
+    each = _each_class_intervals(pool.n_classes) if args.each_class else None
     t0 = time.perf_counter()
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, repeats=args.repeats, seed=args.seed,
                                 checkpoints=cps, bayes=True, posterior_model=args.model,
@@ -133,6 +185,8 @@ def main(argv=None):
             row[f"{kind}_width"] = float(np.mean(hi_i - lo_i))
             row[f"{kind}_above"] = float(np.mean(lo_i > truth))    # misses high: the interval above the truth
         rows.append(row)
+    if each is not None:
+        rows += _each_class_rows(args, pool, cps, each)
     if args.stop_widths:
         from bayes_eval.results import stopping
 
