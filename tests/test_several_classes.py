@@ -27,7 +27,8 @@ from bayes_eval import measures as M
 from bayes_eval.cells import build_cells, leaf_counts, leaf_probs
 from bayes_eval.models import calibrated as cal
 from bayes_eval.models import classifier_scores
-from bayes_eval.models.calibrated_classes import (SHARE_WEIGHT, SPREAD_GRID, TOP_BAND_SCALE, calibrated_classes_model, error_base,
+from bayes_eval.models.calibrated_classes import (SHARE_WEIGHTS, SPREAD_GRID, TOP_BAND_SCALE, calibrated_classes_model, error_base,
+                                                  error_posterior, grid_pair,
                                                   error_prior, prediction_rate_rows, reverse_confusion, spread_alphas,
                                                   spread_log_weights, top_classes)
 from bayes_eval.models.registry import make_oracle_model
@@ -202,8 +203,9 @@ def test_the_error_splits_prior_mixes_the_shares_with_the_labels_reverse_confusi
     -- the pool's items of top class c that are class t, each unit's labels on t scaled by its size
     over its labels -- normalised over c; C − 1 pseudo-counts per row whatever the budget; a row
     nothing is estimated for, or no labels at all, keeps the shares, and so does a row whose units
-    split their other classes differently (class probabilities: ``prediction_rate_rows``)."""
-    assert SHARE_WEIGHT == 0.5
+    split their other classes differently (class probabilities: ``prediction_rate_rows``).  (The
+    weight 0.5 is one point of the grid ``SHARE_WEIGHTS`` the model learns it on, stop 64.)"""
+    assert 0.5 in SHARE_WEIGHTS and SHARE_WEIGHTS.min() == 0.0 and SHARE_WEIGHTS.max() == 1.0
     lp = _unit_probs()                             # 6 units per top class; shares 0.7 / 0.3 (row 2: classes 0 / 1)
     k = lp.shape[0]
     counts = np.zeros((k, C))
@@ -280,6 +282,45 @@ def test_the_error_splits_spread_is_learned_from_where_the_errors_fall():
     a = np.asarray(spread_alphas(alpha0))
     np.testing.assert_allclose(a[:, 0, 2], 0.02 + grid)
     np.testing.assert_allclose(a[:, np.arange(3), np.arange(3)], 0.0)
+
+
+def test_the_shares_weight_is_learned_from_whether_the_errors_fall_as_the_prediction_rates_or_the_reverse_confusion_say():
+    """w, the prediction rates' share in the error split's prior, is learned beside η on
+    ``SHARE_WEIGHTS`` x ``SPREAD_GRID`` (``error_posterior``, stop 64): where top class 0's wrong labels
+    all fall on class 2, as the other classes' labels say (top class 2's labels on class 0, the reverse
+    confusion) and against the prediction rates (0.7 of the rest to class 1), the pairs' posterior
+    puts w low and the hidden errors' split follows; where they fall as the rates say, w stays high;
+    without labels the prior is uniform over the pairs and every w gives the shares."""
+    lp = _unit_probs()
+    k = lp.shape[0]
+    top = top_classes(lp)
+    size = np.full(k, 200.0)
+    n_w, n_e = len(SHARE_WEIGHTS), len(SPREAD_GRID)
+
+    def posterior(to_class):
+        counts = np.zeros((k, C))
+        counts[np.arange(k), top] = 10
+        counts[top == 0, to_class] = 2                  # top class 0: 12 wrong labels, all on one class
+        counts[top == 2, 0] = 3                          # top class 2's labels say classes 0 and 2 meet
+        a, log_w = error_posterior(lp, counts, size)
+        a, wts = np.asarray(a), np.exp(np.asarray(log_w))
+        assert a.shape == (n_w * n_e, C, C) and abs(wts.sum() - 1.0) < 1e-12
+        w_of, eta_of = (np.asarray(v) for v in grid_pair(np.arange(n_w * n_e)))
+        np.testing.assert_array_equal(w_of, np.repeat(SHARE_WEIGHTS, n_e))
+        np.testing.assert_array_equal(eta_of, np.tile(SPREAD_GRID, n_w))
+        split0 = wts @ (a[:, 0] / a[:, 0].sum(-1, keepdims=True))   # E[φ_0] over the pairs
+        return float(wts @ w_of), split0
+
+    w_against, split_against = posterior(2)
+    w_as_rates, _ = posterior(1)
+    assert w_against < 0.25 < 0.5 < w_as_rates, (w_against, w_as_rates)
+    fixed = np.asarray(error_base(lp, np.where(np.arange(C)[None] == top[:, None], 10.0, 0.0), size))[0]
+    assert split_against[2] > 0.9 and split_against[1] < 0.05, split_against
+    none_a, none_log_w = error_posterior(lp, np.zeros((k, C)), size)
+    np.testing.assert_allclose(np.exp(np.asarray(none_log_w)), 1.0 / (n_w * n_e), atol=1e-12)
+    shares = error_prior(lp) + SPREAD_GRID[0] * (error_prior(lp) > 0)       # (the grid's first η)
+    np.testing.assert_allclose(np.asarray(none_a)[::n_e], np.broadcast_to(shares, (n_w, C, C)), atol=1e-12)
+    np.testing.assert_allclose(fixed, error_prior(lp)[0], atol=1e-12)   # no other row's labels: the shares
 
 
 @pytest.mark.slow
@@ -427,6 +468,8 @@ def test_report_of_a_session_of_several_classes_by_nuts_and_fast(tmp_path):
         np.testing.assert_allclose(phi[..., np.arange(c), np.arange(c)], 0.0)
         eta = idata.posterior["error_spread"].values                 # the spread's draws, on its grid
         assert eta.shape == phi.shape[:2] and np.isin(eta, SPREAD_GRID).all()
+        w = idata.posterior["error_share_weight"].values            # the shares' weight, learned beside it
+        assert w.shape == eta.shape and np.isin(w, SHARE_WEIGHTS).all()
         g = idata.posterior["G"].values.reshape(-1)
         lo, hi = np.quantile(g, [0.025, 0.975])
         assert lo <= truth <= hi, (method, lo, truth, hi)
@@ -714,7 +757,7 @@ def test_a_rare_class_the_shares_rule_out_is_covered_with_the_learned_spread(mon
 
     learned, _ = coverage()
     monkeypatch.setattr(CC, "SPREAD_GRID", np.array([0.0]))
-    monkeypatch.setattr(CC, "SHARE_WEIGHT", 1.0)       # and no reverse confusion (stop 56)
+    monkeypatch.setattr(CC, "SHARE_WEIGHTS", np.array([1.0]))       # and no reverse confusion (stop 56)
     shares, high = coverage()
     assert learned >= 0.90, learned
     assert shares <= learned - 0.05 and high >= 0.8 * (1.0 - shares), (learned, shares, high)

@@ -14,9 +14,9 @@ misses.  ``mass1`` / ``mass0.3``: the shares with 1 / 0.3 pseudo-counts in all i
 grid (:data:`MASS_GRID` × the library's η grid); ``reverse1`` / ``reverse0.5``: λ × the reverse
 confusion's wrong labels added to each row's prior (stop 55: both measured, not kept);
 ``reverse-ht0.5`` / ``reverse-ht0`` / ``shares-only``: the prior shares half / wholly / not at all the
-reverse confusion's estimated pool counts (``calibrated_classes.SHARE_WEIGHT`` 0.5 / 0 / 1; stop 55's
-lead, the library's since stop 56, so ``reverse-ht0.5`` = ``library``; ``shares-only`` = stop 55's
-library).  Every other variant runs on ``shares-only`` as it was measured (stops 53-55).
+reverse confusion's estimated pool counts (w fixed at 0.5 / 0 / 1: ``calibrated_classes.SHARE_WEIGHTS``
+set to that one point; stop 55's lead, the library's in stops 56-63; ``shares-only`` = stop 55's
+library); ``w-grid``: w learned beside η, the library's since stop 64 (= ``library``).  Every other variant runs on ``shares-only`` as it was measured (stops 53-55).
 """
 from __future__ import annotations
 
@@ -129,27 +129,6 @@ def _reverse_posterior(lam):
     return error_posterior
 
 
-#: w, the classifier's share in the prior, for the variant that learns it beside η (``w-grid``)
-W_GRID = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
-
-
-def _w_grid_posterior(leaf_probs, counts, unit_size=None):
-    """``error_posterior`` with (w, η) on the product grid :data:`W_GRID` × the library's η grid, their
-    posterior exact from the wrong labels' Dirichlet-multinomial likelihood (uniform prior over the
-    pairs): the mix's weight learned as η is."""
-    import jax
-    import jax.numpy as jnp
-
-    from bayes_eval.models import calibrated_classes as CC
-
-    p = np.asarray(leaf_probs, np.float64)
-    wrong = CC.wrong_labels(p, counts)
-    bases = [CC.error_base(p, counts, unit_size, share_weight=float(w)) for w in W_GRID]
-    a = jnp.concatenate([CC.spread_alphas(b) for b in bases])
-    logs = [CC.spread_log_likelihood(b, wrong) for b in bases]
-    return jnp.where(a > 0, a + wrong[None], 0.0), jax.nn.log_softmax(jnp.concatenate(logs))
-
-
 #: name -> (the error prior α_t, the grid of η; None: the library's)
 VARIANTS = {"reverse-ht0.5": ("share-weight", 0.5), "reverse-ht0": ("share-weight", 0.0),
             "shares-only": ("share-weight", 1.0), "w-grid": ("w-grid", None),
@@ -191,7 +170,7 @@ def variants(args):
         if name not in VARIANTS and name != "library":
             raise SystemExit(f"unknown variant {name!r}: library, {', '.join(VARIANTS)}")
         lib_alphas, lib_post = CC.spread_alphas, CC.error_posterior
-        lib_weight, lib_offsets, lib_gscale, lib_bscale = CC.SHARE_WEIGHT, CC.CLASS_OFFSETS, CAL.GROUP_SCALE, CAL.BAND_SCALE
+        lib_weight, lib_offsets, lib_gscale, lib_bscale = CC.SHARE_WEIGHTS, CC.CLASS_OFFSETS, CAL.GROUP_SCALE, CAL.BAND_SCALE
         if prior == "band-scale":       # grid holds the band walk's scales
             CAL.BAND_SCALE = tuple(grid)
             prior, grid = None, None
@@ -200,14 +179,13 @@ def variants(args):
             CC.CLASS_OFFSETS = bool(on)
             CAL.GROUP_SCALE = (grid if np.ndim(grid) else float(grid)) if on else lib_gscale
             prior, grid = None, None
-        elif prior == "share-weight":  # grid holds w, the classifier's share in the prior (the library's: 0.5)
-            CC.SHARE_WEIGHT = float(grid)
+        elif prior == "share-weight":  # grid holds w, the classifier's share in the prior (fixed)
+            CC.SHARE_WEIGHTS = np.array([float(grid)])
             prior, grid = None, None
-        elif prior == "w-grid":      # w learned beside η (stop 56: measured, not kept)
-            CC.error_posterior = _w_grid_posterior
+        elif prior == "w-grid":      # w learned beside η (stop 56: measured, not kept): the library's since stop 64
             prior, grid = None, None
         elif name != "library":      # the other variants were measured on stop 55's library: the shares alone
-            CC.SHARE_WEIGHT = 1.0
+            CC.SHARE_WEIGHTS = np.array([1.0])
         if prior == "reverse":     # grid holds λ here
             CC.error_posterior = _reverse_posterior(float(grid))
             prior, grid = None, None
@@ -227,7 +205,7 @@ def variants(args):
             out = intervals_at_checkpoints(cap["cells"], model, cap["g"], cap["n_units"], labeled, args.seed, args.draws)
         finally:
             CC.error_prior, CC.SPREAD_GRID, CC.spread_alphas, CC.error_posterior = lib_prior, lib_grid, lib_alphas, lib_post
-            CC.SHARE_WEIGHT, CC.CLASS_OFFSETS, CAL.GROUP_SCALE, CAL.BAND_SCALE = lib_weight, lib_offsets, lib_gscale, lib_bscale
+            CC.SHARE_WEIGHTS, CC.CLASS_OFFSETS, CAL.GROUP_SCALE, CAL.BAND_SCALE = lib_weight, lib_offsets, lib_gscale, lib_bscale
         rows.append((name, out["bayes_lower"][..., 0], out["bayes_upper"][..., 0], out["bayes_mean"][..., 0]))
         _print(rows[-1:], truth, cps)
     del S
