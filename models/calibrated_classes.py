@@ -276,17 +276,28 @@ def error_base(leaf_probs, counts=None, unit_size=None, share_weight: float = 0.
     classes a class is confused with; the estimate replaces only what pred + confidence cannot
     say).  Without labels and unit sizes, or in a row nothing is estimated for, the shares alone."""
     p = np.asarray(leaf_probs, np.float64)
+    if counts is None or unit_size is None:
+        return jnp.asarray(error_prior(p, top_classes(p)))
+    return _mixed_base(_base_parts(p, counts, unit_size), float(share_weight))
+
+
+def _base_parts(p, counts, unit_size):
+    """What :func:`error_base` mixes, computed once for every w: (α_0 the shares' pseudo-counts,
+    the shares, the reverse confusion's shares (the shares in a row nothing is estimated for),
+    (C, 1) whether the row's shares are prediction rates)."""
     c = p.shape[1]
     alpha0 = jnp.asarray(error_prior(p, top_classes(p)))
-    if counts is None or unit_size is None:
-        return alpha0
-    w = float(share_weight)
-    w = jnp.asarray(np.where(prediction_rate_rows(p), w, 1.0))[:, None]
+    share = alpha0 / (c - 1)
     rev = reverse_confusion(p, counts, unit_size)
     tot = rev.sum(1, keepdims=True)
-    share = alpha0 / (c - 1)
     rev_share = jnp.where(tot > 0, rev / jnp.maximum(tot, 1e-300), share)
-    base = (c - 1) * (w * share + (1.0 - w) * rev_share)
+    return alpha0, share, rev_share, jnp.asarray(prediction_rate_rows(p))[:, None]
+
+
+def _mixed_base(parts, w):
+    alpha0, share, rev_share, rate_rows = parts
+    w = jnp.where(rate_rows, w, 1.0)
+    base = (alpha0.shape[-1] - 1) * (w * share + (1.0 - w) * rev_share)
     return jnp.where(alpha0 > 0, jnp.maximum(base, 1e-12), 0.0)
 
 
@@ -295,14 +306,20 @@ def error_posterior(leaf_probs, counts, unit_size=None):
     :data:`SHARE_WEIGHTS` × :data:`SPREAD_GRID` (w major, G = W × E points): ((G, C, C) α_t(w) + η +
     the wrong labels of top class t, zero on the diagonal; (G,) log posterior weights of the pairs,
     exact: the wrong labels' Dirichlet-multinomial likelihood row by row under a uniform prior).
-    α_t(w) is :func:`error_base` (the shares alone without ``unit_size``, every w alike).  Which
-    pair a draw took: :func:`grid_pair`."""
+    α_t(w) is :func:`error_base` (the shares alone without ``unit_size``, every w alike), vmapped
+    over w (one traced program, not one per w).  Which pair a draw took: :func:`grid_pair`."""
     p = np.asarray(leaf_probs, np.float64)
     wrong = wrong_labels(p, counts)
-    bases = [error_base(p, counts, unit_size, share_weight=float(w)) for w in SHARE_WEIGHTS]
-    a = jnp.concatenate([spread_alphas(b) for b in bases])
-    log_lik = jnp.concatenate([spread_log_likelihood(b, wrong) for b in bases])
-    return jnp.where(a > 0, a + wrong[None], 0.0), jax.nn.log_softmax(log_lik)
+    ws = jnp.asarray(SHARE_WEIGHTS, dtype=jnp.float64)
+    if unit_size is None:
+        bases = jnp.broadcast_to(jnp.asarray(error_prior(p, top_classes(p))), (ws.shape[0],) + (p.shape[1],) * 2)
+    else:
+        parts = _base_parts(p, counts, unit_size)
+        bases = jax.vmap(lambda w: _mixed_base(parts, w))(ws)                       # (W, C, C)
+    a = jax.vmap(spread_alphas)(bases)                                              # (W, E, C, C)
+    log_lik = jax.vmap(lambda b: spread_log_likelihood(b, wrong))(bases)            # (W, E)
+    a = a.reshape((-1,) + a.shape[2:])
+    return jnp.where(a > 0, a + wrong[None], 0.0), jax.nn.log_softmax(log_lik.reshape(-1))
 
 
 def grid_pair(g):
