@@ -201,9 +201,10 @@ def test_the_grid_sampler_and_nuts_agree_on_the_class_offsets(monkeypatch):
 def test_the_error_splits_prior_mixes_the_shares_with_the_labels_reverse_confusion():
     """Stop 56: top class t's error split is a priori half the classifier's shares, half N̂(c → t)
     -- the pool's items of top class c that are class t, each unit's labels on t scaled by its size
-    over its labels -- normalised over c; C − 1 pseudo-counts per row whatever the budget; a row
-    nothing is estimated for, or no labels at all, keeps the shares, and so does a row whose units
-    split their other classes differently (class probabilities: ``prediction_rate_rows``).  (The
+    over its labels -- normalised over c; C − 1 pseudo-counts per row whatever the budget; no labels
+    at all keep the shares, and so does a row whose units split their other classes differently
+    (class probabilities: ``prediction_rate_rows``); a row nothing is estimated for mixes the shares
+    with the even split (stop 64).  (The
     weight 0.5 is one point of the grid ``SHARE_WEIGHTS`` the model learns it on, stop 64.)"""
     assert 0.5 in SHARE_WEIGHTS and SHARE_WEIGHTS.min() == 0.0 and SHARE_WEIGHTS.max() == 1.0
     lp = _unit_probs()                             # 6 units per top class; shares 0.7 / 0.3 (row 2: classes 0 / 1)
@@ -225,7 +226,8 @@ def test_the_error_splits_prior_mixes_the_shares_with_the_labels_reverse_confusi
     np.testing.assert_allclose(base.sum(1), C - 1)
     np.testing.assert_allclose(np.diag(base), 0.0)
     np.testing.assert_allclose(base[2], [2 * (0.5 * 0.7 + 0.5 * 1.0), 2 * 0.5 * 0.3, 0.0], atol=1e-9)
-    np.testing.assert_allclose(base[:2], shares[:2])                           # rows 0, 1: nothing estimated
+    even = np.where(shares[:2] > 0, 1.0, 0.0)                                    # (C − 1) / (C − 1) each
+    np.testing.assert_allclose(base[:2], 0.5 * shares[:2] + 0.5 * even)       # rows 0, 1: nothing estimated
     # ten times the labels at the same rates leave the prior as it was (a share, not a count)
     np.testing.assert_allclose(np.asarray(error_base(lp, 10 * counts, size)), base, atol=1e-12)
     # (the model's state carries the unit sizes: the slow tier's test_pi_follows_the_binary_model...)
@@ -290,7 +292,7 @@ def test_the_shares_weight_is_learned_from_whether_the_errors_fall_as_the_predic
     all fall on class 2, as the other classes' labels say (top class 2's labels on class 0, the reverse
     confusion) and against the prediction rates (0.7 of the rest to class 1), the pairs' posterior
     puts w low and the hidden errors' split follows; where they fall as the rates say, w stays high;
-    without labels the prior is uniform over the pairs and every w gives the shares."""
+    without labels the prior is uniform over the pairs, w mixing the shares with the even split."""
     lp = _unit_probs()
     k = lp.shape[0]
     top = top_classes(lp)
@@ -314,13 +316,15 @@ def test_the_shares_weight_is_learned_from_whether_the_errors_fall_as_the_predic
     w_against, split_against = posterior(2)
     w_as_rates, _ = posterior(1)
     assert w_against < 0.25 < 0.5 < w_as_rates, (w_against, w_as_rates)
-    fixed = np.asarray(error_base(lp, np.where(np.arange(C)[None] == top[:, None], 10.0, 0.0), size))[0]
+    fixed = np.asarray(error_base(lp, np.where(np.arange(C)[None] == top[:, None], 10.0, 0.0), size, 1.0))[0]
     assert split_against[2] > 0.9 and split_against[1] < 0.05, split_against
     none_a, none_log_w = error_posterior(lp, np.zeros((k, C)), size)
     np.testing.assert_allclose(np.exp(np.asarray(none_log_w)), 1.0 / (n_w * n_e), atol=1e-12)
-    shares = error_prior(lp) + SPREAD_GRID[0] * (error_prior(lp) > 0)       # (the grid's first η)
-    np.testing.assert_allclose(np.asarray(none_a)[::n_e], np.broadcast_to(shares, (n_w, C, C)), atol=1e-12)
-    np.testing.assert_allclose(fixed, error_prior(lp)[0], atol=1e-12)   # no other row's labels: the shares
+    # no labels: nothing estimated in any row, so w mixes the shares with the even split (stop 64)
+    even = np.where(error_prior(lp) > 0, 1.0, 0.0)
+    mixes = SHARE_WEIGHTS[:, None, None] * error_prior(lp)[None] + (1 - SHARE_WEIGHTS)[:, None, None] * even[None]
+    np.testing.assert_allclose(np.asarray(none_a)[::n_e], mixes + SPREAD_GRID[0] * even[None], atol=1e-12)
+    np.testing.assert_allclose(fixed, error_prior(lp)[0], atol=1e-12)   # w = 1: the shares whatever the labels
 
 
 @pytest.mark.slow
