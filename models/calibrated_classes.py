@@ -26,7 +26,8 @@ depth two (001 §4.1: a node's branch probabilities are Dirichlet, leaves are cl
                   top class (:data:`CLASS_OFFSETS`, below); the bands' walk d at the fixed scale
                   :data:`TOP_BAND_SCALE` (the binary model learns it; stop 63, below);
     other classes φ_t = P(y = c | y ≠ t, top class t) ~ Dirichlet(α_t + η),  one per top class t,
-                  α_t(c) = (C − 1) × [w share_t(c) + (1 − w) rev_t(c)]  (C − 1 pseudo-counts in all),
+                  α_t(c) = m (C − 1) × [w share_t(c) + (1 − w) rev_t(c)]  (m (C − 1) pseudo-counts in all,
+                  the mass m learned on {0.3, 1}: :data:`SHARE_MASSES`, uniform),
                   share_t(c) the classifier's mean share of c among the classes other than t over
                   the units of top class t, rev_t(c) = N̂(c → t) / Σ_c' N̂(c' → t) the labels'
                   reverse confusion (below), w learned on {0, ¼, ½, ¾, 1} (:data:`SHARE_WEIGHTS`, uniform)
@@ -36,9 +37,9 @@ depth two (001 §4.1: a node's branch probabilities are Dirichlet, leaves are cl
                   log η on a grid of [0.001, 10] (:data:`SPREAD_GRID`), shared by all top classes;
 
 π(c|u) = ρ_u [c = t_u] + (1 − ρ_u) φ_{t_u}(c).  Given (a, b, κ, d) the top split is conjugate; the
-posterior of (w, η) is exact on their grid (the wrong labels' Dirichlet-multinomial likelihood, row
-by row) and φ_t given (w, η) is conjugate, so ``sample`` draws (a, b, log κ, d) as the binary model
-does (Laplace-t importance resampling), then ρ_u, (w, η) and φ_t exactly.  The errors' split is shared by
+posterior of (w, m, η) is exact on their grid (the wrong labels' Dirichlet-multinomial likelihood, row
+by row) and φ_t given (w, m, η) is conjugate, so ``sample`` draws (a, b, log κ, d) as the binary model
+does (Laplace-t importance resampling), then ρ_u, (w, m, η) and φ_t exactly.  The errors' split is shared by
 all units of a top class: a unit's own wrong labels are few, while which classes a top class is
 confused with is what the labels of all its units say.
 
@@ -97,6 +98,22 @@ fell back to the prediction rates whatever w; it falls back to the even split no
 class 0's recall at 200 labels 0.69 -> 0.89 (F1 0.69 -> 0.86) on the same 100 runs, ``conf4``,
 ``conf5`` and ``flat3`` within a run or two.
 
+Why the mass is learned (stop 65): with the true error split in place of the posterior's (a diagnostic,
+``benchmarks/interval_study/error_split_variants.py true-split``) the classes' recall intervals that still
+missed all held: ``shiftconf4`` class 1's at 200 labels 0.76 -> 0.90 of 100 runs, ``conf5`` class 3's
+0.86 / 0.90 / 0.88 -> 0.99 / 0.96 / 0.97 -- the misses were the error split's, not the top split's.  Where a
+top class's errors fall on a class neither base favours (``conf5``'s top class 2: 59% of its errors are
+class 3, the prediction rates say 3%, the reverse confusion 25%; ``shiftconf4``'s top classes 2 and 3, whose
+errors are 95-99% class 1, where the rates say 27% and the reverse confusion is often unestimated at 200
+labels), C − 1 pseudo-counts held the split off the row's own wrong labels.  The mass m learned on {0.3, 1}
+lets such a row follow its labels: on the same 100 runs ``shiftconf4`` class 1's recall at 200 labels 0.76 ->
+0.83, ``conf5`` classes 2-4's at 200 0.89 / 0.86 / 0.90 -> 0.92 / 0.92 / 0.94, ``conf4``'s macro-F1 0.93 /
+0.94 / 0.97 -> 0.95 / 0.95 / 0.98, widths within 3%.  A grid reaching 0.1 and 3 gained as much on
+``shiftconf4`` but cost ``conf5`` 1-3 points (stop 55's finding with the shares alone: with a small mass the
+spread η's even pseudo-counts weigh more); one w per row left class 1's recall where it was and lost class
+0's (0.89 -> 0.81); one mass per row gained less on ``conf5``; the wrong labels reweighted by their units'
+sampling rates moved nothing (``benchmarks/results/several_classes.md``, "Stop 65").
+
 Why an offset per top class (stop 57): a classifier is seldom as right as it says for every class
 alike -- one trained on balanced classes and run on a pool where some are rare predicts the rare ones
 too often and too confidently.  With one curve for all classes the labels of the common classes set
@@ -131,8 +148,8 @@ from .. import _config  # noqa: F401
 from .calibrated import BANDS, calibrated_model
 
 __all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_base", "reverse_confusion",
-           "error_posterior", "top_split", "classes_pi", "wrong_labels", "spread_alphas", "spread_log_weights", "grid_pair",
-           "spread_log_likelihood", "unit_sizes", "prediction_rate_rows", "ClassesState", "SPREAD_GRID", "SHARE_WEIGHTS", "TOP_BAND_SCALE"]
+           "error_posterior", "top_split", "classes_pi", "wrong_labels", "spread_alphas", "spread_log_weights", "grid_pair", "grid_point",
+           "spread_log_likelihood", "unit_sizes", "prediction_rate_rows", "ClassesState", "SPREAD_GRID", "SHARE_WEIGHTS", "SHARE_MASSES", "TOP_BAND_SCALE"]
 
 #: η, the pseudo-counts every other class gets in a top class's error split beyond the
 #: classifier's shares (α_t(c) = (C − 1) share_t(c) + η): 25 values, uniform over log η on
@@ -146,6 +163,14 @@ SPREAD_GRID = np.logspace(-3.0, 1.0, 25)
 #: recall interval held its truth in 12 / 69 / 84 of 100 runs at 200 / 500 / 1000 labels, learned
 #: 89 / 95 / 90 (the module docstring, "Why w is learned")
 SHARE_WEIGHTS = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+
+#: m, the error split prior's mass in units of C − 1 pseudo-counts (α_t = m (C − 1) [w share_t +
+#: (1 − w) rev_t] + η), learned beside (w, η) on this grid (uniform; stop 65).  1 alone before: where a
+#: top class's errors fall on a class neither the rates nor the reverse confusion favour (``conf5``'s
+#: top class 2, 59% of its errors class 3, which both put at 3-25%), C − 1 pseudo-counts held the split
+#: off what the row's own wrong labels say, and the classes' recall intervals missed above (the module
+#: docstring, "Why the mass is learned")
+SHARE_MASSES = np.array([0.3, 1.0])
 
 #: one offset of the calibration curve per top class (``calibrated.GROUP_SCALE``): a class the
 #: classifier is more confident in than it is right gets its own level (stop 57)
@@ -311,12 +336,13 @@ def _mixed_base(parts, w):
 
 
 def error_posterior(leaf_probs, counts, unit_size=None):
-    """The other classes' split per top class given the labels, on the grid of pairs (w, η) =
-    :data:`SHARE_WEIGHTS` × :data:`SPREAD_GRID` (w major, G = W × E points): ((G, C, C) α_t(w) + η +
-    the wrong labels of top class t, zero on the diagonal; (G,) log posterior weights of the pairs,
-    exact: the wrong labels' Dirichlet-multinomial likelihood row by row under a uniform prior).
-    α_t(w) is :func:`error_base` (the shares alone without ``unit_size``, every w alike), vmapped
-    over w (one traced program, not one per w).  Which pair a draw took: :func:`grid_pair`."""
+    """The other classes' split per top class given the labels, on the grid of triples (w, m, η) =
+    :data:`SHARE_WEIGHTS` × :data:`SHARE_MASSES` × :data:`SPREAD_GRID` (w major, then m, G = W × M × E
+    points): ((G, C, C) m α_t(w) + η + the wrong labels of top class t, zero on the diagonal; (G,) log
+    posterior weights of the triples, exact: the wrong labels' Dirichlet-multinomial likelihood row by
+    row under a uniform prior).  α_t(w) is :func:`error_base` (the shares alone without ``unit_size``,
+    every w alike), vmapped over w (one traced program, not one per w).  Which point a draw took:
+    :func:`grid_point` (:func:`grid_pair` its (w, η))."""
     p = np.asarray(leaf_probs, np.float64)
     wrong = wrong_labels(p, counts)
     ws = jnp.asarray(SHARE_WEIGHTS, dtype=jnp.float64)
@@ -325,26 +351,36 @@ def error_posterior(leaf_probs, counts, unit_size=None):
     else:
         parts = _base_parts(p, counts, unit_size)
         bases = jax.vmap(lambda w: _mixed_base(parts, w))(ws)                       # (W, C, C)
-    a = jax.vmap(spread_alphas)(bases)                                              # (W, E, C, C)
-    log_lik = jax.vmap(lambda b: spread_log_likelihood(b, wrong))(bases)            # (W, E)
+    masses = jnp.asarray(SHARE_MASSES, dtype=jnp.float64)
+    bases = (bases[:, None] * masses[None, :, None, None]).reshape((-1,) + bases.shape[1:])   # (W·M, C, C)
+    a = jax.vmap(spread_alphas)(bases)                                              # (W·M, E, C, C)
+    log_lik = jax.vmap(lambda b: spread_log_likelihood(b, wrong))(bases)            # (W·M, E)
     a = a.reshape((-1,) + a.shape[2:])
     return jnp.where(a > 0, a + wrong[None], 0.0), jax.nn.log_softmax(log_lik.reshape(-1))
 
 
+def grid_point(g):
+    """(w, m, η) of the points ``g`` of :func:`error_posterior`'s grid."""
+    g = jnp.asarray(g)
+    e, n_m = len(SPREAD_GRID), len(SHARE_MASSES)
+    return (jnp.asarray(SHARE_WEIGHTS, dtype=jnp.float64)[g // (e * n_m)],
+            jnp.asarray(SHARE_MASSES, dtype=jnp.float64)[(g // e) % n_m],
+            jnp.asarray(SPREAD_GRID, dtype=jnp.float64)[g % e])
+
+
 def grid_pair(g):
     """(w, η) of the points ``g`` of :func:`error_posterior`'s grid."""
-    g = jnp.asarray(g)
-    e = len(SPREAD_GRID)
-    return (jnp.asarray(SHARE_WEIGHTS, dtype=jnp.float64)[g // e], jnp.asarray(SPREAD_GRID, dtype=jnp.float64)[g % e])
+    w, _, eta = grid_point(g)
+    return w, eta
 
 
 def classes_pi(key, leaf_probs, counts, rho, unit_size=None):
     """Draws of π(c|u) (n, K, C), of the other classes' split per top class φ (n, C, C), of its
-    spread η (n,) and of the shares' weight w in its prior (n,) given draws of the top split ρ
-    (n, K) (from the binary calibrated model on :func:`top_split`): (w, η) from their posterior on
-    the grid, then φ_t from its exact conditional Dirichlet(α_t(w) + η + the wrong labels of top
-    class t); ``unit_size`` (K,) labeled + unlabeled items per unit, for α_t's reverse confusion
-    (:func:`error_base`)."""
+    spread η (n,), of the shares' weight w in its prior (n,) and of the prior's mass m (n,) given
+    draws of the top split ρ (n, K) (from the binary calibrated model on :func:`top_split`):
+    (w, m, η) from their posterior on the grid, then φ_t from its exact conditional Dirichlet(m α_t(w)
+    + η + the wrong labels of top class t); ``unit_size`` (K,) labeled + unlabeled items per unit, for
+    α_t's reverse confusion (:func:`error_base`)."""
     p = np.asarray(leaf_probs, np.float64)
     top = top_classes(p)
     on_top = jnp.asarray(np.eye(p.shape[1])[top])
@@ -352,8 +388,8 @@ def classes_pi(key, leaf_probs, counts, rho, unit_size=None):
     k_eta, k_phi = jax.random.split(key)
     g = jax.random.categorical(k_eta, log_w, shape=(rho.shape[0],))
     phi = _gamma_split(k_phi, alpha_post[g])
-    w, eta = grid_pair(g)
-    return rho[..., None] * on_top + (1.0 - rho)[..., None] * phi[:, top, :], phi, eta, w
+    w, m, eta = grid_point(g)
+    return rho[..., None] * on_top + (1.0 - rho)[..., None] * phi[:, top, :], phi, eta, w, m
 
 
 def _gamma_split(key, alpha):
@@ -412,7 +448,7 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
     def sample(key, counts, unlabeled, n_draws, state=None):
         k1, k2, k3 = jax.random.split(key, 3)
         s = inner.sample(k1, split(counts), unlabeled, n_draws, state=None if state is None else state.inner)
-        pi, phi, eta, w = classes_pi(k2, p, counts, s["pi"][..., 1], unit_sizes(counts, unlabeled))
+        pi, phi, eta, w, mass = classes_pi(k2, p, counts, s["pi"][..., 1], unit_sizes(counts, unlabeled))
         m_top = s["unlabeled_counts"][..., 1]                  # (n, K) unlabeled on the top class
         rest = unlabeled[None, :] - m_top
         # the rest over the other classes: sequential binomials of the (renormalised) shares
@@ -427,7 +463,7 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
         m = jnp.stack(out, axis=-1) + m_top[..., None] * on_top
         return {"pi": pi, "unlabeled_counts": m, "a": s["a"], "b": s["b"], "kappa": s["kappa"],
                 "band_offset": s["band_offset"], "class_offset": s["group_offset"], "error_split": phi, "error_spread": eta,
-                "error_share_weight": w,
+                "error_share_weight": w, "error_mass": mass,
                 "importance_ess": s["importance_ess"], **({"class_offset_scale": s["group_scale"]} if "group_scale" in s else {}),
                 **({"band_offset_scale": s["band_scale"]} if "band_scale" in s else {})}
 

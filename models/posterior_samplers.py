@@ -110,7 +110,7 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
     exact Dirichlet conditional (``error_split`` [top_class, class]) after its spread η from its
     posterior on a grid (``error_spread``), its prior the classifier's shares mixed with the labels'
     reverse confusion (``calibrated_classes.error_base``) at the weight learned beside η
-    (``error_share_weight``)."""
+    (``error_share_weight``), its mass learned too (``error_mass``)."""
     from . import calibrated as cal
 
     if np.asarray(leaf_probs).shape[1] > 2:
@@ -124,12 +124,13 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
                              sampler=sampler, n_groups=np.asarray(leaf_probs).shape[1],
                              groups=top_classes(leaf_probs) if calibrated_classes.CLASS_OFFSETS else None,
                              band_scale=calibrated_classes.TOP_BAND_SCALE)
-        pi, phi, eta, w = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1],
+        pi, phi, eta, w, mass = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1],
                                      unit_sizes(counts, unlabeled))
         c = phi.shape[-1]
         shape = np.asarray(d.params["a"]).shape
         params = dict(d.params, error_split=np.asarray(phi).reshape(shape + (c, c)),
-                      error_spread=np.asarray(eta).reshape(shape), error_share_weight=np.asarray(w).reshape(shape))
+                      error_spread=np.asarray(eta).reshape(shape), error_share_weight=np.asarray(w).reshape(shape),
+                      error_mass=np.asarray(mass).reshape(shape))
         return d._replace(params=params, pi=pi, dims=dict(d.dims, error_split=["top_class", "class"]),
                           coords=dict(d.coords, top_class=np.arange(c)))
 

@@ -27,8 +27,8 @@ from bayes_eval import measures as M
 from bayes_eval.cells import build_cells, leaf_counts, leaf_probs
 from bayes_eval.models import calibrated as cal
 from bayes_eval.models import classifier_scores
-from bayes_eval.models.calibrated_classes import (SHARE_WEIGHTS, SPREAD_GRID, TOP_BAND_SCALE, calibrated_classes_model, error_base,
-                                                  error_posterior, grid_pair,
+from bayes_eval.models.calibrated_classes import (SHARE_MASSES, SHARE_WEIGHTS, SPREAD_GRID, TOP_BAND_SCALE, calibrated_classes_model, error_base,
+                                                  error_posterior, grid_pair, grid_point,
                                                   error_prior, prediction_rate_rows, reverse_confusion, spread_alphas,
                                                   spread_log_weights, top_classes)
 from bayes_eval.models.registry import make_oracle_model
@@ -297,7 +297,8 @@ def test_the_shares_weight_is_learned_from_whether_the_errors_fall_as_the_predic
     k = lp.shape[0]
     top = top_classes(lp)
     size = np.full(k, 200.0)
-    n_w, n_e = len(SHARE_WEIGHTS), len(SPREAD_GRID)
+    n_w, n_m, n_e = len(SHARE_WEIGHTS), len(SHARE_MASSES), len(SPREAD_GRID)
+    n_g = n_w * n_m * n_e
 
     def posterior(to_class):
         counts = np.zeros((k, C))
@@ -306,10 +307,11 @@ def test_the_shares_weight_is_learned_from_whether_the_errors_fall_as_the_predic
         counts[top == 2, 0] = 3                          # top class 2's labels say classes 0 and 2 meet
         a, log_w = error_posterior(lp, counts, size)
         a, wts = np.asarray(a), np.exp(np.asarray(log_w))
-        assert a.shape == (n_w * n_e, C, C) and abs(wts.sum() - 1.0) < 1e-12
-        w_of, eta_of = (np.asarray(v) for v in grid_pair(np.arange(n_w * n_e)))
-        np.testing.assert_array_equal(w_of, np.repeat(SHARE_WEIGHTS, n_e))
-        np.testing.assert_array_equal(eta_of, np.tile(SPREAD_GRID, n_w))
+        assert a.shape == (n_g, C, C) and abs(wts.sum() - 1.0) < 1e-12
+        w_of, eta_of = (np.asarray(v) for v in grid_pair(np.arange(n_g)))
+        np.testing.assert_array_equal(w_of, np.repeat(SHARE_WEIGHTS, n_m * n_e))
+        np.testing.assert_array_equal(eta_of, np.tile(SPREAD_GRID, n_w * n_m))
+        np.testing.assert_array_equal(np.asarray(grid_point(np.arange(n_g))[1]), np.tile(np.repeat(SHARE_MASSES, n_e), n_w))
         split0 = wts @ (a[:, 0] / a[:, 0].sum(-1, keepdims=True))   # E[φ_0] over the pairs
         return float(wts @ w_of), split0
 
@@ -319,12 +321,49 @@ def test_the_shares_weight_is_learned_from_whether_the_errors_fall_as_the_predic
     fixed = np.asarray(error_base(lp, np.where(np.arange(C)[None] == top[:, None], 10.0, 0.0), size, 1.0))[0]
     assert split_against[2] > 0.9 and split_against[1] < 0.05, split_against
     none_a, none_log_w = error_posterior(lp, np.zeros((k, C)), size)
-    np.testing.assert_allclose(np.exp(np.asarray(none_log_w)), 1.0 / (n_w * n_e), atol=1e-12)
-    # no labels: nothing estimated in any row, so w mixes the shares with the even split (stop 64)
+    np.testing.assert_allclose(np.exp(np.asarray(none_log_w)), 1.0 / n_g, atol=1e-12)
+    # no labels: nothing estimated in any row, so w mixes the shares with the even split (stop 64), at every mass
     even = np.where(error_prior(lp) > 0, 1.0, 0.0)
     mixes = SHARE_WEIGHTS[:, None, None] * error_prior(lp)[None] + (1 - SHARE_WEIGHTS)[:, None, None] * even[None]
+    mixes = (SHARE_MASSES[None, :, None, None] * mixes[:, None]).reshape((-1, C, C))
     np.testing.assert_allclose(np.asarray(none_a)[::n_e], mixes + SPREAD_GRID[0] * even[None], atol=1e-12)
     np.testing.assert_allclose(fixed, error_prior(lp)[0], atol=1e-12)   # w = 1: the shares whatever the labels
+
+
+def test_the_priors_mass_is_learned_so_a_row_follows_its_own_wrong_labels_where_no_base_foresaw_them(monkeypatch):
+    """m, the error split prior's mass in units of C − 1 pseudo-counts, is learned beside (w, η) on
+    ``SHARE_MASSES`` (stop 65): where top class 0's 12 wrong labels all fall on class 2, which the
+    prediction rates give 0.3 of its errors and the even split (no reverse confusion estimated) 0.5, the
+    posterior puts most weight on the smaller mass and the hidden errors' split follows the labels
+    further than with the mass fixed at 1 (stop 64's model); where they fall as the rates say (15 : 6),
+    the larger mass keeps most weight; without labels the masses are equally likely."""
+    from bayes_eval.models import calibrated_classes as CC
+
+    lp = _unit_probs()
+    k = lp.shape[0]
+    top = top_classes(lp)
+    size = np.full(k, 200.0)
+    assert 1.0 in SHARE_MASSES and SHARE_MASSES.min() < 1.0
+
+    def posterior(on1, on2):
+        counts = np.zeros((k, C))
+        counts[np.arange(k), top] = 10
+        rows = np.where(top == 0)[0]
+        counts[rows[:3], 1], counts[rows[3:], 1] = on1
+        counts[rows[:3], 2], counts[rows[3:], 2] = on2
+        a, log_w = error_posterior(lp, counts, size)
+        a, wts = np.asarray(a), np.exp(np.asarray(log_w))
+        m = np.asarray(grid_point(np.arange(len(wts)))[1])
+        return float(wts[m < 1.0].sum()), wts @ (a[:, 0] / a[:, 0].sum(-1, keepdims=True))
+
+    small_against, split_against = posterior((0, 0), (2, 2))
+    small_as_rates, _ = posterior((2, 3), (1, 1))
+    small_none, _ = posterior((0, 0), (0, 0))
+    assert small_against > 0.7 and small_as_rates < 0.45, (small_against, small_as_rates)
+    assert abs(small_none - 0.5) < 1e-9
+    monkeypatch.setattr(CC, "SHARE_MASSES", np.array([1.0]))
+    _, split_fixed = posterior((0, 0), (2, 2))
+    assert split_against[2] > split_fixed[2] + 0.01 and split_against[2] > 0.93, (split_against, split_fixed)
 
 
 @pytest.mark.slow
