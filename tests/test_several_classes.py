@@ -513,6 +513,8 @@ def test_report_of_a_session_of_several_classes_by_nuts_and_fast(tmp_path):
         assert eta.shape == phi.shape[:2] and np.isin(eta, SPREAD_GRID).all()
         w = idata.posterior["error_share_weight"].values            # the shares' weight, learned beside it
         assert w.shape == eta.shape and np.isin(w, SHARE_WEIGHTS).all()
+        m = idata.posterior["error_mass"].values                     # and the prior's mass (stop 65)
+        assert m.shape == eta.shape and np.isin(m, SHARE_MASSES).all()
         g = idata.posterior["G"].values.reshape(-1)
         lo, hi = np.quantile(g, [0.025, 0.975])
         assert lo <= truth <= hi, (method, lo, truth, hi)
@@ -801,6 +803,7 @@ def test_a_rare_class_the_shares_rule_out_is_covered_with_the_learned_spread(mon
     learned, _ = coverage()
     monkeypatch.setattr(CC, "SPREAD_GRID", np.array([0.0]))
     monkeypatch.setattr(CC, "SHARE_WEIGHTS", np.array([1.0]))       # and no reverse confusion (stop 56)
+    monkeypatch.setattr(CC, "SHARE_MASSES", np.array([1.0]))        # and C − 1 pseudo-counts (stop 65)
     shares, high = coverage()
     assert learned >= 0.90, learned
     assert shares <= learned - 0.05 and high >= 0.8 * (1.0 - shares), (learned, shares, high)
@@ -811,10 +814,12 @@ def test_the_dominant_class_recall_is_covered_with_the_learned_share_weight(monk
     """Each class's interval (the report's "Each class", stop 64) on a 4-class pool of pred + confidence
     whose dominant class is seldom confused while the others are confused with each other: AIS for
     each class's F1 / precision / recall (``per_class_scores``), 60 runs of 500 labels.  With the
-    prediction rates' weight w learned beside η, class 0's recall interval covers ≥ 0.85; fixed at ½
-    (stops 56-63: the negative control) the rates' pseudo-counts keep hiding class-0 items among the
-    other classes' errors and it covers at least 0.15 less, its misses below the truth (measured:
-    0.917 learned, 0.633 at ½, every miss below; with the macro-F1 design over 300 runs 0.94 / 0.69)."""
+    prediction rates' weight w learned beside η (and the prior's mass, stop 65), class 0's recall
+    interval covers ≥ 0.85; with w fixed at ½ and the mass at 1 (stops 56-63: the negative control) the
+    rates' pseudo-counts keep hiding class-0 items among the other classes' errors and it covers at
+    least 0.15 less, its misses below the truth (measured: 0.983 learned, 0.917 with w learned and the
+    mass at 1 (stop 64), 0.633 at stop 63's, every miss below; w at ½ with the mass learned: 0.917 -- a
+    lighter prior lets the wrong labels outweigh the rates too)."""
     from bayes_eval.models import calibrated_classes as CC
     from bayes_eval.simulate import run_simulation
 
@@ -831,6 +836,7 @@ def test_the_dominant_class_recall_is_covered_with_the_learned_share_weight(monk
 
     learned, _ = coverage()
     monkeypatch.setattr(CC, "SHARE_WEIGHTS", np.array([0.5]))
+    monkeypatch.setattr(CC, "SHARE_MASSES", np.array([1.0]))
     half, below = coverage()
     assert learned >= 0.85, (learned, half)
     assert half <= learned - 0.15 and below >= 0.8 * (1.0 - half), (learned, half, below)
