@@ -153,7 +153,7 @@ __all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_base
 
 #: η, the pseudo-counts every other class gets in a top class's error split beyond the
 #: classifier's shares (α_t(c) = (C − 1) share_t(c) + η): 25 values, uniform over log η on
-#: [0.001, 10]; its posterior, jointly with w's on :data:`SHARE_WEIGHTS`, is exact on the grid
+#: [0.001, 10]; its posterior, jointly with w's and m's (:data:`SHARE_WEIGHTS`, :data:`SHARE_MASSES`), is exact on the grid
 #: (:func:`error_posterior`; :func:`spread_log_weights` is η's alone for one fixed base).
 SPREAD_GRID = np.logspace(-3.0, 1.0, 25)
 
