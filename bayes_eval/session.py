@@ -43,7 +43,8 @@ from . import _config  # noqa: F401  (float64)
 from . import annotate, kernel
 from .drawing import draw_stage, order_positions, poisson_pick  # noqa: F401  (re-exported)
 from .partitioned import changed_partition
-from .session_core import SessionCore, clear_cache, core_for, ids_at, item_rows, pool_fingerprint  # noqa: F401  (re-exported)
+from .session_core import (SessionCore, clear_cache, core_for, ids_at, item_rows, pool_fingerprint,  # noqa: F401  (re-exported)
+                           portable_fingerprint, same_pool)
 from .session_replay import SessionReplay
 from .session_reports import SessionReports
 from .session_skip import SessionSkips
@@ -286,7 +287,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         progress = progress or _noop_progress
         fingerprint = pool_fingerprint(pool)
         core = core_for(pool, measures, config, progress)  # validates the design settings
-        store = Store.create(path, {"config": config, "fingerprint": fingerprint},
+        store = Store.create(path, {"config": config, "fingerprint": fingerprint, "portable_fingerprint": portable_fingerprint(pool)},
                              unique_labels_by="draw" if oracle == "stochastic" else "row")
         try:
             return cls(store, pool, measures, config, core, progress)
@@ -343,8 +344,8 @@ class Session(SessionReports, SessionSkips, SessionReplay):
                 raise SessionError(f"expected a Pool, got {type(pool).__name__}")
             progress("checking the pool's fingerprint", 0, 1)
             fingerprint = pool_fingerprint(pool)
-            if fingerprint != meta["fingerprint"]:
-                info = config["pool"]
+            info = config["pool"]
+            if not same_pool(pool, meta, info, path):     # warns where the CPU's rounding alone differs
                 msg = (f"{path}: the pool has changed — the session was created on pool {info.get('name')!r} "
                        f"({info.get('n_items')} items, fingerprint {meta['fingerprint'][:12]}…), the pool given "
                        f"({pool.name!r}, {pool.n_items} items) has fingerprint {fingerprint[:12]}…; "

@@ -28,7 +28,7 @@ from .errors import SessionError, UnknownItemError
 from .session_setup import make_design
 
 __all__ = ["SessionCore", "PoissonCore", "build_core", "build_poisson", "core_for", "clear_cache",
-           "pool_fingerprint", "item_rows", "ids_at", "finish_core", "posterior_model", "posterior_sampler", "CORE_CACHE_SIZE"]
+           "pool_fingerprint", "portable_fingerprint", "same_pool", "derived_probs", "item_rows", "ids_at", "finish_core", "posterior_model", "posterior_sampler", "CORE_CACHE_SIZE"]
 
 #: compiled cores kept per pool (the most recently used ones)
 CORE_CACHE_SIZE = 4
@@ -263,6 +263,60 @@ def build_poisson(design, measures, cells, loss_tables, n_strata: int) -> Poisso
 def pool_fingerprint(pool) -> str:
     """``pool.fingerprint()``, computed once per Pool object (kept on the pool)."""
     return pool.derived("fingerprint", None, pool.fingerprint, size=1)
+
+
+def derived_probs(pool) -> bool:
+    """Whether a binary in-memory pool's probabilities are the ones derived from its scores (no
+    probability column: sigmoid of a margin, ...; ``scores.prior_probability``)."""
+    from .scores import prior_probability
+
+    if getattr(pool, "partitioned", False) or pool.n_classes != 2 or pool.probs is None:
+        return False
+    derived = prior_probability(np.asarray(pool.scores), np.asarray(pool.preds), pool.score_kind)
+    return bool(np.allclose(np.asarray(pool.probs)[..., 1], derived, rtol=1e-12, atol=0.0))
+
+
+def portable_fingerprint(pool) -> str:
+    """SHA-256 of what the pool was given -- predictions, scores, weights, ids, classes, the score kind,
+    and its probabilities only where they were given, not derived from the scores: the last bits of
+    derived probabilities differ between CPUs (numpy's exp on AVX-512 against libm's), and a session
+    file of the demo pool written on one machine refused to open on another (stop 65).  Partitioned
+    pools: their own fingerprint (digests of the partitions' inputs)."""
+    import hashlib
+
+    if getattr(pool, "partitioned", False):
+        return pool_fingerprint(pool)
+    h = hashlib.sha256(b"portable-1")
+    for a in (pool.preds, pool.scores, pool.weights):
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update(b"derived-probs" if derived_probs(pool) else np.ascontiguousarray(pool.probs).tobytes())
+    ids = np.asarray(pool.ids)
+    h.update(np.ascontiguousarray(ids.astype(np.int64)).tobytes() if ids.dtype.kind in "iu"
+             else pd.util.hash_array(np.asarray(ids, dtype=object)).tobytes())
+    h.update(f"{pool.n_classes}:{pool.score_kind}".encode())
+    return h.hexdigest()
+
+
+def same_pool(pool, meta, info, path) -> bool:
+    """Whether a session file's pool is ``pool``: by the portable fingerprint where the file has one
+    (sessions created since stop 65); else by the full one, and where that differs only because the
+    pool's derived probabilities hash differently on this CPU (the recorded name and size, derived
+    probabilities) the pool is taken as the same one with a :class:`~bayes_eval.pool.PoolWarning`."""
+    import warnings
+
+    from .pool import PoolWarning
+
+    if meta.get("portable_fingerprint") is not None:
+        return portable_fingerprint(pool) == meta["portable_fingerprint"]
+    if pool_fingerprint(pool) == meta["fingerprint"]:
+        return True
+    if info.get("name") == pool.name and int(info.get("n_items", -1)) == int(pool.n_items) and derived_probs(pool):
+        warnings.warn(f"{path}: the pool's fingerprint differs from the session's, but the pool has the recorded name and "
+                      "size and its probabilities are derived from its scores, whose last bits differ between CPUs (a "
+                      "session file written before stop 65 hashed them): opened as the same pool -- check it is",
+                      PoolWarning, stacklevel=3)
+        return True
+    return False
 
 
 def core_for(pool, measures, cfg, progress) -> SessionCore:

@@ -15,6 +15,7 @@ on purpose is re-recorded with ``make_golden.py`` and named in the commit.
 from __future__ import annotations
 
 import json
+import warnings
 import math
 import os
 import shutil
@@ -131,7 +132,9 @@ def test_legacy_session_file_replays(tmp_path, design):
     shutil.copy(src, path)
     want = clipped(_load(f"legacy_{design}.json"))
     pool = be.demo_pool()
-    s = Session.open(path, pool)
+    with warnings.catch_warnings():    # written on another CPU, its fingerprint may differ by rounding alone (stop 65)
+        warnings.filterwarnings("ignore", message=".*last bits differ between CPUs.*")
+        s = Session.open(path, pool)
     try:
         assert s.n_labels == want["n_labels"]
         assert s.n_draws == want["n_draws"]

@@ -16,7 +16,7 @@ confusion's wrong labels added to each row's prior (stop 55: both measured, not 
 ``reverse-ht0.5`` / ``reverse-ht0`` / ``shares-only``: the prior shares half / wholly / not at all the
 reverse confusion's estimated pool counts (w fixed at 0.5 / 0 / 1: ``calibrated_classes.SHARE_WEIGHTS``
 set to that one point; stop 55's lead, the library's in stops 56-63; ``shares-only`` = stop 55's
-library); ``w-grid``: w learned beside η, the library's since stop 64 (= ``library``).  Every other variant runs on ``shares-only`` as it was measured (stops 53-55).
+library); ``w-grid``: w learned beside η, the library's since stop 64 (stop 64's library).  Every other variant runs on ``shares-only`` as it was measured (stops 53-55), and every variant but ``library`` at the prior's mass 1 (``calibrated_classes.SHARE_MASSES``, learned since stop 65: ``error_split_variants.py``).
 """
 from __future__ import annotations
 
@@ -171,6 +171,9 @@ def variants(args):
             raise SystemExit(f"unknown variant {name!r}: library, {', '.join(VARIANTS)}")
         lib_alphas, lib_post = CC.spread_alphas, CC.error_posterior
         lib_weight, lib_offsets, lib_gscale, lib_bscale = CC.SHARE_WEIGHTS, CC.CLASS_OFFSETS, CAL.GROUP_SCALE, CAL.BAND_SCALE
+        lib_mass = CC.SHARE_MASSES
+        if name != "library":        # every variant was measured at the prior's mass 1 (before stop 65)
+            CC.SHARE_MASSES = np.array([1.0])
         if prior == "band-scale":       # grid holds the band walk's scales
             CAL.BAND_SCALE = tuple(grid)
             prior, grid = None, None
@@ -206,6 +209,7 @@ def variants(args):
         finally:
             CC.error_prior, CC.SPREAD_GRID, CC.spread_alphas, CC.error_posterior = lib_prior, lib_grid, lib_alphas, lib_post
             CC.SHARE_WEIGHTS, CC.CLASS_OFFSETS, CAL.GROUP_SCALE, CAL.BAND_SCALE = lib_weight, lib_offsets, lib_gscale, lib_bscale
+            CC.SHARE_MASSES = lib_mass
         rows.append((name, out["bayes_lower"][..., 0], out["bayes_upper"][..., 0], out["bayes_mean"][..., 0]))
         _print(rows[-1:], truth, cps)
     del S
