@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import PoolError
+from .fingerprints import array_digest, combine_portable
 
 __all__ = ["DASK_EXTRA", "require_dask", "is_partitioned_path", "partition_files", "PartitionedPool",
            "partition_digest", "combine_digests", "partition_record", "changed_partition", "in_partition", "fix_index", "connect", "choose_engine", "read_frames"]
@@ -80,18 +81,9 @@ def fix_index(df: pd.DataFrame, offset: int) -> pd.DataFrame:
 
 def partition_digest(preds, scores, probs, ids) -> bytes:
     """SHA-256 of one partition's content (predictions, scores, probabilities, ids), as
-    :meth:`bayes_eval.pool.Pool.fingerprint` hashes a whole pool."""
-    h = hashlib.sha256()
-    for a in (preds, scores, probs):
-        h.update(np.ascontiguousarray(a).tobytes())
-    ids = np.asarray(ids)
-    if ids.dtype.kind in "iu":
-        h.update(b"int-ids")
-        h.update(np.ascontiguousarray(ids.astype(np.int64)).tobytes())
-    else:
-        h.update(pd.util.hash_array(np.asarray(ids, dtype=object)).tobytes())
-    h.update(str(len(ids)).encode())
-    return h.digest()
+    :meth:`bayes_eval.pool.Pool.fingerprint` hashes a whole pool
+    (:func:`bayes_eval.fingerprints.array_digest` of the probabilities as they are)."""
+    return array_digest(preds, scores, np.asarray(probs), ids)
 
 
 def combine_digests(digests: Sequence[bytes], n_classes: int) -> str:
@@ -191,8 +183,6 @@ class Part:
     made ``session new`` take 10 minutes).  Read-only, like the pool's arrays."""
 
     def __init__(self, pool, offset: int):
-        from .scores import prior_probability
-
         n = pool.n_items
         self.n_items, self.n_classes, self.n_systems = n, pool.n_classes, pool.n_systems
         self.name, self.notes, self.score_kind, self.threshold = pool.name, pool.notes, pool.score_kind, pool.threshold
@@ -206,12 +196,9 @@ class Part:
         ids = np.asarray(pool.ids)
         self._ids = None if (ids.dtype.kind in "iu" and np.array_equal(ids, np.arange(offset, offset + n))) else ids
         self._probs = pool.probs
-        if pool.n_classes == 2 and pool.score_kind != "none" and pool.scores is not None:
-            derived = np.empty(pool.probs.shape)
-            prior_probability(pool.scores, pool.preds, pool.score_kind, out=derived[..., 1])
-            derived[..., 0] = 1.0 - derived[..., 1]
-            if np.array_equal(derived, pool.probs):  # not from a 'prob' column: recomputed when asked
-                self._probs = None
+        self.probs_derived = pool.probs_derived
+        if pool.probs_derived and pool.n_classes == 2:  # not from a 'prob' column: recomputed when asked
+            self._probs = None
         for a in (self._preds, self._labels, self._ids):
             if a is not None:
                 a.setflags(write=False)
@@ -332,6 +319,7 @@ class PartSummary(NamedTuple):
     id_kind: str  # "rows" (ids are the pool rows), "int", "str"
     z_interior: tuple  # (min, max) of the interior probabilities (probability kind), else (nan, nan)
     z_range: tuple  # (min, max) of the system-0 scores
+    portable: bytes = b""  # fingerprints.array_digest with derived probabilities left out
 
 
 def task_summary(part, offset: int, system: int = 0):
@@ -347,9 +335,11 @@ def task_summary(part, offset: int, system: int = 0):
     s = np.asarray(part.scores[:, system], dtype=np.float64)
     inter = s[(s > 0) & (s < 1)]
     zi = (float(inter.min()), float(inter.max())) if inter.size else (np.nan, np.nan)
-    return PartSummary(part.n_items, partition_digest(part.preds, part.scores, part.probs, ids), part.score_kind,
+    preds, scores, probs = part.preds, part.scores, part.probs
+    return PartSummary(part.n_items, partition_digest(preds, scores, probs, ids), part.score_kind,
                        tuple(part.notes), part.n_systems, part.labels is not None, kind, zi,
-                       (float(s.min()), float(s.max())))
+                       (float(s.min()), float(s.max())),
+                       array_digest(preds, scores, None if part.probs_derived else probs, ids))
 
 
 def task_ids(part, rows):
@@ -527,8 +517,11 @@ class PartitionedPool:
         zr = np.asarray([s.z_range for s in summaries], np.float64)
         self.score_range = (float(zr[:, 0].min()), float(zr[:, 1].max()))
         self._fingerprint = combine_digests([s.digest for s in summaries], n_classes)
+        portable = combine_portable([s.portable for s in summaries], n_classes, score_kind)
+        self.probs_derived = any(s.portable != s.digest for s in summaries)  # no 'prob' column
         self._derived_store: dict = {}
         self.derived("partitions", None, lambda: partition_record(files, [s.digest for s in summaries]), size=1)
+        self.derived("portable_fingerprint", None, lambda: portable, size=1)
         self._id_index = None
 
     # ---------------------------------------------------------------- construction

@@ -23,6 +23,7 @@ import pandas as pd
 
 from . import _config  # noqa: F401
 from .derived import derived_value
+from .fingerprints import combine_portable, hash_ids
 
 __all__ = ["Pool", "PoolError", "PoolWarning", "sigmoid", "demo_pool", "SCORE_KINDS"]
 
@@ -137,6 +138,9 @@ class Pool:
         How a pool of several classes without class probabilities got its prior (``"confidence"``:
         :func:`bayes_eval.scores.prior_of_classes`; ``"halfway"``: as releases before); a session
         records it.
+    probs_derived : bool
+        Whether ``probs`` were derived from the scores (no probability column); the session's
+        portable fingerprint leaves them out (:mod:`bayes_eval.fingerprints`).
     """
 
     preds: np.ndarray
@@ -156,6 +160,7 @@ class Pool:
     column_names: tuple = ()
     label_names: tuple = ()
     classes_prior: str = "confidence"
+    probs_derived: bool = False
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -389,6 +394,7 @@ class Pool:
             warnings.warn(msg, PoolWarning, stacklevel=2)
         if s.shape[1] != n_sys:
             raise PoolError(f"column 'score': {s.shape[1]} systems but 'pred' has {n_sys}")
+        probs_derived = pr is None
         if pr is None:
             if n_classes == 2:
                 pr = np.empty((n, n_sys, 2))
@@ -443,7 +449,7 @@ class Pool:
             preds=p, scores=s, probs=pr, weights=w, ids=ids_arr, labels=lab, n_classes=n_classes,
             system_names=names, columns=columns, name=name, score_kind=kind,
             threshold=threshold if preds is None else None, notes=tuple(notes), classes_prior=classes_prior,
-        )
+            probs_derived=probs_derived)
 
     @classmethod
     def from_frame(
@@ -645,6 +651,7 @@ class Pool:
         """
         from dataclasses import replace
 
+        from .fingerprints import array_digest
         from .partitioned import (PartitionedPool, choose_engine, combine_digests, in_partition, partition_digest,
                                   partition_files, partition_record, read_frames)
 
@@ -676,6 +683,10 @@ class Pool:
                    for a, b in zip(offs[:-1], offs[1:])]
         fp = combine_digests(digests, n_classes)
         pool.derived("fingerprint", None, lambda: fp, size=1)  # the partitions' fingerprint, as the dask engine's
+        portable = combine_portable([array_digest(pool.preds[a:b], pool.scores[a:b], None if pool.probs_derived
+                                                  else pool.probs[a:b], np.asarray(pool.ids)[a:b])
+                                     for a, b in zip(offs[:-1], offs[1:])], n_classes, pool.score_kind)
+        pool.derived("portable_fingerprint", None, lambda: portable, size=1)
         pool.derived("partitions", None, lambda: partition_record(files, digests), size=1)
         return pool
 
@@ -731,12 +742,7 @@ class Pool:
         h = hashlib.sha256()
         for a in (self.preds, self.scores, self.probs, self.weights):
             h.update(np.ascontiguousarray(a).tobytes())
-        ids = np.asarray(self.ids)
-        if ids.dtype.kind in "iu":  # numeric ids: their bytes (hashing 10^7 objects took 20 s)
-            h.update(b"int-ids")
-            h.update(np.ascontiguousarray(ids.astype(np.int64)).tobytes())
-        else:
-            h.update(pd.util.hash_array(np.asarray(ids, dtype=object)).tobytes())
+        hash_ids(h, self.ids)
         h.update(str(self.n_classes).encode())
         return h.hexdigest()
 

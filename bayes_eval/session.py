@@ -44,7 +44,7 @@ from . import annotate, kernel
 from .drawing import draw_stage, order_positions, poisson_pick  # noqa: F401  (re-exported)
 from .partitioned import changed_partition
 from .session_core import (SessionCore, clear_cache, core_for, ids_at, item_rows, pool_fingerprint,  # noqa: F401  (re-exported)
-                           portable_fingerprint, same_pool)
+                           PORTABLE_VERSION, portable_fingerprint, same_pool)
 from .session_replay import SessionReplay
 from .session_reports import SessionReports
 from .session_skip import SessionSkips
@@ -287,8 +287,8 @@ class Session(SessionReports, SessionSkips, SessionReplay):
         progress = progress or _noop_progress
         fingerprint = pool_fingerprint(pool)
         core = core_for(pool, measures, config, progress)  # validates the design settings
-        store = Store.create(path, {"config": config, "fingerprint": fingerprint, "portable_fingerprint": portable_fingerprint(pool)},
-                             unique_labels_by="draw" if oracle == "stochastic" else "row")
+        store = Store.create(path, {"config": config, "fingerprint": fingerprint, "portable_fingerprint": portable_fingerprint(pool),
+                                    "portable_version": PORTABLE_VERSION}, unique_labels_by="draw" if oracle == "stochastic" else "row")
         try:
             return cls(store, pool, measures, config, core, progress)
         except BaseException:

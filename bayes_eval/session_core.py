@@ -25,6 +25,8 @@ import pandas as pd
 from . import _config  # noqa: F401  (float64)
 from .checks import zero_padded_hint
 from .errors import SessionError, UnknownItemError
+from .fingerprints import PORTABLE_VERSION
+from .fingerprints import portable_fingerprint as pool_portable
 from .session_setup import make_design
 
 __all__ = ["SessionCore", "PoissonCore", "build_core", "build_poisson", "core_for", "clear_cache",
@@ -266,8 +268,8 @@ def pool_fingerprint(pool) -> str:
 
 
 def derived_probs(pool) -> bool:
-    """Whether a binary in-memory pool's probabilities are the ones derived from its scores (no
-    probability column: sigmoid of a margin, ...; ``scores.prior_probability``)."""
+    """Whether a binary in-memory pool's probabilities equal the ones derived from its scores
+    (recomputed: the portable fingerprint's scheme 1 of stop 65, kept to open its files)."""
     from .scores import prior_probability
 
     if getattr(pool, "partitioned", False) or pool.n_classes != 2 or pool.probs is None:
@@ -276,12 +278,14 @@ def derived_probs(pool) -> bool:
     return bool(np.allclose(np.asarray(pool.probs)[..., 1], derived, rtol=1e-12, atol=0.0))
 
 
-def portable_fingerprint(pool) -> str:
-    """SHA-256 of what the pool was given -- predictions, scores, weights, ids, classes, the score kind,
-    and its probabilities only where they were given, not derived from the scores: the last bits of
-    derived probabilities differ between CPUs (numpy's exp on AVX-512 against libm's), and a session
-    file of the demo pool written on one machine refused to open on another (stop 65).  Partitioned
-    pools: their own fingerprint (digests of the partitions' inputs)."""
+def portable_fingerprint(pool, version: int = PORTABLE_VERSION) -> str:
+    """SHA-256 of what the pool was given, its derived probabilities left out
+    (:mod:`bayes_eval.fingerprints`; their last bits differ between CPUs, and a session file of
+    the demo pool written on one machine refused to open on another: stop 65), kept on the pool.
+    ``version=1``: stop 65's scheme (binary in-memory pools only; partitioned pools gave their
+    full fingerprint, pools of several classes hashed their derived probabilities)."""
+    if version == PORTABLE_VERSION:
+        return pool.derived("portable_fingerprint", None, lambda: pool_portable(pool), size=1)
     import hashlib
 
     if getattr(pool, "partitioned", False):
@@ -298,22 +302,27 @@ def portable_fingerprint(pool) -> str:
 
 
 def same_pool(pool, meta, info, path) -> bool:
-    """Whether a session file's pool is ``pool``: by the portable fingerprint where the file has one
-    (sessions created since stop 65); else by the full one, and where that differs only because the
-    pool's derived probabilities hash differently on this CPU (the recorded name and size, derived
-    probabilities) the pool is taken as the same one with a :class:`~bayes_eval.pool.PoolWarning`."""
+    """Whether a session file's pool is ``pool``: by the portable fingerprint where the file has
+    one (scheme ``portable_version``, 1 when absent: stop 65's files); else, or where a scheme-1
+    fingerprint differs, by the full one, and where that differs only because the pool's derived
+    probabilities hash differently on this CPU (the recorded name and size, probabilities derived
+    from the scores) the pool is taken as the same one with a :class:`~bayes_eval.pool.PoolWarning`."""
     import warnings
 
     from .pool import PoolWarning
 
+    version = int(meta.get("portable_version", 1))
     if meta.get("portable_fingerprint") is not None:
-        return portable_fingerprint(pool) == meta["portable_fingerprint"]
+        if portable_fingerprint(pool, version) == meta["portable_fingerprint"]:
+            return True
+        if version == PORTABLE_VERSION:
+            return False
     if pool_fingerprint(pool) == meta["fingerprint"]:
         return True
-    if info.get("name") == pool.name and int(info.get("n_items", -1)) == int(pool.n_items) and derived_probs(pool):
+    if info.get("name") == pool.name and int(info.get("n_items", -1)) == int(pool.n_items) and pool.probs_derived:
         warnings.warn(f"{path}: the pool's fingerprint differs from the session's, but the pool has the recorded name and "
                       "size and its probabilities are derived from its scores, whose last bits differ between CPUs (a "
-                      "session file written before stop 65 hashed them): opened as the same pool -- check it is",
+                      "session file written before stop 66 hashed them): opened as the same pool -- check it is",
                       PoolWarning, stacklevel=3)
         return True
     return False

@@ -20,7 +20,7 @@ from bayes_eval.errors import PoolError, PoolMismatchError  # noqa: E402
 from bayes_eval.partitioned import PartitionedPool, connect, require_dask  # noqa: E402
 from bayes_eval.pool import Pool  # noqa: E402
 from bayes_eval.session import Session  # noqa: E402
-from bayes_eval.session_core import pool_fingerprint  # noqa: E402
+from bayes_eval.session_core import pool_fingerprint, portable_fingerprint  # noqa: E402
 
 
 def write_pool(path, n, n_parts, seed=0, ids=True):
@@ -79,6 +79,8 @@ def test_memory_and_dask_engines_give_the_same_session(small, client, tmp_path, 
     pk = Pool.from_parquet_dataset(d, engine="dask", client=client)
     assert isinstance(pk, PartitionedPool) and pk.n_items == pm.n_items == 20_000
     assert pool_fingerprint(pm) == pool_fingerprint(pk)
+    # the portable one too (the derived probabilities left out, stop 66), different from the full one
+    assert portable_fingerprint(pm) == portable_fingerprint(pk) != pool_fingerprint(pk) and pk.probs_derived
     a = run(str(tmp_path / "m.db"), pm, design, truth)
     b = run(str(tmp_path / "d.db"), pk, design, truth)
     for f in ("sizes", "lower", "upper"):
@@ -116,6 +118,7 @@ def test_several_classes_are_stratified_and_read_alike_on_both_engines(tmp_path,
     pm = Pool.from_parquet_dataset(d, engine="memory", n_classes=c)
     pk = Pool.from_parquet_dataset(d, engine="dask", client=client, n_classes=c)
     assert pool_fingerprint(pm) == pool_fingerprint(pk)
+    assert portable_fingerprint(pm) == portable_fingerprint(pk) and pm.probs_derived and pk.probs_derived
     assert pm.read_options["classes_prior"] == pk.read_options["classes_prior"] == "confidence"
     a = stratify(pm, 64)
     b, _, _ = partitioned_strata(pk, 64)
@@ -166,6 +169,7 @@ def test_a_changed_partition_is_refused(tmp_path, client):
     changed = Pool.from_parquet_dataset(d, engine="dask", client=client)
     assert pool_fingerprint(changed) != pool_fingerprint(pk)
     assert pool_fingerprint(changed) == pool_fingerprint(Pool.from_parquet_dataset(d, engine="memory"))
+    assert portable_fingerprint(changed) != portable_fingerprint(pk)
     # refused under either engine, naming the partition that changed (recorded at creation)
     for pool in (changed, Pool.from_parquet_dataset(d, engine="memory")):
         with pytest.raises(PoolMismatchError, match=r"pool has changed.*\(partition 3 \(part-003.parquet\) changed\)"):
