@@ -453,13 +453,13 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
         rest = unlabeled[None, :] - m_top
         # the rest over the other classes: sequential binomials of the (renormalised) shares
         phi_u = phi[:, top_j, :]
-        out, left, mass = [], rest, jnp.ones_like(rest)
+        out, left, share_left = [], rest, jnp.ones_like(rest)   # (not `mass`: that is the prior's, returned)
         keys = jax.random.split(k3, c)
         for j in range(c):
-            pj = jnp.clip(phi_u[..., j] / jnp.maximum(mass, 1e-300), 0.0, 1.0)
+            pj = jnp.clip(phi_u[..., j] / jnp.maximum(share_left, 1e-300), 0.0, 1.0)
             draw = left if j == c - 1 else jax.random.binomial(keys[j], left, pj)
             out.append(draw)
-            left, mass = left - draw, mass - phi_u[..., j]
+            left, share_left = left - draw, share_left - phi_u[..., j]
         m = jnp.stack(out, axis=-1) + m_top[..., None] * on_top
         return {"pi": pi, "unlabeled_counts": m, "a": s["a"], "b": s["b"], "kappa": s["kappa"],
                 "band_offset": s["band_offset"], "class_offset": s["group_offset"], "error_split": phi, "error_spread": eta,

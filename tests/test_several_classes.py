@@ -393,6 +393,9 @@ def test_pi_follows_the_binary_model_on_top_and_the_labels_errors_below():
     np.testing.assert_allclose(pi[:, np.arange(k), top], np.asarray(sb["pi"])[..., 1], rtol=1e-12)
     phi = np.asarray(s["error_split"])                              # (n, top class, class)
     np.testing.assert_allclose(phi[:, [0, 1, 2], [0, 1, 2]], 0.0)
+    for name, grid in (("error_mass", SHARE_MASSES), ("error_share_weight", SHARE_WEIGHTS), ("error_spread", SPREAD_GRID)):
+        d = np.asarray(s[name])                                     # one grid point per draw (stop 66: the mass
+        assert d.shape == (400,) and np.isin(d, grid).all(), name   # returned was the loop's leftover share)
     off = pi[:, top == 0, 1:] / pi[:, top == 0, 1:].sum(-1, keepdims=True)
     np.testing.assert_allclose(off, np.broadcast_to(phi[:, None, 0, 1:], off.shape), rtol=1e-9)
     assert phi[:, 0, 2].mean() > 0.8                                # (0.6 + 6·6) / (2 + 36) ≈ 0.96
