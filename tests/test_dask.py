@@ -6,8 +6,11 @@ The default tier uses 2·10^4 rows in 20 partitions (a couple of seconds per ses
 cores); the 10^6-row pool of the issue runs in the slow tier."""
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -162,6 +165,20 @@ def test_a_changed_partition_is_refused(tmp_path, client):
     write_pool(d, 20_000, 5)
     pk = Pool.from_parquet_dataset(d, engine="dask", client=client)
     Session.create(str(tmp_path / "s.db"), pk, "f1", "ais", seed=0).close()
+    # a file of stop 65 (portable scheme 1: a partitioned pool's portable fingerprint was its full one,
+    # no portable_version) reopens on the same pool without a warning; then back to this stop's keys
+    con = sqlite3.connect(str(tmp_path / "s.db"))
+    saved = dict(con.execute("SELECT key, value FROM meta WHERE key LIKE 'portable%'").fetchall())
+    with con:
+        con.execute("UPDATE meta SET value = ? WHERE key = 'portable_fingerprint'", (json.dumps(pool_fingerprint(pk)),))
+        con.execute("DELETE FROM meta WHERE key = 'portable_version'")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Session.open(str(tmp_path / "s.db"), pk).close()
+    with con:
+        con.execute("DELETE FROM meta WHERE key LIKE 'portable%'")
+        con.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", saved.items())
+    con.close()
     f = os.path.join(d, "part-003.parquet")
     df = pd.read_parquet(f)
     df.loc[10, "score"] += 1e-9
