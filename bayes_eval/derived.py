@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable
 
-__all__ = ["derived_value", "forget"]
+__all__ = ["derived_value", "forget", "IDENTITY_KINDS"]
 
 
 def derived_value(store: dict, kind: str, key, build: Callable[[], Any], size: int = 4):
@@ -23,9 +23,17 @@ def derived_value(store: dict, kind: str, key, build: Callable[[], Any], size: i
     return value
 
 
+#: what a pool read from partitions is *given* at construction rather than computes (its
+#: fingerprints over the partitions, their record): forgetting everything keeps these, since
+#: recomputing them from the whole arrays would give another value and a session would refuse its pool
+IDENTITY_KINDS = ("fingerprint", "portable_fingerprint", "partitions")
+
+
 def forget(store: dict, kind: str | None = None) -> None:
-    """Drop what :func:`derived_value` keeps in ``store``: of one ``kind``, or everything."""
+    """Drop what :func:`derived_value` keeps in ``store``: of one ``kind``, or everything but the
+    :data:`IDENTITY_KINDS`."""
     if kind is None:
-        store.clear()
+        for k in [k for k in store if k not in IDENTITY_KINDS]:
+            del store[k]
     else:
         store.pop(kind, None)

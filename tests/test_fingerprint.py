@@ -118,3 +118,32 @@ def test_a_session_opens_where_the_derived_probabilities_last_bits_differ(tmp_pa
             Session.open(path, moved).close()
         with pytest.raises(PoolMismatchError):          # the warning's path needs the recorded name
             Session.open(path, replace(moved, name="other"))
+
+
+def test_a_pool_read_from_partitions_keeps_its_fingerprints_when_it_forgets_what_it_derived(tmp_path):
+    """A pool read whole from Parquet partitions is given its fingerprints over the partitions (the
+    dask engine's); ``forget_derived()`` (everything) dropped them before stop 66, and the pool then
+    hashed its whole arrays -- another value, and its session refused it."""
+    import os
+
+    import pandas as pd
+
+    from bayes_eval.session_core import pool_fingerprint
+
+    rng = np.random.default_rng(8)
+    d = str(tmp_path / "parts")
+    os.makedirs(d)
+    for p in range(3):
+        s = rng.normal(-1.0, 1.5, 1500)
+        pd.DataFrame({"score": s, "pred": (s >= 0).astype(np.int8), "label": (s > 0.5).astype(np.int8)}).to_parquet(
+            os.path.join(d, f"part-{p}.parquet"))
+    pool = Pool.from_parquet_dataset(d, engine="memory")
+    full, portable = pool_fingerprint(pool), portable_fingerprint(pool)
+    assert full != pool.fingerprint()                      # over the partitions, not the whole arrays
+    path = str(tmp_path / "s.db")
+    Session.create(path, pool, measure="f1", design="ais", seed=0).close()
+    pool.forget_derived()
+    assert pool_fingerprint(pool) == full and portable_fingerprint(pool) == portable
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Session.open(path, pool).close()
