@@ -21,6 +21,8 @@ Variants (each replaces one function of :mod:`bayes_eval.models.calibrated_class
   (default m on 0.1, 0.3, 1, 3; stop 55 measured it with the shares alone; ``mass-grid:0.3,1`` is the
   library since stop 65, ``calibrated_classes.SHARE_MASSES``, and ``mass-grid:1`` stop 64's model);
 * ``row-mass[:m1,..]``: the mass learned per row, (w, η) shared (as ``row-weight`` factors);
+* ``band-split[:B]``: an error split per band of the top class's confidence (B bands, default 2), pooled
+  across a row's bands by a learned λ (stop 66; :func:`band_split`);
 * ``weighted-labels``: each row's wrong labels reweighted by their unit's size over its labels (000 §2's
   ratio estimate) before they enter the Dirichlet-multinomial, their total kept -- whether the design's
   uneven labeling within a top class biases the split (AIS labels a row's low-confidence units most).
@@ -206,6 +208,88 @@ def weighted_labels(CC):
     CC.error_posterior, CC.grid_point = error_posterior, grid_point
 
 
+LAMBDAS = (0.0, 0.3, 1.0)
+
+
+def band_split(CC, n_bands: int = 2, lambdas=LAMBDAS):
+    """The error split per band of the top class's confidence (stop 66): each top class's units cut
+    into ``n_bands`` bands at the item-weighted quantiles of their top-class probability; band b of
+    top class t has its own split φ_{t,b} ~ Dirichlet(m α_t(w) + η + λ · the row's wrong labels in
+    its other bands + its own), λ on ``lambdas`` (0: the bands apart; 1: each band's prior holds the
+    rest of the row's labels, the library's pooling) learned beside (w, m, η) from the bands'
+    leave-one-band-out Dirichlet-multinomial likelihood (a pseudo-likelihood: empirical Bayes).
+    Why: AIS labels a top class's low-confidence units most, and on ``conf5`` the class mix of a top
+    class's errors changes with its confidence (top class 2: class 3 is 55% of the errors in its
+    lowest quartile of confidence, 68% in the highest)."""
+    import jax
+    import jax.numpy as jnp
+    from bayes_eval.models import registry as RG
+
+    lam = jnp.asarray(lambdas, dtype=jnp.float64)
+    gl = jax.scipy.special.gammaln
+    lib_factory = RG.calibrated_classes_model
+
+    def factory(leaf_probs, **kw):
+        lib = lib_factory(leaf_probs, **kw)
+        p = np.asarray(leaf_probs, np.float64)
+        k, c = p.shape
+        top = CC.top_classes(p)
+        conf = p[np.arange(k), top]
+        top_j = jnp.asarray(top, dtype=jnp.int32)
+        on_top = jnp.asarray(np.eye(c)[top])
+        order = np.lexsort((conf, top))                  # units by row, then confidence
+
+        def bands(size):
+            """(K,) each unit's band: cut at the item-weighted quantiles of its row's confidence."""
+            size = jnp.asarray(size, dtype=jnp.float64)[order]
+            row = jnp.asarray(top[order])
+            tot = jax.ops.segment_sum(size, row, num_segments=c)
+            before = jnp.cumsum(size) - size - (jnp.cumsum(tot) - tot)[row]   # items of the row before the unit
+            mid = (before + 0.5 * size) / jnp.maximum(tot[row], 1e-300)
+            b_sorted = jnp.clip(jnp.floor(mid * n_bands), 0, n_bands - 1).astype(jnp.int32)
+            return jnp.zeros(k, jnp.int32).at[jnp.asarray(order)].set(b_sorted)
+
+        def sample(key, counts, unlabeled, n_draws, state=None):
+            k0, k1, k2, k3 = jax.random.split(key, 4)
+            s = lib.sample(k0, counts, unlabeled, n_draws, state)
+            counts = jnp.asarray(counts, dtype=jnp.float64)
+            size = CC.unit_sizes(counts, unlabeled)
+            band = bands(size)
+            cell = top_j * n_bands + band                                         # (K,) row-band
+            wrong_u = counts * (1.0 - on_top)
+            wrong_rb = jax.ops.segment_sum(wrong_u, cell, num_segments=c * n_bands).reshape(c, n_bands, c)
+            others = wrong_rb.sum(1, keepdims=True) - wrong_rb                    # the row's other bands
+            a_post, log_w = CC.error_posterior(p, counts, size)                  # (G, C, C) base + row's wrong
+            wrong_row = CC.wrong_labels(p, counts)
+            base = jnp.where(a_post > 0, a_post - wrong_row[None], 0.0)           # (G, C, C)
+            on = (base > 0)[:, None, :, None, :]                                   # (G, 1, C, 1, C)
+            prior = base[:, None, :, None, :] + lam[None, :, None, None, None] * others[None, None]   # (G, L, C, B, C)
+            prior = jnp.where(on, prior, 0.0)
+            safe = jnp.where(on, prior, 1.0)
+            ll = (gl(prior.sum(-1)) - gl(prior.sum(-1) + wrong_rb.sum(-1)[None, None])
+                  + jnp.sum(jnp.where(on, gl(safe + wrong_rb[None, None]) - gl(safe), 0.0), -1)).sum((-1, -2))   # (G, L)
+            joint = jax.nn.log_softmax(ll.reshape(-1))              # uniform prior over (w, m, η) and λ
+            pick = jax.random.categorical(k1, joint, shape=(n_draws,))
+            g, li = pick // lam.shape[0], pick % lam.shape[0]
+            alpha = jnp.where(on[g][:, 0], prior[g, li] + wrong_rb[None], 0.0)     # (n, C, B, C)
+            phi_rb = CC._gamma_split(k2, alpha)                                  # (n, C, B, C)
+            phi_u = phi_rb[:, top_j, band, :]                                    # (n, K, C)
+            rho = s["pi"][:, jnp.arange(k), top_j]                               # (n, K)
+            pi = rho[..., None] * on_top + (1.0 - rho)[..., None] * phi_u
+            m_top = jnp.sum(s["unlabeled_counts"] * on_top, -1)
+            left, share_left, out = unlabeled[None, :] - m_top, jnp.ones_like(m_top), []
+            keys = jax.random.split(k3, c)
+            for j in range(c):
+                pj = jnp.clip(phi_u[..., j] / jnp.maximum(share_left, 1e-300), 0.0, 1.0)
+                draw = left if j == c - 1 else jax.random.binomial(keys[j], left, pj)
+                out.append(draw)
+                left, share_left = left - draw, share_left - phi_u[..., j]
+            m = jnp.stack(out, -1) * (1.0 - on_top) + m_top[..., None] * on_top
+            return dict(s, pi=pi, unlabeled_counts=m, band_lambda=lam[li])
+        return lib._replace(sample=sample)
+    RG.calibrated_classes_model = factory
+
+
 def apply(variant: str, pool_name: str, pool_seed: int = 0):
     """Replace the library's functions for ``variant`` (module docstring)."""
     from bayes_eval.models import calibrated_classes as CC
@@ -225,9 +309,11 @@ def apply(variant: str, pool_name: str, pool_seed: int = 0):
         row_mass(CC, masses)
     elif name == "weighted-labels":
         weighted_labels(CC)
+    elif name == "band-split":
+        band_split(CC, int(arg) if arg else 2)
     else:
         raise SystemExit(f"unknown variant {variant!r}: library, true-split, row-weight, mass-grid[:m,..], "
-                         "row-mass[:m,..], weighted-labels")
+                         "row-mass[:m,..], weighted-labels, band-split[:B]")
 
 
 def main(argv=None):
