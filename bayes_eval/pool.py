@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import _config  # noqa: F401
 from .derived import derived_value
-from .fingerprints import combine_portable, hash_ids
+from .fingerprints import array_digest, combine_portable, hash_ids
 
 __all__ = ["Pool", "PoolError", "PoolWarning", "sigmoid", "demo_pool", "SCORE_KINDS"]
 
@@ -651,7 +651,6 @@ class Pool:
         """
         from dataclasses import replace
 
-        from .fingerprints import array_digest
         from .partitioned import (PartitionedPool, choose_engine, combine_digests, in_partition, partition_digest,
                                   partition_files, partition_record, read_frames)
 

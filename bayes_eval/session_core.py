@@ -294,7 +294,7 @@ def portable_fingerprint(pool, version: int = PORTABLE_VERSION) -> str:
     for a in (pool.preds, pool.scores, pool.weights):
         h.update(np.ascontiguousarray(a).tobytes())
     h.update(b"derived-probs" if derived_probs(pool) else np.ascontiguousarray(pool.probs).tobytes())
-    ids = np.asarray(pool.ids)
+    ids = np.asarray(pool.ids)      # as stop 65 hashed them (no "int-ids" tag: not fingerprints.hash_ids)
     h.update(np.ascontiguousarray(ids.astype(np.int64)).tobytes() if ids.dtype.kind in "iu"
              else pd.util.hash_array(np.asarray(ids, dtype=object)).tobytes())
     h.update(f"{pool.n_classes}:{pool.score_kind}".encode())
@@ -304,7 +304,7 @@ def portable_fingerprint(pool, version: int = PORTABLE_VERSION) -> str:
 def same_pool(pool, meta, info, path) -> bool:
     """Whether a session file's pool is ``pool``: by the portable fingerprint where the file has
     one (scheme ``portable_version``, 1 when absent: stop 65's files); else, or where a scheme-1
-    fingerprint differs, by the full one, and where that differs only because the pool's derived
+    fingerprint of a pool it did not cover (several classes, partitions) differs, by the full one, and where that differs only because the pool's derived
     probabilities hash differently on this CPU (the recorded name and size, probabilities derived
     from the scores) the pool is taken as the same one with a :class:`~bayes_eval.pool.PoolWarning`."""
     import warnings
@@ -315,8 +315,8 @@ def same_pool(pool, meta, info, path) -> bool:
     if meta.get("portable_fingerprint") is not None:
         if portable_fingerprint(pool, version) == meta["portable_fingerprint"]:
             return True
-        if version == PORTABLE_VERSION:
-            return False
+        if version == PORTABLE_VERSION or (pool.n_classes == 2 and not getattr(pool, "partitioned", False)):
+            return False            # (scheme 1 left a binary in-memory pool's derived probabilities out too)
     if pool_fingerprint(pool) == meta["fingerprint"]:
         return True
     if info.get("name") == pool.name and int(info.get("n_items", -1)) == int(pool.n_items) and pool.probs_derived:

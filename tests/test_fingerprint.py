@@ -113,6 +113,8 @@ def test_a_session_opens_where_the_derived_probabilities_last_bits_differ(tmp_pa
         Session.open(path, pool).close()
     if n_classes == 2:       # scheme 1 left the binary pool's derived probabilities out already
         Session.open(path, moved).close()
+        with pytest.raises(PoolMismatchError):   # and refused other scores, as it does
+            Session.open(path, replace(moved, scores=np.nextafter(pool.scores, 2.0)))
     else:
         with pytest.warns(PoolWarning, match="last bits differ between CPUs"):
             Session.open(path, moved).close()
