@@ -277,14 +277,7 @@ def band_split(CC, n_bands: int = 2, lambdas=LAMBDAS):
             rho = s["pi"][:, jnp.arange(k), top_j]                               # (n, K)
             pi = rho[..., None] * on_top + (1.0 - rho)[..., None] * phi_u
             m_top = jnp.sum(s["unlabeled_counts"] * on_top, -1)
-            left, share_left, out = unlabeled[None, :] - m_top, jnp.ones_like(m_top), []
-            keys = jax.random.split(k3, c)
-            for j in range(c):
-                pj = jnp.clip(phi_u[..., j] / jnp.maximum(share_left, 1e-300), 0.0, 1.0)
-                draw = left if j == c - 1 else jax.random.binomial(keys[j], left, pj)
-                out.append(draw)
-                left, share_left = left - draw, share_left - phi_u[..., j]
-            m = jnp.stack(out, -1) * (1.0 - on_top) + m_top[..., None] * on_top
+            m = CC.split_counts(k3, unlabeled[None, :] - m_top, phi_u) * (1.0 - on_top) + m_top[..., None] * on_top
             return dict(s, pi=pi, unlabeled_counts=m, band_lambda=lam[li])
         return lib._replace(sample=sample)
     RG.calibrated_classes_model = factory
