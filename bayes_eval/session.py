@@ -343,9 +343,9 @@ class Session(SessionReports, SessionSkips, SessionReplay):
             if not isinstance(pool, Pool) and not getattr(pool, "partitioned", False):
                 raise SessionError(f"expected a Pool, got {type(pool).__name__}")
             progress("checking the pool's fingerprint", 0, 1)
-            fingerprint = pool_fingerprint(pool)
             info = config["pool"]
             if not same_pool(pool, meta, info, path):     # warns where the CPU's rounding alone differs
+                fingerprint = pool_fingerprint(pool)      # (the full one: only for the message, since stop 66)
                 msg = (f"{path}: the pool has changed — the session was created on pool {info.get('name')!r} "
                        f"({info.get('n_items')} items, fingerprint {meta['fingerprint'][:12]}…), the pool given "
                        f"({pool.name!r}, {pool.n_items} items) has fingerprint {fingerprint[:12]}…; "
