@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import math
 import os
+from typing import TYPE_CHECKING
 
 from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
 from .session_cli_text import (allowed_line, clt_check_line, few_labels_line, fmt, open_session, outside_note,
                                print_json, stopping_line)
 
-__all__ = ["cmd_report"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["cmd_report", "label_tables"]
 
 def _pr_caveat(s, bayes_band: bool = False) -> str | None:
     """The PR curve's caveat in ``session report``: where the session's CLT check fails for its
@@ -144,6 +148,41 @@ def _read_first(lead_bayes: bool, st: dict, has_bayes: bool, stop: dict | None) 
             "after every stage); the CLT check passes, so the CLT-based intervals can be read" + bayes + ".\n\n")
 
 
+def label_tables(s) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``labels.csv`` and ``draws.csv`` of ``session report``: the labels paid for, in a form any
+    tool reads.  labels: every accepted label in arrival order -- the item's id as the pool gives
+    it, the label (and its name where the session has a label map: the first name given for it),
+    the stage, the draw it answered (stochastic oracle; empty for a deterministic one), the ingest
+    (one per transaction) and the arrival time (UTC, ISO 8601).  draws: every draw in order -- its
+    stage, item, whether it asked for a new label, the proposal probability q, the weight p/q and
+    the label that answers it (empty while pending or skipped): all an importance-sampling
+    estimate needs, R̂ = Σ w ℓ / Σ w (001 §3.1; ``tests/test_session.py`` recomputes F1 from it).
+    A skipped item (``session skip``) has no label, so its draws' is empty."""
+    import pandas as pd
+
+    lab, draws = s.labels(), s.draws()
+    names = {}
+    for name, value in (s.config.get("label_map") or {}).items():
+        names.setdefault(int(value), str(name))
+    labels = pd.DataFrame({
+        "item": lab["item"], "label": lab["label"].astype(int),
+        **({"label_name": lab["label"].map(lambda v: names.get(int(v), ""))} if names else {}),
+        "stage": lab["stage"].astype(int),
+        "draw": pd.array(lab["draw"], dtype="Int64") if s.oracle == "stochastic" else pd.array([None] * len(lab), dtype="Int64"),
+        "ingest": lab["ingest"].astype(int),
+        "arrived_at": pd.to_datetime(lab["arrived_at"], unit="s", utc=True).dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
+    if s.oracle == "stochastic":
+        answer = dict(zip(lab["draw"].astype(int), lab["label"].astype(int)))
+        y = draws["draw"].map(answer)
+    else:
+        answer = dict(zip(lab["row"].astype(int), lab["label"].astype(int)))
+        y = draws["row"].map(answer)
+    out = draws[["draw", "stage", "item", "new", "q", "weight"]].copy()
+    out["new"] = out["new"].astype(bool)
+    out["label"] = pd.array(y, dtype="Int64")
+    return labels, out
+
+
 def cmd_report(args, bar):
     """``session report``: write the session's report folder ``args.out``."""
     from . import plots
@@ -165,6 +204,10 @@ def cmd_report(args, bar):
         p = os.path.join(args.out, "history.csv")
         hist.to_csv(p, index=False)
         files.append(p)
+        for name, table in zip(("labels.csv", "draws.csv"), label_tables(s)):
+            p = os.path.join(args.out, name)
+            table.to_csv(p, index=False)
+            files.append(p)
         bar("plotting", 1, 4)
         prog = s.plot_progress(os.path.join(args.out, "progress.png"), level=args.level, bayesian=bayes)
         files.append(prog)

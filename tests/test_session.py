@@ -549,8 +549,22 @@ def test_cli_walkthrough(tmp_path, capsys, pool):
                         "--no-bayesian", "--target-width", "0.05")
     assert rc == 0, err
     assert "S" + stop_line[1:] + "." in (rep / "report.md").read_text()   # the report says what status says
-    for f in ("summary.csv", "summary.md", "history.csv", "progress.png", "pr_curve.png", "report.md"):
+    for f in ("summary.csv", "summary.md", "history.csv", "labels.csv", "draws.csv", "progress.png", "pr_curve.png",
+              "report.md"):
         assert (rep / f).exists(), f
+    # the labels paid for, as any tool reads them: each with the item's own id and its arrival time, and
+    # every draw with q, its weight p/q and its label -- enough to recompute the estimate (001 §3.1)
+    labels, draws = pd.read_csv(rep / "labels.csv"), pd.read_csv(rep / "draws.csv")
+    assert len(labels) == 90 and labels["item"].is_unique and list(labels["stage"].unique()) == [0, 1, 2]
+    np.testing.assert_array_equal(labels["label"], truth.loc[labels["item"]].to_numpy())
+    assert pd.to_datetime(labels["arrived_at"]).notna().all() and labels["draw"].isna().all()   # deterministic
+    assert draws["label"].notna().all() and set(draws["item"]) == set(labels["item"])
+    np.testing.assert_allclose(draws["weight"] * draws["q"] * pool.n_items, 1.0, rtol=1e-9)   # w = p/q, p = 1/N
+    y, yhat, w = draws["label"].to_numpy(), df["pred"].loc[draws["item"]].to_numpy(), draws["weight"].to_numpy()
+    s_ = Session.open(db, Pool.from_frame(df.reset_index(), item="item", score="score", pred="pred", label="label"))
+    assert 2 * np.sum(w * y * yhat) / np.sum(w * (y + yhat)) == pytest.approx(
+        float(s_.estimate_draws(M.f1()).value[0]), rel=1e-12)
+    s_.close()
     with open(rep / "progress.png", "rb") as fh:
         assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
     assert "## Estimates" in (rep / "report.md").read_text()

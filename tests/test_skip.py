@@ -194,6 +194,9 @@ def test_report_says_what_skips_do(tmp_path, capsys, pool):
     assert "stage 0: 1, stage 1: 2" in sec
     sk = pd.read_csv(out / "skipped.csv")
     assert sorted(sk["item"]) == sorted(skipped) and set(sk["reason"]) == {"blank 0", "blank 1"}
+    dr = pd.read_csv(out / "draws.csv")                      # a skipped item's draw has no label; the rest do
+    assert dr.loc[dr["item"].isin(skipped), "label"].isna().all() and dr.loc[~dr["item"].isin(skipped), "label"].notna().all()
+    assert not set(pd.read_csv(out / "labels.csv")["item"]) & set(skipped)
     s = Session.open(db, pool)
     assert s.skip_summary()["n"] == 3 and s.skip_summary()["caveats"] == []  # is: no stratified caveat
     s.close()
