@@ -348,14 +348,26 @@ def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
     curve = _as_curve(z)
     theta = _prior_mode(curve.precision.shape[0]) if init is None else init.mode
     if log_post is None:
-        f = lambda t: log_posterior(t, z, counts)  # noqa: E731
-        derivatives = lambda t: log_posterior_derivatives(t, z, counts)  # noqa: E731
-    else:
-        f = lambda t: log_post(t, z, counts)  # noqa: E731
-        grad_f, hess_f = jax.grad(f), jax.hessian(f)
-        derivatives = lambda t: (f(t), grad_f(t), hess_f(t))  # noqa: E731
+        return _fit_mode_closed_form(curve, counts, theta, n_iter)
+    f = lambda t: log_post(t, z, counts)  # noqa: E731
+    grad_f, hess_f = jax.grad(f), jax.hessian(f)
+    return _newton(curve, theta, n_iter, f, lambda t: (f(t), grad_f(t), hess_f(t)))
 
-    def step(t, _):
+
+@jax.jit
+def _fit_mode_closed_form(curve, counts, theta, n_iter):
+    """:func:`fit_mode` with the closed-form derivatives, one traced function whatever the number
+    of steps (a trip count traced, not a loop length fixed at tracing): a posterior program calls
+    the fit three times -- the model's ``init_state`` (one step on no labels), ``fit``
+    (``fit_iters``) and ``sample``'s refit (four) -- and traced and lowered each Newton loop anew,
+    ~1.2 s apiece of every ``session status`` that computes a posterior; now once."""
+    return _newton(curve, theta, n_iter, lambda t: log_posterior(t, curve, counts),
+                   lambda t: log_posterior_derivatives(t, curve, counts))
+
+
+def _newton(curve, theta, n_iter, f, derivatives):
+    """``n_iter`` damped Newton steps of ``f`` from ``theta``, then the Laplace covariance."""
+    def step(_, t):
         ft, g, h = derivatives(t)
         # make the Newton system negative definite (Levenberg-style damping); plain-JAX linear
         # algebra: jaxlib's batched LAPACK can hang under vmap (models/small_linalg.py)
@@ -364,9 +376,9 @@ def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
         delta = delta * jnp.minimum(1.0, 2.0 / jnp.maximum(jnp.linalg.norm(delta), 1e-12))
         t_new = t + delta
         better = f(t_new) >= ft
-        return jnp.where(better, t_new, t + 0.25 * delta), None
+        return jnp.where(better, t_new, t + 0.25 * delta)
 
-    theta, _ = jax.lax.scan(step, theta, None, length=n_iter)
+    theta = jax.lax.fori_loop(0, n_iter, step, theta)
     h = derivatives(theta)[2]
     factor = small_linalg.cholesky(-h)
     cov = small_linalg.cho_solve(factor, jnp.eye(theta.shape[0]))
