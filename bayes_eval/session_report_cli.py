@@ -157,7 +157,7 @@ def label_tables(s) -> tuple[pd.DataFrame, pd.DataFrame]:
     stage, item, whether it asked for a new label, the proposal probability q, the weight p/q and
     the label that answers it (empty while pending or skipped): all an importance-sampling
     estimate needs, R̂ = Σ w ℓ / Σ w (001 §3.1; ``tests/test_session.py`` recomputes F1 from it).
-    A skipped item (``session skip``) has no label, so its draws' is empty."""
+    A skipped item (``session skip``) has no label, so its draws' ``label`` is empty."""
     import pandas as pd
 
     lab, draws = s.labels(), s.draws()
