@@ -49,6 +49,7 @@ __all__ = [
     "leaf_counts",
     "intervals_at_checkpoints",
     "complete_pool_draws",
+    "multinomial_counts",
     "finite_pool_posterior",
     "equal_tailed",
     "highest_density",
@@ -110,8 +111,9 @@ class PosteriorDraws(NamedTuple):
 LOW_SAMPLER_ESS = 20.0
 
 
-def _multinomial_counts(key, n, p):
-    """Multinomial(n, p) by sequential binomials; ``n`` (X,), ``p`` (X, C)."""
+def multinomial_counts(key, n, p):
+    """Multinomial(n, p) by sequential binomials of the renormalised shares; ``n`` (…,), ``p`` (…, C)
+    (also the several-class model's split of a unit's unlabeled items, ``calibrated_classes``)."""
     c = p.shape[-1]
     out = []
     remaining = n
@@ -155,7 +157,7 @@ def complete_pool_draws(key, g, cells: CellTable, labeled, pi_leaf):
     keys = jax.random.split(key, pi_leaf.shape[0])
 
     def one(k, pi):
-        m = _multinomial_counts(k, unl, pi[cells.stratum])
+        m = multinomial_counts(k, unl, pi[cells.stratum])
         counts = labeled + m
         risk = jnp.einsum("x,xc,xcd->d", cells.weight, counts, cells.loss)
         return jnp.atleast_1d(g(risk)), risk, m
@@ -346,7 +348,7 @@ def replicate_labeled(key, counts, pi_leaf):
     """
     n_k = jnp.asarray(counts, dtype=jnp.float64).sum(-1)
     keys = jax.random.split(key, pi_leaf.shape[0])
-    return jax.vmap(lambda k, p: _multinomial_counts(k, n_k, p))(keys, pi_leaf)
+    return jax.vmap(lambda k, p: multinomial_counts(k, n_k, p))(keys, pi_leaf)
 
 
 def ppc_tail_probabilities(observed, replicated):

@@ -145,11 +145,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _config  # noqa: F401
+from ..posterior import multinomial_counts
 from .calibrated import BANDS, calibrated_model
 
 __all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_base", "reverse_confusion",
            "error_posterior", "top_split", "classes_pi", "wrong_labels", "spread_alphas", "spread_log_weights", "grid_pair", "grid_point",
-           "spread_log_likelihood", "split_counts", "unit_sizes", "prediction_rate_rows", "ClassesState", "SPREAD_GRID", "SHARE_WEIGHTS", "SHARE_MASSES", "TOP_BAND_SCALE"]
+           "spread_log_likelihood", "unit_sizes", "prediction_rate_rows", "ClassesState", "SPREAD_GRID", "SHARE_WEIGHTS", "SHARE_MASSES", "TOP_BAND_SCALE"]
 
 #: η, the pseudo-counts every other class gets in a top class's error split beyond the
 #: classifier's shares (α_t(c) = (C − 1) share_t(c) + η): 25 values, uniform over log η on
@@ -392,20 +393,6 @@ def classes_pi(key, leaf_probs, counts, rho, unit_size=None):
     return rho[..., None] * on_top + (1.0 - rho)[..., None] * phi[:, top, :], phi, eta, w, m
 
 
-def split_counts(key, rest, phi_u):
-    """(…, K, C) the ``rest`` (…, K) of each unit's unlabeled items spread over the classes by its split
-    ``phi_u`` (…, K, C): sequential binomials of the renormalised shares (a multinomial draw)."""
-    c = phi_u.shape[-1]
-    out, left, share_left = [], rest, jnp.ones_like(rest)
-    keys = jax.random.split(key, c)
-    for j in range(c):
-        pj = jnp.clip(phi_u[..., j] / jnp.maximum(share_left, 1e-300), 0.0, 1.0)
-        draw = left if j == c - 1 else jax.random.binomial(keys[j], left, pj)
-        out.append(draw)
-        left, share_left = left - draw, share_left - phi_u[..., j]
-    return jnp.stack(out, axis=-1)
-
-
 def _gamma_split(key, alpha):
     """Dirichlet draws of the rows of ``alpha`` (…, C) (zeros allowed: those classes get 0)."""
     g = jax.random.gamma(key, jnp.where(alpha > 0, alpha, 1.0))
@@ -464,7 +451,8 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
         s = inner.sample(k1, split(counts), unlabeled, n_draws, state=None if state is None else state.inner)
         pi, phi, eta, w, mass = classes_pi(k2, p, counts, s["pi"][..., 1], unit_sizes(counts, unlabeled))
         m_top = s["unlabeled_counts"][..., 1]                  # (n, K) unlabeled on the top class
-        m = split_counts(k3, unlabeled[None, :] - m_top, phi[:, top_j, :]) + m_top[..., None] * on_top
+        # the rest over the classes by the unit's split: a multinomial draw
+        m = multinomial_counts(k3, unlabeled[None, :] - m_top, phi[:, top_j, :]) + m_top[..., None] * on_top
         return {"pi": pi, "unlabeled_counts": m, "a": s["a"], "b": s["b"], "kappa": s["kappa"],
                 "band_offset": s["band_offset"], "class_offset": s["group_offset"], "error_split": phi, "error_spread": eta,
                 "error_share_weight": w, "error_mass": mass,

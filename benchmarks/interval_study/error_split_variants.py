@@ -223,6 +223,7 @@ def band_split(CC, n_bands: int = 2, lambdas=LAMBDAS):
     lowest quartile of confidence, 68% in the highest)."""
     import jax
     import jax.numpy as jnp
+    from bayes_eval import posterior
     from bayes_eval.models import registry as RG
 
     lam = jnp.asarray(lambdas, dtype=jnp.float64)
@@ -277,7 +278,7 @@ def band_split(CC, n_bands: int = 2, lambdas=LAMBDAS):
             rho = s["pi"][:, jnp.arange(k), top_j]                               # (n, K)
             pi = rho[..., None] * on_top + (1.0 - rho)[..., None] * phi_u
             m_top = jnp.sum(s["unlabeled_counts"] * on_top, -1)
-            m = CC.split_counts(k3, unlabeled[None, :] - m_top, phi_u) * (1.0 - on_top) + m_top[..., None] * on_top
+            m = posterior.multinomial_counts(k3, unlabeled[None, :] - m_top, phi_u) * (1.0 - on_top) + m_top[..., None] * on_top
             return dict(s, pi=pi, unlabeled_counts=m, band_lambda=lam[li])
         return lib._replace(sample=sample)
     RG.calibrated_classes_model = factory
