@@ -185,34 +185,48 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
                           tallies.labeled if keep_labeled else None, sd, feas)
         return new_state, rec
 
+    # One scan over every stage, the state at each checkpoint's stage kept in the carry and the
+    # checkpoint estimates computed after it, vmapped over the checkpoints: one copy of the stage
+    # body and of the full estimate in the compiled program.  (A scan per stretch between
+    # checkpoints compiled the stage body once per stretch: three copies for the default
+    # checkpoints, 2.2 x the XLA compile time; stop 68.)
+    ck_at = sorted(set(int(s_) for s_ in ck_stages))
+    ck_idx = jnp.asarray(ck_at, jnp.int32)
+    saved = jax.tree_util.tree_map(lambda a: jnp.zeros((len(ck_at),) + jnp.shape(a), jnp.result_type(a)), state)
+
+    def stage_and_keep(carry, inp):
+        state, saved = carry
+        t = inp[0]
+        state, rec = stage(state, inp[1:])
+        hit = ck_idx == t
+        saved = jax.tree_util.tree_map(
+            lambda buf, new: jnp.where(hit.reshape((-1,) + (1,) * jnp.ndim(new)), new[None], buf), saved, state)
+        return (state, saved), rec
+
     stage_keys = jax.random.split(key, len(batches))
-    bounds = sorted(set(int(s) + 1 for s in ck_stages))
-    seg_ends = bounds + ([len(batches)] if not bounds or bounds[-1] < len(batches) else [])
-    hists, ck_out = [], {}
-    start = 0
-    for end in seg_ends:
-        state, h = jax.lax.scan(stage, state, (stage_keys[start:end], jnp.asarray(batches[start:end])))
-        hists.append(h)
-        if end in bounds:
-            st = state.stage
-            # the checkpoint's range is its stage's, recorded by the scan (not searched again: compile time)
-            reuse = fractional and h.feasible.shape[-1] == m_out
-            est = kernel.estimate(design, g, cells, st.tallies, st.proposal, n_strata, full_cov=False,
-                                  design_state=st.design_state, fractional=fractional and not reuse)
-            if reuse:
-                est = project(est, h.feasible[-1])
-            lo, hi, sd, feas = _interval(est, level)
-            out = {"value": est.value, "lower": lo, "upper": hi, "sd": sd, "feasible": feas, "labels": state.n_labels,
-                   "draws": st.tallies.n_draws,
-                   "check": jnp.full(est.value.shape, jnp.nan) if est.check is None else est.check}
-            if bayes_model is not None:
-                out["labeled"] = st.tallies.labeled
-            ck_out[end] = out
-        start = end
-    hist = jax.tree_util.tree_map(lambda *a: jnp.concatenate(a, axis=0), *hists)
+    (state, saved), hist = jax.lax.scan(stage_and_keep, (state, saved),
+                                        (jnp.arange(len(batches)), stage_keys, jnp.asarray(batches)))
+    # the checkpoint's range is its stage's, recorded by the scan (not searched again: compile time)
+    reuse = fractional and hist.feasible.shape[-1] == m_out
+
+    def at_checkpoint(sim, feasible):
+        st = sim.stage
+        est = kernel.estimate(design, g, cells, st.tallies, st.proposal, n_strata, full_cov=False,
+                              design_state=st.design_state, fractional=fractional and not reuse)
+        if reuse:
+            est = project(est, feasible)
+        lo, hi, sd, feas = _interval(est, level)
+        out = {"value": est.value, "lower": lo, "upper": hi, "sd": sd, "feasible": feas, "labels": sim.n_labels,
+               "draws": st.tallies.n_draws,
+               "check": jnp.full(est.value.shape, jnp.nan) if est.check is None else est.check}
+        if bayes_model is not None:
+            out["labeled"] = st.tallies.labeled
+        return out
+
+    at_ck = jax.vmap(at_checkpoint)(saved, hist.feasible[ck_idx])
     # checkpoints in the order given
-    cks = [ck_out[int(s) + 1] for s in ck_stages]
-    stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a, axis=0), *cks) if cks else {}
+    order = jnp.asarray([ck_at.index(int(s_)) for s_ in ck_stages], jnp.int32)
+    stacked = jax.tree_util.tree_map(lambda a: a[order], at_ck)
     return hist, stacked, state.stalled
 
 
