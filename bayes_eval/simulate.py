@@ -192,7 +192,12 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
     # checkpoints, 2.2 x the XLA compile time; stop 68.)
     ck_at = sorted(set(int(s_) for s_ in ck_stages))
     ck_idx = jnp.asarray(ck_at, jnp.int32)
-    saved = jax.tree_util.tree_map(lambda a: jnp.zeros((len(ck_at),) + jnp.shape(a), jnp.result_type(a)), state)
+    # where the stage record holds every component (m ≤ 16: F1, precision, ...) it *is* the
+    # checkpoint's estimate (the same function of the same state): only the labeled table is kept
+    from_record = m_out == m_hist
+    keep = (lambda sim: sim.stage.tallies.labeled) if from_record else (lambda sim: sim)  # noqa: E731
+    saved = jax.tree_util.tree_map(lambda a: jnp.zeros((len(ck_at),) + jnp.shape(a), jnp.result_type(a)),
+                                   keep(state))
 
     def stage_and_keep(carry, inp):
         state, saved = carry
@@ -200,7 +205,7 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
         state, rec = stage(state, inp[1:])
         hit = ck_idx == t
         saved = jax.tree_util.tree_map(
-            lambda buf, new: jnp.where(hit.reshape((-1,) + (1,) * jnp.ndim(new)), new[None], buf), saved, state)
+            lambda buf, new: jnp.where(hit.reshape((-1,) + (1,) * jnp.ndim(new)), new[None], buf), saved, keep(state))
         return (state, saved), rec
 
     stage_keys = jax.random.split(key, len(batches))
@@ -223,7 +228,14 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
             out["labeled"] = st.tallies.labeled
         return out
 
-    at_ck = jax.vmap(at_checkpoint)(saved, hist.feasible[ck_idx])
+    if from_record:
+        at_ck = {"value": hist.value[ck_idx], "lower": hist.lower[ck_idx], "upper": hist.upper[ck_idx],
+                 "sd": hist.sd[ck_idx], "feasible": hist.feasible[ck_idx], "labels": hist.n_labels[ck_idx],
+                 "draws": hist.n_draws[ck_idx], "check": hist.check[ck_idx]}
+        if bayes_model is not None:
+            at_ck["labeled"] = saved
+    else:
+        at_ck = jax.vmap(at_checkpoint)(saved, hist.feasible[ck_idx])
     # checkpoints in the order given
     order = jnp.asarray([ck_at.index(int(s_)) for s_ in ck_stages], jnp.int32)
     stacked = jax.tree_util.tree_map(lambda a: a[order], at_ck)
