@@ -154,10 +154,11 @@ def _interval(est, level, var=None):
 
 def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_stages, m_hist, a_true, max_chunks,
              track_kl, bayes_model=None, level=0.95, keep_labeled=False, fractional=False):
-    """One simulated run: ``lax.scan`` over the stages of each segment between checkpoints;
-    at every checkpoint the CLT estimate and, with a ``bayes_model``, the finite-pool
-    posterior of G (:mod:`bayes_eval.posterior`); ``keep_labeled``: the record keeps every
-    stage's labeled table (for per-stage Bayesian intervals).  ``fractional``
+    """One simulated run: one ``lax.scan`` over the stages, the state at every checkpoint's
+    stage kept in its carry; at every checkpoint the CLT estimate and, with a ``bayes_model``,
+    the labeled table for the finite-pool posterior of G (:mod:`bayes_eval.posterior`);
+    ``keep_labeled``: the record keeps every stage's labeled table (for per-stage Bayesian
+    intervals).  ``fractional``
     (``Measure.fractional``): estimates projected onto what the labels allow and intervals
     cut to it (:mod:`bayes_eval.feasible`)."""
     stochastic = design.oracle == "stochastic"
@@ -189,7 +190,7 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
     # checkpoint estimates computed after it, vmapped over the checkpoints: one copy of the stage
     # body and of the full estimate in the compiled program.  (A scan per stretch between
     # checkpoints compiled the stage body once per stretch: three copies for the default
-    # checkpoints, 2.2 x the XLA compile time; stop 68.)
+    # checkpoints; stop 68: the demo's AIS simulation compiled in 15 s instead of 24 s.)
     ck_at = sorted(set(int(s_) for s_ in ck_stages))
     ck_idx = jnp.asarray(ck_at, jnp.int32)
     # where the stage record holds every component (m ≤ 16: F1, precision, ...) it *is* the
