@@ -641,6 +641,6 @@ def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, 
     out = jax.jit(lambda k, f: jax.lax.map(lambda a: one(*a), (k, f), batch_size=batch))(keys, flat)
     lo, hi, mean, flat_collapsed, ess = (np.asarray(a)[:n] for a in out)
     shape = (r, n_ck, -1)
-    return {"bayes_lower": np.asarray(lo).reshape(shape), "bayes_upper": np.asarray(hi).reshape(shape),
-            "bayes_mean": np.asarray(mean).reshape(shape), "bayes_collapsed": np.asarray(flat_collapsed).reshape(shape),
-            "bayes_sampler_ess": np.asarray(ess).reshape(r, n_ck)}
+    return {"bayes_lower": lo.reshape(shape), "bayes_upper": hi.reshape(shape),
+            "bayes_mean": mean.reshape(shape), "bayes_collapsed": flat_collapsed.reshape(shape),
+            "bayes_sampler_ess": ess.reshape(r, n_ck)}

@@ -194,9 +194,15 @@ def _run_one(key, cells: CellTable, batches, design: Design, g, n_strata, ck_sta
     ck_at = sorted(set(int(s_) for s_ in ck_stages))
     ck_idx = jnp.asarray(ck_at, jnp.int32)
     # where the stage record holds every component (m ≤ 16: F1, precision, ...) it *is* the
-    # checkpoint's estimate (the same function of the same state): only the labeled table is kept
+    # checkpoint's estimate (the same function of the same state): only the labeled table is
+    # kept, and only for the Bayesian intervals
     from_record = m_out == m_hist
-    keep = (lambda sim: sim.stage.tallies.labeled) if from_record else (lambda sim: sim)  # noqa: E731
+    if not from_record:
+        keep = lambda sim: sim  # noqa: E731
+    elif bayes_model is not None:
+        keep = lambda sim: sim.stage.tallies.labeled  # noqa: E731
+    else:
+        keep = lambda sim: ()  # noqa: E731
     saved = jax.tree_util.tree_map(lambda a: jnp.zeros((len(ck_at),) + jnp.shape(a), jnp.result_type(a)),
                                    keep(state))
 
