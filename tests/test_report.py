@@ -46,13 +46,34 @@ def report():
     fit serves every fast test of this module.  Without ../shared the tests that use it
     are skipped, with the reason (a synthetic stand-in would not meet the diagnostics
     targets that test_calibrated_nuts_diagnostics states for abt-buy)."""
+    return _abt_buy_nuts_report(**NUTS)
+
+
+def _abt_buy_nuts_report(**chains):
+    """The calibrated model by NUTS (seed 2) after N_LABELS labels of abt-buy, for F1 and a PR
+    curve, with a stand-in estimate and CLT interval around the truth."""
     pool = Pool.from_file(shared_pool_path("abt-buy"))
     measure = [M.f1(), M.pr_curve(THRESHOLDS)]
     items, labels = _labels_by_score(pool, N_LABELS, seed=4)
     truth = pool.true_value(M.stack(*measure))
     est = truth + 0.01
     return R.posterior_report(pool, measure, items, labels, estimate=est, clt=(est - 0.05, est + 0.05), truth=truth,
-                              model="calibrated", method="nuts", seed=2, **NUTS)
+                              model="calibrated", method="nuts", seed=2, **chains)
+
+
+def _live_components_of_a_covering_fit(rep):
+    """What every NUTS fit of the module holds: no divergences, at least five components of G
+    with a posterior spread, the F1 row first, its HDI in [0, 1] and its 95% interval holding
+    the truth; returns the table's live rows."""
+    assert int(rep.fit.sample_stats["diverging"].sum()) == 0
+    t = rep.table
+    live = t["eq_width"] > 0
+    assert live.sum() >= 5
+    f1 = t.iloc[0]
+    assert f1["component"] == "f1"
+    assert 0 <= f1["hdi_lower"] <= f1["hdi_upper"] <= 1
+    assert f1["eq_lower"] <= f1["truth"] <= f1["eq_upper"], f1
+    return t.loc[live]
 
 
 def test_inference_data_groups(report):
@@ -184,15 +205,8 @@ def test_short_nuts_chains_have_no_divergences_and_their_f1_interval_covers(repo
     divergences, finite diagnostics for every live component, and the 95% interval of F1
     holds the true F1.  The R-hat and ESS targets need the default chain lengths: the slow
     tier's test_calibrated_nuts_diagnostics."""
-    assert int(report.fit.sample_stats["diverging"].sum()) == 0
-    t = report.table
-    live = t["eq_width"] > 0
-    assert live.sum() >= 5
-    assert np.all(np.isfinite(t.loc[live, ["r_hat", "ess_bulk"]].to_numpy()))
-    f1 = t.iloc[0]
-    assert f1["component"] == "f1"
-    assert 0 <= f1["hdi_lower"] <= f1["hdi_upper"] <= 1
-    assert f1["eq_lower"] <= f1["truth"] <= f1["eq_upper"], f1
+    live = _live_components_of_a_covering_fit(report)
+    assert np.all(np.isfinite(live[["r_hat", "ess_bulk"]].to_numpy()))
 
 
 # ---------------------------------------------------------------------------------------
@@ -207,22 +221,13 @@ def test_calibrated_nuts_diagnostics():
     1.0015-1.0095, min bulk ESS 882-1,693 -- §8's R-hat < 1.01 holds on every seed, but with no
     margin for one fit's round-off (XLA's code differs between CPUs), so one fit is held to
     1.02."""
-    pool = Pool.from_file(shared_pool_path("abt-buy"))
-    measure = [M.f1(), M.pr_curve(THRESHOLDS)]
-    items, labels = _labels_by_score(pool, N_LABELS, seed=4)
-    truth = pool.true_value(M.stack(*measure))
-    rep = R.posterior_report(pool, measure, items, labels, truth=truth, model="calibrated", method="nuts", seed=2,
-                             num_chains=4, num_warmup=500, num_samples=1000)
+    rep = _abt_buy_nuts_report(num_chains=4, num_warmup=500, num_samples=1000)
     s = rep.summary(var_names=["a", "b", "log_kappa"], round_to="none")
     assert s["r_hat"].max() < 1.02, s
     assert s["ess_bulk"].min() > 400, s
-    t = rep.table
-    live = t["eq_width"] > 0
-    assert live.sum() >= 5
-    assert t.loc[live, "r_hat"].max() < 1.02, t.loc[live, ["component", "r_hat"]]
-    assert t.loc[live, "ess_bulk"].min() > 400, t.loc[live, ["component", "ess_bulk"]]
-    assert int(rep.fit.sample_stats["diverging"].sum()) == 0
-    assert t.iloc[0]["eq_lower"] <= t.iloc[0]["truth"] <= t.iloc[0]["eq_upper"], t.iloc[0]
+    live = _live_components_of_a_covering_fit(rep)
+    assert live["r_hat"].max() < 1.02, live[["component", "r_hat"]]
+    assert live["ess_bulk"].min() > 400, live[["component", "ess_bulk"]]
 
 
 @pytest.mark.slow
