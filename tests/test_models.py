@@ -730,3 +730,47 @@ def test_the_band_scale_grid_sampler_and_nuts_agree(monkeypatch):
     assert float(ess) > 500
     np.testing.assert_array_less(np.abs(d_is.mean(0) - d_nuts.mean(0)), 0.05)
     np.testing.assert_array_less(np.abs(d_is.std(0) / d_nuts.std(0) - 1), 0.1)
+
+
+def test_grid_models_prior_state_is_its_fit_on_no_labels():
+    """``prior_state_grid`` (the grid model's ``init_state`` in closed form, stop 70) is what
+    ``fit_mode_grid`` gives on no labels: the prior's mode exactly (the fit's warm start reads
+    only the mode), the prior covariance and the Laplace weights to round-off -- for the bands'
+    scale grid, the groups' and both."""
+    from bayes_eval.models.calibrated import fit_mode_grid, make_curve, offset_grid, prior_state_grid, score_logit
+
+    p = np.linspace(0.01, 0.95, 30)
+    curve_b = make_curve(score_logit(np.stack([1 - p, p], 1)), 6)
+    groups = np.arange(30) % 3
+    curve_g = make_curve(score_logit(np.stack([1 - p, p], 1)), 6, groups=groups, n_groups=3)
+    for curve, grid in ((curve_b, offset_grid(curve_b, (0.5, 1.0, 2.0), None)),
+                        (curve_g, offset_grid(curve_g, None, (0.5, 1.0, 2.0))),
+                        (curve_g, offset_grid(curve_g, (0.25, 4.0), (0.5, 2.0)))):
+        closed = prior_state_grid(curve, grid)
+        fitted = fit_mode_grid(curve, grid, jnp.zeros((30, 2)), n_iter=1)
+        np.testing.assert_array_equal(closed.mode, fitted.mode)
+        np.testing.assert_allclose(closed.cov, fitted.cov, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(closed.log_weight, fitted.log_weight, rtol=0, atol=1e-10)
+        assert closed.mode.shape[0] == grid.precision.shape[0] > 1
+
+
+def test_newton_fits_covariance_is_the_inverse_hessian_at_the_mode_it_returns():
+    """The Newton loop takes the covariance from the Hessian of its last pass (stop 70): it must
+    be the inverse negative Hessian (autodiff's) at the mode it returns, not at the step before
+    -- two steps from the prior on labels far from it, so the two differ (a negative control)."""
+    from bayes_eval.models.calibrated import PRIOR, fit_mode, log_posterior, make_curve, score_logit
+
+    p = np.linspace(0.02, 0.9, 12)
+    curve = make_curve(score_logit(np.stack([1 - p, p], 1)), 6)
+    counts = jnp.asarray(np.stack([np.full(12, 3.0), np.arange(12.0)], 1))   # far more positives than the scores say
+    hess = jax.jit(jax.hessian(log_posterior))
+    st1 = fit_mode(curve, counts, n_iter=1)
+    st2 = fit_mode(curve, counts, n_iter=2)
+    assert not np.allclose(st1.mode, st2.mode, atol=1e-3)           # the fit is still moving
+    for st in (st1, st2):
+        expected = np.linalg.inv(-np.asarray(hess(st.mode, curve, counts)))
+        np.testing.assert_allclose(st.cov, expected, rtol=1e-8, atol=1e-12)
+    at_previous = np.linalg.inv(-np.asarray(hess(st1.mode, curve, counts)))
+    assert not np.allclose(st2.cov, at_previous, rtol=1e-3)         # the control: the step before's is not it
+    prior_mode = np.concatenate([[m for m, _ in PRIOR.values()], np.zeros(6)])
+    assert np.array_equal(fit_mode(curve, counts, n_iter=0).mode, prior_mode)   # no step: the start
