@@ -51,7 +51,11 @@ class OracleModel(NamedTuple):
         ``sample(key, counts, unlabeled, n_draws, state=None) -> dict`` of posterior
         draws with at least ``"pi"`` (n, K, C) and ``"unlabeled_counts"`` (n, K, C),
         the unlabeled items' class counts per leaf (for the finite-pool posterior of a
-        measure, ``bayes_eval.posterior``).  ``n_draws`` is static.
+        measure, ``bayes_eval.posterior``).  ``n_draws`` is static.  ``state``: ``fit``'s
+        state for the same ``counts`` (what every posterior program passes), or None (the
+        model fits on its own); the Gibbs samplers start their chains from it, the calibrated
+        model takes it as its fit (its Laplace-t proposal's centre: a state fitted to other
+        counts gives a collapsed importance sample, ``"importance_ess"``).
     posterior_predictive : callable
         ``posterior_predictive(state, counts) -> (K, C)``: the posterior-mean predictive
         of an unlabeled item of each stratum given the labels ``counts`` (K, C) -- what the
