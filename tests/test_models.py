@@ -744,7 +744,7 @@ def test_grid_models_prior_state_is_its_fit_on_no_labels():
     groups = np.arange(30) % 3
     curve_g = make_curve(score_logit(np.stack([1 - p, p], 1)), 6, groups=groups, n_groups=3)
     for curve, grid in ((curve_b, offset_grid(curve_b, (0.5, 1.0, 2.0), None)),
-                        (curve_g, offset_grid(curve_g, None, (0.5, 1.0, 2.0))),
+                        (curve_g, offset_grid(curve_g, None, (0.25, 0.5, 1.0, 2.0))),   # 4 points: one compile with the next
                         (curve_g, offset_grid(curve_g, (0.25, 4.0), (0.5, 2.0)))):
         closed = prior_state_grid(curve, grid)
         fitted = fit_mode_grid(curve, grid, jnp.zeros((30, 2)), n_iter=1)
@@ -779,27 +779,25 @@ def test_newton_fits_covariance_is_the_inverse_hessian_at_the_mode_it_returns():
 def test_the_calibrated_sampler_takes_the_state_it_is_given_as_the_fit():
     """Every posterior program fits the calibrated model first and hands ``sample`` the fit
     (stop 71: no refit inside ``sample``, one Newton loop fewer to compile).  Given the fit to
-    the same counts, ``sample``'s draws are exactly those of ``sample`` fitting on its own (25
-    steps from the prior) -- for the two-parameter curve and the grid model of the registry;
-    given a fit to *other* counts (far more positives), the draws differ (the control): the state
-    is used as it is, not refitted -- as the Laplace-t proposal's centre, so a state that is not
-    the fit to these counts collapses the importance sample (its ESS, which the sampler reports,
-    falls to a few draws).  Hence the contract: hand ``sample`` the fit to the same counts."""
-    from bayes_eval.models.calibrated import calibrated_model
+    the same counts, the registry's model (the one behind every Bayesian interval) draws exactly
+    what ``sample`` draws fitting on its own (25 steps from the prior); given a fit to *other*
+    counts (far more positives), the draws differ (the control): the state is used as it is,
+    not refitted -- as the Laplace-t proposal's centre, so a state that is not the fit to these
+    counts collapses the importance sample (its ESS, which the sampler reports, falls to a few
+    draws).  Hence the contract: hand ``sample`` the fit to the same counts."""
     from bayes_eval.models.registry import make_oracle_model
 
     p = np.linspace(0.01, 0.9, 40)
-    probs = np.stack([1 - p, p], 1)
+    model = make_oracle_model("calibrated", np.stack([1 - p, p], 1))
     counts = jnp.asarray(np.stack([np.full(40, 6.0), np.round(6 * p)], 1))
-    unl = jnp.full(40, 50.0)
     other = jnp.asarray(np.stack([np.full(40, 1.0), np.full(40, 11.0)], 1))
+    unl = jnp.full(40, 50.0)
     key = jax.random.PRNGKey(3)
-    for model in (calibrated_model(probs), make_oracle_model("calibrated", probs)):
-        fitted = model.fit(model.init_state(), counts, unl)
-        own = model.sample(key, counts, unl, 300)
-        given = model.sample(key, counts, unl, 300, state=fitted)
-        np.testing.assert_array_equal(given["pi"], own["pi"])
-        off = model.sample(key, counts, unl, 300, state=model.fit(model.init_state(), other, unl))
-        assert not np.array_equal(off["pi"], own["pi"])
-        assert float(off["importance_ess"]) < 0.1 * float(own["importance_ess"])
-        assert float(own["importance_ess"]) > 300
+    fit = jax.jit(lambda c: model.fit(model.init_state(), c, unl))
+    given = jax.jit(lambda st: model.sample(key, counts, unl, 300, state=st))
+    own = jax.jit(lambda: model.sample(key, counts, unl, 300))()
+    on_fit, off_fit = given(fit(counts)), given(fit(other))
+    np.testing.assert_array_equal(on_fit["pi"], own["pi"])
+    assert not np.array_equal(off_fit["pi"], own["pi"])
+    assert float(off_fit["importance_ess"]) < 0.1 * float(own["importance_ess"])
+    assert float(own["importance_ess"]) > 300
