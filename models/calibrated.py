@@ -357,11 +357,11 @@ def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
 @jax.jit
 def _fit_mode_closed_form(curve, counts, theta, n_iter):
     """:func:`fit_mode` with the closed-form derivatives, one traced function whatever the number
-    of steps (a trip count traced, not a loop length fixed at tracing): a posterior program calls
-    the fit twice -- the model's ``fit`` (``fit_iters``) and ``sample``'s refit (four); the grid
-    model's ``init_state`` is in closed form, :func:`prior_state_grid` -- and traced and lowered
-    each Newton loop anew, ~1.2 s apiece of every ``session status`` that computes a posterior;
-    now once.  (XLA still compiles each call's loop: it inlines the calls.)"""
+    of steps (a trip count traced, not a loop length fixed at tracing): a posterior program called
+    the fit twice -- the model's ``fit`` (``fit_iters``) and ``sample``'s refit (four; gone since
+    stop 71: ``sample`` takes the fit it is handed) -- and traced and lowered each Newton loop
+    anew, ~1.2 s apiece of every ``session status`` that computes a posterior; then once.  (XLA
+    compiles each call's loop: it inlines the calls.)"""
     return _newton(curve, theta, n_iter, lambda t: log_posterior(t, curve, counts),
                    lambda t: log_posterior_derivatives(t, curve, counts))
 
@@ -651,9 +651,10 @@ def _calibrated_grid_model(curve: CalibrationCurve, grid: OffsetGrid, n_proposal
     def sample(key, counts, unlabeled, n_draws, state=None):
         # ``state``: the model's fit to these counts (every posterior program fits first,
         # ``model.fit(model.init_state(), ...)``): its modes and covariances centre the Laplace-t
-        # proposal as they are.  The importance weights correct for a centre off the mode, so a
-        # fit short of convergence costs ESS, not correctness.  (A four-step refit from it was a
-        # second Newton loop in every posterior program: ~2-3 s of XLA compiling, stop 71.)
+        # proposal as they are.  The importance weights correct for a centre a little off the
+        # mode (a fit short of convergence costs ESS); a state fitted to other counts collapses
+        # the sample (``importance_ess`` near 1).  (A four-step refit from it was a second Newton
+        # loop in every posterior program: ~1-2 s of XLA compiling, stop 71.)
         st = fit_mode_grid(curve, grid, counts, n_iter=25) if state is None else state
         k1, k2, k3 = jax.random.split(key, 3)
         th, point, ess = sample_params_grid(k1, curve, grid, counts, st, n_draws, n_proposals)
