@@ -198,14 +198,22 @@ def small_pool():
 
 def test_every_registered_design_runs(small_pool):
     """Each design of the registry builds from its name and gives a finite estimate near
-    the truth: the one path that the CLI, sessions and benchmarks take."""
+    the truth: the one path that the CLI, sessions and benchmarks take.  The designs with a
+    golden simulation are checked by tests/test_golden.py (``test_simulate_matches_golden_demo``:
+    ``bayes-eval simulate`` on the demo pool: at 2000 labels the estimate defined in all but a
+    few runs and within 0.15 of the truth, besides equal to the recorded numbers); a registered design
+    without one is run here on a small pool (stop 72: the seven designs ran twice, ~50 s of
+    the default tier compiling the same designs again)."""
+    from golden.make_golden import DESIGNS as GOLDEN_DESIGNS
+
     from bayes_eval import measures as M
     from bayes_eval.registry import DESIGNS
     from bayes_eval.simulate import run_simulation
 
+    assert set(GOLDEN_DESIGNS) <= set(DESIGNS)   # the goldens check registered designs only
     m = M.get("f1")
     truth = float(small_pool.true_value(m)[0])
-    for name in DESIGNS:
+    for name in (n for n in DESIGNS if n not in GOLDEN_DESIGNS):
         res, _ = run_simulation(small_pool, m, name, budget=400, batch=50, repeats=8, seed=1, checkpoints=(400,),
                                 n_strata=32, depth=5, companion="none", bayes=False)
         v = res.checkpoint_value[:, 0, 0]
