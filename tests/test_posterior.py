@@ -31,7 +31,7 @@ from bayes_eval.posterior import (
     replicate_labeled,
 )
 from bayes_eval.strata import Strata
-from conftest import calibrated_prior_curve
+from conftest import calibrated_prior_curve, jit_for_a_long_run
 
 MEASURE = M.stack(M.f1(), M.precision(), M.recall())
 
@@ -152,7 +152,7 @@ def _sbc_runner(k=16, per=150, n_draws=400):
                          "defined": jnp.isfinite(true_g) & jnp.isfinite(lo) & jnp.isfinite(hi), "rank": rank}
         return out
 
-    return jax.jit(jax.vmap(one))
+    return jit_for_a_long_run(jax.vmap(one))
 
 
 N_FULL, N_SBC = 20, 200
