@@ -353,7 +353,7 @@ def test_status_stops_on_the_interval_it_reads_first(tmp_path):
     the Bayesian interval missed on pools whose positive rate is no logistic curve of the score,
     benchmarks/results/misspecified.md); --bayesian reads and stops on the Bayesian interval;
     --no-bayesian the confidence sequence."""
-    db, pool_file = _ais_session_on_file(tmp_path, be.demo_pool(n_items=6000, positive_rate=0.1, seed=3))
+    db, pool_file = _ais_session_on_file(tmp_path, be.demo_pool(n_items=4000, positive_rate=0.1, seed=3))
     s = be.Session.open(db, be.Pool.from_file(pool_file))
     assert s.clt_check()[0] <= MODEL_CHECK_MAX          # the check passes on this pool
     cs = s.confidence_sequence()
