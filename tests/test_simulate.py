@@ -45,10 +45,10 @@ def test_budget_counts_distinct_items(pool):
 
 
 def test_same_seed_same_history(pool):
-    a, _ = run_simulation(pool, M.f1(), "is", budget=200, repeats=4, seed=7, checkpoints=(200,))
-    b, _ = run_simulation(pool, M.f1(), "is", budget=200, repeats=4, seed=7, checkpoints=(200,))
+    a, _ = run_simulation(pool, M.f1(), "is", budget=600, repeats=20, seed=7, checkpoints=(300, 600))
+    b, _ = run_simulation(pool, M.f1(), "is", budget=600, repeats=20, seed=7, checkpoints=(300, 600))
     np.testing.assert_array_equal(a.history.value, b.history.value)
-    c, _ = run_simulation(pool, M.f1(), "is", budget=200, repeats=4, seed=8, checkpoints=(200,))
+    c, _ = run_simulation(pool, M.f1(), "is", budget=600, repeats=20, seed=8, checkpoints=(300, 600))
     assert not np.array_equal(np.nan_to_num(a.history.value), np.nan_to_num(c.history.value))
 
 
