@@ -63,7 +63,7 @@ def jit_for_a_long_run(fun):
     the process has."""
     import jax
 
-    fast = "--xla_backend_optimization_level=0" in os.environ.get("XLA_FLAGS", "").split()
+    fast = FAST_COMPILE_FLAGS[0] in os.environ.get("XLA_FLAGS", "").split()
     return jax.jit(fun, compiler_options={"xla_backend_optimization_level": 1} if fast else None)
 
 
