@@ -13,7 +13,7 @@ import pytest
 
 from bayes_eval.ais import ais_design
 from bayes_eval.designs import Observed
-from tests.test_posterior import MEASURE, _straddling_pool
+from test_posterior import MEASURE, _straddling_pool
 
 
 def _hidden_positives(**units):
