@@ -179,7 +179,8 @@ def build_parser():
                         "past it (default 500,1000,2000, those within --budget, else the budget)")
     s.add_argument("--format", choices=["text", "json"], default="text")
     s.add_argument("--bayes", choices=["auto", "yes", "no"], default="auto",
-                   help="finite-pool Bayesian intervals at the checkpoints (auto: for designs that carry a model)")
+                   help="finite-pool Bayesian intervals at the checkpoints (auto: under a deterministic oracle, "
+                        "for every design; under a stochastic one for the designs that carry a model)")
     s.add_argument("--stop-width", type=float, default=None, metavar="W",
                    help="a scripted stopping rule: each run stops at the first stage end where the interval "
                         "(--stop-interval) is at most W wide; the output gains a 'stopping' block (share stopped, "
@@ -188,7 +189,7 @@ def build_parser():
                                                "read-first"],
                    default="auto",
                    help="the interval the stopping rule looks at: auto (default: the rule session status "
-                        "--target-width uses -- read-first for designs with a posterior under the deterministic "
+                        "--target-width uses -- read-first for every design under the deterministic "
                         "oracle, unless --bayes no; else clt-cs), read-first (at each stage end the interval "
                         "session status reads first: clt-cs where the CLT check passes, else bayes-stable; as "
                         "costly as bayes), clt-cs (the confidence sequence, valid "
@@ -285,12 +286,11 @@ def stop_interval_of(spec, oracle: str, bayes: str) -> str:
     """``--stop-interval auto``: the rule ``session status --target-width`` applies to a
     session of the same design -- ``read-first`` (the confidence sequence where the CLT check
     passes, else the Bayesian interval after each of the last 3 stages) where the session has
-    a posterior (a design with an oracle model or Poisson rounds, deterministic oracle) and the
-    Bayesian interval is not turned off (``--bayes no``, the session's ``--no-bayesian``), else
-    the confidence sequence (issue 15, item 3: "default: the one session status --target-width
-    uses")."""
-    has_posterior = (spec.has_model or spec.kind == "rounds") and oracle == "deterministic"
-    return "read-first" if has_posterior and bayes != "no" else "clt-cs"
+    a posterior (every design under a deterministic oracle, since stop 73: ``Session.posterior``)
+    and the Bayesian interval is not turned off (``--bayes no``, the session's ``--no-bayesian``),
+    else the confidence sequence (issue 15, item 3: "default: the one session status
+    --target-width uses").  ``spec``: the design's, kept for callers (every design alike now)."""
+    return "read-first" if oracle == "deterministic" and bayes != "no" else "clt-cs"
 
 
 def cmd_simulate(args):
@@ -309,7 +309,9 @@ def cmd_simulate(args):
     from .registry import design_spec
 
     spec = design_spec(args.design)
-    bayes = {"yes": True, "no": False, "auto": spec.has_model}[args.bayes]
+    # auto: where a session of the design would offer the Bayesian interval (every design under a
+    # deterministic oracle; AIS and poisson-adaptive, which carry a model, under a stochastic one too)
+    bayes = {"yes": True, "no": False, "auto": spec.has_model or args.oracle == "deterministic"}[args.bayes]
     if args.stop_interval == "auto":
         args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes)
     bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "bayes-stable",

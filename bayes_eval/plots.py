@@ -493,7 +493,7 @@ def plot_session_posterior(session, path: str | None, level: float = 0.95):
     Returns
     -------
     str, matplotlib.figure.Figure or None
-        None when the session has no posterior (no oracle model, stochastic oracle) or
+        None when the session has no posterior (a stochastic oracle) or
         no finite draw of the component.
     """
     draws = session.posterior()

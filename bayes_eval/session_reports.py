@@ -257,17 +257,16 @@ class SessionReports:
         :func:`~bayes_eval.simulate.run_simulation` chooses it (``posterior_model``,
         default ``"calibrated"``: the calibrated Beta-binomial model for binary pools,
         whose finite-pool intervals hold where the Dirichlet tree's do not; ``"design"``:
-        the design's own model).  None when the design carries no model; the Poisson
-        designs always have one (the posterior needs only the labeled counts per cell,
+        the design's own model, or for a design without one the model AIS would use).
+        Every design has one (the posterior needs only the labeled counts per cell,
         whatever chose the items: the selection is ignorable, 001 §4.2)."""
         return core_posterior_model(self._core, self.config)
 
     def posterior(self, n_draws: int = 1000, seed: int | None = None, snap_index: int = -1) -> np.ndarray | None:
         """Draws (n, m) of every component of G on this pool, or None.
 
-        The Bayesian finite-pool posterior (``docs/architecture.md``, "Intervals"): None unless the
-        design carries an oracle model (AIS, the Poisson designs) and the oracle is
-        deterministic.  Otherwise
+        The Bayesian finite-pool posterior (``docs/architecture.md``, "Intervals"), for every
+        design; None under a stochastic oracle.  It is
         :func:`bayes_eval.posterior.finite_pool_posterior` given the labels of the closed
         stages, with :meth:`posterior_model` fitted to them — the recipe of the
         simulation's Bayesian intervals.  The same key serves every measure, so the draws
@@ -438,7 +437,7 @@ class SessionReports:
         which reads the interval the status reads first (issue 15, item 4; ``"rule"`` in the result).
 
         ``bayesian="auto"`` (the default, as on the command line; rule ``read-first``): for a
-        design whose posterior is available (AIS, the Poisson designs; deterministic oracle), the
+        session whose posterior is available (every design, since stop 73; deterministic oracle), the
         Bayesian rule below where the CLT check fails (or has nothing to check) and the confidence
         sequence where it passes -- there the Bayesian interval rests on the calibration curve and
         missed on pools whose positive rate is no logistic curve of the score

@@ -284,6 +284,31 @@ def test_a_fresh_session_says_there_is_nothing_to_check_yet(tmp_path):
     assert "not available here" in _clt_check_line([{"component": "f1"}], labels=100)
 
 
+def test_a_design_without_a_model_leads_with_the_bayesian_interval(tmp_path):
+    """Every design has the finite-pool posterior (stop 73): a stratified session -- no model of its
+    own, so no CLT check -- offers the Bayesian interval, leads with it and stops on it; the status
+    text says to read the CLT-based intervals with it, not that there is none.  Only a stochastic
+    oracle has no posterior, and the text says that is why."""
+    from bayes_eval.session import Session
+    from bayes_eval.session_cli_text import clt_check_line as _clt_check_line
+
+    pool = be.demo_pool(n_items=2000, positive_rate=0.05, seed=3)
+    s = Session.create(str(tmp_path / "st.db"), pool, "f1", "stratified", seed=0)
+    s.run(lambda b: pool.labels[pool.index_of(b["item"].to_numpy())], budget=150, batch=50)
+    st = s.status()
+    row = st["estimates"][0]
+    assert st["posterior_available"] is True and st["headline_interval"] == "bayes"
+    assert "clt_check" not in row and 0.0 <= row["bayes_lower"] < row["bayes_upper"] <= 1.0
+    assert s.stopping(0.01)["kind"] == "bayes-stable"
+    text = _status_text(st)
+    assert "read them with the Bayesian interval (shown first)" in text and "stochastic" not in text
+    s.close()
+    sto = Session.create(str(tmp_path / "sto.db"), pool, "f1", "passive", seed=0, oracle="stochastic")
+    assert sto.status()["posterior_available"] is False and sto.posterior() is None
+    sto.close()
+    assert "a stochastic oracle" in _clt_check_line([{"component": "f1"}], labels=100, posterior=False)
+
+
 @pytest.mark.slow   # ~35 s of compiles (the curve's posterior, the report); slow tier since stop 57
 def test_the_pr_curves_bayesian_band_is_the_sessions_posterior(failing_session, capsys):
     """``session report --pr-curve``'s Bayesian band: the finite-pool posterior of the curve

@@ -219,8 +219,12 @@ def test_intervals_summary_history_plot(tmp_path, pool):
     assert np.isnan(s.estimate()["f1"])
     s.run(truth_oracle(pool), budget=120, batch=40)
     iv = s.intervals()
-    assert list(iv["kind"]) == ["clt"] and s.bayesian_interval() is None  # static IS carries no model
-    assert (iv["lower"] <= iv["estimate"]).all() and (iv["estimate"] <= iv["upper"]).all()
+    # static IS carries no model of its own; the Bayesian interval is every design's since stop 73
+    assert list(iv["kind"]) == ["clt", "bayes"] and s.bayesian_interval() is not None
+    clt = iv[iv["kind"] == "clt"]
+    assert (clt["lower"] <= clt["estimate"]).all() and (clt["estimate"] <= clt["upper"]).all()
+    bay = iv[iv["kind"] == "bayes"]
+    assert ((0.0 <= bay["lower"]) & (bay["lower"] < bay["upper"]) & (bay["upper"] <= 1.0)).all()
     sm = s.summary()
     assert {"estimate", "std_error", "clt_lower", "clt_upper", "labels", "draws", "ess", "max_weight"} <= set(sm)
     w = s.draws()["weight"].to_numpy()
@@ -249,9 +253,13 @@ def test_stopping_rule_extrapolates(tmp_path, pool):
     clt = s.intervals().iloc[0]
     # wider than the fixed-budget interval (compared below the estimate: F1's bounds are clipped at 1)
     assert iv["estimate"] - iv["lower"] > 1.5 * (clt["estimate"] - clt["lower"]) > 0
-    st_ = s.stopping(width / 2)
-    assert st_["kind"] == st_["rule"] == "clt-cs"           # no posterior for `is`: the confidence sequence
-    assert s.stopping(width / 2, bayesian=True)["rule"] == "clt-cs"
+    # every design has a posterior (stop 73); `is` has no CLT check, so the rule read first is the
+    # Bayesian one; without the Bayesian interval, the confidence sequence
+    auto = s.stopping(width / 2)
+    assert auto["rule"] == "read-first" and auto["kind"] == "bayes-stable"
+    assert s.stopping(width / 2, bayesian=True)["rule"] == "bayes-stable"
+    st_ = s.stopping(width / 2, bayesian=False)
+    assert st_["kind"] == st_["rule"] == "clt-cs"
     assert not st_["reached"] and st_["more_labels"] == int(np.ceil(100 * 4 - 100))
     assert "extrapolation" in st_["note"]
     # and at the rate the same interval shrank since the closed stage nearest half the labels
@@ -261,7 +269,7 @@ def test_stopping_rule_extrapolates(tmp_path, pool):
     assert st_["rate_from_labels"] == 50 and st_["rate_from_width"] == pytest.approx(w0)
     assert st_["width_exponent"] == pytest.approx(b) and b > 0.05
     assert st_["more_labels_observed_rate"] == int(np.ceil(100 * 2 ** (1 / b) - 100))
-    done = s.stopping(width * 1.01)
+    done = s.stopping(width * 1.01, bayesian=False)
     assert done["reached"] and done["more_labels"] == 0 and done["more_labels_observed_rate"] == 0
 
 
@@ -331,7 +339,7 @@ def test_confidence_sequence_waits_for_both_classes(tmp_path, pool):
     assert np.isfinite(s.intervals(bayesian=False)["lower"]).all()  # the CLT interval is there
     cs = s.confidence_sequence()
     assert cs["lower"].isna().all() and cs["upper"].isna().all()
-    st_ = s.stopping(10.0)
+    st_ = s.stopping(10.0, bayesian=False)
     assert st_["reached"] is False and "10 labeled items of each class" in st_["note"]
 
 

@@ -167,6 +167,10 @@ def test_cli_simulate_json(capsys):
     assert [c["labels"] for c in out["checkpoints"]] == [100, 200]
     for key in ("labels", "mean", "bias", "mse", "coverage", "mean_width", "kl_to_optimal"):
         assert key in out["checkpoints"][0]
+    # --bayes auto: the Bayesian interval for every design under a deterministic oracle (stop 73),
+    # static IS too, which carries no model of its own
+    assert out["posterior_model"] == "calibrated"
+    assert all(0.0 <= c["coverage_bayes"] <= 1.0 and c["mean_width_bayes"] > 0 for c in out["checkpoints"])
     # KL(q* || q) of static IS's proposal: finite, >= 0, the same at every checkpoint (it never adapts)
     kl = [c["kl_to_optimal"] for c in out["checkpoints"]]
     assert all(k is not None and np.isfinite(k) and k >= 0 for k in kl), kl
@@ -228,19 +232,17 @@ def test_repeats_in_memory_bounded_chunks_give_the_same_runs(monkeypatch):
 def test_stop_interval_auto_is_the_session_status_rule():
     """Issue 15, item 3: `simulate --stop-width` stops by default on the interval `session
     status --target-width` uses: read-first (the confidence sequence where the CLT check passes,
-    else bayes-stable) where a session has a posterior (a design with an oracle model or Poisson
-    rounds, deterministic oracle, the Bayesian interval not turned off), else the confidence
-    sequence."""
+    else bayes-stable) where a session has a posterior (every design under a deterministic oracle
+    since stop 73, the Bayesian interval not turned off), else the confidence sequence."""
     from bayes_eval.cli import stop_interval_of
     from bayes_eval.registry import DESIGNS
 
-    for name in ("ais", "poisson", "poisson-adaptive"):
+    assert set(DESIGNS) == {"passive", "stratified", "is", "oasis", "ais", "poisson", "poisson-adaptive"}
+    for name in DESIGNS:
         assert stop_interval_of(DESIGNS[name], "deterministic", "auto") == "read-first", name
         assert stop_interval_of(DESIGNS[name], "deterministic", "yes") == "read-first", name
         assert stop_interval_of(DESIGNS[name], "deterministic", "no") == "clt-cs", name
-    assert stop_interval_of(DESIGNS["ais"], "stochastic", "auto") == "clt-cs"
-    for name in ("passive", "stratified", "is", "oasis"):
-        assert stop_interval_of(DESIGNS[name], "deterministic", "auto") == "clt-cs", name
+        assert stop_interval_of(DESIGNS[name], "stochastic", "auto") == "clt-cs", name
 
 
 def test_cli_stop_width_reports_the_interval_it_stopped_on(capsys):
@@ -251,7 +253,7 @@ def test_cli_stop_width_reports_the_interval_it_stopped_on(capsys):
 
     args = ["simulate", "demo", "--budget", "300", "--batch", "50", "--repeats", "6", "--checkpoints", "300",
             "--format", "json", "--stop-width", "0.8"]
-    assert main(args + ["--design", "stratified"]) == 0
+    assert main(args + ["--design", "stratified", "--bayes", "no"]) == 0
     st = json.loads(capsys.readouterr().out)["stopping"]
     assert st["interval"] == "clt-cs" and st["width"] == 0.8
     assert 0.0 <= st["stopped"] <= 1.0
@@ -259,7 +261,7 @@ def test_cli_stop_width_reports_the_interval_it_stopped_on(capsys):
         assert 0.0 <= st["coverage"] <= 1.0 and 0 < st["mean_labels"] <= 300
     assert main(args + ["--design", "ais", "--bayes", "no", "--companion", "none"]) == 0
     assert json.loads(capsys.readouterr().out)["stopping"]["interval"] == "clt-cs"
-    assert main(args + ["--design", "stratified", "--stop-interval", "clt"]) == 0
+    assert main(args + ["--design", "stratified", "--bayes", "no", "--stop-interval", "clt"]) == 0
     assert json.loads(capsys.readouterr().out)["stopping"]["interval"] == "clt"
     assert main(args + ["--design", "ais", "--bayes", "no", "--stop-interval", "bayes-stable"]) == 2
     assert "--bayes no" in capsys.readouterr().err
