@@ -428,7 +428,7 @@ def plot_progress(session, path: str | None = None, components=None, level: floa
             for col, lab in (("cs_lower", f"{int(level * 100)}% confidence sequence (for stopping)"), ("cs_upper", None)):
                 ax.plot(x, d[col].to_numpy(float), ls="--", lw=1, color=line.get_color(), label=lab)
     if bayesian and session.n_stages and session.oracle != "stochastic":
-        b = session.bayesian_interval(level)  # None for a design without an oracle model
+        b = session.bayesian_interval(level)  # None where there is no posterior
         if b is not None:
             for c in comps[:4]:
                 r = b[b["component"] == c]
@@ -438,6 +438,8 @@ def plot_progress(session, path: str | None = None, components=None, level: floa
                                       [r["upper"].iloc[0] - r["estimate"].iloc[0]]],
                                 fmt="s", color="black", capsize=4,
                                 label=f"posterior median (■) and {int(level * 100)}% Bayesian interval, now")
+    if n_labels:   # the whole labeling run, also where the estimate is undefined at every stage (0/0)
+        ax.set_xlim(0, n_labels * 1.05)
     ax.set_xlabel("labels spent")
     ax.set_ylabel("estimate")
     ax.set_title(f"{', '.join(m.name for m in session.measures)} — design {session.design_name}, "
