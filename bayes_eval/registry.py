@@ -53,7 +53,7 @@ class DesignSpec(NamedTuple):
     name: str
     kind: str  # "draws" (with replacement, weights p/q) or "rounds" (Poisson, weights 1/b)
     cell_key: str | None  # "prior": cells also split by the classifier's probability
-    has_model: bool  # carries an oracle model (the Bayesian interval defaults on)
+    has_model: bool  # carries an oracle model (the Bayesian interval defaults on under a stochastic oracle too)
     build: Callable[..., Any]  # (measure, cells, n_strata, settings) -> Design
     summary: str
 

@@ -2,7 +2,7 @@
 
 A :class:`Session` is opened on a pool, one or several measures and a design.  It hands
 out batches of items to label, takes the labels back, and keeps the estimate, its CLT
-interval (001 §3.3.2) and — where the design carries an oracle model — a Bayesian
+interval (001 §3.3.2) and — under a deterministic oracle, for every design — a Bayesian
 interval up to date.  Everything it knows lives in one SQLite file
 (:mod:`bayes_eval.store`): every stage is stored with its draws (``q`` and ``weight =
 p/q``; a Poisson round's items with ``q = b``) before its batch is returned, every accepted

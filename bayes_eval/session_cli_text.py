@@ -63,7 +63,8 @@ def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = 
     if not checked:
         return ("CLT check: not available here (it needs the calibrated companion, which ais and "
                 "poisson-adaptive have on a binary pool only); the CLT-based intervals rest on the labels found so "
-                "far and on imbalanced pools cover 60-98% (benchmarks/results/stopping.md)"
+                "far, and on imbalanced pools the designs without a check held the truth in 0-90% of simulated runs "
+                "(benchmarks/results/baseline_designs_bayes.md)"
                 + ((": read them with the Bayesian interval (shown first), which accounts for the unlabeled items"
                     if bayes_shown else ": read them with the --bayesian interval, which accounts for the unlabeled "
                     "items") if posterior else

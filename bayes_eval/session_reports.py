@@ -201,8 +201,8 @@ class SessionReports:
     def intervals(self, level: float = 0.95, bayesian: bool = True, sequence: bool = False) -> pd.DataFrame:
         """Intervals per component: the CLT interval Ĝ ± z sd (delta method, 001 §3.3.2),
         with ``sequence=True`` the confidence sequence (kind ``clt-cs``, first: the interval
-        to stop on when looking after every stage, :meth:`confidence_sequence`) and, where
-        the design carries an oracle model, the Bayesian interval (:meth:`bayesian_interval`;
+        to stop on when looking after every stage, :meth:`confidence_sequence`) and, under a
+        deterministic oracle (every design), the Bayesian interval (:meth:`bayesian_interval`;
         its first computation in a process compiles the posterior sampler, which takes a
         while — ``bayesian=False`` skips it).
         Columns: component, kind, level, estimate, lower, upper."""
@@ -306,7 +306,7 @@ class SessionReports:
                           snap_index: int = -1):
         """Bayesian intervals (:func:`bayes_eval.posterior.bayesian_interval`: highest-density on
         binary pools, equal-tailed with several classes) of every component from :meth:`posterior` (after
-        closed stage ``snap_index``), or None when the design has no oracle model.  Columns as
+        closed stage ``snap_index``), or None where there is no posterior (a stochastic oracle).  Columns as
         :meth:`intervals` (``kind="bayes"``, ``estimate`` = posterior median) and ``collapsed``:
         where the interval was narrower than what one unlabeled item's label can change while
         such an item is left, and is therefore widened to the values one unlabeled item's class
