@@ -179,6 +179,12 @@ def test_session_status_and_report_say_what_the_labels_allow(tmp_path, capsys):
     assert bs["labels"] < bs["rate"] * lab.sum() / pool.n_items * bs["items"]
     assert bs["share"] > 0.2 and bs["miss_probability"] > 0.5 and bs["values_if_hidden"][0] < est - 0.05
     assert f"barely labeled: {bs['items']:,} items" in out and f"probability {bs['miss_probability']:.0%}" in out
+    assert bs["found"] == bs["hidden"] > 0 and "(as many as found so far)" in out
+    # with no positive found yet one is hidden there, and the text says so rather than "as many as found"
+    from bayes_eval.results import blind_spot_text
+
+    none_found = blind_spot_text(dict(bs, found=0, hidden=1), ["f1"])
+    assert "1 positive(s) hidden among them at random (0 found so far, so one)" in none_found
     # whether the interval read first (here the confidence sequence) holds the value with them
     c = st["estimates"][0]
     assert st["headline_interval"] == "clt-cs"
