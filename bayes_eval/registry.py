@@ -53,7 +53,7 @@ class DesignSpec(NamedTuple):
     name: str
     kind: str  # "draws" (with replacement, weights p/q) or "rounds" (Poisson, weights 1/b)
     cell_key: str | None  # "prior": cells also split by the classifier's probability
-    has_model: bool  # carries an oracle model (the Bayesian interval defaults on under a stochastic oracle too)
+    has_model: bool  # carries an oracle model (its proposal; the Bayesian interval is every design's)
     build: Callable[..., Any]  # (measure, cells, n_strata, settings) -> Design
     summary: str
 
@@ -154,9 +154,17 @@ def build_design(name: str, measure, cells, n_strata: int, **settings):
     ``strength``, ``eps``, ``delta``, ``plugin``, ``em_iters``, ``lam``, ``companion``
     (resolved: ``"calibrated"`` or None) and the Poisson settings of
     :func:`~bayes_eval.poisson_designs.poisson_design` (``poisson_eps`` is its ``eps``).
-    ``cells=None`` validates the settings of a Poisson design without building models."""
+    ``cells=None`` validates the settings of a Poisson design without building models.
+
+    A with-replacement design carries ``oracle`` whether or not its builder takes it (it
+    selects q_N in the estimator and whether a repeated draw costs a label): until stop 73
+    passive, stratified and OASIS ignored it here, so ``simulate --oracle stochastic`` simulated
+    them under a deterministic oracle while a session of the same design was stochastic."""
     spec = design_spec(name)
-    return spec.build(measure, cells, n_strata, dict(settings, name=name))
+    design = spec.build(measure, cells, n_strata, dict(settings, name=name))
+    if spec.kind == "draws" and "oracle" in settings:
+        design = design._replace(oracle=settings["oracle"])
+    return design
 
 
 # ------------------------------------------------------------------------------ measures

@@ -129,6 +129,34 @@ def test_stochastic_oracle_every_draw_costs_a_label(pool):
     res, _ = run_simulation(pool, M.f1(), "ais", budget=300, repeats=5, seed=0, checkpoints=(300,),
                             oracle="stochastic", depth=8, track_kl=False, companion="none")
     np.testing.assert_array_equal(res.history.n_draws, res.history.n_labels)
+    # the designs whose builders take no oracle carry it too (until stop 73 passive and stratified
+    # were simulated under a deterministic oracle whatever was asked: more draws than labels)
+    for name in ("passive", "stratified"):
+        res, _ = run_simulation(pool, M.f1(), name, budget=300, repeats=3, seed=0, checkpoints=(300,),
+                                oracle="stochastic", track_kl=False)
+        np.testing.assert_array_equal(res.history.n_draws, res.history.n_labels)
+
+
+def test_no_finite_pool_posterior_under_a_stochastic_oracle(capsys):
+    """The finite-pool posterior completes the unlabeled *items*; a stochastic oracle's labels are
+    observations (an item drawn five times is five labels), and counting them as items drove the
+    simulated Bayesian interval off the truth (stop 73: coverage 0.98 / 0.38 / 0.00 at 500 / 1000 /
+    2000 labels on the demo pool).  So it is refused there, as a session offers none."""
+    from bayes_eval.cli import main
+
+    tiny = demo_pool(n_items=400, positive_rate=0.2, seed=3)
+    with pytest.raises(ValueError, match="deterministic oracle"):
+        run_simulation(tiny, M.f1(), "passive", budget=40, repeats=2, checkpoints=(40,), oracle="stochastic",
+                       bayes=True, track_kl=False)
+    args = ["simulate", "demo", "--design", "passive", "--budget", "100", "--repeats", "2", "--checkpoints", "100",
+            "--oracle", "stochastic", "--format", "json"]
+    assert main(args + ["--bayes", "yes"]) == 2
+    assert "--bayes yes needs a deterministic oracle" in capsys.readouterr().err
+    assert main(args + ["--stop-width", "0.1", "--stop-interval", "bayes-stable"]) == 2
+    assert "none under a stochastic oracle" in capsys.readouterr().err
+    assert main(args) == 0          # --bayes auto: the CLT-based intervals only
+    out = json.loads(capsys.readouterr().out)
+    assert all("coverage_bayes" not in c for c in out["checkpoints"])
 
 
 def test_small_pool_stalls_instead_of_looping():
