@@ -453,7 +453,8 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     interval; ``"bayes-stable"``: the Bayesian interval at most W wide after each of the last
     :data:`STABLE_STAGES` stages, the conservative choice: one odd posterior cannot stop it;
     ``"read-first"``: the rule of ``session status --target-width`` for sessions with a posterior
-    (every design under a deterministic oracle) -- at each stage end the interval the status reads first there: the confidence sequence
+    (every design under a deterministic oracle) -- at each stage end the interval the status
+    reads first there: the confidence sequence
     (``"clt-cs"``) where the CLT check passes, else ``"bayes-stable"``'s, coverage read on that
     interval.  Where the check passes the Bayesian interval rests on the calibration curve and
     missed on pools whose positive rate is no logistic curve of the score (0.46-0.89 with AIS at

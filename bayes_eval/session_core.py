@@ -569,8 +569,8 @@ def measure_posterior(core: SessionCore, pool, measures, config: dict, measure,
     split by the measure's loss patterns and by the session's measures' ones (so a PR curve's
     thresholds and the session's predicted classes both separate units: the calibrated model's
     units are those cells, ``cells.posterior_units``) -- so G of the measure is exact on each
-    completed pool.  None for a partitioned pool, whose items stay
-    on the workers.  Compiled once per core, measure and ``n_draws``."""
+    completed pool.  None for a partitioned pool, whose items stay on the workers.  Compiled
+    once per core, measure and ``n_draws``."""
     from .cells import posterior_units
 
     if getattr(pool, "partitioned", False):
