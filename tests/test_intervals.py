@@ -187,7 +187,9 @@ def test_stopping_on_the_bayesian_interval_after_every_stage():
     assert st["mean_labels"] == pytest.approx(res.history.n_labels[stopped, first[stopped]].mean())
     assert st["check_required"] is False
     r = np.flatnonzero(stopped)
-    held = (lo[r, first[r]] <= res.true_value[0]) & (res.true_value[0] <= hi[r, first[r]])
+    # held up to round-off (results.covers): an interval collapsed onto the truth holds it even where
+    # its ends were summed in another order -- on some CPUs one of these 27 stops ends at the truth up to round-off
+    held = covers(lo[r, first[r]], hi[r, first[r]], res.true_value[0])
     assert st["coverage"] == pytest.approx(held.mean())
     assert st["coverage"] >= 0.95 - 3 * np.sqrt(0.05 * 0.95 / r.size)
     # with the confidence sequence too (session status --bayesian --target-width): never earlier
