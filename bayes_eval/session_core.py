@@ -82,13 +82,6 @@ class SessionCore(NamedTuple):
     jitted: dict  # further compiled functions built on demand (the posterior)
     poisson: Any = None  # PoissonCore for the Poisson designs (then ``init`` gives the model state)
 
-    @property
-    def has_model(self) -> bool:
-        """Whether the design carries an oracle model (AIS; the Poisson designs always
-        have one for the posterior, see :func:`posterior_model`).  Not a condition of the
-        Bayesian interval: every design gets one (:func:`posterior_model`)."""
-        return self.design.model is not None or self.poisson is not None
-
 
 def build_core(pool, measures, cfg, progress) -> SessionCore:
     """Build the core of a session configuration ``cfg`` (the session file's ``config``)."""
