@@ -47,6 +47,7 @@ from .session_core import (SessionCore, clear_cache, core_for, ids_at, item_rows
                            PORTABLE_VERSION, portable_fingerprint, same_pool)
 from .session_replay import SessionReplay
 from .session_reports import SessionReports
+from .session_corrections import SessionCorrections
 from .session_skip import SessionSkips
 from .session_setup import (ORACLES, POISSON_DESIGNS, POISSON_OPTIONS, SESSION_DESIGNS,  # noqa: F401  (re-exported)
                             component_names, make_design, pool_partitions, session_config, session_measures)
@@ -141,7 +142,7 @@ def _noop_progress(msg, done, total):
 
 # ------------------------------------------------------------------------------ the session
 
-class Session(SessionReports, SessionSkips, SessionReplay):
+class Session(SessionReports, SessionSkips, SessionCorrections, SessionReplay):
     """A labeling session on one SQLite file.
 
     Create with :meth:`create`, reopen with :meth:`open`.  The loop is
@@ -721,7 +722,7 @@ class Session(SessionReports, SessionSkips, SessionReplay):
             already = False
         else:
             new, n_dup = match_deterministic(pending, self._label_of, self._label_stage, items, rows, y, where,
-                                             labels, self._skipped)
+                                             labels, self._skipped, self.path)
             already = not new   # every row an item labeled before with the same label
         if not new:
             return IngestResult(len(items), 0, n_dup, n_skipped, False, self._open and self._open["stage"],

@@ -165,6 +165,7 @@ class SessionReplay:
         for _, row, _, _, _, _ in store.skips():
             self._skipped[int(row)] = int(self._core.item_cell[int(row)])
         stored = self._stored_closings() if use_states else {}
+        fixes = self._correction_events()  # labels corrected later: applied where they were made
         by_stage: dict[int, list] = {}
         for d in draws:
             by_stage.setdefault(int(d[1]), []).append(d)
@@ -186,8 +187,10 @@ class SessionReplay:
                 pround = {**closing.round, "prop": closing.prop}
                 self._kind.check_round(st, rows, cells, q, pround)
             self._begin_stage(st, rows, cells, new, q, w, pround=pround)
+            self._replay_corrections(fixes, s, True)
             if not self._open["pending"]:
                 self._commit_close(self._close_state(time_closed=st["closed_at"], closing=closing))
+                self._replay_corrections(fixes, s, False)
             elif i != n - 1:
                 raise SessionError(f"{self.path}: stage {s} is incomplete but later stages exist; the file is damaged")
         self._progress("replaying stages", n, n)

@@ -157,7 +157,9 @@ def label_tables(s) -> tuple[pd.DataFrame, pd.DataFrame]:
     stage, item, whether it asked for a new label, the proposal probability q, the weight p/q and
     the label that answers it (empty while pending or skipped): all an importance-sampling
     estimate needs, R̂ = Σ w ℓ / Σ w (001 §3.1; ``tests/test_session.py`` recomputes F1 from it).
-    A skipped item (``session skip``) has no label, so its draws' ``label`` is empty."""
+    A skipped item (``session skip``) has no label, so its draws' ``label`` is empty.  A label
+    corrected after it arrived (``session correct``) is given as corrected (``corrected`` true;
+    what arrived and each correction: ``corrections.csv``)."""
     import pandas as pd
 
     lab, draws = s.labels(), s.draws()
@@ -170,7 +172,8 @@ def label_tables(s) -> tuple[pd.DataFrame, pd.DataFrame]:
         "stage": lab["stage"].astype(int),
         "draw": pd.array(lab["draw"], dtype="Int64") if s.oracle == "stochastic" else pd.array([None] * len(lab), dtype="Int64"),
         "ingest": lab["ingest"].astype(int),
-        "arrived_at": pd.to_datetime(lab["arrived_at"], unit="s", utc=True).dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
+        "arrived_at": pd.to_datetime(lab["arrived_at"], unit="s", utc=True).dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "corrected": lab["corrected"].astype(bool)})
     if s.oracle == "stochastic":
         answer = dict(zip(lab["draw"].astype(int), lab["label"].astype(int)))
         y = draws["draw"].map(answer)
@@ -207,6 +210,14 @@ def cmd_report(args, bar):
         for name, table in zip(("labels.csv", "draws.csv"), label_tables(s)):
             p = os.path.join(args.out, name)
             table.to_csv(p, index=False)
+            files.append(p)
+        fixes = s.corrections() if s.oracle == "deterministic" else None
+        if fixes is not None and len(fixes):
+            import pandas as pd
+
+            fixes["at"] = pd.to_datetime(fixes["at"], unit="s", utc=True).dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            p = os.path.join(args.out, "corrections.csv")
+            fixes.to_csv(p, index=False)
             files.append(p)
         bar("plotting", 1, 4)
         prog = s.plot_progress(os.path.join(args.out, "progress.png"), level=args.level, bayesian=bayes)

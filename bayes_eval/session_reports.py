@@ -422,9 +422,16 @@ class SessionReports:
         return pd.concat(parts, ignore_index=True)
 
     def labels(self) -> pd.DataFrame:
-        """Every accepted label with its arrival time (from the session file)."""
+        """Every accepted label with its arrival time (from the session file): ``label`` is the
+        label in force, ``corrected`` whether it was corrected after it arrived (``correct``;
+        what arrived and each correction: :meth:`corrections`)."""
         rows = self._store.labels()
-        return pd.DataFrame(rows, columns=["id", "row", "item", "label", "draw", "stage", "ingest", "arrived_at"])
+        df = pd.DataFrame(rows, columns=["id", "row", "item", "label", "draw", "stage", "ingest", "arrived_at"])
+        fixed = {int(r[1]): int(r[4]) for r in self._store.corrections()}   # the last correction of each row
+        df["corrected"] = df["row"].map(lambda r: int(r) in fixed).astype(bool)
+        if fixed:
+            df["label"] = [fixed.get(int(r), int(v)) for r, v in zip(df["row"], df["label"])]
+        return df
 
     def draws(self) -> pd.DataFrame:
         """Every draw: stage, item, whether it asked for a label, q and weight."""

@@ -5,11 +5,13 @@
     bayes-eval session next DB --out batch.json [--fields ...] [--show-score] [--preannotate]   # the file route
     bayes-eval session pull DB --label-studio URL --project ID [--resolve error|majority|ground-truth|first|EMAIL]
     bayes-eval session skip DB ITEM... [--reason TEXT]
+    bayes-eval session correct DB [ITEM LABEL]... [--file FILE] [--reason TEXT]
 
 The Label Studio token comes from ``LABEL_STUDIO_API_KEY`` or ``--token``; the commands need
 the optional extra ``pip install "bayes_eval[labelstudio]"`` (:mod:`bayes_eval.labelstudio`).
 ``skip`` records items nobody can label; the estimate is then of the measure on the items
-that can be labeled (:mod:`bayes_eval.session_skip`).  Registered by
+that can be labeled (:mod:`bayes_eval.session_skip`); ``correct`` changes labels already
+accepted, keeping what arrived (:mod:`bayes_eval.session_corrections`).  Registered by
 :mod:`bayes_eval.session_cli`; importing this module is cheap (no JAX, no SDK).
 """
 from __future__ import annotations
@@ -79,6 +81,16 @@ def add_team_parsers(ss, common):
     common(p)
     p.add_argument("items", nargs="+", help="item ids (the batch's item column)")
     p.add_argument("--reason", default=None, help="why (kept in the session file)")
+
+    p = ss.add_parser("correct", help="change labels already accepted (what arrived stays in the file; "
+                                      "deterministic oracle)")
+    common(p)
+    p.add_argument("pairs", nargs="*", metavar="ITEM LABEL", help="an item id and its correct label, repeated")
+    p.add_argument("--file", default=None, metavar="FILE",
+                   help="the corrected labels in a file, read as session ingest reads one (CSV, JSONL, Label "
+                        "Studio export)")
+    p.add_argument("--label-map", default=None, help="choice strings -> labels, e.g. negative=0,positive=1")
+    p.add_argument("--reason", default=None, help="why (kept in the session file with each correction)")
 
     p = ss.add_parser("label-config", help="print the Label Studio labeling configuration matching pushed tasks")
     common(p)
@@ -219,4 +231,40 @@ def _cmd_skip(args, bar):
     return 0
 
 
-TEAM_COMMANDS = {"push": _cmd_push, "pull": _cmd_pull, "skip": _cmd_skip, "label-config": _cmd_label_config}
+def _cmd_correct(args, bar):
+    from . import annotate
+    from .errors import UsageError
+
+    pairs = list(args.pairs)
+    if len(pairs) % 2:
+        raise UsageError(f"session correct: give item and label in pairs (ITEM LABEL ...); got {len(pairs)} "
+                         f"value(s) -- nothing was changed")
+    if not pairs and args.file is None:
+        raise UsageError("session correct: nothing to correct: give ITEM LABEL pairs or --file FILE -- nothing was "
+                         "changed")
+    s = _open(args, bar)
+    try:
+        items, labels = pairs[0::2], pairs[1::2]
+        ids = s.pool.ids
+        if getattr(ids, "dtype", None) is not None and ids.dtype.kind in "iu":
+            items = [int(v) if v.lstrip("+-").isdigit() else v for v in items]
+        where = [f"pair {i + 1} (item {v!r})" for i, v in enumerate(items)]
+        if args.file is not None:
+            recs = annotate.read_labels(args.file, id_column=getattr(s.pool, "id_column", None))
+            items, labels = items + list(recs.items), labels + list(recs.labels)
+            where = where + [f"{args.file}: {w}" for w in recs.where]
+        r = s.correct(items, labels, reason=args.reason, label_map=args.label_map, where=where)
+    finally:
+        s.close()
+    if args.format == "json":
+        print_json(r)
+        return 0
+    parts = [f"corrected {r.n_changed} label(s)"] + ([f"{r.n_same} already so"] if r.n_same else [])
+    print(f"{', '.join(parts)}; {r.corrections} correction(s) in the session"
+          + ("; the estimates and intervals use them now, the design from the next stage it closes (what arrived "
+             f"is kept: {os.path.basename(args.db)} report writes corrections.csv)" if r.n_changed else ""))
+    return 0
+
+
+TEAM_COMMANDS = {"push": _cmd_push, "pull": _cmd_pull, "skip": _cmd_skip, "correct": _cmd_correct,
+                 "label-config": _cmd_label_config}

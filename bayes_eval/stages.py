@@ -463,7 +463,7 @@ class PoissonRounds:
                   jnp.asarray(cr), jnp.asarray(rr[i]["pi_check"]))
 
 
-def match_deterministic(pending, label_of, label_stage, items, rows, y, where, labels, skipped=()):
+def match_deterministic(pending, label_of, label_stage, items, rows, y, where, labels, skipped=(), path="DB"):
     """Deterministic oracle: which of the open stage's items (``pending``: row -> draw)
     the labels ``y`` of pool ``rows`` answer.  Returns ``(new, n_dup)``: row -> (label,
     where) and the harmless repeats; raises (naming both places and both labels) for a
@@ -493,8 +493,14 @@ def match_deterministic(pending, label_of, label_stage, items, rows, y, where, l
                 raise LabelConflictError(
                     f"{where[i]}: item {items[i]!r} already has label {label_of[r]} (stage "
                     f"{label_stage.get(r)}), refusing the conflicting label {raw(i)} — nothing was ingested (a "
-                    f"deterministic oracle's label, once ingested, stands: if the annotation was changed after it "
-                    f"was ingested, restore it in the labeling tool or drop that row)")
+                    f"deterministic oracle's label, once ingested, stands against an ingest: if the new label is "
+                    f"the right one, correct it with Session.correct; else restore the annotation in the labeling "
+                    f"tool or drop that row)",
+                    cli=f"{where[i]}: item {items[i]!r} already has label {label_of[r]} (stage "
+                        f"{label_stage.get(r)}), refusing the conflicting label {raw(i)} — nothing was ingested (a "
+                        f"deterministic oracle's label, once ingested, stands against an ingest: if the new label is "
+                        f"the right one, correct it: bayes-eval session correct {path} {items[i]} {labels[i]}; else "
+                        f"restore the annotation in the labeling tool or drop that row)")
             n_dup += 1
             continue
         if r in pending:

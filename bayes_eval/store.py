@@ -35,6 +35,11 @@ Tables
     Items nobody can label (``Session.skip``), one row per item, with the stage they were
     skipped in.  Created by the first skip, so files from before (and sessions that never
     skip) have no such table and read as having none.
+``corrections(id, row, item, old_label, new_label, stage, stage_open, reason, at)``
+    Labels corrected after they were accepted (``Session.correct``, deterministic oracle):
+    the ``labels`` row stays as it arrived and the correction is added, with the last stage
+    at the time and whether it was open (where the replay applies it).  Created by the
+    first correction, like ``skips``.
 """
 from __future__ import annotations
 
@@ -124,6 +129,22 @@ _SKIPS = """CREATE TABLE IF NOT EXISTS skips (
     row INTEGER NOT NULL UNIQUE,
     item NOT NULL,
     stage INTEGER NOT NULL REFERENCES stages(stage),
+    reason TEXT,
+    at REAL NOT NULL
+)"""
+
+
+# labels corrected after they were accepted (bayes_eval.session_corrections): the labels table
+# keeps what arrived; a replay applies each correction where it was made (after stage ``stage``
+# was opened, ``stage_open`` = 1, or closed, 0)
+_CORRECTIONS = """CREATE TABLE IF NOT EXISTS corrections (
+    id INTEGER PRIMARY KEY,
+    row INTEGER NOT NULL,
+    item NOT NULL,
+    old_label INTEGER NOT NULL,
+    new_label INTEGER NOT NULL,
+    stage INTEGER NOT NULL REFERENCES stages(stage),
+    stage_open INTEGER NOT NULL,
     reason TEXT,
     at REAL NOT NULL
 )"""
@@ -316,6 +337,15 @@ class Store:
             return []
         return self._conn.execute("SELECT id, row, item, stage, reason, at FROM skips ORDER BY id").fetchall()
 
+    def corrections(self) -> list[tuple]:
+        """(id, row, item, old_label, new_label, stage, stage_open, reason, at) of the corrected
+        labels, in the order corrected (none in a file that never corrected one)."""
+        if self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='corrections'"
+                              ).fetchone() is None:
+            return []
+        return self._conn.execute("SELECT id, row, item, old_label, new_label, stage, stage_open, reason, at "
+                                  "FROM corrections ORDER BY id").fetchall()
+
     def stage_states(self) -> list[tuple]:
         """(stage, key, state) of the stored stage states (none in a file from before them)."""
         if self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='stage_states'"
@@ -403,10 +433,19 @@ class Store:
                 conn.execute("UPDATE stages SET closed_at=? WHERE stage=?", (closed_at, int(close_stage)))
                 _put_state(conn, close_stage, state)
 
+    def add_corrections(self, corrections: Iterable[Sequence]) -> None:
+        """Write corrected labels ``(row, item, old_label, new_label, stage, stage_open, reason,
+        at)`` in one transaction."""
+        with self._transaction() as conn:
+            conn.execute(_CORRECTIONS)
+            conn.executemany("INSERT INTO corrections(row, item, old_label, new_label, stage, stage_open, reason, at) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [tuple(_py(v) for v in c) for c in corrections])
+
     def dump(self) -> dict:
         """Every table's rows (for tests that check that nothing changed)."""
         out = {}
         for t in ("meta", "stages", "draws", "ingests", "labels"):
             out[t] = self._conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
         out["skips"] = self.skips()
+        out["corrections"] = self.corrections()
         return out

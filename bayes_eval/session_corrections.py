@@ -1,0 +1,218 @@
+"""Labels corrected after they were accepted: :meth:`SessionCorrections.correct`
+(``bayes-eval session correct``), a mixin of :class:`~bayes_eval.session.Session`.
+
+**Why.**  Annotators err, and a disagreement is often settled after the first label was
+ingested (a reviewer, an adjudication round).  Under a deterministic oracle a label, once
+accepted, stands against a *conflicting ingest* (it is refused, so a stale export cannot
+overwrite it); a correction is the explicit way to change it.  Nothing is lost: the
+``labels`` table keeps the label as it arrived, the ``corrections`` table adds the new
+one with the old one, the time, a reason and where in the session it was made.
+
+**What a correction changes, and what it cannot.**  The importance-sampling estimate
+(001 eq. 1) weights every draw by p/q with q the proposal that *drew* it; q was computed
+from the labels known then -- the wrong one included -- but it was fixed before the draw,
+so it stays a predictable proposal and the estimator stays unbiased with the corrected
+label in the loss (001 §3.1, the martingale argument behind the adaptive designs; 000 §3
+for the Horvitz-Thompson rounds, whose inclusion probabilities are likewise fixed before
+the round).  So:
+
+* the draws, their proposals and weights, and the design's state after each closed stage
+  stay as they were (they are what drew the items);
+* every per-(cell, class) tally is recomputed from the stored draws with the labels in
+  force: the estimates, the CLT intervals, the finite-pool posterior (it conditions on the
+  labeled counts per cell) and every closed stage's row of the history (the history then
+  reads "what each stage's draws say with the labels as now corrected");
+  Poisson rounds: each round's record of labels before it and labels it brought;
+* the design learns the correction at the next stage it closes (its update refits to the
+  corrected counts, 001 Alg. 1), so the proposals from then on use it.
+
+A reopened session replays the corrections where they were made (after the stage that was
+then the last was opened or closed), so a design state that has to be recomputed (a file
+from another version) is recomputed from the labels known at that time, as the session did.
+Not corrected: a stochastic oracle's labels (each is one observation of a noisy oracle, not
+a fact about the item; a disputed one is simply another observation), skipped items (they
+have no label) and items not labeled yet (ingest them).
+"""
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from . import annotate, kernel
+from .errors import EmptyInputError, LabelConflictError, MalformedInputError, NotDrawnError, SessionError
+from .session_core import ids_at, item_rows
+from .stages import LabeledItems
+
+__all__ = ["SessionCorrections", "CorrectionResult"]
+
+
+class CorrectionResult(NamedTuple):
+    """What one :meth:`SessionCorrections.correct` did: ``n_items`` given, ``n_changed``
+    labels changed, ``n_same`` already at the label given (harmless), ``corrections`` in the
+    session so far, ``labels`` labeled items (unchanged by a correction)."""
+
+    n_items: int
+    n_changed: int
+    n_same: int
+    corrections: int
+    labels: int
+
+
+class SessionCorrections:
+    """``correct`` and ``corrections`` of a :class:`~bayes_eval.session.Session` (a mixin: it
+    uses the session's ``_label_of``, ``_skipped``, ``_open``, ``_stages``, ``_draws``,
+    ``_snapshots``, running tallies, ``_kind``, ``_store``, ``_core`` and caches)."""
+
+    def correct(self, items, labels, reason: str | None = None, label_map: dict | None = None,
+                where=None) -> CorrectionResult:
+        """Change the labels of items already labeled, in one transaction (module docstring).
+
+        ``labels`` are read as :meth:`add_labels` reads them (the session's label map,
+        ``label_map``).  Refused, with nothing changed: a stochastic oracle's session
+        (:class:`SessionError`), an item not in the pool (:class:`UnknownItemError`), not
+        labeled (:class:`NotDrawnError`: awaiting its first label, skipped or never drawn), a
+        label outside the label set (:class:`InvalidLabelError`), two different labels for one
+        item in the call (:class:`LabelConflictError`), nothing given (:class:`EmptyInputError`).
+        An item already at the label given is counted in ``n_same`` and not recorded.
+        """
+        if self._stochastic:
+            raise SessionError("correct: a stochastic oracle's labels are observations of a noisy oracle, not facts "
+                               "about the items; a disputed one is another observation (label the item's next draw) "
+                               "-- nothing was changed")
+        items = [items] if isinstance(items, (str, bytes, int, np.integer)) else list(items)
+        labels = [labels] if isinstance(labels, (str, bytes, int, np.integer)) else list(labels)
+        items = [v.item() if isinstance(v, np.generic) else v for v in items]
+        if len(items) != len(labels):
+            raise MalformedInputError(f"correct: {len(items)} items but {len(labels)} labels -- nothing was changed")
+        if not items:
+            raise EmptyInputError("correct: no labels given -- nothing was changed")
+        where = list(where) if where is not None else [f"correction {i + 1} (item {v!r})" for i, v in enumerate(items)]
+        lmap = {**(self.config.get("label_map") or {}), **(annotate.parse_label_map(label_map) or {})}
+        y = annotate.parse_labels(labels, self._n_classes, lmap, where)
+        rows = item_rows(self._core, self.pool.ids, items, where)
+        pending = self._open["pending"] if self._open is not None else {}
+        change: dict[int, tuple[int, int, int]] = {}   # row -> (old, new, position in the call)
+        asked: dict[int, int] = {}
+        n_same = 0
+        for i, (r, lab) in enumerate(zip(rows.tolist(), y.tolist())):
+            if r in asked:
+                if int(y[asked[r]]) != lab:
+                    raise LabelConflictError(f"correct: two different labels for item {items[i]!r} ({where[asked[r]]} "
+                                             f"and {where[i]}) -- nothing was changed")
+                n_same += 1
+                continue
+            asked[r] = i
+            if r not in self._label_of:
+                why = ("it was skipped as impossible to label" if r in self._skipped else
+                       "it awaits its first label in the open batch (ingest it)" if r in pending else
+                       "it has not been labeled in this session")
+                raise NotDrawnError(f"correct: {where[i]}: {why}, so there is no label to correct -- nothing was "
+                                    f"changed")
+            old = int(self._label_of[r])
+            if old == lab:
+                n_same += 1
+            else:
+                change[r] = (old, int(lab), i)
+        if not change:
+            return CorrectionResult(len(items), 0, n_same, len(self._store.corrections()), self.n_labels)
+        stage = int(self._stages[-1]["stage"])
+        stage_open = self._open is not None
+        now = time.time()
+        crow = np.asarray(list(change), np.int64)
+        ids = ids_at(self.pool, crow)
+        recs = [(r, ids[k].item() if isinstance(ids[k], np.generic) else ids[k], old, new, stage, int(stage_open),
+                 None if reason is None else str(reason), now) for k, (r, (old, new, _)) in enumerate(change.items())]
+        out = self._retallied({r: new for r, (_, new, _) in change.items()})   # before anything is written
+        self._store.add_corrections(recs)
+        # committed: now the memory
+        self._commit_tallies(out)
+        return CorrectionResult(len(items), len(change), n_same, len(self._store.corrections()), self.n_labels)
+
+    def corrections(self) -> pd.DataFrame:
+        """The corrected labels, in the order corrected: ``item``, ``old_label``,
+        ``new_label``, ``stage`` (the last stage at the time), ``stage_open`` (whether it
+        was open), ``reason``, ``at`` (seconds since the epoch)."""
+        rows = self._store.corrections()
+        df = pd.DataFrame([r[2:] for r in rows],
+                          columns=["item", "old_label", "new_label", "stage", "stage_open", "reason", "at"])
+        df["stage_open"] = df["stage_open"].astype(bool)
+        return df
+
+    # ------------------------------------------------------------------ memory
+    def _replay_corrections(self, events: dict, stage: int, stage_open: bool) -> None:
+        """On reopen: apply the stored corrections made after ``stage`` was opened
+        (``stage_open``) or closed (``events``: (stage, open) -> [(row, new label)], from
+        :meth:`_correction_events`)."""
+        todo = events.pop((int(stage), bool(stage_open)), None)
+        if todo:
+            self._apply_corrections(dict(todo))
+
+    def _correction_events(self) -> dict:
+        events: dict = {}
+        for _, row, _, _, new, stage, stage_open, _, _ in self._store.corrections():
+            events.setdefault((int(stage), bool(stage_open)), []).append((int(row), int(new)))
+        return events
+
+    def _apply_corrections(self, new_labels: dict) -> None:
+        """Set ``new_labels`` (row -> class) and recompute every tally of the closed stages
+        from the stored draws (module docstring); the caches of estimates and posteriors go."""
+        self._commit_tallies(self._retallied(new_labels))
+
+    def _commit_tallies(self, out) -> None:
+        label_of, snaps, rounds, lab = out
+        self._label_of.update(label_of)
+        self._snapshots[:] = snaps
+        if rounds is not None:
+            self._kind.rounds[:] = rounds
+        if snaps:
+            last = snaps[-1]
+            self._labeled, self._draw_counts, self._wsum, self._w2sum = (last.labeled, last.draw_counts, last.wsum,
+                                                                         last.w2sum)
+            if last.ew2_lab is not None:
+                self._ew2_lab, self._ew2_unl = last.ew2_lab, last.ew2_unl
+        self._lab = lab
+        self._est_cache.clear()
+        self._post_cache.clear()
+
+    def _retallied(self, new_labels: dict):
+        """(labels, snapshots, round records, labeled items) with ``new_labels`` in force (pure):
+        the closed stages' per-(cell, class) tallies (and Poisson rounds' records) recomputed
+        from the draws stage by stage, as ``Session._close_state`` built them."""
+        label_of = {**self._label_of, **{int(r): int(v) for r, v in new_labels.items()}}
+        snaps = list(self._snapshots)
+        c = self._n_classes
+        cells_t = self._core.cells
+        x = cells_t.n_cells
+        rows, cells, new, q, w = self._draws.arrays()
+        stage_of = np.asarray(self._draws.stage, np.int64)
+        y = np.asarray([label_of.get(int(r), 0) for r in rows], np.int64)
+        keep = np.asarray([int(r) not in self._skipped for r in rows], bool) if self._skipped else np.ones(rows.size, bool)
+        idx = cells * c + y
+        rounds = list(self._kind.rounds) if self._kind.sampling == "rounds" else None
+        if rounds is not None and len(rounds) != len(snaps):
+            raise SessionError(f"{self.path}: {len(rounds)} round records for {len(snaps)} closed stages")
+        labeled = np.zeros((x, c))
+        draw_counts, wsum, w2sum = np.zeros((x, c)), np.zeros((x, c)), np.zeros((x, c))
+        ew2_lab, ew2_unl = np.zeros((x, c)), np.zeros(x)
+        for i, snap in enumerate(snaps):
+            m = (stage_of == snap.stage) & keep
+            obs = m & new
+            hits = np.bincount(idx[obs], minlength=x * c).reshape(x, c).astype(float)
+            before, labeled = labeled, labeled + hits
+            draw_counts = draw_counts + np.bincount(idx[m], minlength=x * c).reshape(x, c)
+            wsum = wsum + np.bincount(idx[m], weights=w[m], minlength=x * c).reshape(x, c)
+            w2sum = w2sum + np.bincount(idx[m], weights=w[m] * w[m], minlength=x * c).reshape(x, c)
+            upd = {"labeled": labeled, "draw_counts": draw_counts, "wsum": wsum, "w2sum": w2sum}
+            if snap.ew2_lab is not None:
+                ew2_lab, ew2_unl = (np.asarray(a) for a in kernel.expected_w2(
+                    cells_t, before, ew2_lab, ew2_unl, snap.prop_used, float(m.sum())))
+                upd.update(ew2_lab=ew2_lab, ew2_unl=ew2_unl)
+            snaps[i] = snap._replace(**upd)
+            if rounds is not None:
+                rounds[i] = {**rounds[i], "labeled_before": before, "sampled": hits}
+        lab = self._lab
+        lab = LabeledItems(lab.rows, lab.cells, np.asarray([label_of[int(r)] for r in lab.rows], np.int64), lab.gpos)
+        return label_of, snaps, rounds, lab

@@ -1,0 +1,249 @@
+"""Labels corrected after they were accepted (bayes_eval/session_corrections.py): the
+estimate reads the corrected label from every draw, the draws' proposals stay what drew
+them, a reopened session (with or without its stored stage states) is the session that
+made the corrections, bad corrections change nothing, and the command line does it."""
+import json
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayes_eval import measures as M
+from bayes_eval import session_replay
+from bayes_eval.cli import main as cli_main
+from bayes_eval.pool import demo_pool
+from bayes_eval.session import (EmptyInputError, InvalidLabelError, LabelConflictError, MalformedInputError,
+                                NotDrawnError, Session, SessionError, UnknownItemError)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return demo_pool(n_items=2000, positive_rate=0.1, seed=11)
+
+
+@pytest.fixture(autouse=True)
+def _no_compile_cache(monkeypatch):
+    monkeypatch.setenv("BAYES_EVAL_CACHE_DIR", "")
+
+
+def _truth(pool, items):
+    return pool.labels[pool.index_of(np.asarray(items))]
+
+
+def _state(s):
+    """Everything a session is: per-stage tallies and estimates, and the next batch it would draw."""
+    snaps = s.snapshots()
+    tallies = [(x.labeled, x.draw_counts, x.wsum, x.w2sum) for x in snaps]
+    est = [s._values(i)[0] for i in range(len(snaps))]
+    nxt = s._kind.draw(s.n_stages, 20, s._labeled, s._lab, s._skipped).rows
+    return tallies, est, nxt
+
+
+def _assert_same(a, b, exact=True):
+    (ta, ea, na), (tb, eb, nb) = a, b
+    assert len(ta) == len(tb) and len(ea) == len(eb)
+    for x, y in zip(ta, tb):
+        for u, v in zip(x, y):
+            np.testing.assert_allclose(u, v, rtol=0 if exact else 1e-12, atol=0)
+    for u, v in zip(ea, eb):
+        np.testing.assert_allclose(u, v, rtol=0 if exact else 1e-12, atol=0)
+    np.testing.assert_array_equal(na, nb)
+
+
+def _session_with_wrong_labels(path, pool, design, stages=4, wrong_stages=(0, 1)):
+    """Label ``stages`` batches of 20 with the truth, except that the first two positives of
+    each batch in ``wrong_stages`` are labeled 0; returns the session and those items."""
+    s = Session.create(str(path), pool, "f1", design, seed=3)
+    wrong = []
+    for st in range(stages):
+        b = s.next_batch(20)
+        y = _truth(pool, b["item"]).copy()
+        if st in wrong_stages:
+            k = np.flatnonzero(y == 1)[:2]
+            y[k] = 0
+            wrong += b["item"].to_numpy()[k].tolist()
+        s.add_labels(b["item"], y)
+    assert wrong, "the batches held no positive to mislabel"
+    return s, wrong
+
+
+@pytest.mark.parametrize("design", ["ais", "poisson-adaptive"])
+def test_a_correction_before_the_batch_closes_is_the_right_label_from_the_start(tmp_path, pool, design):
+    """A label corrected while its batch is still open never reached a closed stage: the
+    session is then bit for bit the session that was given the right label."""
+    right = Session.create(str(tmp_path / "right.db"), pool, "f1", design, seed=3)
+    fixed = Session.create(str(tmp_path / "fixed.db"), pool, "f1", design, seed=3)
+    for st in range(3):
+        b = right.next_batch(20)
+        right.add_labels(b["item"], _truth(pool, b["item"]))
+        b2 = fixed.next_batch(20)
+        assert b2["item"].tolist() == b["item"].tolist()
+        items, y = b2["item"].to_numpy(), _truth(pool, b2["item"]).copy()
+        if st == 1:   # half the batch in, one of them wrong, corrected, then the rest
+            y_wrong = y.copy()
+            y_wrong[0] = 1 - y_wrong[0]
+            fixed.add_labels(items[:10], y_wrong[:10])
+            r = fixed.correct(items[0], int(y[0]), reason="review")
+            assert (r.n_changed, r.n_same, r.corrections) == (1, 0, 1)
+            assert fixed.n_pending == 10
+            fixed.add_labels(items[10:], y[10:])
+        else:
+            fixed.add_labels(items, y)
+    _assert_same(_state(right), _state(fixed))
+    right.close()
+    fixed.close()
+    with Session.open(str(tmp_path / "fixed.db"), pool) as s, Session.open(str(tmp_path / "right.db"), pool) as r:
+        _assert_same(_state(r), _state(s))
+        assert s.corrections()["stage_open"].tolist() == [True]
+
+
+def test_a_late_correction_is_read_from_every_draw(tmp_path, pool):
+    """Labels corrected two stages after they were given: the importance-sampling estimate is
+    the one the stored draws' weights give with the corrected labels (001 eq. 1) -- the
+    proposals that drew them stay -- and the label that arrived is kept in the file."""
+    s, wrong = _session_with_wrong_labels(tmp_path / "s.db", pool, "ais")
+    before = float(s.estimate_draws(M.f1()).value[0])
+    draws_before = s.draws()
+    r = s.correct(wrong, [1] * len(wrong), reason="adjudicated")
+    assert r.n_changed == len(wrong) and r.labels == 80
+    lab = s.labels()
+    np.testing.assert_array_equal(lab["label"], _truth(pool, lab["item"]))   # every label in force is right now
+    assert set(lab.loc[lab["corrected"], "item"]) == set(wrong)
+    assert [row[3] for row in s._store.labels() if row[2] in set(wrong)] == [0] * len(wrong)  # as it arrived
+    d = s.draws()
+    pd.testing.assert_frame_equal(d, draws_before)   # the draws, their q and weights: unchanged
+    y = d["row"].map(dict(zip(lab["row"], lab["label"]))).to_numpy()
+    yhat, w = pool.preds[d["row"].to_numpy(), 0], d["weight"].to_numpy()
+    after = float(s.estimate_draws(M.f1()).value[0])
+    assert after == pytest.approx(2 * np.sum(w * y * yhat) / np.sum(w * (y + yhat)), rel=1e-12)
+    assert after > before   # positives the classifier found, restored
+    # every closed stage's tallies hold the labels in force: labeled counts per class are the truth's
+    rows = np.asarray(sorted(s._label_of))
+    assert s.snapshots()[-1].labeled[:, 1].sum() == pool.labels[rows].sum()
+    s.close()
+
+
+@pytest.mark.parametrize("design", ["ais", "poisson-adaptive", "stratified"])
+def test_a_reopened_session_replays_its_corrections_where_they_were_made(tmp_path, pool, monkeypatch, design):
+    """Corrections made between stages, then more stages: reopening (from the stored stage
+    states, and with every stage recomputed from the labels known at its time) gives the
+    live session's tallies, estimates and next batch -- also for Poisson rounds, whose
+    replay checks every round's inclusion probabilities against the labels then."""
+    path = tmp_path / "s.db"
+    s, wrong = _session_with_wrong_labels(path, pool, design, stages=3)
+    s.correct(wrong[:1], [1], reason="first review")
+    b = s.next_batch(20)
+    s.add_labels(b["item"], _truth(pool, b["item"]))
+    s.correct(wrong[1:], [1] * (len(wrong) - 1))
+    b = s.next_batch(20)
+    s.add_labels(b["item"], _truth(pool, b["item"]))
+    live = _state(s)
+    s.close()
+    with Session.open(str(path), pool) as s2:
+        _assert_same(live, _state(s2))
+        assert s2.corrections()["reason"].tolist()[0] == "first review"
+    with monkeypatch.context() as m:   # every design state recomputed
+        m.setattr(session_replay.SessionReplay, "_stored_closings", lambda self: {})
+        with Session.open(str(path), pool) as s3:
+            _assert_same(live, _state(s3), exact=False)
+
+
+def test_bad_corrections_change_nothing(tmp_path, pool):
+    s, wrong = _session_with_wrong_labels(tmp_path / "s.db", pool, "is", stages=2)
+    b = s.next_batch(10)
+    pending = b["item"].iloc[0]
+    s.add_labels(b["item"].iloc[2:], _truth(pool, b["item"].iloc[2:]))
+    s.skip(b["item"].iloc[1])
+    labeled = set(s._label_of)
+    never = next(int(v) for v in pool.ids if int(pool.index_of(np.asarray([v]))[0]) not in labeled
+                 and v != pending and v != b["item"].iloc[1])
+    dump, est = s._store.dump(), s.estimate().to_numpy()
+    cases = [
+        (lambda: s.correct([10**9], [1]), UnknownItemError, "10000000"),
+        (lambda: s.correct([pending], [1]), NotDrawnError, "awaits its first label"),
+        (lambda: s.correct([b["item"].iloc[1]], [1]), NotDrawnError, "skipped"),
+        (lambda: s.correct([never], [1]), NotDrawnError, "not been labeled"),
+        (lambda: s.correct([wrong[0]], [5]), InvalidLabelError, "5"),
+        (lambda: s.correct([wrong[0], wrong[0]], [1, 0]), LabelConflictError, "two different labels"),
+        (lambda: s.correct([], []), EmptyInputError, "no labels"),
+        (lambda: s.correct([wrong[0]], [1, 0]), MalformedInputError, "1 items but 2 labels"),
+    ]
+    for call, exc, text in cases:
+        with pytest.raises(exc, match=text):
+            call()
+        assert s._store.dump() == dump
+        np.testing.assert_array_equal(s.estimate().to_numpy(), est)
+    r = s.correct([wrong[0]], [0])   # the label it already has: harmless, nothing recorded
+    assert (r.n_changed, r.n_same, r.corrections) == (0, 1, 0) and s._store.dump() == dump
+    s.close()
+    st = Session.create(str(tmp_path / "st.db"), pool, "f1", "is", seed=3, oracle="stochastic")
+    b = st.next_batch(5)
+    st.add_labels(b["item"], _truth(pool, b["item"]), draws=b["draw"])
+    with pytest.raises(SessionError, match="stochastic oracle"):
+        st.correct(b["item"].iloc[:1], [1])
+    st.close()
+
+
+def _cli(capsys, *argv):
+    rc = cli_main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_correct(tmp_path, capsys, pool):
+    pool_file = tmp_path / "pool.csv"
+    pd.DataFrame({"item": [f"p{i}" for i in range(pool.n_items)], "score": pool.scores[:, 0],
+                  "pred": pool.preds[:, 0]}).to_csv(pool_file, index=False)
+    truth = pd.Series(pool.labels, index=[f"p{i}" for i in range(pool.n_items)])
+    db = str(tmp_path / "s.db")
+    rc, out, err = _cli(capsys, "session", "new", db, "--pool", str(pool_file), "--measure", "f1", "--design", "is",
+                        "--seed", "0", "--label-map", "no=0,yes=1")
+    assert rc == 0, err
+    wrong = []
+    for k in range(2):
+        batch = tmp_path / f"b{k}.csv"
+        assert _cli(capsys, "session", "next", db, "--n", "30", "--out", str(batch))[0] == 0
+        b = pd.read_csv(batch)
+        y = truth.loc[b["item"]].to_numpy().copy()
+        pos = np.flatnonzero(y == 1)[:1]
+        y[pos] = 0
+        wrong += b["item"].to_numpy()[pos].tolist()
+        b["label"] = np.where(y == 1, "yes", "no")
+        b.to_csv(batch, index=False)
+        rc, out, err = _cli(capsys, "session", "ingest", db, str(batch))
+        assert rc == 0, err
+    assert len(wrong) == 2
+    rc, out, err = _cli(capsys, "session", "status", db, "--format", "json", "--no-bayesian")
+    f1_before = json.loads(out)["estimates"][0]["estimate"]
+    # the fixed annotation, re-ingested, is refused and names the command that corrects it
+    again = tmp_path / "again.csv"
+    pd.DataFrame({"item": wrong[:1], "label": ["yes"]}).to_csv(again, index=False)
+    rc, out, err = _cli(capsys, "session", "ingest", db, str(again))
+    assert rc == 2 and f"bayes-eval session correct {db} {wrong[0]} yes" in err
+    rc, out, err = _cli(capsys, "session", "correct", db, wrong[0], "yes", "--reason", "review")
+    assert rc == 0 and "corrected 1 label(s); 1 correction(s) in the session" in out, err
+    fix = tmp_path / "fix.csv"
+    pd.DataFrame({"item": wrong, "label": ["yes", "yes"]}).to_csv(fix, index=False)
+    rc, out, err = _cli(capsys, "session", "correct", db, "--file", str(fix), "--format", "json")
+    assert rc == 0, err
+    assert json.loads(out) == {"n_items": 2, "n_changed": 1, "n_same": 1, "corrections": 2, "labels": 60}
+    rc, out, err = _cli(capsys, "session", "correct", db, wrong[0])
+    assert rc == 2 and "pairs" in err
+    rc, out, err = _cli(capsys, "session", "correct", db, "nope", "yes")
+    assert rc == 2 and "nope" in err
+    rc, out, err = _cli(capsys, "session", "status", db, "--format", "json", "--no-bayesian")
+    assert json.loads(out)["estimates"][0]["estimate"] > f1_before
+    rep = tmp_path / "rep"
+    rc, out, err = _cli(capsys, "session", "report", db, "--out", str(rep), "--no-bayesian")
+    assert rc == 0, err
+    fixes = pd.read_csv(rep / "corrections.csv")
+    assert fixes["item"].tolist() == wrong and fixes["old_label"].tolist() == [0, 0]
+    assert fixes["reason"].fillna("").tolist() == ["review", ""]
+    labels, draws = pd.read_csv(rep / "labels.csv"), pd.read_csv(rep / "draws.csv")
+    assert sorted(labels.loc[labels["corrected"], "item"]) == sorted(wrong)
+    np.testing.assert_array_equal(labels["label"], truth.loc[labels["item"]].to_numpy())
+    np.testing.assert_array_equal(draws["label"], truth.loc[draws["item"]].to_numpy())
+    con = sqlite3.connect(db)   # what arrived is still there
+    assert con.execute("SELECT COUNT(*) FROM labels WHERE label=0 AND item IN (?, ?)", wrong).fetchone()[0] == 2
+    con.close()
