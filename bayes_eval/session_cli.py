@@ -441,6 +441,9 @@ def _status_text(st):
                      + (f" (about {1 / share:,.0f} draws per new label)" if share > 0 else " (no new label can be drawn)")
                      + (f"; the audit floor ({100 * pr['audit_floor']:g}%) holds it there: the labels left go to an audit "
                         f"of the items the model rates as empty" if pr.get("audit_floor_binds") and share > 0 else ""))
+    if st.get("corrections"):
+        lines.append(f"corrected: {st['corrections']} label(s) changed after they arrived (session correct); the "
+                     f"estimates use the labels in force; session report lists each change in corrections.csv")
     if st.get("skipped"):
         lines.append(f"skipped: {st['skipped']} item(s) nobody can label — {st['skipped_note'].split(': ', 1)[1]}")
     if st.get("poisson"):

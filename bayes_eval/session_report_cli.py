@@ -293,6 +293,12 @@ def cmd_report(args, bar):
                 md.append(skips["bayesian"] + "\n")
             md.append("Skipped per stage: " + ", ".join(f"stage {k}: {v}" for k, v in skips["by_stage"].items())
                       + " (every skipped item, with its reason, in skipped.csv).\n")
+        if fixes is not None and len(fixes):
+            md += ["\n## Corrected labels\n",
+                   f"{len(fixes)} label(s) were changed after they arrived (`session correct`); every estimate and "
+                   f"interval here reads the labels in force from every draw (the draws' proposals stay those that "
+                   f"drew them), and each stage's row of history.csv is recomputed with them. What arrived and "
+                   f"each change, with its reason: corrections.csv; labels.csv marks the corrected labels.\n"]
         if stop:
             line = stopping_line(stop, int(round(args.level * 100)))
             md.append("\n" + line[0].upper() + line[1:] + ".\n")

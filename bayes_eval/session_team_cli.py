@@ -261,8 +261,8 @@ def _cmd_correct(args, bar):
         return 0
     parts = [f"corrected {r.n_changed} label(s)"] + ([f"{r.n_same} already so"] if r.n_same else [])
     print(f"{', '.join(parts)}; {r.corrections} correction(s) in the session"
-          + ("; the estimates and intervals use them now, the design from the next stage it closes (what arrived "
-             f"is kept: {os.path.basename(args.db)} report writes corrections.csv)" if r.n_changed else ""))
+          + ("; the estimates and intervals use them now, the design from the next stage it closes; the labels as "
+             "they arrived are kept (session report lists each change in corrections.csv)" if r.n_changed else ""))
     return 0
 
 

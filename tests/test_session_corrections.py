@@ -233,10 +233,14 @@ def test_cli_correct(tmp_path, capsys, pool):
     rc, out, err = _cli(capsys, "session", "correct", db, "nope", "yes")
     assert rc == 2 and "nope" in err
     rc, out, err = _cli(capsys, "session", "status", db, "--format", "json", "--no-bayesian")
-    assert json.loads(out)["estimates"][0]["estimate"] > f1_before
+    st = json.loads(out)
+    assert st["estimates"][0]["estimate"] > f1_before and st["corrections"] == 2
+    rc, out, err = _cli(capsys, "session", "status", db, "--no-bayesian")
+    assert "corrected: 2 label(s) changed after they arrived" in out
     rep = tmp_path / "rep"
     rc, out, err = _cli(capsys, "session", "report", db, "--out", str(rep), "--no-bayesian")
     assert rc == 0, err
+    assert "## Corrected labels" in (rep / "report.md").read_text()
     fixes = pd.read_csv(rep / "corrections.csv")
     assert fixes["item"].tolist() == wrong and fixes["old_label"].tolist() == [0, 0]
     assert fixes["reason"].fillna("").tolist() == ["review", ""]
