@@ -261,13 +261,14 @@ def _push(ls, session, url, project, n, cols, show_score, preannotate, from_name
 
 
 def pull(session, url: str, project: int, token: str | None = None, resolve: str = "error",
-         from_name: str | None = None, label_map=None, skip_cancelled: bool = False) -> dict:
+         from_name: str | None = None, label_map=None, skip_cancelled: bool = False, correct: bool = False) -> dict:
     """Fetch the project's annotations and ingest them (one transaction).  Returns
     ``result`` (the :class:`~bayes_eval.session.IngestResult`, None when nothing is
     annotated yet), ``tasks``, ``unannotated`` tasks, ``cancelled`` annotations,
     ``cancelled_items`` (open-batch items whose every annotation was cancelled or skipped),
     ``empty_items`` (items with an annotation submitted without a choice) and ``skip``
-    (the :class:`~bayes_eval.session_skip.SkipResult` with ``skip_cancelled``)."""
+    (the :class:`~bayes_eval.session_skip.SkipResult` with ``skip_cancelled``).  ``correct``: an
+    annotation changed after its label was ingested (a review) corrects it (``Session.correct``)."""
     _refuse_partitioned(session)
     _one_project(session, project)
     with connect(url, token) as ls:
@@ -303,7 +304,8 @@ def pull(session, url: str, project: int, token: str | None = None, resolve: str
                                       if isinstance(r, dict))})
     info["cancelled"] = sum(1 for t in mine for a in t["annotations"] if a.get("was_cancelled"))
     if recs is not None:
-        info["result"] = session.ingest_records(recs, label_map=label_map, resolve=resolve, source=source)
+        info["result"] = session.ingest_records(recs, label_map=label_map, resolve=resolve, source=source,
+                                                correct=correct)
     if skip_cancelled and cancelled_items:
         still = {str(v): v.item() if isinstance(v, np.generic) else v for v in session.pending()["item"]}
         todo = [still[i] for i in cancelled_items if i in still]

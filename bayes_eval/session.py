@@ -110,7 +110,7 @@ class IngestResult(NamedTuple):
     ``pending`` labels the open batch still needs; ``labels`` labels in the session;
     ``already_ingested`` the content adds nothing: every row was ingested before with the same
     label (the same content again; nothing done); ``n_resolved``,
-    ``n_cancelled``, ``n_unused``: :meth:`Session.ingest_records`.
+    ``n_cancelled``, ``n_unused``, ``n_corrected``: :meth:`Session.ingest_records`.
     """
 
     n_rows: int
@@ -125,6 +125,7 @@ class IngestResult(NamedTuple):
     n_resolved: int = 0
     n_cancelled: int = 0
     n_unused: int = 0
+    n_corrected: int = 0
 
 
 def _after_files(exc: SessionError, files: list) -> SessionError:
@@ -761,25 +762,27 @@ class Session(SessionReports, SessionSkips, SessionCorrections, SessionReplay):
         return h.hexdigest()
 
     def ingest_file(self, path: str, *, fmt: str | None = None, label_map: dict | None = None,
-                    from_name: str | None = None, resolve: str = "error") -> IngestResult:
+                    from_name: str | None = None, resolve: str = "error", correct: bool = False) -> IngestResult:
         """Read a labeled file (CSV, JSONL, Label Studio JSON export) and ingest it as one
         transaction (see :mod:`bayes_eval.annotate` for the formats; items under ``item`` or the
         pool's own id column).  A refused file changes nothing; its error names the files this
         Session ingested before it, which stay ingested (each file is its own transaction)."""
         recs = annotate.read_labels(path, fmt=fmt, from_name=from_name, id_column=getattr(self.pool, "id_column", None))
         try:
-            r = self.ingest_records(recs, label_map=label_map, resolve=resolve, source=os.path.abspath(path))
+            r = self.ingest_records(recs, label_map=label_map, resolve=resolve, source=os.path.abspath(path),
+                                    correct=correct)
         except SessionError as exc:
             raise _after_files(exc, self._files) from None
         self._files.append((os.fspath(path), r.n_new))
         return r
 
     def ingest_records(self, recs: annotate.LabelRecords, *, label_map: dict | None = None, resolve: str = "error",
-                       source: str | None = None) -> IngestResult:
+                       source: str | None = None, correct: bool = False) -> IngestResult:
         """Ingest labels read from a file or from Label Studio (one transaction); several
         annotations of an item are reconciled by ``resolve`` (:func:`bayes_eval.annotate.resolve`;
         ``n_resolved`` counts them), cancelled annotations are counted (``n_cancelled``), and
-        labels beyond an item's draws awaiting one (stochastic oracle) are not used (``n_unused``)."""
+        labels beyond an item's draws awaiting one (stochastic oracle) are not used (``n_unused``); with
+        ``correct``, a label that differs from one in force is a correction (:meth:`correct`, ``n_corrected``)."""
         lmap = {**(self.config.get("label_map") or {}), **(annotate.parse_label_map(label_map) or {})}
         def held(item):   # deterministic: a disagreement resolved by an earlier ingest stays resolved
             try:
@@ -789,10 +792,11 @@ class Session(SessionReports, SessionSkips, SessionCorrections, SessionReplay):
 
         n_rows = len(recs.items)   # the file's labeled rows (resolve may reduce them to fewer labels)
         recs, n_res = annotate.resolve(recs, resolve, self._n_classes, lmap, self._stochastic, held=held)
+        n_fix = self._correct_from(recs, lmap, source or recs.source) if correct else 0
         draws = recs.draws if any(d is not None for d in recs.draws) else None
         r = self.add_labels(recs.items, recs.labels, draws=draws, label_map=label_map, where=recs.where,
                             source=source or recs.source, n_skipped=recs.skipped, surplus=recs.meta is not None)
-        return r._replace(n_rows=n_rows, n_resolved=n_res, n_cancelled=recs.cancelled)
+        return r._replace(n_rows=n_rows, n_resolved=n_res, n_cancelled=recs.cancelled, n_corrected=n_fix)
 
     def export_batch(self, path: str, n: int = 50, fmt: str | None = None, fields=None,
                      show_score: bool = False, preannotate: bool = False, from_name: str = "label") -> pd.DataFrame:

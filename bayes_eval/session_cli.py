@@ -32,7 +32,8 @@ from .results import collapsed_text as _collapsed_note
 from .session_cli_text import (allowed_line, clt_check_line, few_labels_line, fmt, jsonable, open_session, outside_note,
                                print_json, stopping_line)
 from .session_report_cli import cmd_report
-from .session_team_cli import TEAM_COMMANDS, add_label_reading_args, add_task_content_args, add_team_parsers
+from .session_team_cli import (TEAM_COMMANDS, add_correct_arg, add_label_reading_args, add_task_content_args,
+                               add_team_parsers)
 
 __all__ = ["add_session_parser", "cmd_session", "add_pool_reading_args", "read_pool", "jsonable"]
 
@@ -109,6 +110,7 @@ def add_session_parser(subparsers):
     common(i)
     i.add_argument("files", nargs="+", help="labeled files; each is one transaction")
     add_label_reading_args(i)  # --label-map, --from-name, --resolve (as session pull)
+    add_correct_arg(i)  # --correct (as session pull)
 
     s = ss.add_parser("status", help="estimate, intervals, labels spent, weights, stopping rule")
     common(s)
@@ -402,13 +404,14 @@ def _cmd_ingest(args, bar):
     results = []
     try:
         for f in args.files:
-            r = s.ingest_file(f, label_map=args.label_map, from_name=args.from_name, resolve=args.resolve)
+            r = s.ingest_file(f, label_map=args.label_map, from_name=args.from_name, resolve=args.resolve,
+                              correct=args.correct)
             results.append((f, r))
             if args.format != "json":
-                if r.already_ingested:
+                if r.already_ingested and not r.n_corrected:
                     print(f"{f}: already ingested — nothing changed")
                     continue
-                parts = [f"{r.n_new} new label(s)"]
+                parts = [f"{r.n_new} new label(s)"] + ([f"{r.n_corrected} corrected"] if r.n_corrected else [])
                 if r.n_duplicate:
                     parts.append(f"{r.n_duplicate} already known")
                 if r.n_skipped:

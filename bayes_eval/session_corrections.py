@@ -44,7 +44,7 @@ import pandas as pd
 from . import annotate, kernel
 from .errors import EmptyInputError, LabelConflictError, MalformedInputError, NotDrawnError, SessionError
 from .session_core import ids_at, item_rows
-from .stages import LabeledItems
+from .stages import LabeledItems, match_deterministic
 
 __all__ = ["SessionCorrections", "CorrectionResult"]
 
@@ -130,6 +130,29 @@ class SessionCorrections:
         # committed: now the memory
         self._commit_tallies(out)
         return CorrectionResult(len(items), len(change), n_same, len(self._store.corrections()), self.n_labels)
+
+    def _correct_from(self, recs, lmap: dict, source) -> int:
+        """``ingest_records(correct=True)``: the records (one label per item, after ``resolve``)
+        whose label differs from the one in force become corrections, recorded first; the ingest
+        that follows then finds those items at their labels.  Everything is checked before the
+        corrections are written -- the ingest included, as it will see the labels -- so a refused
+        file changes nothing.  Returns the number of labels corrected."""
+        if self._stochastic:
+            raise SessionError("--correct: a stochastic oracle's labels are observations, not facts about the "
+                               "items; ingest the file without it -- nothing was ingested")
+        y = annotate.parse_labels(recs.labels, self._n_classes, lmap, recs.where)
+        rows = item_rows(self._core, self.pool.ids, recs.items, recs.where)
+        fix = [i for i, (r, lab) in enumerate(zip(rows.tolist(), y.tolist()))
+               if r in self._label_of and self._label_of[r] != lab]
+        if not fix:
+            return 0
+        after = {**self._label_of, **{int(rows[i]): int(y[i]) for i in fix}}
+        pending = self._open["pending"] if self._open is not None else {}
+        match_deterministic(dict(pending), after, self._label_stage, recs.items, rows, y, recs.where, recs.labels,
+                            self._skipped, self.path)   # the ingest's own checks, on the labels it will see
+        r = self.correct([recs.items[i] for i in fix], [recs.labels[i] for i in fix], label_map=lmap,
+                         reason=f"ingest {source}" if source else "ingest", where=[recs.where[i] for i in fix])
+        return r.n_changed
 
     def corrections(self) -> pd.DataFrame:
         """The corrected labels, in the order corrected: ``item``, ``old_label``,

@@ -21,7 +21,8 @@ import sys
 
 from .session_cli_text import open_session, print_json
 
-__all__ = ["add_team_parsers", "add_task_content_args", "add_label_reading_args", "TEAM_COMMANDS", "RESOLVE_HELP"]
+__all__ = ["add_team_parsers", "add_task_content_args", "add_label_reading_args", "add_correct_arg", "TEAM_COMMANDS",
+           "RESOLVE_HELP"]
 
 RESOLVE_HELP = ("several annotations of an item that disagree (Label Studio exports): error (refuse, naming the task, "
                 "annotation ids and annotators; default), majority, ground-truth (the annotation marked ground truth), "
@@ -55,6 +56,13 @@ def add_label_reading_args(p):
     p.add_argument("--resolve", default="error", metavar="RULE", help=RESOLVE_HELP)
 
 
+def add_correct_arg(p):
+    """``--correct`` (``session ingest`` and ``session pull``)."""
+    p.add_argument("--correct", action="store_true",
+                   help="a label that differs from the one the session holds for the item (an annotation changed in "
+                        "review) corrects it, as session correct does, instead of refusing the file")
+
+
 def add_team_parsers(ss, common):
     """Register ``push``, ``pull``, ``skip`` and ``label-config`` on the ``session``
     sub-parsers ``ss`` (``common(p)`` adds DB, --pool, --format, --no-progress)."""
@@ -76,6 +84,7 @@ def add_team_parsers(ss, common):
     add_label_reading_args(p)
     p.add_argument("--skip-cancelled", action="store_true",
                    help="record the open batch's items that every annotator skipped as impossible to label")
+    add_correct_arg(p)
 
     p = ss.add_parser("skip", help="record items of the open batch that nobody can label")
     common(p)
@@ -159,7 +168,7 @@ def _cmd_pull(args, bar):
     s = _open(args, bar)
     try:
         info = labelstudio.pull(s, args.label_studio, args.project, args.token, args.resolve.strip(),
-                                args.from_name, args.label_map, args.skip_cancelled)
+                                args.from_name, args.label_map, args.skip_cancelled, args.correct)
         pending = s.n_pending
     finally:
         s.close()
@@ -170,7 +179,7 @@ def _cmd_pull(args, bar):
     parts = []
     if r is None:
         parts.append("no finished annotations yet")
-    elif r.already_ingested:
+    elif r.already_ingested and not r.n_corrected:
         parts.append("these annotations were ingested before — nothing changed")
     else:
         parts.append(f"{r.n_new} new label(s)")
@@ -180,6 +189,8 @@ def _cmd_pull(args, bar):
             parts.append(f"{r.n_resolved} disagreement(s) resolved by rule {args.resolve!r}")
         if r.n_unused:
             parts.append(f"{r.n_unused} annotation(s) beyond the item's draws not used")
+    if r is not None and r.n_corrected:
+        parts.append(f"{r.n_corrected} label(s) corrected (annotations changed since they were ingested)")
     if info.get("other_session_tasks"):
         parts.append(f"{info['other_session_tasks']} task(s) of another session left alone")
     if info["unannotated"]:

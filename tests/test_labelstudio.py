@@ -262,3 +262,41 @@ def test_disagreements_on_the_server(tmp_path, capsys, ls, server, pool_file):
     assert s._store.stages() == [] and s._store.labels() == []
     s.close()
     assert len(list(ls.tasks.list(project=named))) == 5
+
+
+def test_a_review_in_label_studio_corrects_with_pull_correct(tmp_path, capsys, ls, server, pool_file):
+    """An annotation changed in Label Studio after its label was ingested (a reviewer's fix):
+    a plain pull refuses it and names session correct; pull --correct makes it a correction,
+    keeping the label as it arrived."""
+    path, truth = pool_file
+    db = str(tmp_path / "c.db")
+    assert _run(capsys, "session", "new", db, "--pool", path, "--design", "passive")[0] == 0
+    pid = _project(ls, capsys, db, "review")
+    assert _run(capsys, "session", "push", db, "--label-studio", server, "--project", str(pid), "--n", "5")[0] == 0
+    tasks = list(ls.tasks.list(project=pid, fields="all"))
+    ann = {}
+    for k, t in enumerate(tasks):
+        y = truth[t.data["item"]]
+        ann[k] = ls.annotations.create(id=t.id, result=_choice(1 - y if k == 1 else y)).id   # task 1 mislabeled
+    pull = ["session", "pull", db, "--label-studio", server, "--project", str(pid)]
+    rc, out, err = _run(capsys, *pull)
+    assert rc == 0 and "5 new label(s)" in out and "stage 0 complete" in out, err
+    item = tasks[1].data["item"]
+    ls.annotations.update(id=ann[1], result=_choice(truth[item]))   # the reviewer's fix
+    s = Session.open(db)
+    before = s._store.dump()
+    s.close()
+    rc, out, err = _run(capsys, *pull)
+    assert rc == 2 and f"item {item!r} already has label {1 - truth[item]}" in err and "session correct" in err, err
+    s = Session.open(db)
+    assert s._store.dump() == before
+    s.close()
+    rc, out, err = _run(capsys, *pull, "--correct")
+    assert rc == 0 and "1 label(s) corrected" in out, (out, err)
+    s = Session.open(db)
+    lab = s.labels()
+    assert all(lab["label"] == [truth[i] for i in lab["item"]]) and lab["corrected"].sum() == 1
+    assert {row[2]: row[3] for row in s._store.labels()}[item] == 1 - truth[item]   # as it arrived
+    fixes = s.corrections()
+    assert fixes["item"].tolist() == [item] and fixes["reason"][0].startswith("ingest Label Studio")
+    s.close()

@@ -51,14 +51,15 @@ def _assert_same(a, b, exact=True):
     np.testing.assert_array_equal(na, nb)
 
 
-def _session_with_wrong_labels(path, pool, design, stages=4, wrong_stages=(0, 1)):
-    """Label ``stages`` batches of 20 with the truth, except that the first two positives of
-    each batch in ``wrong_stages`` are labeled 0; returns the session and those items."""
+def _session_with_wrong_labels(path, pool, design, stages=4, wrong_stages=(0, 1), truth=None):
+    """Label ``stages`` batches of 20 with the truth (``truth``'s labels, default ``pool``'s),
+    except that the first two positives of each batch in ``wrong_stages`` are labeled 0;
+    returns the session and those items."""
     s = Session.create(str(path), pool, "f1", design, seed=3)
     wrong = []
     for st in range(stages):
         b = s.next_batch(20)
-        y = _truth(pool, b["item"]).copy()
+        y = _truth(truth if truth is not None else pool, b["item"]).copy()
         if st in wrong_stages:
             k = np.flatnonzero(y == 1)[:2]
             y[k] = 0
@@ -251,3 +252,49 @@ def test_cli_correct(tmp_path, capsys, pool):
     con = sqlite3.connect(db)   # what arrived is still there
     assert con.execute("SELECT COUNT(*) FROM labels WHERE label=0 AND item IN (?, ?)", wrong).fetchone()[0] == 2
     con.close()
+
+
+def test_ingest_with_correct_turns_changed_annotations_into_corrections(tmp_path, capsys, pool):
+    """A reviewed export -- some labels changed since they were ingested, the open batch's new
+    ones beside them -- ingested with --correct: the changed ones are corrections, the new ones
+    labels.  A file refused for any row changes nothing, its corrections included."""
+    from bayes_eval.pool import Pool
+
+    pool_file = tmp_path / "pool.parquet"
+    pd.DataFrame({"item": np.asarray(pool.ids), "score": pool.scores[:, 0], "pred": pool.preds[:, 0]}
+                 ).to_parquet(pool_file)
+    db = str(tmp_path / "s.db")
+    s, wrong = _session_with_wrong_labels(db, Pool.from_file(str(pool_file), item="item", score="score", pred="pred"),
+                                          "is", stages=2, truth=pool)
+    b = s.next_batch(10)
+    s.close()
+    items = list(wrong) + b["item"].tolist()
+    export = pd.DataFrame({"item": items, "label": _truth(pool, items)})
+    bad = tmp_path / "bad.csv"
+    pd.concat([export, pd.DataFrame({"item": [10**9], "label": [1]})]).to_csv(bad, index=False)
+    pf = ("--pool", str(pool_file))
+    before = Session.open(db, str(pool_file))._store.dump()
+    rc, out, err = _cli(capsys, "session", "ingest", db, str(bad), "--correct", *pf)
+    assert rc == 2 and "1000000000" in err
+    assert Session.open(db, str(pool_file))._store.dump() == before    # its corrections were not written either
+    drawn = set(Session.open(db, str(pool_file)).draws()["item"])
+    never = next(int(v) for v in np.asarray(pool.ids) if int(v) not in drawn)
+    pd.concat([export, pd.DataFrame({"item": [never], "label": [1]})]).to_csv(bad, index=False)
+    rc, out, err = _cli(capsys, "session", "ingest", db, str(bad), "--correct", *pf)   # caught by the ingest's checks
+    assert rc == 2 and f"{never}" in err and "never" in err, err
+    assert Session.open(db, str(pool_file))._store.dump() == before
+    good = tmp_path / "reviewed.csv"
+    export.to_csv(good, index=False)
+    rc, out, err = _cli(capsys, "session", "ingest", db, str(good), *pf)    # without --correct: refused
+    assert rc == 2 and "already has label 0" in err
+    rc, out, err = _cli(capsys, "session", "ingest", db, str(good), "--correct", "--format", "json", *pf)
+    assert rc == 0, err
+    r = json.loads(out)["files"][0]
+    assert (r["n_new"], r["n_corrected"], r["stage_closed"]) == (10, len(wrong), True)
+    with Session.open(db, str(pool_file)) as s2:
+        lab = s2.labels()
+        np.testing.assert_array_equal(lab["label"], _truth(pool, lab["item"]))
+        fixes = s2.corrections()
+        assert sorted(fixes["item"]) == sorted(wrong) and fixes["reason"].str.startswith("ingest ").all()
+    rc, out, err = _cli(capsys, "session", "ingest", db, str(good), "--correct", *pf)   # again: nothing to do
+    assert rc == 0 and "already ingested" in out
