@@ -221,7 +221,7 @@ def test_disagreements_on_the_server(tmp_path, capsys, ls, server, pool_file):
     s.close()
     # a later pull reads the same tasks again: the disagreement stays resolved, no rule needed
     rc, out, err = _run(capsys, *pull)
-    assert rc == 0 and "0 new label(s)" in out, (out, err)
+    assert rc == 0 and "ingested before — nothing changed" in out, (out, err)
     # one project per session: a push or pull to another project is refused before anything is drawn
     text_config = ('<View><Text name="text" value="$text"/><Choices name="label" toName="text">'
                    '<Choice value="0"/><Choice value="1"/></Choices></View>')
