@@ -39,7 +39,9 @@ Tables
     Labels corrected after they were accepted (``Session.correct``, deterministic oracle):
     the ``labels`` row stays as it arrived and the correction is added, with the last stage
     at the time and whether it was open (where the replay applies it).  Created by the
-    first correction, like ``skips``.
+    first correction, like ``skips``.  The first correction also sets ``schema_version`` to 2
+    (:data:`CORRECTIONS_VERSION`): a bayes_eval from before corrections refuses the file
+    rather than read the labels as they arrived; this one reads 1 and 2.
 """
 from __future__ import annotations
 
@@ -65,6 +67,10 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+#: a file with corrected labels (``corrections``) is written as version 2, so that a
+#: bayes_eval from before corrections refuses it instead of reading the labels as they arrived
+CORRECTIONS_VERSION = 2
+READABLE_VERSIONS = (SCHEMA_VERSION, CORRECTIONS_VERSION)
 
 
 from . import sqlite_store
@@ -295,9 +301,10 @@ class Store:
         except BaseException:
             conn.close()
             raise
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS:
             store.close()
-            raise SessionError(f"{path}: session schema version {version}, this bayes_eval reads {SCHEMA_VERSION}")
+            raise SessionError(f"{path}: session schema version {version}, this bayes_eval reads "
+                               f"{' and '.join(map(str, READABLE_VERSIONS))}")
         return store
 
     def close(self):
@@ -438,6 +445,8 @@ class Store:
         at)`` in one transaction."""
         with self._transaction() as conn:
             conn.execute(_CORRECTIONS)
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                         (json.dumps(CORRECTIONS_VERSION),))
             conn.executemany("INSERT INTO corrections(row, item, old_label, new_label, stage, stage_open, reason, at) "
                              "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [tuple(_py(v) for v in c) for c in corrections])
 

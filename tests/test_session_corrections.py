@@ -111,6 +111,7 @@ def test_a_late_correction_is_read_from_every_draw(tmp_path, pool):
     lab = s.labels()
     np.testing.assert_array_equal(lab["label"], _truth(pool, lab["item"]))   # every label in force is right now
     assert set(lab.loc[lab["corrected"], "item"]) == set(wrong)
+    assert s._store.meta()["schema_version"] == 2    # a bayes_eval from before corrections refuses the file
     assert [row[3] for row in s._store.labels() if row[2] in set(wrong)] == [0] * len(wrong)  # as it arrived
     d = s.draws()
     pd.testing.assert_frame_equal(d, draws_before)   # the draws, their q and weights: unchanged
