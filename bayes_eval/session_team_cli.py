@@ -219,14 +219,18 @@ def _cmd_pull(args, bar):
     return 0
 
 
+def _item_ids(s, values) -> list:
+    """Item ids typed on the command line, as the pool holds them (integers where its ids are)."""
+    ids = s.pool.ids
+    if getattr(ids, "dtype", None) is not None and ids.dtype.kind in "iu":
+        return [int(v) if v.lstrip("+-").isdigit() else v for v in values]
+    return list(values)
+
+
 def _cmd_skip(args, bar):
     s = _open(args, bar)
     try:
-        ids = s.pool.ids
-        items = list(args.items)
-        if getattr(ids, "dtype", None) is not None and ids.dtype.kind in "iu":
-            items = [int(v) if v.lstrip("+-").isdigit() else v for v in items]
-        r = s.skip(items, reason=args.reason)
+        r = s.skip(_item_ids(s, args.items), reason=args.reason)
     finally:
         s.close()
     if args.format == "json":
@@ -255,10 +259,7 @@ def _cmd_correct(args, bar):
                          "changed")
     s = _open(args, bar)
     try:
-        items, labels = pairs[0::2], pairs[1::2]
-        ids = s.pool.ids
-        if getattr(ids, "dtype", None) is not None and ids.dtype.kind in "iu":
-            items = [int(v) if v.lstrip("+-").isdigit() else v for v in items]
+        items, labels = _item_ids(s, pairs[0::2]), pairs[1::2]
         where = [f"pair {i + 1} (item {v!r})" for i, v in enumerate(items)]
         if args.file is not None:
             recs = annotate.read_labels(args.file, id_column=getattr(s.pool, "id_column", None))
