@@ -490,17 +490,15 @@ def match_deterministic(pending, label_of, label_stage, items, rows, y, where, l
             continue
         if r in label_of:
             if label_of[r] != lab:
+                msg = (f"{where[i]}: item {items[i]!r} already has label {label_of[r]} (stage {label_stage.get(r)}), "
+                       f"refusing the conflicting label {raw(i)} — nothing was ingested (a deterministic oracle's "
+                       f"label, once ingested, stands against an ingest: if the new label is the right one, correct "
+                       f"it")
+                rest = "; else restore the annotation in the labeling tool or drop that row)"
                 raise LabelConflictError(
-                    f"{where[i]}: item {items[i]!r} already has label {label_of[r]} (stage "
-                    f"{label_stage.get(r)}), refusing the conflicting label {raw(i)} — nothing was ingested (a "
-                    f"deterministic oracle's label, once ingested, stands against an ingest: if the new label is "
-                    f"the right one, correct it with Session.correct; else restore the annotation in the labeling "
-                    f"tool or drop that row)",
-                    cli=f"{where[i]}: item {items[i]!r} already has label {label_of[r]} (stage "
-                        f"{label_stage.get(r)}), refusing the conflicting label {raw(i)} — nothing was ingested (a "
-                        f"deterministic oracle's label, once ingested, stands against an ingest: if the new label is "
-                        f"the right one, correct it: bayes-eval session correct {path} {items[i]} {labels[i]}; else "
-                        f"restore the annotation in the labeling tool or drop that row)")
+                    msg + " with Session.correct, or ingest the file with correct=True" + rest,
+                    cli=msg + f": bayes-eval session correct {path} {items[i]} {labels[i]} (a reviewed file or "
+                              f"project: session ingest FILE --correct, session pull ... --correct)" + rest)
             n_dup += 1
             continue
         if r in pending:
