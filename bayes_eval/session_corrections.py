@@ -24,7 +24,11 @@ the round).  So:
   reads "what each stage's draws say with the labels as now corrected");
   Poisson rounds: each round's record of labels before it and labels it brought;
 * the design learns the correction at the next stage it closes (its update refits to the
-  corrected counts, 001 Alg. 1), so the proposals from then on use it.
+  corrected counts, 001 Alg. 1), so the proposals from then on use it.  Until then the model
+  fits that a closed stage stored stay as they were fitted: AIS's companion behind the CLT
+  check's class shares, and a Poisson round's variance-model and companion predictives after
+  it (``pi_after``, ``pi_check``: the last round's variance and check), so those two numbers
+  catch up at the next close; the estimates do not wait.
 
 A reopened session replays the corrections where they were made (after the stage that was
 then the last was opened or closed), so a design state that has to be recomputed (a file

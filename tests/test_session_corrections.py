@@ -32,10 +32,11 @@ def _truth(pool, items):
 
 
 def _state(s):
-    """Everything a session is: per-stage tallies and estimates, and the next batch it would draw."""
+    """Everything a session is: per-stage tallies, estimates and their (model-assisted) covariances,
+    and the next batch it would draw."""
     snaps = s.snapshots()
     tallies = [(x.labeled, x.draw_counts, x.wsum, x.w2sum) for x in snaps]
-    est = [s._values(i)[0] for i in range(len(snaps))]
+    est = [np.concatenate([np.ravel(s._values(i)[0]), np.ravel(s._values(i)[1])]) for i in range(len(snaps))]
     nxt = s._kind.draw(s.n_stages, 20, s._labeled, s._lab, s._skipped).rows
     return tallies, est, nxt
 
@@ -299,3 +300,50 @@ def test_ingest_with_correct_turns_changed_annotations_into_corrections(tmp_path
         assert sorted(fixes["item"]) == sorted(wrong) and fixes["reason"].str.startswith("ingest ").all()
     rc, out, err = _cli(capsys, "session", "ingest", db, str(good), "--correct", *pf)   # again: nothing to do
     assert rc == 0 and "already ingested" in out
+
+
+def test_the_retally_is_what_closing_the_stages_with_the_right_labels_gives(tmp_path, pool):
+    """Two routes to the same tallies: a session whose labels were corrected after their stages
+    closed (``_retallied``), and its file rewritten as if the right labels had arrived, reopened
+    on its stored stage states (each stage closed again by ``Session._close_state``, the
+    proposals as stored).  Tallies, the expected Σw² of the CLT check and so the model-assisted
+    covariance, and the next batch agree.  (AIS: a stored Poisson round also holds its labels,
+    so rewriting the labels alone would not make that file one of right labels; the rounds'
+    records are checked against the draws in the next test.)"""
+    path = tmp_path / "s.db"
+    s, wrong = _session_with_wrong_labels(path, pool, "ais", stages=4)
+    s.correct(wrong, [1] * len(wrong))
+    live = _state(s)
+    ew2 = [(x.ew2_lab, x.ew2_unl) for x in s.snapshots()]
+    s.close()
+    con = sqlite3.connect(path)
+    con.executemany("UPDATE labels SET label=1 WHERE item=?", [(int(v),) for v in wrong])
+    con.execute("DROP TABLE corrections")
+    con.commit()
+    con.close()
+    with Session.open(str(path), pool) as s2:
+        assert len(s2.corrections()) == 0
+        _assert_same(live, _state(s2), exact=False)
+        for (a, b), x in zip(ew2, s2.snapshots()):
+            np.testing.assert_allclose(a, x.ew2_lab, rtol=1e-12)
+            np.testing.assert_allclose(b, x.ew2_unl, rtol=1e-12)
+
+
+def test_the_poisson_rounds_records_hold_the_corrected_labels(tmp_path, pool):
+    """After a late correction every round's record counts, per (cell, class), the labels in
+    force of the items it brought (``sampled``) and of those labeled before it
+    (``labeled_before``), as the stored draws say -- the Horvitz-Thompson estimate reads them."""
+    s, wrong = _session_with_wrong_labels(tmp_path / "s.db", pool, "poisson-adaptive", stages=4)
+    s.correct(wrong, [1] * len(wrong))
+    d, lab = s.draws(), s.labels()
+    y = d["row"].map(dict(zip(lab["row"], lab["label"]))).to_numpy()
+    x, c = s._labeled.shape
+    before = np.zeros((x, c))
+    for k, rec in enumerate(s._kind.rounds):
+        m = (d["stage"] == s.snapshots()[k].stage).to_numpy()
+        got = np.bincount(s.item_cell[d["row"].to_numpy()[m]] * c + y[m], minlength=x * c).reshape(x, c)
+        np.testing.assert_array_equal(rec["sampled"], got)
+        np.testing.assert_array_equal(rec["labeled_before"], before)
+        before = before + got
+    assert before[:, 1].sum() == pool.labels[pool.index_of(lab["item"].to_numpy())].sum()
+    s.close()
