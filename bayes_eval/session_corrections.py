@@ -33,9 +33,11 @@ the round).  So:
 A reopened session replays the corrections where they were made (after the stage that was
 then the last was opened or closed), so a design state that has to be recomputed (a file
 from another version) is recomputed from the labels known at that time, as the session did.
-Not corrected: a stochastic oracle's labels (each is one observation of a noisy oracle, not
-a fact about the item; a disputed one is simply another observation), skipped items (they
-have no label) and items not labeled yet (ingest them).
+A stochastic oracle labels draws: there a correction names the draw whose recorded label was
+wrong (a data-entry error -- an annotator's disagreement is another observation, not a
+correction), and every tally counts each draw's label in force.  Not corrected: skipped items
+(they have no label) and items not labeled yet (ingest them); ``ingest --correct`` is for a
+deterministic oracle (a stochastic oracle's file answers draws still awaiting a label).
 """
 from __future__ import annotations
 
@@ -71,69 +73,112 @@ class SessionCorrections:
     ``_snapshots``, running tallies, ``_kind``, ``_store``, ``_core`` and caches)."""
 
     def correct(self, items, labels, reason: str | None = None, label_map: dict | None = None,
-                where=None) -> CorrectionResult:
+                where=None, draws=None) -> CorrectionResult:
         """Change the labels of items already labeled, in one transaction (module docstring).
 
         ``labels`` are read as :meth:`add_labels` reads them (the session's label map,
-        ``label_map``).  Refused, with nothing changed: a stochastic oracle's session
-        (:class:`SessionError`), an item not in the pool (:class:`UnknownItemError`), not
-        labeled (:class:`NotDrawnError`: awaiting its first label, skipped or never drawn), a
-        label outside the label set (:class:`InvalidLabelError`), two different labels for one
-        item in the call (:class:`LabelConflictError`), nothing given (:class:`EmptyInputError`).
-        An item already at the label given is counted in ``n_same`` and not recorded.
+        ``label_map``).  A stochastic oracle labels draws, not items: ``draws`` names the draw
+        whose recorded label was wrong (a data-entry error; a disagreement between annotators
+        is another observation, not a correction), and may be left out for an item with one
+        labeled draw.  Refused, with nothing changed: an item not in the pool
+        (:class:`UnknownItemError`), not labeled (:class:`NotDrawnError`: awaiting its first
+        label, skipped or never drawn; stochastic: a draw that is not the item's or has no
+        label, or an item with several labeled draws and no draw given), a label outside the
+        label set (:class:`InvalidLabelError`), two different labels for one item or draw in
+        the call (:class:`LabelConflictError`), nothing given (:class:`EmptyInputError`).  An
+        item already at the label given is counted in ``n_same`` and not recorded.
         """
-        if self._stochastic:
-            raise SessionError("correct: a stochastic oracle's labels are observations of a noisy oracle, not facts "
-                               "about the items; a disputed one is another observation (label the item's next draw) "
-                               "-- nothing was changed")
         items = [items] if isinstance(items, (str, bytes, int, np.integer)) else list(items)
         labels = [labels] if isinstance(labels, (str, bytes, int, np.integer)) else list(labels)
         items = [v.item() if isinstance(v, np.generic) else v for v in items]
-        if len(items) != len(labels):
-            raise MalformedInputError(f"correct: {len(items)} items but {len(labels)} labels -- nothing was changed")
+        if draws is not None:
+            draws = [draws] if isinstance(draws, (int, np.integer)) else list(draws)
+        if len(items) != len(labels) or (draws is not None and len(draws) != len(items)):
+            raise MalformedInputError(f"correct: {len(items)} items but {len(labels)} labels"
+                                      + (f" and {len(draws)} draws" if draws is not None else "")
+                                      + " -- nothing was changed")
         if not items:
             raise EmptyInputError("correct: no labels given -- nothing was changed")
         where = list(where) if where is not None else [f"correction {i + 1} (item {v!r})" for i, v in enumerate(items)]
         lmap = {**(self.config.get("label_map") or {}), **(annotate.parse_label_map(label_map) or {})}
         y = annotate.parse_labels(labels, self._n_classes, lmap, where)
         rows = item_rows(self._core, self.pool.ids, items, where)
-        pending = self._open["pending"] if self._open is not None else {}
-        change: dict[int, tuple[int, int, int]] = {}   # row -> (old, new, position in the call)
+        keys = (self._draws_to_correct(items, rows, draws, where) if self._stochastic
+                else self._rows_to_correct(items, rows, where))
+        held = self._draw_label if self._stochastic else self._label_of
+        change: dict[int, tuple[int, int, int]] = {}   # row (stochastic: draw) -> (old, new, position)
         asked: dict[int, int] = {}
         n_same = 0
-        for i, (r, lab) in enumerate(zip(rows.tolist(), y.tolist())):
-            if r in asked:
-                if int(y[asked[r]]) != lab:
-                    raise LabelConflictError(f"correct: two different labels for item {items[i]!r} ({where[asked[r]]} "
+        for i, (k, lab) in enumerate(zip(keys, y.tolist())):
+            if k in asked:
+                if int(y[asked[k]]) != lab:
+                    raise LabelConflictError(f"correct: two different labels for item {items[i]!r} ({where[asked[k]]} "
                                              f"and {where[i]}) -- nothing was changed")
                 n_same += 1
                 continue
-            asked[r] = i
+            asked[k] = i
+            old = int(held[k])
+            if old == lab:
+                n_same += 1
+            else:
+                change[k] = (old, int(lab), i)
+        if not change:
+            return CorrectionResult(len(items), 0, n_same, len(self._store.corrections()), self.n_labels)
+        stage = int(self._stages[-1]["stage"])
+        stage_open = self._open is not None
+        now = time.time()
+        crow = np.asarray([self._draws.row[k] if self._stochastic else k for k in change], np.int64)
+        ids = ids_at(self.pool, crow)
+        recs = [(int(crow[j]), ids[j].item() if isinstance(ids[j], np.generic) else ids[j], old, new, stage,
+                 int(stage_open), None if reason is None else str(reason), now, k if self._stochastic else None)
+                for j, (k, (old, new, _)) in enumerate(change.items())]
+        out = self._retallied({k: new for k, (_, new, _) in change.items()})   # before anything is written
+        self._store.add_corrections(recs)
+        # committed: now the memory
+        self._commit_tallies(out)
+        return CorrectionResult(len(items), len(change), n_same, len(self._store.corrections()), self.n_labels)
+
+    def _rows_to_correct(self, items, rows, where) -> list:
+        """Deterministic oracle: the rows, each labeled (else :class:`NotDrawnError`)."""
+        pending = self._open["pending"] if self._open is not None else {}
+        for i, r in enumerate(rows.tolist()):
             if r not in self._label_of:
                 why = ("it was skipped as impossible to label" if r in self._skipped else
                        "it awaits its first label in the open batch (ingest it)" if r in pending else
                        "it has not been labeled in this session")
                 raise NotDrawnError(f"correct: {where[i]}: {why}, so there is no label to correct -- nothing was "
                                     f"changed")
-            old = int(self._label_of[r])
-            if old == lab:
-                n_same += 1
-            else:
-                change[r] = (old, int(lab), i)
-        if not change:
-            return CorrectionResult(len(items), 0, n_same, len(self._store.corrections()), self.n_labels)
-        stage = int(self._stages[-1]["stage"])
-        stage_open = self._open is not None
-        now = time.time()
-        crow = np.asarray(list(change), np.int64)
-        ids = ids_at(self.pool, crow)
-        recs = [(r, ids[k].item() if isinstance(ids[k], np.generic) else ids[k], old, new, stage, int(stage_open),
-                 None if reason is None else str(reason), now) for k, (r, (old, new, _)) in enumerate(change.items())]
-        out = self._retallied({r: new for r, (_, new, _) in change.items()})   # before anything is written
-        self._store.add_corrections(recs)
-        # committed: now the memory
-        self._commit_tallies(out)
-        return CorrectionResult(len(items), len(change), n_same, len(self._store.corrections()), self.n_labels)
+        return rows.tolist()
+
+    def _draws_to_correct(self, items, rows, draws, where) -> list:
+        """Stochastic oracle: the labeled draw of each item to correct -- the one given, else the
+        item's only labeled draw (else :class:`NotDrawnError`, naming its draws)."""
+        of_row: dict[int, list] = {}
+        for did in self._draw_label:
+            of_row.setdefault(self._draws.row[did], []).append(did)
+        out = []
+        for i, r in enumerate(rows.tolist()):
+            given = None if draws is None else draws[i]
+            if given is None or (isinstance(given, float) and np.isnan(given)):
+                mine = sorted(of_row.get(r, []))
+                if len(mine) != 1:
+                    raise NotDrawnError(
+                        f"correct: {where[i]}: item {items[i]!r} has "
+                        + ("no labeled draw" if not mine else f"{len(mine)} labeled draws ({', '.join(map(str, mine[:10]))})")
+                        + (", so there is no label to correct" if not mine else ": name the draw whose label was wrong "
+                           "(draws=, or a draw column in the file)") + " -- nothing was changed")
+                out.append(mine[0])
+                continue
+            try:
+                did = int(given)
+            except (TypeError, ValueError):
+                raise MalformedInputError(f"correct: {where[i]}: draw id {given!r} is not an integer -- nothing was "
+                                          f"changed") from None
+            if did not in self._draw_label or self._draws.row[did] != r:
+                raise NotDrawnError(f"correct: {where[i]}: item {items[i]!r} has no labeled draw {did} -- nothing was "
+                                    f"changed")
+            out.append(did)
+        return out
 
     def _correct_from(self, recs, lmap: dict, source) -> int:
         """``ingest_records(correct=True)``: the records (one label per item, after ``resolve``)
@@ -142,8 +187,9 @@ class SessionCorrections:
         corrections are written -- the ingest included, as it will see the labels -- so a refused
         file changes nothing.  Returns the number of labels corrected."""
         if self._stochastic:
-            raise SessionError("--correct: a stochastic oracle's labels are observations, not facts about the "
-                               "items; ingest the file without it -- nothing was ingested")
+            raise SessionError("--correct: a stochastic oracle's file answers draws still awaiting a label; correct a "
+                               "draw's recorded label with session correct (a draw column names it) -- nothing was "
+                               "ingested")
         y = annotate.parse_labels(recs.labels, self._n_classes, lmap, recs.where)
         rows = item_rows(self._core, self.pool.ids, recs.items, recs.where)
         fix = [i for i, (r, lab) in enumerate(zip(rows.tolist(), y.tolist()))
@@ -161,11 +207,13 @@ class SessionCorrections:
     def corrections(self) -> pd.DataFrame:
         """The corrected labels, in the order corrected: ``item``, ``old_label``,
         ``new_label``, ``stage`` (the last stage at the time), ``stage_open`` (whether it
-        was open), ``reason``, ``at`` (seconds since the epoch)."""
+        was open), ``reason``, ``at`` (seconds since the epoch), ``draw`` (the draw corrected:
+        stochastic oracle; empty for a deterministic one)."""
         rows = self._store.corrections()
         df = pd.DataFrame([r[2:] for r in rows],
-                          columns=["item", "old_label", "new_label", "stage", "stage_open", "reason", "at"])
+                          columns=["item", "old_label", "new_label", "stage", "stage_open", "reason", "at", "draw"])
         df["stage_open"] = df["stage_open"].astype(bool)
+        df["draw"] = pd.array(df["draw"], dtype="Int64")
         return df
 
     # ------------------------------------------------------------------ memory
@@ -179,8 +227,9 @@ class SessionCorrections:
 
     def _correction_events(self) -> dict:
         events: dict = {}
-        for _, row, _, _, new, stage, stage_open, _, _ in self._store.corrections():
-            events.setdefault((int(stage), bool(stage_open)), []).append((int(row), int(new)))
+        for _, row, _, _, new, stage, stage_open, _, _, draw in self._store.corrections():
+            key = int(draw) if self._stochastic else int(row)
+            events.setdefault((int(stage), bool(stage_open)), []).append((key, int(new)))
         return events
 
     def _apply_corrections(self, new_labels: dict) -> None:
@@ -190,7 +239,7 @@ class SessionCorrections:
 
     def _commit_tallies(self, out) -> None:
         label_of, snaps, rounds, lab = out
-        self._label_of.update(label_of)
+        (self._draw_label if self._stochastic else self._label_of).update(label_of)
         self._snapshots[:] = snaps
         if rounds is not None:
             self._kind.rounds[:] = rounds
@@ -208,14 +257,16 @@ class SessionCorrections:
         """(labels, snapshots, round records, labeled items) with ``new_labels`` in force (pure):
         the closed stages' per-(cell, class) tallies (and Poisson rounds' records) recomputed
         from the draws stage by stage, as ``Session._close_state`` built them."""
-        label_of = {**self._label_of, **{int(r): int(v) for r, v in new_labels.items()}}
+        held = self._draw_label if self._stochastic else self._label_of   # stochastic: draw -> label
+        label_of = {**held, **{int(r): int(v) for r, v in new_labels.items()}}
         snaps = list(self._snapshots)
         c = self._n_classes
         cells_t = self._core.cells
         x = cells_t.n_cells
         rows, cells, new, q, w = self._draws.arrays()
         stage_of = np.asarray(self._draws.stage, np.int64)
-        y = np.asarray([label_of.get(int(r), 0) for r in rows], np.int64)
+        y = (np.asarray([label_of.get(k, 0) for k in range(rows.size)], np.int64) if self._stochastic else
+             np.asarray([label_of.get(int(r), 0) for r in rows], np.int64))
         keep = np.asarray([int(r) not in self._skipped for r in rows], bool) if self._skipped else np.ones(rows.size, bool)
         idx = cells * c + y
         rounds = list(self._kind.rounds) if self._kind.sampling == "rounds" else None
@@ -226,7 +277,7 @@ class SessionCorrections:
         ew2_lab, ew2_unl = np.zeros((x, c)), np.zeros(x)
         for i, snap in enumerate(snaps):
             m = (stage_of == snap.stage) & keep
-            obs = m & new
+            obs = m if self._stochastic else m & new   # stochastic: every draw is an observation
             hits = np.bincount(idx[obs], minlength=x * c).reshape(x, c).astype(float)
             before, labeled = labeled, labeled + hits
             draw_counts = draw_counts + np.bincount(idx[m], minlength=x * c).reshape(x, c)
@@ -241,5 +292,7 @@ class SessionCorrections:
             if rounds is not None:
                 rounds[i] = {**rounds[i], "labeled_before": before, "sampled": hits}
         lab = self._lab
-        lab = LabeledItems(lab.rows, lab.cells, np.asarray([label_of[int(r)] for r in lab.rows], np.int64), lab.gpos)
+        if not self._stochastic:
+            lab = LabeledItems(lab.rows, lab.cells, np.asarray([label_of[int(r)] for r in lab.rows], np.int64),
+                               lab.gpos)
         return label_of, snaps, rounds, lab

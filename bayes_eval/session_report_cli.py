@@ -211,7 +211,7 @@ def cmd_report(args, bar):
             p = os.path.join(args.out, name)
             table.to_csv(p, index=False)
             files.append(p)
-        fixes = s.corrections() if s.oracle == "deterministic" else None
+        fixes = s.corrections()
         if fixes is not None and len(fixes):
             import pandas as pd
 

@@ -427,10 +427,12 @@ class SessionReports:
         what arrived and each correction: :meth:`corrections`)."""
         rows = self._store.labels()
         df = pd.DataFrame(rows, columns=["id", "row", "item", "label", "draw", "stage", "ingest", "arrived_at"])
-        fixed = {int(r[1]): int(r[4]) for r in self._store.corrections()}   # the last correction of each row
-        df["corrected"] = df["row"].map(lambda r: int(r) in fixed).astype(bool)
+        # the last correction of each row (stochastic oracle: of each draw)
+        key = "draw" if self._stochastic else "row"
+        fixed = {int(r[9] if self._stochastic else r[1]): int(r[4]) for r in self._store.corrections()}
+        df["corrected"] = df[key].map(lambda k: int(k) in fixed).astype(bool)
         if fixed:
-            df["label"] = [fixed.get(int(r), int(v)) for r, v in zip(df["row"], df["label"])]
+            df["label"] = [fixed.get(int(k), int(v)) for k, v in zip(df[key], df["label"])]
         return df
 
     def draws(self) -> pd.DataFrame:

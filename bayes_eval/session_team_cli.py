@@ -91,13 +91,12 @@ def add_team_parsers(ss, common):
     p.add_argument("items", nargs="+", help="item ids (the batch's item column)")
     p.add_argument("--reason", default=None, help="why (kept in the session file)")
 
-    p = ss.add_parser("correct", help="change labels already accepted (what arrived stays in the file; "
-                                      "deterministic oracle)")
+    p = ss.add_parser("correct", help="change labels already accepted (what arrived stays in the file)")
     common(p)
     p.add_argument("pairs", nargs="*", metavar="ITEM LABEL", help="an item id and its correct label, repeated")
     p.add_argument("--file", default=None, metavar="FILE",
                    help="the corrected labels in a file, read as session ingest reads one (CSV, JSONL, Label "
-                        "Studio export)")
+                        "Studio export); a stochastic oracle's session: a draw column names the draw corrected")
     p.add_argument("--label-map", default=None, help="choice strings -> labels, e.g. negative=0,positive=1")
     p.add_argument("--reason", default=None, help="why (kept in the session file with each correction)")
 
@@ -261,11 +260,13 @@ def _cmd_correct(args, bar):
     try:
         items, labels = _item_ids(s, pairs[0::2]), pairs[1::2]
         where = [f"pair {i + 1} (item {v!r})" for i, v in enumerate(items)]
+        draws = [None] * len(items)
         if args.file is not None:
             recs = annotate.read_labels(args.file, id_column=getattr(s.pool, "id_column", None))
-            items, labels = items + list(recs.items), labels + list(recs.labels)
+            items, labels, draws = items + list(recs.items), labels + list(recs.labels), draws + list(recs.draws)
             where = where + [f"{args.file}: {w}" for w in recs.where]
-        r = s.correct(items, labels, reason=args.reason, label_map=args.label_map, where=where)
+        r = s.correct(items, labels, reason=args.reason, label_map=args.label_map, where=where,
+                      draws=draws if s.oracle == "stochastic" and any(d is not None for d in draws) else None)
     finally:
         s.close()
     if args.format == "json":

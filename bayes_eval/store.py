@@ -35,10 +35,10 @@ Tables
     Items nobody can label (``Session.skip``), one row per item, with the stage they were
     skipped in.  Created by the first skip, so files from before (and sessions that never
     skip) have no such table and read as having none.
-``corrections(id, row, item, old_label, new_label, stage, stage_open, reason, at)``
-    Labels corrected after they were accepted (``Session.correct``, deterministic oracle):
-    the ``labels`` row stays as it arrived and the correction is added, with the last stage
-    at the time and whether it was open (where the replay applies it).  Created by the
+``corrections(id, row, item, old_label, new_label, stage, stage_open, reason, at, draw)``
+    Labels corrected after they were accepted (``Session.correct``): the ``labels`` row stays
+    as it arrived and the correction is added, with the last stage at the time and whether it
+    was open (where the replay applies it); ``draw`` the draw corrected (stochastic oracle).  Created by the
     first correction, like ``skips``.  The first correction also sets ``schema_version`` to 2
     (:data:`CORRECTIONS_VERSION`): a bayes_eval from before corrections refuses the file
     rather than read the labels as they arrived; this one reads 1 and 2.
@@ -152,7 +152,8 @@ _CORRECTIONS = """CREATE TABLE IF NOT EXISTS corrections (
     stage INTEGER NOT NULL REFERENCES stages(stage),
     stage_open INTEGER NOT NULL,
     reason TEXT,
-    at REAL NOT NULL
+    at REAL NOT NULL,
+    draw INTEGER REFERENCES draws(draw)
 )"""
 
 
@@ -345,12 +346,12 @@ class Store:
         return self._conn.execute("SELECT id, row, item, stage, reason, at FROM skips ORDER BY id").fetchall()
 
     def corrections(self) -> list[tuple]:
-        """(id, row, item, old_label, new_label, stage, stage_open, reason, at) of the corrected
-        labels, in the order corrected (none in a file that never corrected one)."""
+        """(id, row, item, old_label, new_label, stage, stage_open, reason, at, draw) of the
+        corrected labels, in the order corrected (none in a file that never corrected one)."""
         if self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='corrections'"
                               ).fetchone() is None:
             return []
-        return self._conn.execute("SELECT id, row, item, old_label, new_label, stage, stage_open, reason, at "
+        return self._conn.execute("SELECT id, row, item, old_label, new_label, stage, stage_open, reason, at, draw "
                                   "FROM corrections ORDER BY id").fetchall()
 
     def stage_states(self) -> list[tuple]:
@@ -442,13 +443,14 @@ class Store:
 
     def add_corrections(self, corrections: Iterable[Sequence]) -> None:
         """Write corrected labels ``(row, item, old_label, new_label, stage, stage_open, reason,
-        at)`` in one transaction."""
+        at, draw)`` in one transaction."""
         with self._transaction() as conn:
             conn.execute(_CORRECTIONS)
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
                          (json.dumps(CORRECTIONS_VERSION),))
-            conn.executemany("INSERT INTO corrections(row, item, old_label, new_label, stage, stage_open, reason, at) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [tuple(_py(v) for v in c) for c in corrections])
+            conn.executemany("INSERT INTO corrections(row, item, old_label, new_label, stage, stage_open, reason, at, "
+                             "draw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             [tuple(_py(v) for v in c) for c in corrections])
 
     def dump(self) -> dict:
         """Every table's rows (for tests that check that nothing changed)."""
