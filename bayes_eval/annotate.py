@@ -757,7 +757,7 @@ def _undecided(recs, idx, classes, rule, why, meta) -> LabelConflictError:
 
 
 def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | None = None,
-            stochastic: bool = False, held=None) -> tuple[LabelRecords, int]:
+            stochastic: bool = False, held=None, rule_first: bool = False) -> tuple[LabelRecords, int]:
     """Reconcile several annotations of one item (Label Studio's overlap).
 
     Deterministic oracle: the annotations of one item that disagree are reduced to one
@@ -772,8 +772,10 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
     awaiting a label.  ``held`` (``item -> label or None``: the label the session already
     holds), asked only of items whose annotations disagree: a disagreement whose held label
     is one of the annotations' was resolved by an earlier ingest and takes that label again,
-    whatever ``rule`` is (pulling a project again after ``--resolve`` needs no rule).  Returns the records and the number of disagreements
-    resolved now; raises :class:`LabelConflictError` (nothing is ingested).
+    whatever ``rule`` is (pulling a project again after ``--resolve`` needs no rule); with ``rule_first``
+    (``--correct`` with a rule other than ``error``) the rule decides first -- a reviewer's ground-truth
+    annotation corrects the held label -- and the held label settles only what the rule cannot.
+    Returns the records and the number of disagreements resolved now; raises :class:`LabelConflictError`.
     """
     if stochastic:
         seen, draws = set(), list(recs.draws)
@@ -796,7 +798,7 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
             keep.append(idx[0])
             continue
         before = held(recs.items[idx[0]]) if held is not None else None
-        if before in labs:   # resolved when it was first ingested
+        if before in labs and not (rule_first and rule != "error"):   # resolved when it was first ingested
             keep.append(next(i for i in idx if int(classes[i]) == before))
             continue
         pick, why = None, None
@@ -832,6 +834,9 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
             else:
                 why = (f"annotator {rule!r} did not annotate it" if not mine
                        else f"annotator {rule!r} gave it different labels")
+        if pick is None and before in labs:   # rule_first: what the rule cannot decide stays as held
+            keep.append(next(i for i in idx if int(classes[i]) == before))
+            continue
         if pick is None:
             raise _undecided(recs, idx, classes, rule, why, meta)
         keep.append(pick)

@@ -791,7 +791,7 @@ class Session(SessionReports, SessionSkips, SessionCorrections, SessionReplay):
                 return None
 
         n_rows = len(recs.items)   # the file's labeled rows (resolve may reduce them to fewer labels)
-        recs, n_res = annotate.resolve(recs, resolve, self._n_classes, lmap, self._stochastic, held=held)
+        recs, n_res = annotate.resolve(recs, resolve, self._n_classes, lmap, self._stochastic, held=held, rule_first=correct)
         n_fix = self._correct_from(recs, lmap, source or recs.source) if correct else 0
         draws = recs.draws if any(d is not None for d in recs.draws) else None
         r = self.add_labels(recs.items, recs.labels, draws=draws, label_map=label_map, where=recs.where,

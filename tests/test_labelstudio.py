@@ -300,3 +300,16 @@ def test_a_review_in_label_studio_corrects_with_pull_correct(tmp_path, capsys, l
     fixes = s.corrections()
     assert fixes["item"].tolist() == [item] and fixes["reason"][0].startswith("ingest Label Studio")
     s.close()
+    # a reviewer adds an annotation marked ground truth beside another task's (here: to a wrong
+    # label, to see it taken): a plain pull keeps the label held, --resolve ground-truth --correct
+    # lets the rule decide first
+    other = tasks[3].data["item"]
+    ls.annotations.create(id=tasks[3].id, result=_choice(1 - truth[other]), ground_truth=True)
+    rc, out, err = _run(capsys, *pull)
+    assert rc == 0 and "corrected" not in out, (out, err)
+    rc, out, err = _run(capsys, *pull, "--resolve", "ground-truth", "--correct")
+    assert rc == 0 and "1 label(s) corrected" in out, (out, err)
+    s = Session.open(db)
+    lab = s.labels()
+    assert dict(zip(lab["item"], lab["label"]))[other] == 1 - truth[other] and len(s.corrections()) == 2
+    s.close()

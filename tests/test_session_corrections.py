@@ -386,3 +386,36 @@ def test_a_stochastic_oracles_draw_is_corrected(tmp_path, pool, monkeypatch):
         m.setattr(session_replay.SessionReplay, "_stored_closings", lambda self: {})
         with Session.open(str(path), pool) as s3:
             _assert_same(live, _state(s3), exact=False)
+
+
+def test_a_reviewers_ground_truth_annotation_corrects_with_resolve_ground_truth(tmp_path, pool):
+    """Label Studio review: the annotator's label was ingested, then a reviewer adds an annotation
+    marked ground truth.  A plain re-ingest keeps the label already held (the disagreement counts
+    as resolved); ``--correct --resolve ground-truth`` lets the rule decide first, so the
+    reviewer's label corrects it; a task the rule cannot decide keeps the held label."""
+    s = Session.create(str(tmp_path / "s.db"), pool, "f1", "is", seed=3)
+    b = s.next_batch(6)
+    items = b["item"].tolist()
+    y = _truth(pool, items)
+    first = [1 - int(y[0])] + [int(v) for v in y[1:]]   # task 0 mislabeled by the annotator
+    s.add_labels(items, first)
+
+    def ann(aid, choice, gt=False):
+        return {"id": aid, "completed_by": {"email": "rev@x.org" if gt else "ann@x.org"}, "was_cancelled": False,
+                "ground_truth": gt, "created_at": "2026-01-01T00:00:00Z",
+                "result": [{"from_name": "label", "to_name": "item", "type": "choices",
+                            "value": {"choices": [str(choice)]}}]}
+    tasks = [{"id": 100 + k, "data": {"item": it},
+              "annotations": [ann(500 + k, first[k])] + ([ann(600, int(y[0]), gt=True)] if k == 0 else [])
+              + ([ann(700, 1 - int(y[1]))] if k == 1 else [])}   # task 1: a second opinion, no ground truth
+             for k, it in enumerate(items)]
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps(tasks))
+    r = s.ingest_file(str(export))                      # the held label stands
+    assert r.n_corrected == 0 and s._label_of[int(pool.index_of(np.asarray([items[0]]))[0])] == first[0]
+    r = s.ingest_file(str(export), resolve="ground-truth", correct=True)
+    assert r.n_corrected == 1
+    lab = s.labels()
+    assert dict(zip(lab["item"], lab["label"])) == dict(zip(items, [int(v) for v in y]))
+    assert s.corrections()["item"].tolist() == [items[0]]
+    s.close()
