@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayes_eval import annotate
+from bayes_eval import annotate, annotate_resolve
 from bayes_eval.pool import Pool, demo_pool
 from bayes_eval.session import (
     EmptyInputError,
@@ -287,7 +287,7 @@ def test_disagreements_resolved_by_rule(tmp_path, pool):
     want = {"majority": int(y[1]), "ann@x.org": int(y[1]), "user 9": int(y[1]), "ground-truth": 1 - int(y[1]),
             "first": 1 - int(y[1]), "bob": 1 - int(y[1])}
     for rule, lab in want.items():
-        recs, n = annotate.resolve(annotate.read_labels(f), rule, 2, {"negative": 0, "positive": 1})
+        recs, n = annotate_resolve.resolve(annotate.read_labels(f), rule, 2, {"negative": 0, "positive": 1})
         assert n == 1 and len(recs.items) == 4
         assert annotate.parse_labels([recs.labels[1]], 2, {"negative": 0, "positive": 1})[0] == lab, rule
     r = s.ingest_file(f, resolve="majority")

@@ -18,8 +18,8 @@ CLI = {"bayes_eval.cli", "bayes_eval.session_cli", "bayes_eval.session_report_cl
        "bayes_eval.session_team_cli"}
 #: the stateful shell (sessions, files, annotation tools, reports, plots, the CLI)
 SHELL = CLI | {"bayes_eval.session", "bayes_eval.session_setup", "bayes_eval.session_core", "bayes_eval.stages",
-               "bayes_eval.session_reports", "bayes_eval.drawing", "bayes_eval.store", "bayes_eval.annotate",
-               "bayes_eval.report", "bayes_eval.plots", "bayes_eval.session_skip", "bayes_eval.session_corrections", "bayes_eval.session_replay", "bayes_eval.session_team_cli",
+               "bayes_eval.session_reports", "bayes_eval.drawing", "bayes_eval.store", "bayes_eval.annotate", "bayes_eval.annotate_resolve",
+               "bayes_eval.report", "bayes_eval.plots", "bayes_eval.session_skip", "bayes_eval.session_corrections", "bayes_eval.session_files", "bayes_eval.session_replay", "bayes_eval.session_team_cli",
                "bayes_eval.labelstudio", "bayes_eval.ondemand_session", "bayes_eval.ondemand_store",
                "bayes_eval.ondemand_cli", "bayes_eval.ondemand_report", "bayes_eval.ondemand_status",
                "bayes_eval.subsampled_cli", "bayes_eval.sqlite_store"}

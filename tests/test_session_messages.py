@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import bayes_eval as be
-from bayes_eval import annotate
+from bayes_eval import annotate, annotate_resolve
 from bayes_eval.cli import main as cli_main
 from bayes_eval.errors import LabelConflictError, MalformedInputError, PoolError, UsageError
 from bayes_eval.ondemand_session import OnDemand
@@ -215,18 +215,18 @@ def _recs(rows, meta=None):
 def test_a_tie_does_not_suggest_the_rule_that_failed():
     recs = _recs([("a", "0"), ("a", "1"), ("b", "1")])
     with pytest.raises(LabelConflictError) as info:
-        annotate.resolve(recs, "majority", 2)
+        annotate_resolve.resolve(recs, "majority", 2)
     cli = info.value.cli
     assert "rule 'majority' cannot decide: no majority" in cli
     assert "--resolve first;" in cli and "--resolve majority" not in cli and "annotator" not in cli.split("—")[1]
     assert "correct the file to one label per item" in cli
     assert "resolve='first'" in str(info.value) and "--" not in str(info.value)
     with pytest.raises(LabelConflictError) as info:   # a name on a plain file: no annotators to pick by
-        annotate.resolve(recs, "bob", 2)
+        annotate_resolve.resolve(recs, "bob", 2)
     cli = info.value.cli
     assert "the file records no annotators" in cli and "none recorded" not in cli
     assert "--resolve first;" in cli and "email" not in cli
-    assert annotate.resolve(recs, "first", 2)[0].labels == ["0", "1"]
+    assert annotate_resolve.resolve(recs, "first", 2)[0].labels == ["0", "1"]
 
 
 def test_a_labeling_tools_disagreement_offers_what_decides_it():
@@ -234,7 +234,7 @@ def test_a_labeling_tools_disagreement_offers_what_decides_it():
             {"task": 1, "annotation": 12, "annotator": "bob@x.org"}]
     recs = _recs([("a", "0"), ("a", "1")], meta)
     with pytest.raises(LabelConflictError) as info:
-        annotate.resolve(recs, "error", 2)
+        annotate_resolve.resolve(recs, "error", 2)
     cli = info.value.cli
     assert ("--resolve ground-truth, first or an annotator's email (ann@x.org, bob@x.org);" in cli
             and "reconcile them in the labeling tool" in cli), cli
@@ -243,7 +243,7 @@ def test_a_labeling_tools_disagreement_offers_what_decides_it():
                     {"task": 2, "annotation": 14, "annotator": "dan@x.org"}]
     recs3 = _recs([("a", "0"), ("a", "1"), ("a", "1"), ("b", "1")], meta3)
     with pytest.raises(LabelConflictError) as info:
-        annotate.resolve(recs3, "dan@x.org", 2)
+        annotate_resolve.resolve(recs3, "dan@x.org", 2)
     assert ("annotator 'dan@x.org' did not annotate it" in info.value.cli and "--resolve majority, ground-truth, "
             "first or an annotator's email (ann@x.org, bob@x.org, cid@x.org);" in info.value.cli), info.value.cli
 
