@@ -53,7 +53,7 @@ from .session_skip import SessionSkips
 from .session_setup import (ORACLES, POISSON_DESIGNS, POISSON_OPTIONS, SESSION_DESIGNS,  # noqa: F401  (re-exported)
                             component_names, make_design, pool_partitions, session_config, session_measures)
 from .stages import (DrawLog, LabeledItems, StageKind, StageSnapshot, effective_draws, match_deterministic,
-                     match_stochastic, stages_for)
+                     match_stochastic, stage_tallies, stages_for)
 from .store import (EmptyInputError, InvalidLabelError, LabelConflictError, MalformedInputError, NotDrawnError,
                     PoolMismatchError, SessionError, StaleSessionError, Store, UnknownItemError)
 
@@ -463,12 +463,11 @@ class Session(SessionReports, SessionFiles, SessionSkips, SessionCorrections, Se
             lab_of = self._label_of if not extra_labels else {**self._label_of, **extra_labels}
             y = np.asarray([lab_of.get(int(r), 0) for r in rows], np.int64)
             obs_mask = new & keep
-        idx, wk = (cells * c + y)[keep], w[keep]
-        hits = np.bincount((cells * c + y)[obs_mask], minlength=x * c).reshape(x, c)
+        hits, d_draws, d_wsum, d_w2sum = stage_tallies(cells * c + y, w, keep, obs_mask, x, c)
         labeled = self._labeled + hits
-        draw_counts = self._draw_counts + np.bincount(idx, minlength=x * c).reshape(x, c)
-        wsum = self._wsum + np.bincount(idx, weights=wk, minlength=x * c).reshape(x, c)
-        w2sum = self._w2sum + np.bincount(idx, weights=wk * wk, minlength=x * c).reshape(x, c)
+        draw_counts = self._draw_counts + d_draws
+        wsum = self._wsum + d_wsum
+        w2sum = self._w2sum + d_w2sum
         n_draws = self._n_draws + int(rows.size)
         skip_w = self._skip_w + float(w[~keep].sum())
         n_eff = effective_draws(n_draws, self._sum_w + float(w.sum()), skip_w)

@@ -50,7 +50,7 @@ import pandas as pd
 from . import annotate, kernel
 from .errors import EmptyInputError, LabelConflictError, MalformedInputError, NotDrawnError, SessionError
 from .session_core import ids_at, item_rows
-from .stages import LabeledItems, match_deterministic
+from .stages import LabeledItems, match_deterministic, stage_tallies
 
 __all__ = ["SessionCorrections", "CorrectionResult"]
 
@@ -278,11 +278,10 @@ class SessionCorrections:
         for i, snap in enumerate(snaps):
             m = (stage_of == snap.stage) & keep
             obs = m if self._stochastic else m & new   # stochastic: every draw is an observation
-            hits = np.bincount(idx[obs], minlength=x * c).reshape(x, c).astype(float)
+            hits, d_draws, d_wsum, d_w2sum = stage_tallies(idx, w, m, obs, x, c)
+            hits = hits.astype(float)
             before, labeled = labeled, labeled + hits
-            draw_counts = draw_counts + np.bincount(idx[m], minlength=x * c).reshape(x, c)
-            wsum = wsum + np.bincount(idx[m], weights=w[m], minlength=x * c).reshape(x, c)
-            w2sum = w2sum + np.bincount(idx[m], weights=w[m] * w[m], minlength=x * c).reshape(x, c)
+            draw_counts, wsum, w2sum = draw_counts + d_draws, wsum + d_wsum, w2sum + d_w2sum
             upd = {"labeled": labeled, "draw_counts": draw_counts, "wsum": wsum, "w2sum": w2sum}
             if snap.ew2_lab is not None:
                 ew2_lab, ew2_unl = (np.asarray(a) for a in kernel.expected_w2(

@@ -53,7 +53,7 @@ from . import _config  # noqa: F401  (float64)
 from .drawing import draw_stage, poisson_pick, stage_rng
 from .errors import LabelConflictError, MalformedInputError, NotDrawnError, SessionError
 
-__all__ = ["effective_draws", "StageSnapshot", "StageDraw", "Closing", "LabeledItems", "DrawLog", "StageKind", "ReplacementStages",
+__all__ = ["effective_draws", "stage_tallies", "StageSnapshot", "StageDraw", "Closing", "LabeledItems", "DrawLog", "StageKind", "ReplacementStages",
            "PoissonRounds", "stages_for", "match_deterministic", "match_stochastic"]
 
 
@@ -94,6 +94,21 @@ class StageSnapshot(NamedTuple):
     def ess(self) -> float:
         """Effective sample size (Σw)²/Σw² of all draws so far."""
         return self.sum_w**2 / self.sum_w2 if self.sum_w2 > 0 else 0.0
+
+
+def stage_tallies(idx, w, keep, obs, n_cells: int, n_classes: int):
+    """One stage's per-(cell, class) sums, each (X, C), from its draws (``idx`` = cell × C +
+    class, ``w`` the weights p/q): the labels it brought (draws in ``obs``), and over the draws
+    inside the population (``keep``) the draws, Σ w and Σ w² -- what closing a stage adds to
+    the session's tallies (``Session._close_state``) and what a correction recomputes
+    (``session_corrections``)."""
+    size = n_cells * n_classes
+
+    def count(mask, weights=None):
+        return np.bincount(idx[mask], weights=None if weights is None else weights[mask],
+                           minlength=size).reshape(n_cells, n_classes)
+
+    return count(obs), count(keep), count(keep, w), count(keep, w * w)
 
 
 def effective_draws(draws: int, sum_w: float, skip_w: float) -> float:
