@@ -179,8 +179,8 @@ def build_parser():
                         "past it (default 500,1000,2000, those within --budget, else the budget)")
     s.add_argument("--format", choices=["text", "json"], default="text")
     s.add_argument("--bayes", choices=["auto", "yes", "no"], default="auto",
-                   help="finite-pool Bayesian intervals at the checkpoints (auto: for every design under a "
-                        "deterministic oracle; none under a stochastic one, whose labels are observations)")
+                   help="Bayesian intervals at the checkpoints (auto: for every design; under a stochastic "
+                        "oracle the posterior of the oracle's expected answer, its labels counted as observations)")
     s.add_argument("--stop-width", type=float, default=None, metavar="W",
                    help="a scripted stopping rule: each run stops at the first stage end where the interval "
                         "(--stop-interval) is at most W wide; the output gains a 'stopping' block (share stopped, "
@@ -286,11 +286,11 @@ def stop_interval_of(spec, oracle: str, bayes: str) -> str:
     """``--stop-interval auto``: the rule ``session status --target-width`` applies to a
     session of the same design -- ``read-first`` (the confidence sequence where the CLT check
     passes, else the Bayesian interval after each of the last 3 stages) where the session has
-    a posterior (every design under a deterministic oracle, since stop 73: ``Session.posterior``)
+    a posterior (every design since stop 73, either oracle since stop 75: ``Session.posterior``)
     and the Bayesian interval is not turned off (``--bayes no``, the session's ``--no-bayesian``),
     else the confidence sequence (issue 15, item 3: "default: the one session status
     --target-width uses").  ``spec``: the design's, kept for callers (every design alike now)."""
-    return "read-first" if oracle == "deterministic" and bayes != "no" else "clt-cs"
+    return "read-first" if bayes != "no" else "clt-cs"
 
 
 def cmd_simulate(args):
@@ -309,19 +309,16 @@ def cmd_simulate(args):
     from .registry import design_spec
 
     spec = design_spec(args.design)
-    # auto: where a session of the design offers the Bayesian interval: every design under a
-    # deterministic oracle, none under a stochastic one (its labels are observations, not items)
-    if args.bayes == "yes" and args.oracle == "stochastic":
-        raise CLIError("--bayes yes needs a deterministic oracle: the finite-pool posterior completes the pool's "
-                       "unlabeled items, and a stochastic oracle's labels are observations (drop --bayes yes)")
-    bayes = {"yes": True, "no": False, "auto": args.oracle == "deterministic"}[args.bayes]
+    # auto: where a session of the design offers the Bayesian interval: every design, either oracle
+    # (a stochastic oracle's labels are observations: posterior.complete_pool_draws)
+    bayes = {"yes": True, "no": False, "auto": True}[args.bayes]
     if args.stop_interval == "auto":
         args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes)
     bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "bayes-stable",
                                                                           "read-first")
     if bayes_stages and not bayes:
         raise CLIError(f"--stop-interval {args.stop_interval} needs the Bayesian interval: "
-                       + ("drop --bayes no" if args.bayes == "no" else "there is none under a stochastic oracle"))
+                       + "drop --bayes no")
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch,
                                 repeats=args.repeats, seed=args.seed, checkpoints=checkpoints,
                                 bayes=bayes or bayes_stages, posterior_model=args.posterior_model,
@@ -414,7 +411,7 @@ def cmd_demo(args):
     measure = measure_from_args(args.measure, pool)
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch, repeats=1,
                                 seed=args.seed, checkpoints=(args.budget,),
-                                bayes=pool.n_classes == 2 and args.oracle == "deterministic", **_design_kw(args))
+                                bayes=pool.n_classes == 2, **_design_kw(args))
     blo = bhi = bmean = None
     if res.bayes_lower is not None:
         blo, bhi = float(res.bayes_lower[0, -1, 0]), float(res.bayes_upper[0, -1, 0])
@@ -495,11 +492,9 @@ def cmd_demo(args):
     if blo is not None and np.isfinite(last["estimate"]) and not blo <= last["estimate"] <= bhi:
         print(f"The estimate ({last['estimate']:.4f}) lies outside the Bayesian interval: it rests on the items drawn, "
               f"the posterior (mean {bmean:.4f}) also on the items nobody labeled.")
-    if blo is None:   # no posterior (a stochastic oracle, several classes): nothing to point to
+    if blo is None:   # no posterior (several classes): nothing to point to
         print("On this pool some positives score as low as the negatives, where few items are drawn: the CLT-based "
-              "intervals rest on the positives found and may miss"
-              + (" (a stochastic oracle's labels are observations: no finite-pool Bayesian interval)"
-                 if args.oracle == "stochastic" else "") + ".")
+              "intervals rest on the positives found and may miss.")
     elif args.design == "ais" and args.measure == "f1":  # what bayes_record/demo_ais.json measured
         print("On this pool some positives score as low as the negatives, where few items are drawn: the CLT-based "
               "intervals rest on the positives found: at 1000 labels the CLT interval held the truth in 69% of 500 "

@@ -26,8 +26,8 @@ __all__ = ["per_class_scores", "per_class_table"]
 def per_class_table(session, level: float = 0.95, n_draws: int = 1000, class_names=None) -> pd.DataFrame | None:
     """One row per class: its name, its labels in the estimate, and the posterior median and
     ``level`` interval (``posterior.bayesian_interval``) of its F1, precision and recall on the pool (columns
-    ``f1``, ``f1_lower``, ``f1_upper``, ... ).  None where the session offers no posterior (a
-    stochastic oracle, no model, a partitioned pool) or its pool has two classes.
+    ``f1``, ``f1_lower``, ``f1_upper``, ... ).  None where the session offers no posterior (no
+    model, a partitioned pool) or its pool has two classes.
     ``class_names``: {class: name} (default: the pool's label map, ``Pool.label_names``, else
     ``class c``)."""
     from .posterior import bayesian_interval

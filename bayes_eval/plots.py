@@ -427,7 +427,7 @@ def plot_progress(session, path: str | None = None, components=None, level: floa
             x = d["labels"].to_numpy(float)
             for col, lab in (("cs_lower", f"{int(level * 100)}% confidence sequence (for stopping)"), ("cs_upper", None)):
                 ax.plot(x, d[col].to_numpy(float), ls="--", lw=1, color=line.get_color(), label=lab)
-    if bayesian and session.n_stages and session.oracle != "stochastic":
+    if bayesian and session.n_stages:
         b = session.bayesian_interval(level)  # None where there is no posterior
         if b is not None:
             for c in comps[:4]:
@@ -495,8 +495,7 @@ def plot_session_posterior(session, path: str | None, level: float = 0.95):
     Returns
     -------
     str, matplotlib.figure.Figure or None
-        None when the session has no posterior (a stochastic oracle) or
-        no finite draw of the component.
+        None when the session has no posterior or no finite draw of the component.
     """
     draws = session.posterior()
     if draws is None:

@@ -129,8 +129,16 @@ def multinomial_counts(key, n, p):
     return jnp.stack(out, axis=-1)
 
 
-def complete_pool_draws(key, g, cells: CellTable, labeled, pi_leaf):
+def complete_pool_draws(key, g, cells: CellTable, labeled, pi_leaf, observations: bool = False):
     """G on the pool completed by drawing the unlabeled items' classes (001 §4).
+
+    ``observations`` (a stochastic oracle, 001 §2.1: y ~ p(y|x), every draw a label): ``labeled``
+    counts label *observations*, not items, and the measure is of the oracle's expected answer,
+    R = Σ_x p(x) Σ_y N_x π(y|x) ℓ(x, y) (001 eq. 2 over the pool) -- nothing to complete: G is
+    that of each draw's π, and ``unlabeled_counts`` are zeros.  Every design draws an item
+    uniformly within a cell (its proposal is constant there, :mod:`bayes_eval.cells`), so a
+    cell's observations are Binomial(draws, the mean of p(1|x) over its items) -- the rate
+    the cell's π stands for.
 
     Within a cell the unlabeled count is split Multinomial(U_x, π(·|k_x)) given each
     draw — the exact conditional of the model, cell by cell; the labeled items keep their
@@ -156,6 +164,14 @@ def complete_pool_draws(key, g, cells: CellTable, labeled, pi_leaf):
     unl = jnp.maximum(cells.size - labeled.sum(1), 0.0)
     keys = jax.random.split(key, pi_leaf.shape[0])
 
+    if observations:
+        def expected(pi):
+            risk = jnp.einsum("x,xc,xcd->d", cells.weight * cells.size, pi[cells.stratum], cells.loss)
+            return jnp.atleast_1d(g(risk)), risk
+
+        value, risk = jax.vmap(expected)(pi_leaf)
+        return value, risk, jnp.zeros((pi_leaf.shape[0],) + tuple(labeled.shape), pi_leaf.dtype)
+
     def one(k, pi):
         m = multinomial_counts(k, unl, pi[cells.stratum])
         counts = labeled + m
@@ -167,7 +183,7 @@ def complete_pool_draws(key, g, cells: CellTable, labeled, pi_leaf):
 
 
 def finite_pool_posterior(key, model, cells: CellTable, labeled, n_strata: int, g, n_draws: int = 400,
-                          state=None) -> PosteriorDraws:
+                          state=None, observations: bool = False) -> PosteriorDraws:
     """Posterior draws of G on the pool given the labels so far (001 §4).
 
     Parameters
@@ -184,19 +200,24 @@ def finite_pool_posterior(key, model, cells: CellTable, labeled, n_strata: int, 
     n_draws : int, default 400
     state : optional
         Warm start for ``model.sample``.
+    observations : bool, default False
+        A stochastic oracle: ``labeled`` counts label observations (:func:`complete_pool_draws`).
 
     Returns
     -------
     PosteriorDraws
     """
     counts, unl = leaf_counts(cells, labeled, n_strata)
+    if observations:
+        unl = jnp.zeros_like(unl)
     k1, k2 = jax.random.split(key)
     s = model.sample(k1, counts, unl, n_draws, state=state)
-    post = pool_posterior_from_pi(k2, g, cells, labeled, s["pi"], n_strata)
+    post = pool_posterior_from_pi(k2, g, cells, labeled, s["pi"], n_strata, observations=observations)
     return post._replace(sampler_ess=jnp.asarray(s.get("importance_ess", jnp.nan), dtype=jnp.float64))
 
 
-def pool_posterior_from_pi(key, g, cells: CellTable, labeled, pi_leaf, n_strata: int) -> PosteriorDraws:
+def pool_posterior_from_pi(key, g, cells: CellTable, labeled, pi_leaf, n_strata: int,
+                           observations: bool = False) -> PosteriorDraws:
     """Finite-pool posterior of G from given draws of π(y|k) (001 §4).
 
     The second half of :func:`finite_pool_posterior`, for draws of π that come from
@@ -214,16 +235,19 @@ def pool_posterior_from_pi(key, g, cells: CellTable, labeled, pi_leaf, n_strata:
         Posterior draws of π(y|k).
     n_strata : int
         K.
+    observations : bool, default False
+        A stochastic oracle (:func:`complete_pool_draws`): no completion, and no one-item
+        resolution (``one_item`` None: G moves continuously with π).
 
     Returns
     -------
     PosteriorDraws
         ``unlabeled_counts`` summed per stratum, (n, K, C).
     """
-    value, risk, m = complete_pool_draws(key, g, cells, labeled, pi_leaf)
+    value, risk, m = complete_pool_draws(key, g, cells, labeled, pi_leaf, observations=observations)
     m_leaf = jax.vmap(lambda mm: jax.ops.segment_sum(mm, cells.stratum, num_segments=n_strata))(m)
     return PosteriorDraws(value=value, risk=risk, pi=pi_leaf, unlabeled_counts=m_leaf,
-                          one_item=one_item_range(value, risk, m, cells, g))
+                          one_item=None if observations else one_item_range(value, risk, m, cells, g))
 
 
 def one_item_range(value, risk, unlabeled_cells, cells: CellTable, g):
@@ -610,19 +634,21 @@ def unlabeled_items_matter(cells: CellTable, labeled):
 _MAP_BATCH = 16
 
 
-def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95):
+def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95, observations=False):
     """Finite-pool posterior of G at every checkpoint of every run, one compiled vmapped
     function over (repeats × checkpoints) labeled tables: ``bayes_lower`` / ``bayes_upper``
     (the library's ``level`` interval, :func:`resolved_interval`), ``bayes_mean``, and
     ``bayes_collapsed`` (where it was widened to the resolution), each (repeats, checkpoints, m);
-    ``bayes_sampler_ess`` (repeats, checkpoints): :attr:`PosteriorDraws.sampler_ess`."""
+    ``bayes_sampler_ess`` (repeats, checkpoints): :attr:`PosteriorDraws.sampler_ess`.
+    ``observations``: a stochastic oracle's tables of label observations (:func:`complete_pool_draws`)."""
     r, n_ck = labeled.shape[:2]
     flat = labeled.reshape((r * n_ck,) + labeled.shape[2:])
 
     def one(key, lab):
         cnt, unl = leaf_counts(cells, lab, n_strata)
-        mstate = model.fit(model.init_state(), cnt, unl)
-        post = finite_pool_posterior(key, model, cells, lab, n_strata, g, n_draws=n_draws, state=mstate)
+        mstate = model.fit(model.init_state(), cnt, jnp.zeros_like(unl) if observations else unl)
+        post = finite_pool_posterior(key, model, cells, lab, n_strata, g, n_draws=n_draws, state=mstate,
+                                     observations=observations)
         lo, hi, col = resolved_interval(post, lab, cells, level)
         return lo, hi, jnp.nanmean(post.value, axis=0), col, post.sampler_ess
 

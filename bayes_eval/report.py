@@ -219,7 +219,7 @@ def _check_choice(name, value, options):
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
 
 
-_pool_posterior_jit = jax.jit(pool_posterior_from_pi, static_argnums=(1, 5))
+_pool_posterior_jit = jax.jit(pool_posterior_from_pi, static_argnums=(1, 5, 6))
 _replicate_jit = jax.jit(replicate_labeled)
 
 
@@ -268,6 +268,7 @@ def fit_finite_pool(
     seed: int = 0,
     nuts_kwargs: dict | None = None,
     sampler: CalibratedSampler | None = None,
+    observations: bool = False,
 ) -> FinitePoolFit:
     """The finite-pool posterior of G given labeled items, with diagnostics.
 
@@ -316,6 +317,10 @@ def fit_finite_pool(
         correlated); the tree uses NumPyro's defaults.
     sampler : CalibratedSampler, optional
         Reuses its compiled NUTS samplers across calls (calibrated model, ``method="nuts"``).
+    observations : bool, default False
+        A stochastic oracle (001 §2.1): ``labeled`` counts label observations (a cell's draws,
+        repeats included), and G is of the oracle's expected answer -- no unlabeled items to
+        complete (:func:`bayes_eval.posterior.complete_pool_draws`).
 
     Returns
     -------
@@ -332,7 +337,8 @@ def fit_finite_pool(
         raise ValueError(f"labeled must have shape (X, C) = ({cells.n_cells}, {c}), got {labeled.shape}")
     if measure.n_classes != c:
         raise ValueError(f"the measure has {measure.n_classes} classes, the cells {c}")
-    if bool(jnp.any(labeled > cells.size[:, None] + 1e-9)) or bool(jnp.any(labeled.sum(1) > cells.size + 1e-9)):
+    if not observations and (bool(jnp.any(labeled > cells.size[:, None] + 1e-9))
+                             or bool(jnp.any(labeled.sum(1) > cells.size + 1e-9))):
         raise ValueError("labeled counts exceed the items of a cell")
     draws_of = posterior_sampler(model, c)
     from .cells import leaf_probs as _lp
@@ -347,6 +353,8 @@ def fit_finite_pool(
     lp_units = lp if leaf_probs is not None else jnp.asarray(units.probs, dtype=jnp.float64)
     counts, unl = leaf_counts(cells, labeled, n_strata)
     counts_u, unl_u = leaf_counts(units.cells, labeled, units.n_units)
+    if observations:  # a stochastic oracle's label observations: no unlabeled items to complete
+        unl, unl_u = jnp.zeros_like(unl), jnp.zeros_like(unl_u)
     sizes = jax.ops.segment_sum(cells.size, cells.stratum, num_segments=n_strata)
     key = jax.random.PRNGKey(int(seed))
     k_fit, k_pi, k_pool, k_rep = jax.random.split(key, 4)
@@ -360,7 +368,7 @@ def fit_finite_pool(
     params, pi_u, prior = d.params, d.pi, d.prior
     info["units"] = units.n_units
 
-    post = _pool_posterior_jit(k_pool, measure.g, units.cells, labeled, pi_u, units.n_units)
+    post = _pool_posterior_jit(k_pool, measure.g, units.cells, labeled, pi_u, units.n_units, bool(observations))
     rep_u = _replicate_jit(k_rep, counts_u, pi_u)
     jax.block_until_ready((post, rep_u))
     # per stratum: counts are sums over the stratum's units; π the item-weighted mean
@@ -651,7 +659,9 @@ def posterior_report(
     measure : Measure, str or list
         A list is stacked into one vector measure (one fit, G with every component).
     items : array, shape (n,)
-        Ids of the labeled items (``pool.ids``); an item may repeat with the same label.
+        Ids of the labeled items (``pool.ids``); an item may repeat with the same label
+        (with ``observations=True``, a stochastic oracle's: one entry per labeled draw, each
+        counted, its labels free to differ).
     labels : array, shape (n,)
         Their labels.
     estimate, clt : optional
@@ -679,7 +689,14 @@ def posterior_report(
     strata = stratify(pool, n_strata, method=strata_method, system=system, n_fine=n_fine, keep_empty=keep_empty)
     cells, item_cell = build_cells(pool, strata, measure, system=system)
     rows = pool.index_of(np.asarray(items))
-    lab = labeled_table(item_cell, cells.n_cells, pool.n_classes, rows, labels)
+    if fit_kw.get("observations"):
+        y = np.asarray(labels, dtype=np.int64).reshape(-1)
+        if y.shape != np.shape(rows) or np.any((y < 0) | (y >= pool.n_classes)):
+            raise ValueError(f"labels must be one per item, each in 0..{pool.n_classes - 1}")
+        lab = np.zeros((cells.n_cells, pool.n_classes))
+        np.add.at(lab, (np.asarray(item_cell)[rows], y), 1.0)
+    else:
+        lab = labeled_table(item_cell, cells.n_cells, pool.n_classes, rows, labels)
     fit = fit_finite_pool(cells, lab, strata.n_strata, measure, model=model, method=method, **fit_kw)
     idata = to_inference_data(fit)
     table = summary_table(fit, estimate, clt, truth=truth, level=level)
@@ -693,8 +710,8 @@ def report_from_session(session, *, truth=None, level: float = 0.95, **kw) -> Po
     Takes the pool, the measures (stacked), the labels of the closed stages and the
     session's importance-weighted estimate and CLT interval (``Session.summary``, 001
     §3.3.2), and the session's stratification settings unless overridden in ``kw``.
-    Deterministic-oracle sessions only (the finite-pool posterior completes one label
-    per item).
+    A stochastic-oracle session gives its labeled draws as observations (``observations=True``:
+    the posterior of the oracle's expected answer, :func:`fit_finite_pool`).
 
     Parameters
     ----------
@@ -709,7 +726,7 @@ def report_from_session(session, *, truth=None, level: float = 0.95, **kw) -> Po
     PosteriorReport
     """
     if getattr(session, "oracle", "deterministic") != "deterministic":
-        raise ValueError("the finite-pool posterior needs a deterministic oracle (one label per item)")
+        kw.setdefault("observations", True)
     cfg = getattr(session, "config", {}) or {}
     for name in ("n_strata", "n_fine", "keep_empty", "strata_method", "system"):
         if name in cfg and cfg[name] is not None:

@@ -68,7 +68,7 @@ def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = 
                 + ((": read them with the Bayesian interval (shown first), which accounts for the unlabeled items"
                     if bayes_shown else ": read them with the --bayesian interval, which accounts for the unlabeled "
                     "items") if posterior else
-                   "; no Bayesian interval is offered here (a stochastic oracle), so read them "
+                   "; no Bayesian interval is offered here, so read them "
                    "as CLT intervals that may miss where few labels have been spent"))
     bad = [c for c in checked if not c["clt_reliable"]]
     if bad:

@@ -447,21 +447,23 @@ def posterior_model(core: SessionCore, config: dict):
     return model
 
 
-def posterior_sampler(core: SessionCore, model, measures, choice: str, n_draws: int) -> Callable:
+def posterior_sampler(core: SessionCore, model, measures, choice: str, n_draws: int,
+                      observations: bool = False) -> Callable:
     """``(key, labeled) -> ((n_draws, m), (2, m), ())``: draws of every measure's components on the
     pool (:func:`~bayes_eval.posterior.finite_pool_posterior` with ``model`` fitted to the
     labeled counts; one key for every measure) and each component's range one unlabeled
     item's class away from the median completion (:attr:`~bayes_eval.posterior.PosteriorDraws.one_item`,
     for :func:`~bayes_eval.posterior.resolved_interval`) and the importance ESS behind the draws
     (:attr:`~bayes_eval.posterior.PosteriorDraws.sampler_ess`); jit-compiled once per core, choice
-    and ``n_draws``."""
+    and ``n_draws``.  ``observations``: a stochastic oracle's tallies of label observations
+    (:func:`~bayes_eval.posterior.complete_pool_draws`; the one-item range NaN)."""
     from .cells import posterior_units
 
-    fkey = ("posterior", choice, int(n_draws))
+    fkey = ("posterior", choice, int(n_draws), bool(observations))
     fn = core.jitted.get(fkey)
     if fn is None:
         units = core.jitted.get(("posterior_units", choice)) or posterior_units(core.cells, core.n_strata, "stratum")
-        fn = _pool_posterior_program(model, units, core.loss_tables, [m.g for m in measures], n_draws)
+        fn = _pool_posterior_program(model, units, core.loss_tables, [m.g for m in measures], n_draws, observations)
         core.jitted[fkey] = fn
     return fn
 
@@ -499,7 +501,7 @@ def resolved_program(core: SessionCore, level: float, widen: bool) -> Callable:
     return fn
 
 
-def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int) -> Callable:
+def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int, observations: bool = False) -> Callable:
     """The compiled program of :func:`posterior_sampler` and :func:`measure_posterior`:
     ``(key, labeled) -> ((n_draws, m), (2, m), ())``, the last the sampler's importance ESS
     (:attr:`~bayes_eval.posterior.PosteriorDraws.sampler_ess`), ``model`` fitted to the labels per unit, then
@@ -514,13 +516,13 @@ def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int) -> Call
 
     def all_measures(rkey, labeled):
         cnt, unl = leaf_counts(ucells, labeled, n_units)
-        state = model.fit(model.init_state(), cnt, unl)
+        state = model.fit(model.init_state(), cnt, jnp.zeros_like(unl) if observations else unl)
         out, one = [], []
         for loss, g in zip(loss_tables, gs):
             post = finite_pool_posterior(rkey, model, ucells._replace(loss=loss), labeled, n_units, g,
-                                         n_draws=int(n_draws), state=state)
+                                         n_draws=int(n_draws), state=state, observations=observations)
             out.append(post.value)
-            one.append(post.one_item)
+            one.append(jnp.full((2, post.value.shape[1]), jnp.nan) if post.one_item is None else post.one_item)
         # one key and one fit: every measure's parameter draws are the same, and so is their ESS
         return jnp.concatenate(out, axis=1), jnp.concatenate(one, axis=1), post.sampler_ess
 
@@ -553,7 +555,7 @@ def measure_cells(core: SessionCore, pool, measures, config: dict, measure):
 
 
 def measure_posterior(core: SessionCore, pool, measures, config: dict, measure,
-                      n_draws: int) -> MeasurePosterior | None:
+                      n_draws: int, observations: bool = False) -> MeasurePosterior | None:
     """The posterior of ``measure`` on the pool given a session's labels, by the recipe of the
     session's own Bayesian interval (:func:`posterior_sampler`; the simulation's too): the
     session's posterior model (:func:`posterior_model`) fitted to the labels and every
@@ -563,13 +565,14 @@ def measure_posterior(core: SessionCore, pool, measures, config: dict, measure,
     thresholds and the session's predicted classes both separate units: the calibrated model's
     units are those cells, ``cells.posterior_units``) -- so G of the measure is exact on each
     completed pool.  None for a partitioned pool, whose items stay on the workers.  Compiled
-    once per core, measure and ``n_draws``."""
+    once per core, measure and ``n_draws``.  ``observations``: a stochastic oracle's label
+    observations (:func:`posterior_sampler`)."""
     from .cells import posterior_units
 
     if getattr(pool, "partitioned", False):
         return None
     choice, calibrated = _posterior_choice(config)
-    key = ("measure_posterior", choice, measure.name, tuple(measure.names), int(n_draws))
+    key = ("measure_posterior", choice, measure.name, tuple(measure.names), int(n_draws), bool(observations))
     if key in core.jitted:
         return core.jitted[key]
     cells, item_cell = measure_cells(core, pool, measures, config, measure)
@@ -580,7 +583,7 @@ def measure_posterior(core: SessionCore, pool, measures, config: dict, measure,
         # session's model serves as it is
         units = posterior_units(cells, core.n_strata, "stratum")
         model = posterior_model(core, config)
-    program = _pool_posterior_program(model, units, (cells.loss,), (measure.g,), n_draws)
+    program = _pool_posterior_program(model, units, (cells.loss,), (measure.g,), n_draws, observations)
 
     def sample(rkey, labeled):
         return program(rkey, labeled)[0]

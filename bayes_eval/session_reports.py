@@ -276,14 +276,16 @@ class SessionReports:
         closed stage (the labels it held; -1, the last, by default).
         """
         model = self.posterior_model()
-        if model is None or self._stochastic:
+        if model is None:
             return None
         key, i, last = self._snap_key(n_draws, seed, snap_index)
         seed = self.seed if seed is None else int(seed)
         if key in self._post_cache:
             return self._post_cache[key][0]
+        # a stochastic oracle's tallies count label observations: the posterior of the oracle's
+        # expected answer, nothing to complete (posterior.complete_pool_draws)
         fn = posterior_sampler(self._core, model, self.measures, self.config.get("posterior_model") or "calibrated",
-                               n_draws)
+                               n_draws, observations=self._stochastic)
         labeled = self._labeled if i == last else self._snapshots[i].labeled
         rkey = jax.random.fold_in(jax.random.PRNGKey(seed), i + 1)
         draws, one_item, ess = fn(rkey, jnp.asarray(labeled))
@@ -335,13 +337,18 @@ class SessionReports:
 
         if not isinstance(measure, Measure):
             raise TypeError(f"measure must be a bayes_eval.measures.Measure, got {type(measure).__name__}")
-        if self._stochastic:
-            return None
-        mp = measure_posterior(self._core, self.pool, self.measures, self.config, measure, n_draws)
+        mp = measure_posterior(self._core, self.pool, self.measures, self.config, measure, n_draws,
+                               observations=self._stochastic)
         if mp is None:
             return None
-        rows, labels = self.labels_in_estimate()
-        labeled = labeled_table(mp.item_cell, mp.n_cells, self._n_classes, rows, labels)
+        if self._stochastic:  # every labeled draw of the closed stages is one observation of its cell
+            k = self._snapshots[-1].draws if self._snapshots else 0
+            labeled = np.zeros((mp.n_cells, self._n_classes))
+            np.add.at(labeled, (np.asarray(mp.item_cell)[np.asarray(self._draws.row[:k], np.int64)],
+                                self._draw_labels(k)), 1.0)
+        else:
+            rows, labels = self.labels_in_estimate()
+            labeled = labeled_table(mp.item_cell, mp.n_cells, self._n_classes, rows, labels)
         seed = self.seed if seed is None else int(seed)
         last = len(self._snapshots) - 1
         rkey = jax.random.fold_in(jax.random.PRNGKey(seed), last + 1)   # the key of posterior() after the last stage
@@ -480,7 +487,7 @@ class SessionReports:
         out = {"target_width": float(target_width), "level": level, "labels_in_estimate": self._n_labels}
         if not self._stochastic:  # an extrapolation past them says "more than the pool holds"
             out["unlabeled_items"] = int(self.pool.n_items) - int(round(float(np.sum(self._labeled))))
-        has_posterior = bayesian is not False and self.posterior_model() is not None and not self._stochastic
+        has_posterior = bayesian is not False and self.posterior_model() is not None
         out["rule"] = ("bayes-stable" if bayesian is True else "read-first") if has_posterior else "clt-cs"
         if self._bayes_read_first(bayesian):
             return self._stopping_stable(target_width, level, first, out)
@@ -600,7 +607,7 @@ class SessionReports:
         """Whether the interval read first (and stopped on) is the Bayesian one: never with
         ``bayesian=False`` or without a posterior; always with ``True``; with ``"auto"`` where
         the CLT check fails for some component or has nothing to check (issue 15, item 4)."""
-        if bayesian is False or self.posterior_model() is None or self._stochastic:
+        if bayesian is False or self.posterior_model() is None:
             return False
         if bayesian is True:
             return True
@@ -638,7 +645,8 @@ class SessionReports:
         if rkey not in self._post_cache:     # status, the report and the stopping rule each ask for it
             labeled = self._labeled if i == last else self._snapshots[i].labeled
             with np.errstate(all="ignore"):
-                out = resolved_program(self._core, float(level), bool(self._snapshots))(
+                # a stochastic oracle's posterior is continuous in π: no one-item resolution to widen to
+                out = resolved_program(self._core, float(level), bool(self._snapshots) and not self._stochastic)(
                     jnp.asarray(draws), jnp.asarray(labeled), jnp.asarray(self._one_item(n_draws, seed, snap_index)))
             self._post_cache[rkey] = tuple(np.asarray(a) for a in out)
         return self._post_cache[rkey]
@@ -759,7 +767,7 @@ class SessionReports:
                     row["bayes_collapsed"] = bool(col)
         out["headline_interval"] = "bayes" if has_bayes and self._bayes_read_first(requested) else "clt-cs"
         out["bayesian_auto"] = bool(requested == "auto" and bayesian)
-        out["posterior_available"] = self.posterior_model() is not None and not self._stochastic
+        out["posterior_available"] = self.posterior_model() is not None
         out["skipped"] = len(self._skipped)  # items nobody can label (session_skip)
         out["corrections"] = len(self._store.corrections())  # labels corrected after they arrived (session_corrections)
         if self._skipped:

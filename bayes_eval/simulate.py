@@ -377,13 +377,14 @@ def simulate_runs(
     t2 = time.perf_counter()
     ck = {k_: np.asarray(v) for k_, v in ck.items()}
     bayes = {}
+    obs = design.oracle == "stochastic"  # tables of label observations, not of items
     if bayes_model is not None:
         bu = bayes_units if bayes_units is not None else posterior_units(cells, n_strata, "stratum")
         bayes = intervals_at_checkpoints(bu.cells, bayes_model, g, bu.n_units, jnp.asarray(ck["labeled"]), seed,
-                                         bayes_draws)
+                                         bayes_draws, observations=obs)
     if bayes_stages:
         stage = intervals_at_checkpoints(bu.cells, bayes_model, g, bu.n_units, jnp.asarray(hist.labeled), seed + 1,
-                                         bayes_draws)
+                                         bayes_draws, observations=obs)
         bayes["stage_bayes_lower"], bayes["stage_bayes_upper"] = stage["bayes_lower"], stage["bayes_upper"]
         bayes["stage_bayes_collapsed"] = stage["bayes_collapsed"]
         hist = hist._replace(labeled=None)
@@ -443,14 +444,6 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
                     companion=resolve_companion(companion, cells.loss.shape[1], design_name))
     design = build_design(design_name, measure, cells, k, **settings)
     bayes_model = bayes_units = None
-    if bayes and design.oracle == "stochastic":
-        # the finite-pool posterior completes the pool's unlabeled *items*; a stochastic oracle's
-        # labels are observations (an item drawn five times is five labels), and counting them as
-        # items drove the posterior off the truth (AIS on the demo pool, 50 runs: coverage 0.98 /
-        # 0.38 / 0.00 at 500 / 1000 / 2000 labels, its mean 0.94 against 0.79; stop 73).  A
-        # session offers no posterior there either (Session.posterior).
-        raise ValueError("the Bayesian finite-pool interval needs a deterministic oracle (each item labeled once); "
-                         "under a stochastic oracle only the CLT-based intervals are computed: bayes=False")
     if bayes:
         if posterior_model == "calibrated":
             bayes_units = posterior_units(cells, k, units_for_model("calibrated"))

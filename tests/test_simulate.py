@@ -137,26 +137,26 @@ def test_stochastic_oracle_every_draw_costs_a_label(pool):
         np.testing.assert_array_equal(res.history.n_draws, res.history.n_labels)
 
 
-def test_no_finite_pool_posterior_under_a_stochastic_oracle(capsys):
-    """The finite-pool posterior completes the unlabeled *items*; a stochastic oracle's labels are
-    observations (an item drawn five times is five labels), and counting them as items drove the
-    simulated Bayesian interval off the truth (stop 73: coverage 0.98 / 0.38 / 0.00 at 500 / 1000 /
-    2000 labels on the demo pool).  So it is refused there, as a session offers none."""
+def test_the_bayesian_interval_under_a_stochastic_oracle_on_the_command_line(capsys, tmp_path):
+    """Under a stochastic oracle the Bayesian interval is the posterior of the oracle's expected
+    answer, the labels counted as observations (stop 75; until then refused: counted as items
+    they drove the posterior off the truth, coverage 0.98 / 0.38 / 0.00 at 500 / 1000 / 2000
+    labels on the demo pool).  ``--bayes auto`` computes it and ``--stop-interval auto`` reads it
+    (``read-first``), as a session does."""
     from bayes_eval.cli import main
 
-    tiny = demo_pool(n_items=400, positive_rate=0.2, seed=3)
-    with pytest.raises(ValueError, match="deterministic oracle"):
-        run_simulation(tiny, M.f1(), "passive", budget=40, repeats=2, checkpoints=(40,), oracle="stochastic",
-                       bayes=True, track_kl=False)
-    args = ["simulate", "demo", "--design", "passive", "--budget", "100", "--repeats", "2", "--checkpoints", "100",
-            "--oracle", "stochastic", "--format", "json"]
-    assert main(args + ["--bayes", "yes"]) == 2
-    assert "--bayes yes needs a deterministic oracle" in capsys.readouterr().err
-    assert main(args + ["--stop-width", "0.1", "--stop-interval", "bayes-stable"]) == 2
-    assert "none under a stochastic oracle" in capsys.readouterr().err
-    assert main(args) == 0          # --bayes auto: the CLT-based intervals only
+    import pandas as pd
+
+    tiny = demo_pool(n_items=2000, positive_rate=0.1, seed=3)
+    pd.DataFrame({"score": tiny.scores[:, 0], "pred": tiny.preds[:, 0], "label": tiny.labels}).to_csv(tmp_path / "p.csv",
+                                                                                        index=False)
+    args = ["simulate", str(tmp_path / "p.csv"), "--design", "passive", "--budget", "100", "--repeats", "2",
+            "--checkpoints", "100", "--strata", "8", "--oracle", "stochastic", "--format", "json"]
+    # --bayes auto: with the Bayesian interval, and the session's stopping rule reads it
+    assert main(args + ["--stop-width", "0.1"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert all("coverage_bayes" not in c for c in out["checkpoints"])
+    assert all(0.0 <= c["coverage_bayes"] <= 1.0 and c["mean_width_bayes"] > 0 for c in out["checkpoints"])
+    assert out["stopping"]["interval"] == "read-first"
 
 
 def test_small_pool_stalls_instead_of_looping():
