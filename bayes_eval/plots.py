@@ -519,15 +519,17 @@ def plot_session_posterior(session, path: str | None, level: float = 0.95):
     fig = _agg_figure((7, 4.2))
     ax = fig.add_subplot(1, 1, 1)
     exact = d.min() == d.max()   # one value: a bar as wide as the frame said nothing; a point does
+    # a stochastic oracle's posterior is of the oracle's expected answer (posterior.complete_pool_draws)
+    what = "posterior of the expected answer" if session.oracle == "stochastic" else "finite-pool posterior"
     if exact:
-        ax.vlines(d[0], 0, 1, color="#7a9cc6", lw=4, alpha=0.8, label=f"finite-pool posterior: exactly {d[0]:.4f}")
+        ax.vlines(d[0], 0, 1, color="#7a9cc6", lw=4, alpha=0.8, label=f"{what}: exactly {d[0]:.4f}")
         ax.plot([d[0]], [1.0], "o", color="#1f3a5f", ms=7, zorder=5)
         ax.set_ylim(0, 1.08)
     else:
         shown = d[(d >= lo) & (d <= hi)]
         ax.hist(shown, bins=_bins(shown) if shown.size > 1 else 1, density=False,
                 weights=np.full(shown.size, 1.0 / d.size), color="#7a9cc6", alpha=0.8,
-                label="finite-pool posterior (share of draws)")
+                label=f"{what} (share of draws)")
     styles = {"bayes": ("-", "#1f3a5f", 1.8, "Bayesian"), "clt": ("--", "#c0392b", 1.2, "CLT")}
     for kind, (a, b) in lines.items():
         ls, color, lw, name = styles[kind]

@@ -30,7 +30,7 @@ from .posterior import LOW_SAMPLER_ESS
 from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
 from .session_cli_text import (allowed_line, clt_check_line, few_labels_line, fmt, jsonable, open_session, outside_note,
-                               print_json, stopping_line)
+                               posterior_reads, print_json, stopping_line)
 from .session_report_cli import cmd_report
 from .session_team_cli import (TEAM_COMMANDS, add_correct_arg, add_label_reading_args, add_task_content_args,
                                add_team_parsers)
@@ -474,8 +474,8 @@ def _status_text(st):
         lines.append(f"... {len(comps) - 12} more component(s); --format json lists all")
     stop_kind = (st.get("stopping") or {}).get("kind")
     if st.get("headline_interval") == "bayes":
-        lines.append("read first: the Bayesian interval (the finite-pool posterior: it accounts for the items nobody "
-                     "labeled" + ("; the stopping rule reads it" if stop_kind == "bayes-stable" else "")
+        lines.append("read first: the Bayesian interval (" + posterior_reads(st.get("oracle", "deterministic"))
+                     + ("; the stopping rule reads it" if stop_kind == "bayes-stable" else "")
                      + "); the confidence sequence and the CLT interval are for comparison.")
         away = outside_note(comps)
         if away:
@@ -492,7 +492,8 @@ def _status_text(st):
     few = few_labels_line(st)
     if few:
         lines.append(few)
-    lines.append(clt_check_line(comps, labels=st.get("labels_in_estimate"), posterior=st.get("posterior_available", True)))
+    lines.append(clt_check_line(comps, labels=st.get("labels_in_estimate"), posterior=st.get("posterior_available", True),
+                                oracle=st.get("oracle", "deterministic")))
     lines += [x for x in [allowed_line(st), blind_spot_text(st.get("blind_spot"), [c["component"] for c in comps])] if x]
     flat = [c["component"] for c in comps if c.get("bayes_collapsed")]
     if flat:

@@ -49,25 +49,40 @@ def few_labels_line(st) -> str | None:
             "and is undefined until then")
 
 
-def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = None, posterior: bool = True) -> str:
+def posterior_reads(oracle: str = "deterministic") -> str:
+    """What the Bayesian interval is, in the status's and the report's words: the finite-pool
+    posterior under a deterministic oracle; under a stochastic one the posterior of the oracle's
+    expected answer, every label an observation (``posterior.complete_pool_draws``)."""
+    if oracle == "stochastic":
+        return ("the posterior of the oracle's expected answer, every label an observation of its stratum: it "
+                "accounts for the strata the draws have barely reached")
+    return "the finite-pool posterior: it accounts for the items nobody labeled"
+
+
+def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = None, posterior: bool = True,
+                   oracle: str = "deterministic") -> str:
     """The CLT check of ``session status`` (estimators.model_assisted): whether the design's
     calibrated model and the draws agree on the variance; ``bayes_shown``: the Bayesian interval
     is shown first beside it (default: whether ``comps`` carry it); ``labels``: the labels in
     the estimate (0: nothing to check yet); ``posterior``: whether the session offers a
-    Bayesian interval at all (``posterior_available``)."""
+    Bayesian interval at all (``posterior_available``); ``oracle``: the session's (a stochastic
+    oracle's designs have no check, :func:`posterior_reads`)."""
     checked = [c for c in comps if "clt_reliable" in c]
     if bayes_shown is None:
         bayes_shown = any("bayes_lower" in x for x in comps)
     if not checked and labels == 0:
         return "CLT check: nothing to check before the first stage is labeled"
     if not checked:
-        return ("CLT check: not available here (it needs the calibrated companion, which ais and "
-                "poisson-adaptive have on a binary pool only); the CLT-based intervals rest on the labels found so "
-                "far, and on imbalanced pools the designs without a check held the truth in 0-90% of simulated runs "
-                "(benchmarks/results/baseline_designs_bayes.md)"
-                + ((": read them with the Bayesian interval (shown first), which accounts for the unlabeled items"
-                    if bayes_shown else ": read them with the --bayesian interval, which accounts for the unlabeled "
-                    "items") if posterior else
+        sees = ("what the draws have barely reached" if oracle == "stochastic" else "the unlabeled items")
+        return ("CLT check: not available here (it needs the calibrated companion's class shares, which ais and "
+                "poisson-adaptive have on a binary pool under a deterministic oracle only); the CLT-based intervals "
+                "rest on the labels found so far, and on imbalanced pools the designs without a check held the truth "
+                "in 0-90% of simulated runs (benchmarks/results/baseline_designs_bayes.md"
+                + ("; under a stochastic oracle AIS's CLT interval in 0.12-0.96, docs/intervals.md" if oracle == "stochastic"
+                   else "") + ")"
+                + ((f": read them with the Bayesian interval (shown first), which accounts for {sees}"
+                    if bayes_shown else f": read them with the --bayesian interval, which accounts for {sees}")
+                   if posterior else
                    "; no Bayesian interval is offered here, so read them "
                    "as CLT intervals that may miss where few labels have been spent"))
     bad = [c for c in checked if not c["clt_reliable"]]

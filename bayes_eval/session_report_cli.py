@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
 from .session_cli_text import (allowed_line, clt_check_line, few_labels_line, fmt, open_session, outside_note,
-                               print_json, stopping_line)
+                               posterior_reads, print_json, stopping_line)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -134,8 +134,8 @@ def _read_first(lead_bayes: bool, st: dict, has_bayes: bool, stop: dict | None) 
     the Bayesian one where it leads, the confidence sequence where the CLT check passes, else none."""
     if lead_bayes:
         failed = any(c.get("clt_reliable") is False for c in st["estimates"])
-        return ("**Read first: the Bayesian interval** (`bayes_lower`, `bayes_upper`: the finite-pool posterior, "
-                "which accounts for the items nobody labeled"
+        return ("**Read first: the Bayesian interval** (`bayes_lower`, `bayes_upper`: "
+                + posterior_reads(st.get("oracle", "deterministic"))
                 + ("; the stopping rule reads it, below" if stop and stop.get("kind") == "bayes-stable" else "")
                 + "); " + ("the CLT check fails, so the CLT-based intervals are for comparison only" if failed else
                            "the CLT-based intervals (`cs_lower`, `cs_upper`, `clt_lower`, `clt_upper`) are for "
@@ -272,7 +272,8 @@ def cmd_report(args, bar):
               _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
               "".join(f"\n{x[0].upper()}{x[1:]} (`cs_lower`, `cs_upper` empty).\n" for x in [few_labels_line(st)] if x),
-              "\n" + clt_check_line(st["estimates"], lead_bayes, posterior=st.get("posterior_available", True))
+              "\n" + clt_check_line(st["estimates"], lead_bayes, posterior=st.get("posterior_available", True),
+                                    oracle=st.get("oracle", "deterministic"))
               + " (per component: `clt_check` in summary.csv)\n"]
         md += [f"\n{x[0].upper()}{x[1:]} (`feasible_lower`, `feasible_upper` in summary.csv).\n" for x in [allowed_line(st)] if x]
         md += [f"\n{x[0].upper()}{x[1:]} (`blind_spot` in `session status --format json`).\n"

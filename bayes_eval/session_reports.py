@@ -266,7 +266,8 @@ class SessionReports:
         """Draws (n, m) of every component of G on this pool, or None.
 
         The Bayesian finite-pool posterior (``docs/architecture.md``, "Intervals"), for every
-        design; None under a stochastic oracle.  It is
+        design and either oracle (a stochastic oracle's: of its expected answer, the labels counted as
+        observations, :func:`bayes_eval.posterior.complete_pool_draws`; stop 75).  It is
         :func:`bayes_eval.posterior.finite_pool_posterior` given the labels of the closed
         stages, with :meth:`posterior_model` fitted to them — the recipe of the
         simulation's Bayesian intervals.  The same key serves every measure, so the draws
@@ -308,7 +309,7 @@ class SessionReports:
                           snap_index: int = -1):
         """Bayesian intervals (:func:`bayes_eval.posterior.bayesian_interval`: highest-density on
         binary pools, equal-tailed with several classes) of every component from :meth:`posterior` (after
-        closed stage ``snap_index``), or None where there is no posterior (a stochastic oracle).  Columns as
+        closed stage ``snap_index``), or None where there is no posterior.  Columns as
         :meth:`intervals` (``kind="bayes"``, ``estimate`` = posterior median) and ``collapsed``:
         where the interval was narrower than what one unlabeled item's label can change while
         such an item is left, and is therefore widened to the values one unlabeled item's class
