@@ -260,8 +260,8 @@ def test_repeats_in_memory_bounded_chunks_give_the_same_runs(monkeypatch):
 def test_stop_interval_auto_is_the_session_status_rule():
     """Issue 15, item 3: `simulate --stop-width` stops by default on the interval `session
     status --target-width` uses: read-first (the confidence sequence where the CLT check passes,
-    else bayes-stable) where a session has a posterior (every design under a deterministic oracle
-    since stop 73, the Bayesian interval not turned off), else the confidence sequence."""
+    else bayes-stable) where a session has a posterior (every design since stop 73, either oracle
+    since stop 75, the Bayesian interval not turned off), else the confidence sequence."""
     from bayes_eval.cli import stop_interval_of
     from bayes_eval.registry import DESIGNS
 
@@ -270,7 +270,8 @@ def test_stop_interval_auto_is_the_session_status_rule():
         assert stop_interval_of(DESIGNS[name], "deterministic", "auto") == "read-first", name
         assert stop_interval_of(DESIGNS[name], "deterministic", "yes") == "read-first", name
         assert stop_interval_of(DESIGNS[name], "deterministic", "no") == "clt-cs", name
-        assert stop_interval_of(DESIGNS[name], "stochastic", "auto") == "clt-cs", name
+        assert stop_interval_of(DESIGNS[name], "stochastic", "auto") == "read-first", name
+        assert stop_interval_of(DESIGNS[name], "stochastic", "no") == "clt-cs", name
 
 
 def test_cli_stop_width_reports_the_interval_it_stopped_on(capsys):
