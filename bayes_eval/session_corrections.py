@@ -123,7 +123,7 @@ class SessionCorrections:
             else:
                 change[k] = (old, int(lab), i)
         if not change:
-            return CorrectionResult(len(items), 0, n_same, len(self._store.corrections()), self.n_labels)
+            return CorrectionResult(len(items), 0, n_same, self._store.n_corrections(), self.n_labels)
         stage = int(self._stages[-1]["stage"])
         stage_open = self._open is not None
         now = time.time()
@@ -136,7 +136,7 @@ class SessionCorrections:
         self._store.add_corrections(recs)
         # committed: now the memory
         self._commit_tallies(out)
-        return CorrectionResult(len(items), len(change), n_same, len(self._store.corrections()), self.n_labels)
+        return CorrectionResult(len(items), len(change), n_same, self._store.n_corrections(), self.n_labels)
 
     def _rows_to_correct(self, items, rows, where) -> list:
         """Deterministic oracle: the rows, each labeled (else :class:`NotDrawnError`)."""

@@ -770,7 +770,7 @@ class SessionReports:
         out["bayesian_auto"] = bool(requested == "auto" and bayesian)
         out["posterior_available"] = self.posterior_model() is not None
         out["skipped"] = len(self._skipped)  # items nobody can label (session_skip)
-        out["corrections"] = len(self._store.corrections())  # labels corrected after they arrived (session_corrections)
+        out["corrections"] = self._store.n_corrections()  # labels corrected after they arrived (session_corrections)
         if self._skipped:
             # each interval shown says what it is of: the Bayesian one completes the whole pool (skip_summary)
             out["skipped_note"] = (f"{len(self._skipped)} item(s) skipped as impossible to label: the estimate"

@@ -354,6 +354,14 @@ class Store:
         return self._conn.execute("SELECT id, row, item, old_label, new_label, stage, stage_open, reason, at, draw "
                                   "FROM corrections ORDER BY id").fetchall()
 
+    def n_corrections(self) -> int:
+        """How many labels were corrected (:meth:`corrections`' length, counted by SQLite: the status
+        reads it every time)."""
+        if self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='corrections'"
+                              ).fetchone() is None:
+            return 0
+        return int(self._conn.execute("SELECT count(*) FROM corrections").fetchone()[0])
+
     def stage_states(self) -> list[tuple]:
         """(stage, key, state) of the stored stage states (none in a file from before them)."""
         if self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='stage_states'"
