@@ -35,9 +35,10 @@ then the last was opened or closed), so a design state that has to be recomputed
 from another version) is recomputed from the labels known at that time, as the session did.
 A stochastic oracle labels draws: there a correction names the draw whose recorded label was
 wrong (a data-entry error -- an annotator's disagreement is another observation, not a
-correction), and every tally counts each draw's label in force.  Not corrected: skipped items
-(they have no label) and items not labeled yet (ingest them); ``ingest --correct`` is for a
-deterministic oracle (a stochastic oracle's file answers draws still awaiting a label).
+correction), and every tally counts each draw's label in force; ``ingest --correct`` there
+corrects the records that name a labeled draw (a ``draw`` column, a Label Studio task's first
+annotation), the others answering draws still awaiting a label as an ingest reads them (stop 75).
+Not corrected: skipped items (they have no label) and items not labeled yet (ingest them).
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ import pandas as pd
 from . import annotate, kernel
 from .errors import EmptyInputError, LabelConflictError, MalformedInputError, NotDrawnError, SessionError
 from .session_core import ids_at, item_rows
-from .stages import LabeledItems, match_deterministic, stage_tallies
+from .stages import LabeledItems, match_deterministic, match_stochastic, stage_tallies
 
 __all__ = ["SessionCorrections", "CorrectionResult"]
 
@@ -187,9 +188,7 @@ class SessionCorrections:
         corrections are written -- the ingest included, as it will see the labels -- so a refused
         file changes nothing.  Returns the number of labels corrected."""
         if self._stochastic:
-            raise SessionError("--correct: a stochastic oracle's file answers draws still awaiting a label; correct a "
-                               "draw's recorded label with session correct (a draw column names it) -- nothing was "
-                               "ingested")
+            return self._correct_draws_from(recs, lmap, source)
         y = annotate.parse_labels(recs.labels, self._n_classes, lmap, recs.where)
         rows = item_rows(self._core, self.pool.ids, recs.items, recs.where)
         fix = [i for i, (r, lab) in enumerate(zip(rows.tolist(), y.tolist()))
@@ -202,6 +201,35 @@ class SessionCorrections:
                             self._skipped, self.path)   # the ingest's own checks, on the labels it will see
         r = self.correct([recs.items[i] for i in fix], [recs.labels[i] for i in fix], label_map=lmap,
                          reason=f"ingest {source}" if source else "ingest", where=[recs.where[i] for i in fix])
+        return r.n_changed
+
+    def _correct_draws_from(self, recs, lmap: dict, source) -> int:
+        """:meth:`_correct_from` under a stochastic oracle: a record that names a labeled draw of
+        its item (a ``draw`` column; a Label Studio task's first annotation) with another label
+        is a correction of that draw's recorded label; a record without a draw answers a draw
+        still awaiting a label, as an ingest reads it (another observation, never a correction).
+        The ingest's own checks run first on the labels it will see."""
+        y = annotate.parse_labels(recs.labels, self._n_classes, lmap, recs.where)
+        rows = item_rows(self._core, self.pool.ids, recs.items, recs.where)
+        draws = recs.draws if any(d is not None for d in recs.draws) else None
+        fix: dict[int, int] = {}   # draw -> record
+        for i, d in enumerate(draws or ()):
+            try:
+                did = int(d) if d is not None else None
+            except (TypeError, ValueError):
+                continue   # the ingest's check below names it
+            if did in self._draw_label and self._draws.row[did] == rows[i] and self._draw_label[did] != y[i]:
+                fix[did] = i
+        if not fix:
+            return 0
+        after = {**self._draw_label, **{did: int(y[i]) for did, i in fix.items()}}
+        pending = self._open["pending"] if self._open is not None else {}
+        match_stochastic(dict(pending), self._draws, after, recs.items, rows, y, draws, recs.where,
+                         [] if recs.meta is not None else None)   # the ingest's own checks, on the labels it will see
+        idx = list(fix.values())
+        r = self.correct([recs.items[i] for i in idx], [recs.labels[i] for i in idx], label_map=lmap,
+                         draws=list(fix), reason=f"ingest {source}" if source else "ingest",
+                         where=[recs.where[i] for i in idx])
         return r.n_changed
 
     def corrections(self) -> pd.DataFrame:

@@ -555,7 +555,9 @@ def match_stochastic(pending, log: DrawLog, draw_label, items, rows, y, draws, w
         if known is not None:
             if known != lab and did in draw_label:
                 raise LabelConflictError(f"{where[i]}: draw {did} of item {items[i]!r} already has label "
-                                         f"{known} (stored), refusing {lab} — nothing was ingested")
+                                         f"{known} (stored), refusing {lab} — nothing was ingested (if the new "
+                                         f"label is the right one, correct it: ingest the file with --correct, or "
+                                         f"session correct --file with its draw column)")
             if known != lab:
                 raise LabelConflictError(
                     f"{where[i]}: draw {did} of item {items[i]!r} is labeled {known} by {new[did][1]} and {lab} "

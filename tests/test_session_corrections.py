@@ -388,6 +388,47 @@ def test_a_stochastic_oracles_draw_is_corrected(tmp_path, pool, monkeypatch):
             _assert_same(live, _state(s3), exact=False)
 
 
+def test_a_stochastic_oracles_reviewed_file_corrects_the_draws_it_names(tmp_path, pool):
+    """``ingest --correct`` under a stochastic oracle (stop 75; refused before): a reviewed file's
+    row that names a labeled draw with another label corrects that draw (the item's other draws
+    keep theirs); rows of the open batch are ingested beside it.  Without --correct the file is
+    refused and the message names the route; a file refused by the ingest's checks writes no
+    correction either."""
+    path = str(tmp_path / "st.db")
+    s = Session.create(path, pool, "f1", "passive", seed=3, oracle="stochastic")
+    for _ in range(2):
+        b = s.next_batch(25)
+        s.add_labels(b["item"], _truth(pool, b["item"]), draws=b["draw"])
+    lab = s.labels()
+    done = lab.iloc[3]
+    fixed_draw, item, y0 = int(done["draw"]), done["item"], int(done["label"])
+    b = s.next_batch(10)
+    before = s._store.dump()
+    reviewed = pd.concat([
+        pd.DataFrame({"item": lab["item"], "draw": lab["draw"].astype(int), "label": lab["label"]}),
+        pd.DataFrame({"item": b["item"], "draw": b["draw"].astype(int), "label": _truth(pool, b["item"])})])
+    reviewed.loc[reviewed["draw"] == fixed_draw, "label"] = 1 - y0
+    bad = tmp_path / "bad.csv"
+    pd.concat([reviewed, pd.DataFrame({"item": [b["item"].iloc[0]], "draw": [999999], "label": [1]})]).to_csv(
+        bad, index=False)
+    with pytest.raises(NotDrawnError, match="no draw 999999"):
+        s.ingest_file(str(bad), correct=True)
+    assert s._store.dump() == before                      # the correction was not written either
+    good = tmp_path / "reviewed.csv"
+    reviewed.to_csv(good, index=False)
+    with pytest.raises(LabelConflictError, match="--correct"):
+        s.ingest_file(str(good))
+    assert s._store.dump() == before
+    r = s.ingest_file(str(good), correct=True)
+    assert (r.n_new, r.n_corrected, r.stage_closed) == (10, 1, True)
+    fixes = s.corrections()
+    assert fixes["draw"].tolist() == [fixed_draw] and fixes["item"].tolist() == [item]
+    by_draw = dict(zip(s.labels()["draw"].astype(int), s.labels()["label"]))
+    assert by_draw[fixed_draw] == 1 - y0
+    assert all(by_draw[int(d)] == int(y) for d, y in zip(reviewed["draw"], reviewed["label"]))
+    s.close()
+
+
 def test_a_reviewers_ground_truth_annotation_corrects_with_resolve_ground_truth(tmp_path, pool):
     """Label Studio review: the annotator's label was ingested, then a reviewer adds an annotation
     marked ground truth.  A plain re-ingest keeps the label already held (the disagreement counts
