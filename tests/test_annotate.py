@@ -335,6 +335,17 @@ def test_stochastic_oracle_takes_every_annotation(tmp_path, pool):
     msg = str(info.value)
     assert "line 2" in msg and "line 3" in msg and "stored" not in msg and "without a draw" in msg
     assert s._store.dump() == before
+    # a review changed task 2's annotation after it was ingested: refused as it is, a correction of
+    # that task's draw with correct=True (since stop 75), the other draws as they were
+    tasks[1]["annotations"][0]["result"][0]["value"]["choices"] = [str(1 - int(y[1]))]
+    f.write_text(json.dumps(tasks))
+    with pytest.raises(LabelConflictError, match=f"draw {int(draws[1])} .*--correct"):
+        s.ingest_file(str(f))
+    assert s._store.dump() == before
+    r = s.ingest_file(str(f), correct=True)
+    assert r.n_corrected == 1 and s.corrections()["draw"].tolist() == [int(draws[1])]
+    by_draw = dict(zip(s.labels()["draw"].astype(int), s.labels()["label"]))
+    assert by_draw[int(draws[1])] == 1 - int(y[1]) and by_draw[int(draws[2])] == int(y[2])
 
 
 def test_label_studio_exports_json_min_csv_tsv_with_from_name(tmp_path, pool):
