@@ -520,7 +520,8 @@ def plot_session_posterior(session, path: str | None, level: float = 0.95):
     ax = fig.add_subplot(1, 1, 1)
     exact = d.min() == d.max()   # one value: a bar as wide as the frame said nothing; a point does
     # a stochastic oracle's posterior is of the oracle's expected answer (posterior.complete_pool_draws)
-    what = "posterior of the expected answer" if session.oracle == "stochastic" else "finite-pool posterior"
+    what = ("posterior of the expected answer" if getattr(session, "oracle", "deterministic") == "stochastic"
+            else "finite-pool posterior")
     if exact:
         ax.vlines(d[0], 0, 1, color="#7a9cc6", lw=4, alpha=0.8, label=f"{what}: exactly {d[0]:.4f}")
         ax.plot([d[0]], [1.0], "o", color="#1f3a5f", ms=7, zorder=5)

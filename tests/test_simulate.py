@@ -141,8 +141,7 @@ def test_the_bayesian_interval_under_a_stochastic_oracle_on_the_command_line(cap
     """Under a stochastic oracle the Bayesian interval is the posterior of the oracle's expected
     answer, the labels counted as observations (stop 75; until then refused: counted as items
     they drove the posterior off the truth, coverage 0.98 / 0.38 / 0.00 at 500 / 1000 / 2000
-    labels on the demo pool).  ``--bayes auto`` computes it and ``--stop-interval auto`` reads it
-    (``read-first``), as a session does."""
+    labels on the demo pool).  ``--bayes auto`` computes it."""
     from bayes_eval.cli import main
 
     import pandas as pd
@@ -152,11 +151,10 @@ def test_the_bayesian_interval_under_a_stochastic_oracle_on_the_command_line(cap
                                                                                         index=False)
     args = ["simulate", str(tmp_path / "p.csv"), "--design", "passive", "--budget", "100", "--repeats", "2",
             "--checkpoints", "100", "--strata", "8", "--oracle", "stochastic", "--format", "json"]
-    # --bayes auto: with the Bayesian interval, and the session's stopping rule reads it
-    assert main(args + ["--stop-width", "0.1"]) == 0
+    # --bayes auto: with the Bayesian interval (--stop-interval auto reads it: test_stop_interval_auto_is_...)
+    assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert all(0.0 <= c["coverage_bayes"] <= 1.0 and c["mean_width_bayes"] > 0 for c in out["checkpoints"])
-    assert out["stopping"]["interval"] == "read-first"
 
 
 def test_small_pool_stalls_instead_of_looping():

@@ -83,6 +83,7 @@ def test_coverage_of_the_posterior_on_observation_tables():
     assert covered[False] < 0.75, covered           # measured 0.56
 
 
+@pytest.mark.slow   # ~17 s alone (100 runs and 200 posteriors); the default tier keeps the observation tables' test
 def test_coverage_of_ais_runs_under_a_stochastic_oracle():
     """End to end (the simulation's AIS under a stochastic oracle, its Bayesian interval as
     ``bayes-eval simulate`` computes it): the 95% interval holds the truth in >= 0.88 of 100 runs
