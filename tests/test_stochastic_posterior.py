@@ -57,6 +57,7 @@ def test_the_measure_of_the_expected_answer_is_computed_from_the_rates_alone():
         assert not np.any(np.asarray(unl))
 
 
+@pytest.mark.slow   # ~22 s alone (two posterior programs over 100 tables); the default tier had reached 10 minutes
 def test_coverage_of_the_posterior_on_observation_tables():
     """Passive stochastic labeling is, per (cell, class), Multinomial(n, N_xy / N): on 100 such
     tables of 2400 observations of a 3,000-item pool the 95% interval holds the true F1 in >= 0.88
