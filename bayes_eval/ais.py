@@ -189,9 +189,8 @@ def model_design(name: str, g, om, n_strata: int, *, eps0: float = 1e-3, delta: 
     ``om.posterior_predictive(state, counts)`` (``"posterior"``, what a companion uses)."""
 
     def counts_of(cells, labeled):
-        counts, unl = leaf_counts(cells, labeled, n_strata)
         # a stochastic oracle's labels are observations, not items: no unlabeled items
-        return counts, (unl if oracle == "deterministic" else jnp.zeros(n_strata))
+        return leaf_counts(cells, labeled, n_strata, observations=oracle != "deterministic")
 
     def init(cells):
         return om.init_state()

@@ -200,10 +200,14 @@ def prior_key(pool, resolution: float = 0.02, system: int = 0):
 
 
 
-def leaf_counts(cells: CellTable, labeled, n_strata: int):
+def leaf_counts(cells: CellTable, labeled, n_strata: int, observations: bool = False):
     """Labeled items per stratum and class (K, C), and unlabeled items per stratum (K,):
-    what the oracle models of 001 §4 condition on (they work on counts per leaf)."""
+    what the oracle models of 001 §4 condition on (they work on counts per leaf).
+    ``observations`` (a stochastic oracle): ``labeled`` counts label observations, and there
+    are no unlabeled items to complete (zeros)."""
     counts = jax.ops.segment_sum(labeled, cells.stratum, num_segments=n_strata)
+    if observations:
+        return counts, jnp.zeros(n_strata, counts.dtype)
     unl = jax.ops.segment_sum(cells.size - labeled.sum(1), cells.stratum, num_segments=n_strata)
     return counts, unl
 

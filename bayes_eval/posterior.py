@@ -161,9 +161,6 @@ def complete_pool_draws(key, g, cells: CellTable, labeled, pi_leaf, observations
     unlabeled_counts : array, shape (n, X, C)
         The drawn classes of the unlabeled items, per cell.
     """
-    unl = jnp.maximum(cells.size - labeled.sum(1), 0.0)
-    keys = jax.random.split(key, pi_leaf.shape[0])
-
     if observations:
         def expected(pi):
             risk = jnp.einsum("x,xc,xcd->d", cells.weight * cells.size, pi[cells.stratum], cells.loss)
@@ -171,6 +168,9 @@ def complete_pool_draws(key, g, cells: CellTable, labeled, pi_leaf, observations
 
         value, risk = jax.vmap(expected)(pi_leaf)
         return value, risk, jnp.zeros((pi_leaf.shape[0],) + tuple(labeled.shape), pi_leaf.dtype)
+
+    unl = jnp.maximum(cells.size - labeled.sum(1), 0.0)
+    keys = jax.random.split(key, pi_leaf.shape[0])
 
     def one(k, pi):
         m = multinomial_counts(k, unl, pi[cells.stratum])
@@ -207,9 +207,7 @@ def finite_pool_posterior(key, model, cells: CellTable, labeled, n_strata: int, 
     -------
     PosteriorDraws
     """
-    counts, unl = leaf_counts(cells, labeled, n_strata)
-    if observations:
-        unl = jnp.zeros_like(unl)
+    counts, unl = leaf_counts(cells, labeled, n_strata, observations)
     k1, k2 = jax.random.split(key)
     s = model.sample(k1, counts, unl, n_draws, state=state)
     post = pool_posterior_from_pi(k2, g, cells, labeled, s["pi"], n_strata, observations=observations)
@@ -402,7 +400,7 @@ def ppc_tail_probabilities(observed, replicated):
     }
 
 
-def labeled_table(item_cell, n_cells: int, n_classes: int, rows, labels) -> np.ndarray:
+def labeled_table(item_cell, n_cells: int, n_classes: int, rows, labels, observations: bool = False) -> np.ndarray:
     """The (X, C) table of labeled items per cell and class from item rows and labels.
 
     Parameters
@@ -415,6 +413,9 @@ def labeled_table(item_cell, n_cells: int, n_classes: int, rows, labels) -> np.n
     labels : array, shape (n,)
         Their labels, integers in 0..C-1.  An item listed twice must carry the same label
         both times (deterministic oracle, 001 Remark 1); it counts once.
+    observations : bool, default False
+        A stochastic oracle's labeled draws: every entry counts, an item's labels may differ
+        (:func:`complete_pool_draws`).
 
     Returns
     -------
@@ -446,7 +447,7 @@ def labeled_table(item_cell, n_cells: int, n_classes: int, rows, labels) -> np.n
         raise ValueError(f"label at position {bad[0]} is {labels[bad[0]]}, outside 0..{n_classes - 1}")
     first = {}
     keep = np.ones(rows.size, bool)
-    for i, (r, y) in enumerate(zip(rows.tolist(), labels.tolist())):
+    for i, (r, y) in enumerate(zip(rows.tolist(), labels.tolist()) if not observations else ()):
         if r in first:
             if first[r] != y:
                 raise ValueError(f"item at row {r} is labeled {first[r]} and, at position {i}, {y}: a deterministic "
@@ -645,8 +646,7 @@ def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, 
     flat = labeled.reshape((r * n_ck,) + labeled.shape[2:])
 
     def one(key, lab):
-        cnt, unl = leaf_counts(cells, lab, n_strata)
-        mstate = model.fit(model.init_state(), cnt, jnp.zeros_like(unl) if observations else unl)
+        mstate = model.fit(model.init_state(), *leaf_counts(cells, lab, n_strata, observations))
         post = finite_pool_posterior(key, model, cells, lab, n_strata, g, n_draws=n_draws, state=mstate,
                                      observations=observations)
         lo, hi, col = resolved_interval(post, lab, cells, level)

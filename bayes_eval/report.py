@@ -351,10 +351,9 @@ def fit_finite_pool(
     units = posterior_units(cells, n_strata, by)
     lp = jnp.asarray(_lp(cells, n_strata) if leaf_probs is None else leaf_probs, dtype=jnp.float64)
     lp_units = lp if leaf_probs is not None else jnp.asarray(units.probs, dtype=jnp.float64)
-    counts, unl = leaf_counts(cells, labeled, n_strata)
-    counts_u, unl_u = leaf_counts(units.cells, labeled, units.n_units)
-    if observations:  # a stochastic oracle's label observations: no unlabeled items to complete
-        unl, unl_u = jnp.zeros_like(unl), jnp.zeros_like(unl_u)
+    # a stochastic oracle's label observations: no unlabeled items to complete
+    counts, unl = leaf_counts(cells, labeled, n_strata, observations)
+    counts_u, unl_u = leaf_counts(units.cells, labeled, units.n_units, observations)
     sizes = jax.ops.segment_sum(cells.size, cells.stratum, num_segments=n_strata)
     key = jax.random.PRNGKey(int(seed))
     k_fit, k_pi, k_pool, k_rep = jax.random.split(key, 4)
@@ -689,14 +688,8 @@ def posterior_report(
     strata = stratify(pool, n_strata, method=strata_method, system=system, n_fine=n_fine, keep_empty=keep_empty)
     cells, item_cell = build_cells(pool, strata, measure, system=system)
     rows = pool.index_of(np.asarray(items))
-    if fit_kw.get("observations"):
-        y = np.asarray(labels, dtype=np.int64).reshape(-1)
-        if y.shape != np.shape(rows) or np.any((y < 0) | (y >= pool.n_classes)):
-            raise ValueError(f"labels must be one per item, each in 0..{pool.n_classes - 1}")
-        lab = np.zeros((cells.n_cells, pool.n_classes))
-        np.add.at(lab, (np.asarray(item_cell)[rows], y), 1.0)
-    else:
-        lab = labeled_table(item_cell, cells.n_cells, pool.n_classes, rows, labels)
+    lab = labeled_table(item_cell, cells.n_cells, pool.n_classes, rows, labels,
+                        observations=bool(fit_kw.get("observations")))
     fit = fit_finite_pool(cells, lab, strata.n_strata, measure, model=model, method=method, **fit_kw)
     idata = to_inference_data(fit)
     table = summary_table(fit, estimate, clt, truth=truth, level=level)

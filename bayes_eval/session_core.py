@@ -515,8 +515,7 @@ def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int, observa
     loss_tables, gs = tuple(loss_tables), tuple(gs)
 
     def all_measures(rkey, labeled):
-        cnt, unl = leaf_counts(ucells, labeled, n_units)
-        state = model.fit(model.init_state(), cnt, jnp.zeros_like(unl) if observations else unl)
+        state = model.fit(model.init_state(), *leaf_counts(ucells, labeled, n_units, observations))
         out, one = [], []
         for loss, g in zip(loss_tables, gs):
             post = finite_pool_posterior(rkey, model, ucells._replace(loss=loss), labeled, n_units, g,

@@ -344,12 +344,11 @@ class SessionReports:
             return None
         if self._stochastic:  # every labeled draw of the closed stages is one observation of its cell
             k = self._snapshots[-1].draws if self._snapshots else 0
-            labeled = np.zeros((mp.n_cells, self._n_classes))
-            np.add.at(labeled, (np.asarray(mp.item_cell)[np.asarray(self._draws.row[:k], np.int64)],
-                                self._draw_labels(k)), 1.0)
+            rows, labels = np.asarray(self._draws.row[:k], np.int64), self._draw_labels(k)
         else:
             rows, labels = self.labels_in_estimate()
-            labeled = labeled_table(mp.item_cell, mp.n_cells, self._n_classes, rows, labels)
+        labeled = labeled_table(mp.item_cell, mp.n_cells, self._n_classes, rows, labels,
+                                observations=self._stochastic)
         seed = self.seed if seed is None else int(seed)
         last = len(self._snapshots) - 1
         rkey = jax.random.fold_in(jax.random.PRNGKey(seed), last + 1)   # the key of posterior() after the last stage

@@ -143,5 +143,5 @@ def test_a_report_of_observations_refuses_a_label_outside_the_set(stochastic_ses
     from bayes_eval.report import posterior_report
 
     s, pool = stochastic_session
-    with pytest.raises(ValueError, match="each in 0..1"):
+    with pytest.raises(ValueError, match="outside 0..1"):
         posterior_report(pool, "f1", pool.ids[:3], [0, 1, 2], observations=True, method="fast")
