@@ -290,7 +290,30 @@ def test_cli_demo_with_no_estimate_yet_says_undefined_and_cites_no_other_designs
     text = buf.getvalue()
     assert "nan" not in text.lower().replace("finite", "")
     assert "estimate undefined" in text and "CLT interval          undefined" in text
-    assert "69% of 500" not in text and "--design DESIGN --bayes yes" in text
+    assert "of 500 runs" not in text and "--design DESIGN --bayes yes" in text
+
+
+@pytest.mark.parametrize("oracle", ["deterministic", "stochastic"])
+def test_the_demos_quoted_coverage_is_the_records(oracle):
+    """The coverage ``bayes-eval demo`` quotes for AIS's F1 on the demo pool (cli.DEMO_RECORDS)
+    is what the record it names measured at that checkpoint, and the text says it, record and
+    runs named: a rerun record that moves the numbers fails here until the demo is updated."""
+    import json
+    import os
+
+    from bayes_eval.cli import DEMO_RECORDS, demo_record_text
+
+    r = DEMO_RECORDS[oracle]
+    path = os.path.join(os.path.dirname(__file__), "..", r["record"])
+    with open(path) as f:
+        rec = json.load(f)
+    assert rec["repeats"] == r["runs"] and rec["design"] == "ais" and rec["oracle"] == oracle
+    row = next(c for c in rec["checkpoints"] if c["labels"] == r["labels"])
+    assert (row["coverage"], row["coverage_cs"], row["coverage_bayes"]) == (r["clt"], r["cs"], r["bayes"])
+    text = demo_record_text(oracle)
+    assert r["record"] in text and f"of {r['runs']} runs" in text and f"at {r['labels']} labels" in text
+    for share in (r["clt"], r["cs"], r["bayes"]):
+        assert f"{100 * share:.3g}%" in text
 
 
 def test_cli_demo_json():
