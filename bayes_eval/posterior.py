@@ -334,7 +334,7 @@ def calibrated_pi(key, leaf_probs, counts, a, b, kappa, band_offset=None, group_
     -------
     array, shape (n, K, 2)
     """
-    from .models.calibrated import make_curve, score_logit
+    from .models.calibrated import beta_draws, make_curve, score_logit
 
     z = score_logit(leaf_probs)
     counts = jnp.asarray(counts, dtype=jnp.float64)
@@ -346,7 +346,7 @@ def calibrated_pi(key, leaf_probs, counts, a, b, kappa, band_offset=None, group_
     mu = jnp.clip(jax.nn.sigmoid(eta), 1e-12, 1 - 1e-12)
     al = kappa[:, None] * mu + counts[None, :, 1]
     be = kappa[:, None] * (1 - mu) + counts[None, :, 0]
-    pi1 = jax.random.beta(key, al, be)
+    pi1 = beta_draws(key, al, be)
     return jnp.stack([1 - pi1, pi1], axis=-1)
 
 
