@@ -22,7 +22,7 @@ Pools (synthetic, seeded; the shared pools are binary):
 
 Run: ``python benchmarks/interval_study/several_classes.py POOL [--measure macro_f1]
 [--repeats 100] [--design ais] [--budget 1000] [--checkpoints 200,500,1000] [--model calibrated]
-[--stop-widths 0.1,0.05] [--pool-seed S] [--realization] [--each-class]`` (``--pool-seed``: another realization of
+[--stop-widths 0.1,0.05] [--pool-seed S] [--realization] [--each-class] [--oracle stochastic]`` (``--pool-seed``: another realization of
 the pool, its generator's seed; 0 the record's; ``--each-class``: also every class's F1, precision and recall
 interval from the same posterior draws -- the session report's "Each class" table, ``per_class.per_class_table`` --
 with the design run for macro-F1 as a session of it is; one line per class and checkpoint).
@@ -142,6 +142,8 @@ def main(argv=None):
     ap.add_argument("--budget", type=int, default=1000)
     ap.add_argument("--checkpoints", default="200,500,1000")
     ap.add_argument("--model", default="calibrated")
+    ap.add_argument("--oracle", default="deterministic", choices=("deterministic", "stochastic"),
+                    help="stochastic: every draw a label, the measure of the oracle's expected answer (stop 76)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--pool-seed", type=int, default=0,
                     help="the pool's realization (its generator's seed; 0: the record's pool)")
@@ -163,6 +165,8 @@ def main(argv=None):
     from bayes_eval.registry import measure_from_args
     from bayes_eval.simulate import run_simulation
 
+    if args.each_class and args.oracle != "deterministic":
+        ap.error("--each-class completes the pool from labeled items: a deterministic oracle's only")
     pool = make_pool(args.pool, args.pool_seed)
     measure = measure_from_args(args.measure, pool)
     cps = tuple(int(v) for v in args.checkpoints.split(","))
@@ -170,12 +174,14 @@ def main(argv=None):
     t0 = time.perf_counter()
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, repeats=args.repeats, seed=args.seed,
                                 checkpoints=cps, bayes=True, posterior_model=args.model,
-                                bayes_stages=args.stop_widths is not None)
+                                bayes_stages=args.stop_widths is not None,
+                                **({"oracle": args.oracle} if args.oracle != "deterministic" else {}))
     truth = float(np.atleast_1d(res.true_value)[0])
     rows = []
     for i, cp in enumerate(cps):
         est = np.asarray(res.checkpoint_value)[:, i, 0]
-        row = {"pool": args.pool, **({"pool_seed": args.pool_seed} if args.pool_seed else {}), "measure": args.measure, "design": args.design, "labels": cp, "truth": round(truth, 4),
+        row = {"pool": args.pool, **({"pool_seed": args.pool_seed} if args.pool_seed else {}),
+               **({"oracle": args.oracle} if args.oracle != "deterministic" else {}), "measure": args.measure, "design": args.design, "labels": cp, "truth": round(truth, 4),
                "rmse": float(np.sqrt(np.nanmean((est - truth) ** 2)))}
         for kind, lo, hi in (("clt", res.checkpoint_lower, res.checkpoint_upper), ("bayes", res.bayes_lower, res.bayes_upper)):
             if lo is None:
