@@ -99,6 +99,48 @@ def _calibrated_pi():
     return jax.jit(calibrated_pi)
 
 
+def _hashable(x):
+    """A band scale (None, a number or a grid) as a cache key."""
+    if x is None or np.ndim(x) == 0:
+        return x if x is None else float(x)
+    return tuple(float(v) for v in np.asarray(x).reshape(-1))
+
+
+_FAST_PROGRAMS: dict = {}
+
+
+def _fast_program(lp, n_proposals: int, groups, n_groups, band_scale, num_samples: int):
+    """The fast route's draws, one chain per key, compiled once per pool and setting: the
+    counts and unlabeled items are arguments, so a report fitted again on new labels of the same
+    pool reuses the program (it was traced afresh on every call, ~7 s of XLA compile per fit on
+    abt-buy).  The model is built from the concrete leaf probabilities (its band grid is numpy),
+    so they are part of the key; a few programs are kept."""
+    from . import calibrated as cal
+
+    lp = np.asarray(lp, dtype=np.float64)
+    key = (lp.shape, lp.tobytes(), n_proposals, groups, n_groups, band_scale, num_samples)
+    program = _FAST_PROGRAMS.pop(key, None)
+    if program is None:
+        grp = None if groups is None else np.asarray(groups, dtype=np.int64)
+        scale = list(band_scale) if isinstance(band_scale, tuple) else band_scale
+        om = cal.calibrated_model(jnp.asarray(lp), n_proposals=n_proposals, bands=cal.BANDS, groups=grp,
+                                  n_groups=n_groups, band_scale=scale)
+
+        def run(keys, counts, unlabeled):
+            def one(k):
+                d = om.sample(k, counts, unlabeled, num_samples)
+                return (d["a"], d["b"], d["kappa"], d["band_offset"], d["group_offset"], d["pi"],
+                        d["importance_ess"], d.get("group_scale"), d.get("band_scale"))
+
+            return jax.vmap(one)(keys)
+
+        program = jax.jit(run)
+    _FAST_PROGRAMS[key] = program
+    while len(_FAST_PROGRAMS) > 4:
+        _FAST_PROGRAMS.pop(next(iter(_FAST_PROGRAMS)))
+    return program
+
+
 def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str, num_chains: int, num_warmup: int,
                      num_samples: int, thin: int, n_proposals: int, chain_method: str, nuts_kwargs: dict,
                      extra_fields: tuple, sampler=None, depth=8, branching=None, strength=1.0,
@@ -153,15 +195,11 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
         pi = _calibrated_pi()(k_pi, lp, counts, flat(a), flat(b), flat(kappa), flat(d) if d.shape[-1] else None,
                               flat(e) if e.shape[-1] else None, None if groups is None else jnp.asarray(groups))
     else:
-        om = cal.calibrated_model(lp, n_proposals=int(n_proposals), bands=cal.BANDS, groups=groups, n_groups=n_groups,
-                                   band_scale=band_scale)
-
-        def one(k):
-            d = om.sample(k, counts, unlabeled, int(num_samples))
-            return (d["a"], d["b"], d["kappa"], d["band_offset"], d["group_offset"], d["pi"], d["importance_ess"],
-                    d.get("group_scale"), d.get("band_scale"))
-
-        a, b, kappa, d, e, pi, iess, tau, s_band = jax.jit(jax.vmap(one))(jax.random.split(k_fit, num_chains))
+        program = _fast_program(lp, int(n_proposals), None if groups is None else tuple(np.asarray(groups).tolist()),
+                                None if n_groups is None else int(n_groups), _hashable(band_scale), int(num_samples))
+        a, b, kappa, d, e, pi, iess, tau, s_band = program(jax.random.split(k_fit, num_chains),
+                                                           jnp.asarray(counts, dtype=jnp.float64),
+                                                           jnp.asarray(unlabeled, dtype=jnp.float64))
         band_scale_draws = None if s_band is None else np.asarray(s_band)   # the walk's scale, where learned
         a, b, kappa, d, e = np.asarray(a), np.asarray(b), np.asarray(kappa), np.asarray(d), np.asarray(e)
         scale_draws = None if tau is None else np.asarray(tau)   # τ learned over a grid: each draw's

@@ -66,10 +66,10 @@ def main():
     captured = {}
     real = S.intervals_at_checkpoints
 
-    def spy(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95):
+    def spy(cells, model, g, n_strata, labeled, *args, **kw):
         captured["labeled"] = np.asarray(labeled)
         captured["n_strata"] = n_strata
-        return real(cells, model, g, n_strata, labeled, seed, n_draws, level)
+        return real(cells, model, g, n_strata, labeled, *args, **kw)
 
     S.intervals_at_checkpoints = spy
     pool = load_pool(a.pool)
