@@ -44,9 +44,9 @@ def _run(pool_name, repeats, seed, draws):
     captured = {}
     real_int, real_make = S.intervals_at_checkpoints, S.make_oracle_model
 
-    def spy_int(cells, model, g, n_units, labeled, seed_, n_draws, level=0.95):
+    def spy_int(cells, model, g, n_units, labeled, *args, **kw):
         captured.update(cells=cells, g=g, n_units=n_units, labeled=np.asarray(labeled))
-        return real_int(cells, model, g, n_units, labeled, seed_, n_draws, level)
+        return real_int(cells, model, g, n_units, labeled, *args, **kw)
 
     def spy_make(name, probs, *a, **k):
         captured["probs"] = np.asarray(probs)

@@ -98,11 +98,11 @@ def _each_class_intervals(n_classes):
 
     g_each, orig, out = per_class_scores(n_classes).g, S.intervals_at_checkpoints, {}
 
-    def both(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95):
+    def both(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95, **kw):
         if out:                                       # the stages' posteriors (stopping): the measure's alone
-            return orig(cells, model, g, n_strata, labeled, seed, n_draws, level)
+            return orig(cells, model, g, n_strata, labeled, seed, n_draws, level, **kw)
         res = orig(cells, model, lambda r: jnp.concatenate([jnp.atleast_1d(g(r)), g_each(r)]), n_strata, labeled,
-                   seed, n_draws, level)
+                   seed, n_draws, level, **kw)
         m = res["bayes_lower"].shape[-1] - 3 * n_classes
         out.update({k: res[k][..., m:] for k in ("bayes_lower", "bayes_upper")})
         return {k: (v[..., :m] if v.ndim == 3 else v) for k, v in res.items()}

@@ -40,10 +40,10 @@ def main():
     second = {}
     real = S.intervals_at_checkpoints
 
-    def both(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95):
-        out = real(cells, model, g, n_strata, labeled, seed, n_draws, level)
+    def both(cells, model, g, n_strata, labeled, seed, n_draws, level=0.95, **kw):
+        out = real(cells, model, g, n_strata, labeled, seed, n_draws, level, **kw)
         if labeled.shape[1] > 3:          # the per-stage call (the checkpoint call has 3)
-            two = real(cells, model, g, n_strata, labeled, seed, n_draws, a.level2)   # same keys: same draws
+            two = real(cells, model, g, n_strata, labeled, seed, n_draws, a.level2, **kw)   # same keys: same draws
             second["lower"], second["upper"] = two["bayes_lower"], two["bayes_upper"]
         return out
 
