@@ -25,6 +25,7 @@ runs every registered sampler through ``bayes_eval.report.fit_finite_pool``).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -106,39 +107,28 @@ def _hashable(x):
     return tuple(float(v) for v in np.asarray(x).reshape(-1))
 
 
-_FAST_PROGRAMS: dict = {}
-
-
-def _fast_program(lp, n_proposals: int, groups, n_groups, band_scale, num_samples: int):
-    """The fast route's draws, one chain per key, compiled once per pool and setting: the
-    counts and unlabeled items are arguments, so a report fitted again on new labels of the same
-    pool reuses the program (it was traced afresh on every call, ~7 s of XLA compile per fit on
-    abt-buy).  The model is built from the concrete leaf probabilities (its band grid is numpy),
-    so they are part of the key; a few programs are kept."""
+@functools.partial(jax.jit, static_argnames=("n_proposals", "groups", "n_groups", "band_scale", "num_samples"))
+def _fast_draws(keys, lp, counts, unlabeled, *, n_proposals: int, groups, n_groups, band_scale, num_samples: int):
+    """The fast route's draws, one chain per key: one jitted function, so JAX compiles it once per
+    setting and shape (the leaf probabilities, counts and unlabeled items are arguments) and a
+    report refitted on new labels does not compile again (a fresh closure was traced on every fit
+    before stop 77: ~7 s of XLA per abt-buy fit).  The model's offset grid depends on the settings
+    only, not on the scores; it is built at trace time (``ensure_compile_time_eval``) because its
+    prior is computed in NumPy."""
     from . import calibrated as cal
 
-    lp = np.asarray(lp, dtype=np.float64)
-    key = (lp.shape, lp.tobytes(), n_proposals, groups, n_groups, band_scale, num_samples)
-    program = _FAST_PROGRAMS.pop(key, None)
-    if program is None:
-        grp = None if groups is None else np.asarray(groups, dtype=np.int64)
-        scale = list(band_scale) if isinstance(band_scale, tuple) else band_scale
-        om = cal.calibrated_model(jnp.asarray(lp), n_proposals=n_proposals, bands=cal.BANDS, groups=grp,
-                                  n_groups=n_groups, band_scale=scale)
+    grp = None if groups is None else np.asarray(groups, dtype=np.int64)
+    scale = list(band_scale) if isinstance(band_scale, tuple) else band_scale
+    with jax.ensure_compile_time_eval():
+        om = cal.calibrated_model(lp, n_proposals=n_proposals, bands=cal.BANDS, groups=grp, n_groups=n_groups,
+                                  band_scale=scale)
 
-        def run(keys, counts, unlabeled):
-            def one(k):
-                d = om.sample(k, counts, unlabeled, num_samples)
-                return (d["a"], d["b"], d["kappa"], d["band_offset"], d["group_offset"], d["pi"],
-                        d["importance_ess"], d.get("group_scale"), d.get("band_scale"))
+    def one(k):
+        d = om.sample(k, counts, unlabeled, num_samples)
+        return (d["a"], d["b"], d["kappa"], d["band_offset"], d["group_offset"], d["pi"], d["importance_ess"],
+                d.get("group_scale"), d.get("band_scale"))
 
-            return jax.vmap(one)(keys)
-
-        program = jax.jit(run)
-    _FAST_PROGRAMS[key] = program
-    while len(_FAST_PROGRAMS) > 4:
-        _FAST_PROGRAMS.pop(next(iter(_FAST_PROGRAMS)))
-    return program
+    return jax.vmap(one)(keys)
 
 
 def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str, num_chains: int, num_warmup: int,
@@ -195,11 +185,12 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
         pi = _calibrated_pi()(k_pi, lp, counts, flat(a), flat(b), flat(kappa), flat(d) if d.shape[-1] else None,
                               flat(e) if e.shape[-1] else None, None if groups is None else jnp.asarray(groups))
     else:
-        program = _fast_program(lp, int(n_proposals), None if groups is None else tuple(np.asarray(groups).tolist()),
-                                None if n_groups is None else int(n_groups), _hashable(band_scale), int(num_samples))
-        a, b, kappa, d, e, pi, iess, tau, s_band = program(jax.random.split(k_fit, num_chains),
-                                                           jnp.asarray(counts, dtype=jnp.float64),
-                                                           jnp.asarray(unlabeled, dtype=jnp.float64))
+        a, b, kappa, d, e, pi, iess, tau, s_band = _fast_draws(
+            jax.random.split(k_fit, num_chains), lp, jnp.asarray(counts, dtype=jnp.float64),
+            jnp.asarray(unlabeled, dtype=jnp.float64), n_proposals=int(n_proposals),
+            groups=None if groups is None else tuple(np.asarray(groups).tolist()),
+            n_groups=None if n_groups is None else int(n_groups), band_scale=_hashable(band_scale),
+            num_samples=int(num_samples))
         band_scale_draws = None if s_band is None else np.asarray(s_band)   # the walk's scale, where learned
         a, b, kappa, d, e = np.asarray(a), np.asarray(b), np.asarray(kappa), np.asarray(d), np.asarray(e)
         scale_draws = None if tau is None else np.asarray(tau)   # τ learned over a grid: each draw's
