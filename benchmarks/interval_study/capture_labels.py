@@ -39,6 +39,8 @@ class Capture(NamedTuple):
     g: object           # F1's g(R)
     truth: float        # the pool's F1
     item_cell: object   # (N,) the simulation cell of every item (``build_cells``'s second output)
+    cells: object = None    # the simulation's cells (``build_cells``), whose tables ``labeled`` counts
+    n_strata: int = 0       # the strata of the default stratification
 
 
 def load_capture(pool_path, capture):
@@ -52,7 +54,8 @@ def load_capture(pool_path, capture):
         raise SystemExit(f"{capture}: its cells are not {pool_path}'s")
     units = posterior_units(cells, strata.n_strata, "cell")
     z = score_logit(units.probs)    # the library's clipped logit: a unit at 0 or 1 (ties) is no NaN
-    return Capture(pool, d, units, z, M.get("f1").g, float(d["true_value"][0]), np.asarray(item_cell))
+    return Capture(pool, d, units, z, M.get("f1").g, float(d["true_value"][0]), np.asarray(item_cell), cells,
+                   strata.n_strata)
 
 
 def main():

@@ -17,7 +17,6 @@ The table: ``python benchmarks/interval_study/nuts_vs_fast.py --table OUT.json [
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import sys
@@ -29,13 +28,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
-from bayes_eval import measures as M  # noqa: E402
-from bayes_eval import simulate as S  # noqa: E402
-from bayes_eval.cells import build_cells  # noqa: E402
-from bayes_eval.registry import load_pool  # noqa: E402
-from bayes_eval.report import fit_finite_pool, summary_table  # noqa: E402
-from bayes_eval.strata import stratify  # noqa: E402
 from bayes_eval.models.posterior_samplers import CalibratedSampler  # noqa: E402
+from bayes_eval.report import fit_finite_pool, summary_table  # noqa: E402
+from capture_labels import load_capture  # noqa: E402  (beside this file)
 
 
 def fit_both(cells, labeled, k, truth, seed, chains, warmup, samples, sampler):
@@ -56,13 +51,8 @@ def fit_both(cells, labeled, k, truth, seed, chains, warmup, samples, sampler):
 
 
 def run(pool_path, capture, runs, chains, warmup, samples, out_path, at=None):
-    pool, d = load_pool(pool_path), np.load(capture)
-    n_strata = inspect.signature(S.run_simulation).parameters["n_strata"].default
-    strata = stratify(pool, n_strata)
-    cells, _ = build_cells(pool, strata, M.get("f1"))
-    if not np.allclose(np.asarray(cells.size), d["size"]):
-        raise SystemExit(f"{capture}: its cells are not {pool_path}'s")
-    truth = float(d["true_value"][0])
+    cap = load_capture(pool_path, capture)
+    d, cells, truth = cap.data, cap.cells, cap.truth
     sampler = CalibratedSampler()
     recs = []
     t0 = time.perf_counter()
@@ -70,7 +60,7 @@ def run(pool_path, capture, runs, chains, warmup, samples, out_path, at=None):
         for c, ck in enumerate(d["checkpoints"]):
             if at and int(ck) not in at:
                 continue
-            r = fit_both(cells, d["labeled"][i, c], strata.n_strata, truth, 1000 * i + c, chains, warmup, samples,
+            r = fit_both(cells, d["labeled"][i, c], cap.n_strata, truth, 1000 * i + c, chains, warmup, samples,
                          sampler)
             r.update(run=i, labels=int(ck), truth=truth, estimate=float(d["value"][i, c, 0]),
                      sim={"lower": float(d["bayes_lower"][i, c, 0]), "upper": float(d["bayes_upper"][i, c, 0])})
