@@ -100,13 +100,6 @@ def _calibrated_pi():
     return jax.jit(calibrated_pi)
 
 
-def _hashable(x):
-    """A band scale (None, a number or a grid) as a cache key."""
-    if x is None or np.ndim(x) == 0:
-        return x if x is None else float(x)
-    return tuple(float(v) for v in np.asarray(x).reshape(-1))
-
-
 @functools.partial(jax.jit, static_argnames=("n_proposals", "groups", "n_groups", "band_scale", "num_samples"))
 def _fast_draws(keys, lp, counts, unlabeled, *, n_proposals: int, groups, n_groups, band_scale, num_samples: int):
     """The fast route's draws, one chain per key: one jitted function, so JAX compiles it once per
@@ -118,10 +111,9 @@ def _fast_draws(keys, lp, counts, unlabeled, *, n_proposals: int, groups, n_grou
     from . import calibrated as cal
 
     grp = None if groups is None else np.asarray(groups, dtype=np.int64)
-    scale = list(band_scale) if isinstance(band_scale, tuple) else band_scale
     with jax.ensure_compile_time_eval():
         om = cal.calibrated_model(lp, n_proposals=n_proposals, bands=cal.BANDS, groups=grp, n_groups=n_groups,
-                                  band_scale=scale)
+                                  band_scale=band_scale)
 
     def one(k):
         d = om.sample(k, counts, unlabeled, num_samples)
@@ -189,7 +181,7 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
             jax.random.split(k_fit, num_chains), lp, jnp.asarray(counts, dtype=jnp.float64),
             jnp.asarray(unlabeled, dtype=jnp.float64), n_proposals=int(n_proposals),
             groups=None if groups is None else tuple(np.asarray(groups).tolist()),
-            n_groups=None if n_groups is None else int(n_groups), band_scale=_hashable(band_scale),
+            n_groups=None if n_groups is None else int(n_groups), band_scale=cal.band_scale_grid(band_scale),
             num_samples=int(num_samples))
         band_scale_draws = None if s_band is None else np.asarray(s_band)   # the walk's scale, where learned
         a, b, kappa, d, e = np.asarray(a), np.asarray(b), np.asarray(kappa), np.asarray(d), np.asarray(e)

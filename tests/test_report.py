@@ -273,7 +273,7 @@ def test_gibbs_route_and_determinism():
     assert {"theta", "phi", "pi", "G"} <= set(a.idata.posterior.data_vars)
     c = R.posterior_report(pool, "f1", items, labels, model="calibrated", method="fast", seed=5)
     assert c.fit.info["n_proposals"] == 4096
-    # the fast route's program is compiled once per pool (the labels are its arguments): a fit on
+    # the fast route's program is compiled once per setting and shape (the labels are its arguments): a fit on
     # other labels in between leaves the draws of these labels as they were
     other = R.posterior_report(pool, "f1", items[:300], labels[:300], model="calibrated", method="fast", seed=5)
     again = R.posterior_report(pool, "f1", items, labels, model="calibrated", method="fast", seed=5)
