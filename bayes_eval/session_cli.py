@@ -397,15 +397,15 @@ def _cmd_ingest(args, bar):
     from . import annotate
 
     id_column = _recorded_id_column(args.db)
-    for f in args.files:  # every file readable, before the session is replayed
-        annotate.read_labels(f, from_name=args.from_name, id_column=id_column)
+    # every file read (and refused if unreadable) before the session is replayed, and read once
+    records = [annotate.read_labels(f, from_name=args.from_name, id_column=id_column) for f in args.files]
     s = open_session(args, bar)
     bar.done()
     results = []
     try:
-        for f in args.files:
+        for f, recs in zip(args.files, records):
             r = s.ingest_file(f, label_map=args.label_map, from_name=args.from_name, resolve=args.resolve,
-                              correct=args.correct)
+                              correct=args.correct, records=recs)
             results.append((f, r))
             if args.format != "json":
                 if r.already_ingested and not r.n_corrected:

@@ -61,12 +61,17 @@ class SessionFiles:
     """``ingest_file``, ``ingest_records`` and ``export_batch`` (module docstring)."""
 
     def ingest_file(self, path: str, *, fmt: str | None = None, label_map: dict | None = None,
-                    from_name: str | None = None, resolve: str = "error", correct: bool = False) -> IngestResult:
+                    from_name: str | None = None, resolve: str = "error", correct: bool = False,
+                    records: annotate.LabelRecords | None = None) -> IngestResult:
         """Read a labeled file (CSV, JSONL, Label Studio JSON export) and ingest it as one
         transaction (see :mod:`bayes_eval.annotate` for the formats; items under ``item`` or the
         pool's own id column).  A refused file changes nothing; its error names the files this
-        Session ingested before it, which stay ingested (each file is its own transaction)."""
-        recs = annotate.read_labels(path, fmt=fmt, from_name=from_name, id_column=getattr(self.pool, "id_column", None))
+        Session ingested before it, which stay ingested (each file is its own transaction).
+        ``records``: the file's records where the caller has read it already
+        (:func:`bayes_eval.annotate.read_labels`, as ``bayes-eval session ingest`` does for every
+        file before it replays the session), so it is not read twice."""
+        recs = records if records is not None else annotate.read_labels(
+            path, fmt=fmt, from_name=from_name, id_column=getattr(self.pool, "id_column", None))
         try:
             r = self.ingest_records(recs, label_map=label_map, resolve=resolve, source=os.path.abspath(path),
                                     correct=correct)

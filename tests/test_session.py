@@ -671,7 +671,7 @@ def test_history_clips_a_bounded_measures_interval_to_its_range():
         assert h["lower"].iloc[i] == pytest.approx(min(max(lo[0], 0.0), 1.0), rel=1e-12)
 
 
-def test_cli_session_keyed_by_the_users_own_id_column(tmp_path, capsys, pool):
+def test_cli_session_keyed_by_the_users_own_id_column(tmp_path, capsys, pool, monkeypatch):
     """`session new --id-column doc_id --score-column svm_margin`: batches carry the user's ids in `item`, labels keyed by
     them are ingested — under `item`, or under the user's own `doc_id` (a file written from the
     user's data) — and reopening (a later command) reads the pool with the same column."""
@@ -700,8 +700,14 @@ def test_cli_session_keyed_by_the_users_own_id_column(tmp_path, capsys, pool):
     assert rc == 0 and json.loads(out)["labels"] == 40, err
     same = str(tmp_path / "same.jsonl")   # JSON lines keyed by doc_id: the same labels, nothing new
     b.to_json(same, orient="records", lines=True)
-    rc, out, err = _cli(capsys, "session", "ingest", db, same)
+    from bayes_eval import annotate
+
+    reads, real_read = [], annotate.read_labels
+    monkeypatch.setattr(annotate, "read_labels", lambda path, *a, **kw: reads.append(path) or real_read(path, *a, **kw))
+    rc, out, err = _cli(capsys, "session", "ingest", db, same, batch)
     assert rc == 0 and "same.jsonl: already ingested — nothing changed" in out, err
+    assert sorted(reads) == sorted([same, batch])   # each file read once: checked, then ingested as read
+    monkeypatch.setattr(annotate, "read_labels", real_read)
     other = str(tmp_path / "other.csv")   # a column that is neither: the message names both
     b.rename(columns={"doc_id": "key"}).to_csv(other, index=False)
     rc, out, err = _cli(capsys, "session", "ingest", db, other)
