@@ -7,6 +7,7 @@ NumPyro, static and Poisson designs (seeds 000, 002), CLT and Bayesian intervals
 import os as _os
 
 from . import _config  # noqa: F401  (enables float64 before anything else touches JAX)
+from ._config import enable_compile_cache  # noqa: E402
 
 # Running from a source checkout (``python -m pytest`` at the repository root): the
 # NumPyro models live in the top-level ``models/`` folder, installed as
@@ -47,4 +48,5 @@ __all__ = [
     "summarize",
     "Session",
     "SessionError",
+    "enable_compile_cache",
 ]

@@ -13,26 +13,30 @@ def enable_compile_cache():
     ``bayes-eval`` command is a new process, and without it each one recompiles the design's
     step and the many small programs of building a design (``benchmarks/results/latency.md``).
     Every compilation is cached, however short (most are a few milliseconds, but a command
-    runs dozens).  ``BAYES_EVAL_CACHE_DIR`` chooses the folder (default
-    ``$XDG_CACHE_HOME/bayes_eval/jax`` or ``~/.cache/bayes_eval/jax``); set it empty to
-    disable.  A folder that cannot be made disables the cache silently (it is an
-    optimisation, never needed)."""
+    runs dozens).  In a long-lived process (a notebook) it serves what JAX's in-memory caches
+    miss: NumPyro 0.22 recompiles its sampling loop on every NUTS run of the report, even with
+    the same settings (``docs/architecture.md``), and a refit loads it from here instead.
+    ``BAYES_EVAL_CACHE_DIR`` chooses the folder (default ``$XDG_CACHE_HOME/bayes_eval/jax`` or
+    ``~/.cache/bayes_eval/jax``); set it empty to disable.  A folder that cannot be made disables
+    the cache silently (it is an optimisation, never needed).  Returns the folder in use (the
+    caller's own where JAX already had one), or None where the cache is off."""
     import os
 
     d = os.environ.get("BAYES_EVAL_CACHE_DIR")
     if d is None:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         d = os.path.join(base, "bayes_eval", "jax")
-    if not d:
-        return
     try:
         if jax.config.jax_compilation_cache_dir:  # already configured by the caller
-            return
+            return jax.config.jax_compilation_cache_dir
+        if not d:
+            return None
         os.makedirs(d, exist_ok=True)
         jax.config.update("jax_compilation_cache_dir", d)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     except (OSError, AttributeError, ValueError):
-        return  # an optimisation only: without it every command compiles what it runs
+        return None  # an optimisation only: without it every command compiles what it runs
+    return d
 
 
 def jit_long_running(fun, **kwargs):

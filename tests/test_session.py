@@ -743,3 +743,33 @@ def test_the_long_running_programs_level_is_an_integer_or_unset(monkeypatch):
     monkeypatch.setenv("BAYES_EVAL_LONG_RUN_XLA_OPT", "high")
     with pytest.raises(ValueError, match="BAYES_EVAL_LONG_RUN_XLA_OPT must be an integer"):
         jit_long_running(newton_sqrt)
+
+
+def test_enable_compile_cache_turns_on_the_folder_it_is_given_or_says_it_is_off(tmp_path):
+    """bayes_eval.enable_compile_cache (what every command runs; a notebook's NUTS refits load
+    NumPyro's recompiled loop from it): BAYES_EVAL_CACHE_DIR's folder, made and returned; empty,
+    None and nothing turned on; a folder JAX already had is kept.  In a child process: the
+    cache is process-wide configuration."""
+    import subprocess
+    import sys
+
+    code = ("import os, jax, bayes_eval; d = bayes_eval.enable_compile_cache(); "
+            "print(repr(d), repr(jax.config.jax_compilation_cache_dir), d is not None and os.path.isdir(d), "
+            "repr(bayes_eval.enable_compile_cache()))")
+
+    def child(env_dir, jax_dir=None):
+        env = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR", "BAYES_EVAL_CACHE_DIR")}
+        env["BAYES_EVAL_CACHE_DIR"] = env_dir
+        if jax_dir:
+            env["JAX_COMPILATION_CACHE_DIR"] = jax_dir
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    d = str(tmp_path / "cache" / "jax")
+    assert child(d) == f"{d!r} {d!r} True {d!r}"
+    assert child("") == "None None False None"
+    mine = str(tmp_path / "mine")
+    unused = str(tmp_path / "unused")
+    returned, configured, _, again = child(unused, jax_dir=mine).split()
+    assert returned == configured == again == repr(mine) and not os.path.exists(unused)
