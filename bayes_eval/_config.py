@@ -38,23 +38,3 @@ def enable_compile_cache():
         return None  # an optimisation only: without it every command compiles what it runs
     return d
 
-
-def jit_long_running(fun, **kwargs):
-    """``jax.jit(fun, **kwargs)`` for the library's programs that run long once compiled: a
-    session's finite-pool posterior program (a Newton fit and a thousand proposals per table,
-    run again for every stage a status, a stopping rule or a history reads).
-    ``BAYES_EVAL_LONG_RUN_XLA_OPT`` (an integer) compiles them at that XLA backend optimisation
-    level whatever the process's ``XLA_FLAGS`` say.  The test tier compiles everything at level 0,
-    which compiles fast and runs slow (tests/conftest.py), and sets it to 2 for these (stop 78:
-    a scripted run's Bayesian stopping rule over four stages 12.5 -> 9.5 s; the same numbers).
-    The simulation's checkpoint posteriors are not among them: compiled once and run on a few
-    tables in a test, they lost more compile time at level 2 than they saved.  Unset (the
-    default, and the CLI's): the process's level."""
-    import os
-
-    level = os.environ.get("BAYES_EVAL_LONG_RUN_XLA_OPT", "").strip()
-    if level:
-        if not level.lstrip("-").isdigit():
-            raise ValueError(f"BAYES_EVAL_LONG_RUN_XLA_OPT must be an integer (an XLA optimisation level), got {level!r}")
-        kwargs["compiler_options"] = {**kwargs.get("compiler_options", {}), "xla_backend_optimization_level": int(level)}
-    return jax.jit(fun, **kwargs)

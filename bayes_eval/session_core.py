@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from . import _config  # noqa: F401  (float64)
-from ._config import jit_long_running
 from .checks import zero_padded_hint
 from .errors import SessionError, UnknownItemError
 from .fingerprints import PORTABLE_VERSION
@@ -526,7 +525,7 @@ def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int, observa
         # one key and one fit: every measure's parameter draws are the same, and so is their ESS
         return jnp.concatenate(out, axis=1), jnp.concatenate(one, axis=1), post.sampler_ess
 
-    return jit_long_running(all_measures)
+    return jax.jit(all_measures)
 
 
 class MeasurePosterior(NamedTuple):

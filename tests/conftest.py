@@ -50,9 +50,6 @@ if (os.environ.get("BAYES_EVAL_TEST_XLA_OPT", "0") == "0" and not _selects_slow(
         and "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "")):
     _flags = FAST_COMPILE_FLAGS if _xla_accepts(FAST_COMPILE_FLAGS) else FAST_COMPILE_FLAGS[:1]
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *_flags]).strip()
-    # ... except a session's posterior program, which the tests run stage after stage: at level 2
-    # (bayes_eval._config.jit_long_running; stop 78: the session-heavy files ~8% faster)
-    os.environ.setdefault("BAYES_EVAL_LONG_RUN_XLA_OPT", "2")
 
 
 def jit_for_a_long_run(fun):

@@ -721,30 +721,6 @@ def test_cli_session_keyed_by_the_users_own_id_column(tmp_path, capsys, pool, mo
     assert rc == 2 and "column 'x' not found" in err and not os.path.exists(tmp_path / "t.db")
 
 
-def test_the_long_running_programs_level_is_an_integer_or_unset(monkeypatch):
-    """bayes_eval._config.jit_long_running: BAYES_EVAL_LONG_RUN_XLA_OPT compiles the session's
-    posterior program at that XLA level (the test tier sets 2 over its level 0) with the same
-    numbers as the process's level; unset, the process's level; not an integer, a clear error."""
-    import jax
-    import jax.numpy as jnp
-
-    from bayes_eval._config import jit_long_running
-
-    def newton_sqrt(a):   # a loop of the kind the posterior's Newton fit runs
-        return jax.lax.fori_loop(0, 30, lambda i, x: 0.5 * (x + a / x), jnp.ones_like(a))
-
-    a = jnp.linspace(0.5, 9.0, 7)
-    out = {}
-    for level in ("", "0", "2"):
-        monkeypatch.setenv("BAYES_EVAL_LONG_RUN_XLA_OPT", level)
-        out[level] = np.asarray(jit_long_running(newton_sqrt)(a))
-    for level in out:
-        np.testing.assert_allclose(out[level], np.sqrt(a), rtol=1e-14)
-    monkeypatch.setenv("BAYES_EVAL_LONG_RUN_XLA_OPT", "high")
-    with pytest.raises(ValueError, match="BAYES_EVAL_LONG_RUN_XLA_OPT must be an integer"):
-        jit_long_running(newton_sqrt)
-
-
 def test_enable_compile_cache_turns_on_the_folder_it_is_given_or_says_it_is_off(tmp_path):
     """bayes_eval.enable_compile_cache (what every command runs; a notebook's NUTS refits load
     NumPyro's recompiled loop from it): BAYES_EVAL_CACHE_DIR's folder, made and returned; empty,
