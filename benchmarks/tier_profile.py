@@ -1,0 +1,98 @@
+"""Where the default test tier's time goes: XLA compiling, lowering and tracing against the rest.
+
+A pytest plugin and its table.  Run the tier with it (from the repository root):
+
+    PYTHONPATH=benchmarks BAYES_EVAL_TIER_PROFILE=/tmp/tier_profile pytest -p tier_profile
+
+Every worker writes one JSON file to that folder: per test, its wall time and the seconds of each of
+JAX's duration events (``jax.monitoring``: ``/jax/core/compile/backend_compile_duration`` the XLA
+compile, ``jaxpr_to_mlir_module_duration`` the lowering, ``jaxpr_trace_duration`` the tracing, the
+persistent cache's retrievals).  Then
+
+    python benchmarks/tier_profile.py /tmp/tier_profile
+
+prints the sums and the test files by wall time with each file's compile and trace + lower seconds.
+Stop 78 (two workers, 2 cores): 1,368 s of test time, of it 704 s XLA compile, 158 s lowering and
+99 s tracing -- about 70%, as at stops 58-70 (README, the test tier's history).  With
+``jax_log_compiles`` on (``JAX_LOG_COMPILES=1``) the log names each program: the simulations'
+``run`` programs lead, then the posterior programs and the session's AIS step.
+"""
+import collections
+import json
+import os
+import sys
+import time
+
+_events = collections.Counter()
+_per_test = {}
+
+
+def _listener(event, duration, **_):
+    _events[event] += duration
+
+
+def pytest_configure(config):
+    import jax.monitoring
+
+    jax.monitoring.register_event_duration_secs_listener(_listener)
+
+
+def _wrap_protocol():
+    import pytest
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        """Each test's events (setup, call and teardown together) and wall time."""
+        before, t0 = dict(_events), time.perf_counter()
+        yield
+        row = {k: v - before.get(k, 0.0) for k, v in _events.items() if v - before.get(k, 0.0) > 0}
+        row["wall"] = time.perf_counter() - t0
+        _per_test[item.nodeid] = row
+
+    return pytest_runtest_protocol
+
+
+pytest_runtest_protocol = _wrap_protocol()
+
+
+def pytest_sessionfinish(session):
+    folder = os.environ.get("BAYES_EVAL_TIER_PROFILE")
+    if folder and _per_test:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"{os.getpid()}.json"), "w") as f:
+            json.dump(_per_test, f)
+
+
+COMPILE = "/jax/core/compile/backend_compile_duration"
+LOWER = ("/jax/core/compile/jaxpr_to_mlir_module_duration", "/jax/core/compile/jaxpr_trace_duration")
+
+
+def table(folder: str, top: int = 25) -> str:
+    """The sums over every test, then the ``top`` test files by wall time."""
+    per = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name)) as f:
+                per.update(json.load(f))
+    if not per:
+        raise SystemExit(f"no profile in {folder}: run the tier with -p tier_profile and BAYES_EVAL_TIER_PROFILE={folder}")
+    total = collections.Counter()
+    files = collections.defaultdict(collections.Counter)
+    for test, row in per.items():
+        total.update(row)
+        f = files[test.split("::")[0]]
+        f["wall"] += row.get("wall", 0.0)
+        f["compile"] += row.get(COMPILE, 0.0)
+        f["lower"] += sum(row.get(k, 0.0) for k in LOWER)
+    lines = [f"{len(per)} tests, {total['wall']:.0f} s of test time", ""]
+    lines += [f"{v:9.1f} s  {k}" for k, v in total.most_common() if k != "wall"]
+    lines += ["", "| test file | wall (s) | XLA compile (s) | trace + lower (s) |", "|---|---|---|---|"]
+    for name, c in sorted(files.items(), key=lambda kv: -kv[1]["wall"])[:top]:
+        lines.append(f"| {name} | {c['wall']:.1f} | {c['compile']:.1f} | {c['lower']:.1f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python benchmarks/tier_profile.py FOLDER (written by pytest -p tier_profile)")
+    print(table(sys.argv[1]))
