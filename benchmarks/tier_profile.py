@@ -23,6 +23,8 @@ import os
 import sys
 import time
 
+import pytest
+
 _events = collections.Counter()
 _per_test = {}
 
@@ -37,22 +39,14 @@ def pytest_configure(config):
     jax.monitoring.register_event_duration_secs_listener(_listener)
 
 
-def _wrap_protocol():
-    import pytest
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_protocol(item, nextitem):
-        """Each test's events (setup, call and teardown together) and wall time."""
-        before, t0 = dict(_events), time.perf_counter()
-        yield
-        row = {k: v - before.get(k, 0.0) for k, v in _events.items() if v - before.get(k, 0.0) > 0}
-        row["wall"] = time.perf_counter() - t0
-        _per_test[item.nodeid] = row
-
-    return pytest_runtest_protocol
-
-
-pytest_runtest_protocol = _wrap_protocol()
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test's events (setup, call and teardown together) and wall time."""
+    before, t0 = dict(_events), time.perf_counter()
+    yield
+    row = {k: v - before.get(k, 0.0) for k, v in _events.items() if v - before.get(k, 0.0) > 0}
+    row["wall"] = time.perf_counter() - t0
+    _per_test[item.nodeid] = row
 
 
 def pytest_sessionfinish(session):
