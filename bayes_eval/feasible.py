@@ -214,7 +214,7 @@ def blind_spot(size, labeled, p_cell, loss_tables, gs, risks, values=None, rate:
         pool's share.  Keys: ``items``, ``share`` (of the pool), ``cells``, ``items_without_label``
         (in cells with no label at all), ``labels``, ``positives`` (labels there that were
         positive), ``found`` (positive labels in the whole pool), ``hidden`` (the K considered:
-        max(found, 1)), ``miss_probability`` (:func:`miss_probability`: that the labels there
+        max(found, 1), at most the region's unlabeled items), ``miss_probability`` (:func:`miss_probability`: that the labels there
         would not see K positives placed at random among its items not labeled positive),
         ``values_if_hidden`` (per component: G with K of the region's unlabeled items made
         positive, spread over its cells by their unlabeled items, predictions kept: the estimate
@@ -226,14 +226,19 @@ def blind_spot(size, labeled, p_cell, loss_tables, gs, risks, values=None, rate:
         return None
     lab = labeled.sum(1)
     pool_share = lab.sum() / size.sum()
-    region = (lab / np.maximum(size, 1.0)) < rate * pool_share
+    region = ((lab / np.maximum(size, 1.0)) < rate * pool_share) & (size > 0)
     if not region.any():
         return None
     unl = np.maximum(size - lab, 0.0) * region
     n_items, n_unl = float(size[region].sum()), float(unl.sum())
     pos_there = float(labeled[region, 1].sum())
     found = float(labeled[:, 1].sum())
-    k = int(max(found, 1.0))
+    # K: as many as found (at least one), but no more than the region's unlabeled items can hold --
+    # on a pool of many positives the region may be smaller than the positives found (stop 79: 146
+    # "hidden" among 41 items, an impossible twin, its miss probability 0 and its value off the range)
+    k = int(min(max(found, 1.0), round(n_unl)))
+    if k < 1:
+        return None
     # the twin: K of the region's negatives made positive (planted among its items not labeled positive)
     miss = miss_probability(n_items - pos_there, float(lab[region].sum()) - pos_there, k)
     moved = []

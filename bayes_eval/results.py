@@ -358,11 +358,20 @@ def blind_spot_text(bs: dict | None, names) -> str | None:
     rate = "a tenth of" if bs["rate"] == 0.1 else f"{bs['rate']:g} ×"
     return (f"barely labeled: {bs['items']:,} items ({bs['share']:.0%} of the pool, {bs['cells']} cell(s)) carry under "
             f"{rate} the pool's share of labels{there}. {bs['hidden']} positive(s) hidden among them at random ("
-            + ("as many as found so far" if bs.get("found", bs["hidden"]) == bs["hidden"] else
-               f"{bs['found']} found so far, so one") + ") would go unseen by labels placed like these with probability "
+            + _hidden_count_text(bs) + ") would go unseen by labels placed like these with probability "
             f"{bs['miss_probability']:.0%}" + (f"; with them {', '.join(vals)}" if vals else "")
             + ". Unseen, no method can tell that pool from this one: every interval above bets on what those items "
               "hold (the Bayesian one through the oracle model)" + _holds_text(bs.get("headline_holds"), names))
+
+
+def _hidden_count_text(bs: dict) -> str:
+    """Why K positives are considered hidden (:func:`bayes_eval.feasible.blind_spot`'s ``hidden``)."""
+    found, k = bs.get("found", bs["hidden"]), bs["hidden"]
+    if found == k:
+        return "as many as found so far"
+    if found < k:
+        return f"{found} found so far, so one"
+    return f"every unlabeled item there; {found} found so far"
 
 
 def _holds_text(holds, names) -> str:

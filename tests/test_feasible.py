@@ -204,6 +204,7 @@ def test_blind_spot_is_the_twin_with_as_many_positives_hidden_where_labels_are_f
     tenth of the pool's share, the miss probability is that of random placements, and the value
     with the positives hidden is F1 of the twin's confusion counts (the estimate taken exact)."""
     from bayes_eval.feasible import blind_spot
+    from bayes_eval.results import blind_spot_text
 
     # cells: (size, predicted class, true positives, labeled negatives, labeled positives)
     spec = [(40, 1, 30, 5, 20), (200, 0, 12, 60, 6), (3000, 0, 2, 4, 0), (5000, 0, 0, 0, 0), (800, 0, 1, 30, 1)]
@@ -239,6 +240,24 @@ def test_blind_spot_is_the_twin_with_as_many_positives_hidden_where_labels_are_f
                      [r_true, np.einsum("x,xc,xcd->d", p_cell, truth, loss_p)], values=[0.5, 0.9])
     assert bs2["values_if_hidden"][0] == pytest.approx(0.5 + 2 * tp / (pp + p_all + k) - 2 * tp / (pp + p_all))
     assert bs2["values_if_hidden"][1] == pytest.approx(0.9)
+    # a region smaller than the positives found (a pool of many positives): K is every unlabeled item
+    # there, not an impossible 107 among 41 items (stop 79: the status said 146 among 41, probability 0%)
+    spec = [(200, 1, 150, 10, 100), (200, 0, 12, 60, 6), (20, 0, 2, 0, 0), (21, 0, 0, 0, 0), (800, 0, 1, 30, 1)]
+    size = np.array([c[0] for c in spec], float)
+    pred = np.array([c[1] for c in spec], float)
+    pos = np.array([c[2] for c in spec], float)
+    labeled = np.array([[c[3], c[4]] for c in spec], float)
+    p_cell = np.full(len(spec), 1 / size.sum())
+    loss = np.stack([np.stack([np.zeros_like(pred), pred / 2], -1), np.stack([pred, (1 + pred) / 2], -1)], 1)
+    r_true = np.einsum("x,xc,xcd->d", p_cell, np.stack([size - pos, pos], -1), loss)
+    bs3 = blind_spot(size, labeled, p_cell, [loss], [f1.g], [r_true])
+    assert (bs3["items"], bs3["cells"], bs3["labels"], bs3["found"], bs3["hidden"]) == (41, 2, 0, 107, 41)
+    assert bs3["miss_probability"] == 1.0                         # no label there: nothing could have seen them
+    tp, pp, p_all = float((pos * pred).sum()), float((size * pred).sum()), float(pos.sum())
+    assert bs3["values_if_hidden"][0] == pytest.approx(2 * tp / (pp + p_all + 41), rel=1e-9)
+    capped = blind_spot_text(bs3, ["f1"])
+    assert "41 positive(s) hidden among them at random (every unlabeled item there; 107 found so far)" in capped
+    assert "probability 100%" in capped
     # every cell labeled near the pool's share: no blind spot; a pool that is not binary: none
     assert blind_spot(size, np.stack([size * 0.01, size * 0.0], -1), p_cell, [loss], [f1.g], [r_true]) is None
     assert blind_spot(size, np.zeros((5, 3)), p_cell, [loss], [f1.g], [r_true]) is None
