@@ -14,7 +14,7 @@ from .errors import PoolError
 
 __all__ = ["as_2d", "py_scalar", "first_bad", "check_finite", "check_labels", "column_of", "missing_column",
            "check_label_map", "class_names_hint", "zero_padded_hint", "partial_labels_note",
-           "pred_argmax_note", "WITHOUT_TRUTH"]
+           "pred_argmax_note", "rounding_step", "check_class_sums", "WITHOUT_TRUTH"]
 
 #: the words of :func:`partial_labels_note` that say a pool was read without its ground truth
 WITHOUT_TRUTH = "read without its ground truth"
@@ -246,3 +246,36 @@ def pred_argmax_note(preds, probs, ids, column="pred"):
             f"{off.size:,} rows (first: row {r}, item {py_scalar(ids[r])!r}: pred {int(preds[r, 0])}, top class "
             f"{int(probs[r, 0].argmax())}): the measures read the predictions, the model the probabilities' top class; "
             f"check that the probability columns are in class order 0..C-1 and match the label map")
+
+
+def rounding_step(values, max_decimals: int = 6) -> float | None:
+    """10⁻ᵈ for the fewest decimals d ≤ ``max_decimals`` that every value is written with (a
+    file's probabilities rounded to two decimals: 0.01), else None (not rounded)."""
+    v = np.asarray(values, np.float64).ravel()
+    for d in range(max_decimals + 1):
+        scaled = v * 10.0 ** d
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 * np.maximum(1.0, np.abs(scaled))):
+            return 10.0 ** -d
+    return None
+
+
+def check_class_sums(name, probs, ids, n_classes: int):
+    """PoolError where an item's class probabilities (N, S, C) do not sum to 1 within what rounding
+    explains: 0.01, or C × half the rounding step where the values are written with few decimals
+    (three classes rounded to two decimals sum to anything in [0.985, 1.015]; stop 79: a row of
+    0.99 was refused, its 0.01 off read as over 0.01 by round-off).  Returns a note for rows
+    accepted off 1 by more than 1e-6 (the probabilities are used as given), else None."""
+    tot = np.asarray(probs, np.float64).sum(-1).reshape(len(probs), -1)
+    step = rounding_step(probs)
+    tol = max(0.01, 0.5 * n_classes * (step or 0.0)) + 1e-9
+    off = np.abs(tot - 1.0)
+    r = first_bad((off > tol).any(axis=1))
+    if r is not None:
+        why = f"rounding to {step:g} explains ±{tol:.3g}" if step and tol > 0.01 + 1e-9 else "±0.01 is allowed"
+        raise PoolError(f"column {name!r}: the class probabilities at row {r} (item {py_scalar(ids[r])!r}) "
+                        f"sum to {py_scalar(float(tot[r].max()))}, not 1 ({why}): give the classifier's probability of "
+                        f"each of the {n_classes} classes (softmax outputs, not scores or margins)")
+    if off.max() > 1e-6:
+        return (f"class probabilities sum to {float(tot.min()):.4g}-{float(tot.max()):.4g} on some rows "
+                f"({int((off > 1e-6).any(axis=1).sum()):,} of {len(tot):,}; rounded in the file): used as given")
+    return None

@@ -86,7 +86,8 @@ class PoolWarning(UserWarning):
 
 
 # the column checks live in checks.py, shared with measures.features_from_arrays
-from .checks import (as_2d as _as_2d, check_finite as _check_finite, check_label_map as _check_label_map,  # noqa: E402
+from .checks import (as_2d as _as_2d, check_class_sums as _check_class_sums, check_finite as _check_finite,  # noqa: E402
+                     check_label_map as _check_label_map,
                      check_labels as _check_labels, class_names_hint as _class_names_hint, column_of as _column_of,
                      first_bad as _first_bad, missing_column as _missing_column,
                      partial_labels_note as _partial_labels_note, pred_argmax_note as _pred_argmax_note,
@@ -316,13 +317,8 @@ class Pool:
             if row is not None:
                 raise PoolError(f"column {_column_of('prob', cols.get('prob'), (pr[row] < 0) | (pr[row] > 1))!r}: value "
                                 f"outside [0, 1] at row {row} (item {_py(ids_arr[row])!r})")
-            if n_classes > 2:   # one distribution over the classes per item (and system)
-                tot = pr.sum(-1).reshape(n, -1)
-                row = _first_bad((np.abs(tot - 1.0) > 0.01).any(axis=1))
-                if row is not None:
-                    raise PoolError(f"column {N['prob']!r}: the class probabilities at row {row} (item {_py(ids_arr[row])!r}) "
-                                    f"sum to {_py(float(tot[row].max()))}, not 1: give the classifier's probability of "
-                                    f"each of the {n_classes} classes (softmax outputs, not scores or margins)")
+            if n_classes > 2 and (off := _check_class_sums(N["prob"], pr, ids_arr, n_classes)):
+                notes.append(off)   # one distribution over the classes per item (and system), up to rounding
         # what the scores are
         score_of_probs = s is None and pr is not None
         if score_of_probs:

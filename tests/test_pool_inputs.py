@@ -385,6 +385,37 @@ def test_class_probability_columns_of_a_pool_of_several_classes(tmp_path):
         load_pool(str(path), n_classes=c, id_column="doc", columns={"prob": names})
 
 
+def test_class_probabilities_rounded_in_the_file_are_read_as_given(tmp_path):
+    """A file's class probabilities rounded to two decimals sum to anything within C × 0.005 of 1
+    (stop 79: three classes at 0.33 each, summing to 0.99, were refused -- 0.01 off read as more than
+    the 0.01 allowed): accepted as given, with a note, and a row off by more than rounding explains
+    is still refused, naming the allowance; unrounded probabilities keep the 0.01."""
+    rng = np.random.default_rng(3)
+    n, c = 400, 4
+    probs = rng.dirichlet(np.full(c, 0.7), n).round(2)
+    probs[0] = [0.33, 0.33, 0.33, 0.0]                  # sums to 0.99, the edge that was refused
+    names = ["p_a", "p_b", "p_c", "p_d"]
+    df = pd.DataFrame({"doc": [f"d{i}" for i in range(n)], **dict(zip(names, probs.T))})
+    path = tmp_path / "rounded.csv"
+    df.to_csv(path, index=False)
+    sums = probs.sum(1)
+    assert np.abs(sums - 1).max() > 0.01                 # the case: more than 0.01 off somewhere
+    pool = load_pool(str(path), n_classes=c, id_column="doc", columns={"prob": names})
+    np.testing.assert_array_equal(pool.probs[:, 0, :], probs)                  # as given, not rescaled
+    off = int((np.abs(sums - 1) > 1e-6).sum())
+    assert any(f"({off:,} of {n:,}; rounded in the file): used as given" in x for x in pool.notes), pool.notes
+    assert load_pool(str(path), **pool.read_options).fingerprint() == pool.fingerprint()   # a session's reopen
+    df.loc[9, names] = [0.5, 0.2, 0.2, 0.05]            # 0.95: more than 4 × 0.005 off
+    df.to_csv(path, index=False)
+    with pytest.raises(PoolError, match=r"at row 9 \(item 'd9'\) sum to 0.95, not 1 \(rounding to 0.01 explains ±0.02\)"):
+        load_pool(str(path), n_classes=c, id_column="doc", columns={"prob": names})
+    exact = rng.dirichlet(np.full(c, 0.7), n)
+    exact[5] *= 0.985                                    # unrounded: 0.015 off is not rounding
+    pd.DataFrame({"doc": df["doc"], **dict(zip(names, exact.T))}).to_csv(path, index=False)
+    with pytest.raises(PoolError, match=r"at row 5 \(item 'd5'\) sum to .*not 1 \(±0.01 is allowed\)"):
+        load_pool(str(path), n_classes=c, id_column="doc", columns={"prob": names})
+
+
 def test_prob_columns_from_the_command_line():
     """The flag's comma-separated names become ``columns["prob"]``, the other roles as before."""
     import argparse
