@@ -409,6 +409,11 @@ def test_class_probabilities_rounded_in_the_file_are_read_as_given(tmp_path):
     df.to_csv(path, index=False)
     with pytest.raises(PoolError, match=r"at row 9 \(item 'd9'\) sum to 0.95, not 1 \(rounding to 0.01 explains ±0.02\)"):
         load_pool(str(path), n_classes=c, id_column="doc", columns={"prob": names})
+    df.loc[9, names[:3]] = [0.5, 0.2, 0.2]              # 0.9 from values of one decimal, in a file of two:
+    df.loc[9, names[3]] = 0.0                           # the file's step (0.01) sets the allowance, not the row's
+    df.to_csv(path, index=False)
+    with pytest.raises(PoolError, match=r"at row 9 \(item 'd9'\) sum to 0.9, not 1 \(rounding to 0.01 explains ±0.02\)"):
+        load_pool(str(path), n_classes=c, id_column="doc", columns={"prob": names})
     exact = rng.dirichlet(np.full(c, 0.7), n)
     exact[5] *= 0.985                                    # unrounded: 0.015 off is not rounding
     pd.DataFrame({"doc": df["doc"], **dict(zip(names, exact.T))}).to_csv(path, index=False)
