@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 
 DESCRIPTION = """\
@@ -149,10 +150,10 @@ def cmd_ondemand(args) -> int:
             print(r["why"])
             if r.get("already"):   # no new draw: its verifications were asked for when it was first submitted
                 print(f"{args.name}: already submitted with the same predictions (nothing changed, no new draws; "
-                      f"bayes-eval ondemand next {args.db} --out tasks.csv lists whatever is still to verify)")
+                      f"bayes-eval ondemand next {shlex.quote(args.db)} --out tasks.csv lists whatever is still to verify)")
             else:
                 print(f"{args.name}: {counted(r['new_verifications'], 'new verification')} needed now "
-                      f"(bayes-eval ondemand next {args.db} --out tasks.csv)")
+                      f"(bayes-eval ondemand next {shlex.quote(args.db)} --out tasks.csv)")
         elif verb == "next":
             r = ev.next(args.out)
             if r["tasks"]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sqlite3
 import sys
 import time
@@ -317,7 +318,7 @@ def _cmd_new(args, bar):
                       + (f", {p['companion']} companion model" if p.get("companion") else ""))
         elif out["companion"]:
             print(f"AIS proposals mixed with the {out['companion']} companion model")
-        print(f"next: bayes-eval session next {args.db} --n 50 --out batch.csv")
+        print(f"next: bayes-eval session next {shlex.quote(args.db)} --n 50 --out batch.csv")
     return 0
 
 
@@ -360,7 +361,7 @@ def _cmd_next(args, bar):
     msg = sys.stderr if args.out == "-" else sys.stdout
     if not len(df) and info["fully_labeled"]:
         print("no item left to label: every item of the pool is labeled, so the value on the pool is exact "
-              f"(bayes-eval session status {args.db} shows it)", file=msg)
+              f"(bayes-eval session status {shlex.quote(args.db)} shows it)", file=msg)
     elif not len(df):
         print("no item left to label: the proposal reaches no unlabeled item (the pool is exhausted)", file=msg)
     elif info["reissued"]:

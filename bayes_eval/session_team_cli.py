@@ -17,6 +17,7 @@ accepted, keeping what arrived (:mod:`bayes_eval.session_corrections`).  Registe
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 
 from .session_cli_text import open_session, print_json
@@ -151,8 +152,8 @@ def _cmd_push(args, bar):
               + (f"; task data: item, stage, {', '.join(out['fields'])}" if out["fields"] else ""))
     else:
         print(f"the {out['items']} task(s) of stage {out['stage']} are already in {where}; nothing pushed "
-              f"(pull when they are annotated: bayes-eval session pull {args.db} --label-studio "
-              f"{args.label_studio} --project {args.project})")
+              f"(pull when they are annotated: bayes-eval session pull {shlex.quote(args.db)} --label-studio "
+              f"{shlex.quote(args.label_studio)} --project {shlex.quote(str(args.project))})")
     return 0
 
 
@@ -210,7 +211,7 @@ def _cmd_pull(args, bar):
     left = [i for i in info["cancelled_items"] if info["skip"] is None]
     if left:
         print(f"every annotator skipped item(s) {', '.join(left[:10])}{' ...' if len(left) > 10 else ''}: if nobody "
-              f"can label them, record it: bayes-eval session skip {args.db} {' '.join(left[:10])} (or pull with "
+              f"can label them, record it: bayes-eval session skip {shlex.join([args.db, *map(str, left[:10])])} (or pull with "
               f"--skip-cancelled)")
     elif info["skip"] is not None:
         print(f"recorded {info['skip'].n_new} item(s) every annotator skipped as impossible to label "

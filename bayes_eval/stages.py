@@ -43,6 +43,7 @@ sample with ``b_t``).
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any, NamedTuple, Protocol
 
 import jax
@@ -512,7 +513,7 @@ def match_deterministic(pending, label_of, label_stage, items, rows, y, where, l
                 rest = "; else restore the annotation in the labeling tool or drop that row)"
                 raise LabelConflictError(
                     msg + " with Session.correct, or ingest the file with correct=True" + rest,
-                    cli=msg + f": bayes-eval session correct {path} {items[i]} {labels[i]} (a reviewed file or "
+                    cli=msg + f": bayes-eval session correct {shlex.join([str(path), str(items[i]), str(labels[i])])} (a reviewed file or "
                               f"project: session ingest FILE --correct, session pull ... --correct)" + rest)
             n_dup += 1
             continue

@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import sqlite3
 from typing import Iterable, Sequence
 
@@ -233,7 +234,7 @@ class Store:
                 f"{path} already exists; choose another file name for a new session (to continue the session "
                 f"in it: Session.open({path!r}))",
                 cli=f"{path} already exists; choose another file name for a new session (to continue the session "
-                    f"in it: bayes-eval session next {path} / status / ingest)")
+                    f"in it: bayes-eval session next {shlex.quote(str(path))} / status / ingest)")
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise SessionError(f"cannot create session file {path}: folder {parent} does not exist")

@@ -3,6 +3,8 @@ estimate reads the corrected label from every draw, the draws' proposals stay wh
 them, a reopened session (with or without its stored stage states) is the session that
 made the corrections, bad corrections change nothing, and the command line does it."""
 import json
+import re
+import shlex
 import sqlite3
 
 import numpy as np
@@ -190,10 +192,11 @@ def _cli(capsys, *argv):
 
 def test_cli_correct(tmp_path, capsys, pool):
     pool_file = tmp_path / "pool.csv"
-    pd.DataFrame({"item": [f"p{i}" for i in range(pool.n_items)], "score": pool.scores[:, 0],
+    # ids with a space and a session path with one: the commands the messages suggest are quoted for a shell
+    pd.DataFrame({"item": [f"p {i}" for i in range(pool.n_items)], "score": pool.scores[:, 0],
                   "pred": pool.preds[:, 0]}).to_csv(pool_file, index=False)
-    truth = pd.Series(pool.labels, index=[f"p{i}" for i in range(pool.n_items)])
-    db = str(tmp_path / "s.db")
+    truth = pd.Series(pool.labels, index=[f"p {i}" for i in range(pool.n_items)])
+    db = str(tmp_path / "my session.db")
     rc, out, err = _cli(capsys, "session", "new", db, "--pool", str(pool_file), "--measure", "f1", "--design", "is",
                         "--seed", "0", "--label-map", "no=0,yes=1")
     assert rc == 0, err
@@ -217,8 +220,10 @@ def test_cli_correct(tmp_path, capsys, pool):
     again = tmp_path / "again.csv"
     pd.DataFrame({"item": wrong[:1], "label": ["yes"]}).to_csv(again, index=False)
     rc, out, err = _cli(capsys, "session", "ingest", db, str(again))
-    assert rc == 2 and f"bayes-eval session correct {db} {wrong[0]} yes" in err
-    rc, out, err = _cli(capsys, "session", "correct", db, wrong[0], "yes", "--reason", "review")
+    assert rc == 2 and f"bayes-eval session correct {shlex.quote(db)} {shlex.quote(wrong[0])} yes" in err
+    suggested = re.search(r"bayes-eval (session correct .*?) \(a reviewed", err).group(1)
+    assert shlex.split(suggested) == ["session", "correct", db, wrong[0], "yes"]    # pasted into a shell: these words
+    rc, out, err = _cli(capsys, *shlex.split(suggested), "--reason", "review")
     assert rc == 0 and "corrected 1 label(s); 1 correction(s) in the session" in out, err
     fix = tmp_path / "fix.csv"
     pd.DataFrame({"item": wrong, "label": ["yes", "yes"]}).to_csv(fix, index=False)
