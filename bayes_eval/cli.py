@@ -420,6 +420,7 @@ def cmd_demo(args):
 
     h = res.history
     truth = res.true_value[0]
+    shown = measure.names[0]      # the component the demo reports
     cs_lo, cs_hi = cs_bounds(h.value[0, :, :1], h.lower[0, :, :1], h.upper[0, :, :1], h.n_draws[0][:, None],
                              sd=h.sd[0, :, :1], feasible=h.feasible[0, :, :, :1])
     cs_lo, cs_hi = cs_lo[:, 0], cs_hi[:, 0]
@@ -444,7 +445,8 @@ def cmd_demo(args):
                          feasible_lower=float(h.feasible[0, t, 0, 0]), feasible_upper=float(h.feasible[0, t, 1, 0])))
     if args.format == "json":
         print(json.dumps(jsonable({"pool": "demo", "n_items": pool.n_items, "measure": args.measure,
-                                    "design": args.design, "true_value": truth, "stages": rows,
+                                    "design": args.design, "component": shown, "n_components": len(measure.names),
+                                    "true_value": truth, "stages": rows,
                                     "bayes_interval": [blo, bhi] if blo is not None else None,
                                     "bayes_mean": bmean,
                                     "cs_interval": [rows[-1]["cs_lower"], rows[-1]["cs_upper"]]}), indent=2))
@@ -452,7 +454,10 @@ def cmd_demo(args):
     print(f"bayes-eval demo: estimating {args.measure} of a classifier on a synthetic pool of "
           f"{pool.n_items:,} items ({int(pool.labels.sum())} positives), labeling {args.budget} of them "
           f"with design '{args.design}'")
-    print(f"(the pool's labels play the oracle; true {args.measure} = {truth:.4f})\n")
+    if len(measure.names) > 1:   # a PR curve, several measures: every figure below is of the first component
+        print(f"({args.measure} has {len(measure.names):,} components; shown: the first, {shown}; every component: "
+              f"bayes-eval simulate demo --measure {args.measure} --format json, or a session's status)")
+    print(f"(the pool's labels play the oracle; true {shown} = {truth:.4f})\n")
     print(f"{'labels':>7} {'estimate':>9}   {'95% confidence sequence':<24} {'95% CLT interval (fixed budget)':<32} "
           f"CLT check")
     step = max(1, len(rows) // 10)
@@ -486,7 +491,7 @@ def cmd_demo(args):
     else:
         print("  95% CLT interval          undefined  (no estimate yet to centre it on)")
     if np.isfinite(last["feasible_lower"]) and np.isfinite(last["feasible_upper"]):
-        print(f"  labels allow              [{last['feasible_lower']:.4f}, {last['feasible_upper']:.4f}]  {args.measure} over "
+        print(f"  labels allow              [{last['feasible_lower']:.4f}, {last['feasible_upper']:.4f}]  {shown} over "
               f"every completion of the pool: no model, no CLT (the estimate is kept inside, the CLT-based intervals "
               f"cut to it)")
     print(f"truth    {truth:.4f}  (known here because the demo pool is synthetic)")

@@ -645,7 +645,10 @@ def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, 
     r, n_ck = labeled.shape[:2]
     flat = labeled.reshape((r * n_ck,) + labeled.shape[2:])
 
-    def one(key, lab):
+    # the cells are an argument of the compiled program, not a closure constant: XLA constant-folds
+    # operations on a captured loss table (a PR curve's (cells, 2, 2049): a "constant folding is
+    # taking > 1s" alarm and 19 s of XLA for the demo's interval, stop 79), as simulate_runs found
+    def one(key, lab, cells):
         mstate = model.fit(model.init_state(), *leaf_counts(cells, lab, n_strata, observations))
         post = finite_pool_posterior(key, model, cells, lab, n_strata, g, n_draws=n_draws, state=mstate,
                                      observations=observations)
@@ -658,7 +661,7 @@ def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, 
         # one table (the demo, a single run's one checkpoint): the posterior as it is, not a map
         # of a vmap over one -- the batched program compiled ~5 s longer (36 -> 31 s of XLA for
         # `bayes-eval demo`'s interval, the same numbers; stop 71)
-        out = jax.tree_util.tree_map(lambda a: a[None], jax.jit(one)(keys[0], flat[0]))
+        out = jax.tree_util.tree_map(lambda a: a[None], jax.jit(one)(keys[0], flat[0], cells))
         return _checkpoint_intervals(out, n, r, n_ck)
     # A batched map, not one big vmap: each posterior holds (proposals × strata) temporaries.
     # The tables are padded (with copies of the first, dropped after) to whole batches: a map
@@ -670,7 +673,7 @@ def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, 
     if pad:
         keys = jnp.concatenate([keys, jnp.repeat(keys[:1], pad, axis=0)])
         flat = jnp.concatenate([flat, jnp.repeat(flat[:1], pad, axis=0)])
-    out = jax.jit(lambda k, f: jax.lax.map(lambda a: one(*a), (k, f), batch_size=batch))(keys, flat)
+    out = jax.jit(lambda k, f, c: jax.lax.map(lambda a: one(*a, c), (k, f), batch_size=batch))(keys, flat, cells)
     return _checkpoint_intervals(out, n, r, n_ck)
 
 

@@ -514,7 +514,9 @@ def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int, observa
     ucells, n_units = units.cells, units.n_units
     loss_tables, gs = tuple(loss_tables), tuple(gs)
 
-    def all_measures(rkey, labeled):
+    # the cells and loss tables are arguments of the compiled program, not closure constants: XLA
+    # constant-folds operations on captured tables (posterior.intervals_at_checkpoints, stop 79)
+    def all_measures(rkey, labeled, ucells, loss_tables):
         state = model.fit(model.init_state(), *leaf_counts(ucells, labeled, n_units, observations))
         out, one = [], []
         for loss, g in zip(loss_tables, gs):
@@ -525,7 +527,8 @@ def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int, observa
         # one key and one fit: every measure's parameter draws are the same, and so is their ESS
         return jnp.concatenate(out, axis=1), jnp.concatenate(one, axis=1), post.sampler_ess
 
-    return jax.jit(all_measures)
+    program = jax.jit(all_measures)
+    return lambda rkey, labeled: program(rkey, labeled, ucells, loss_tables)
 
 
 class MeasurePosterior(NamedTuple):
