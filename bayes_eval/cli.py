@@ -454,10 +454,7 @@ def cmd_demo(args):
     print(f"bayes-eval demo: estimating {args.measure} of a classifier on a synthetic pool of "
           f"{pool.n_items:,} items ({int(pool.labels.sum())} positives), labeling {args.budget} of them "
           f"with design '{args.design}'")
-    if len(measure.names) > 1:   # a PR curve, several measures: every figure below is of the first component
-        print(f"({args.measure} has {len(measure.names):,} components; shown: the first, {shown}; every component: "
-              f"bayes-eval simulate demo --measure {args.measure} --format json, or a session's status)")
-    print(f"(the pool's labels play the oracle; true {shown} = {truth:.4f})\n")
+    print("\n".join(demo_truth_lines(args.measure, measure.names, truth)) + "\n")
     print(f"{'labels':>7} {'estimate':>9}   {'95% confidence sequence':<24} {'95% CLT interval (fixed budget)':<32} "
           f"CLT check")
     step = max(1, len(rows) // 10)
@@ -531,6 +528,17 @@ DEMO_RECORDS = {
 def _percent(share: float) -> str:
     """A coverage as the demo prints it: as measured, to three significant digits (0.992 -> 99.2%)."""
     return f"{100 * share:.3g}%"
+
+
+def demo_truth_lines(measure_arg: str, names, truth: float) -> list:
+    """The demo's lines under its heading: the true value of the component it shows, the first of
+    ``names``; for a measure of several components (a PR curve) first a line that says so and where
+    every component is reported."""
+    lines = []
+    if len(names) > 1:   # every figure the demo prints is of the first component
+        lines.append(f"({measure_arg} has {len(names):,} components; shown: the first, {names[0]}; every component: "
+                     f"bayes-eval simulate demo --measure {measure_arg} --format json, or a session's status)")
+    return lines + [f"(the pool's labels play the oracle; true {names[0]} = {truth:.4f})"]
 
 
 def demo_record_text(oracle: str) -> str:

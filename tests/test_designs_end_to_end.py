@@ -293,6 +293,22 @@ def test_cli_demo_with_no_estimate_yet_says_undefined_and_cites_no_other_designs
     assert "of 500 runs" not in text and "--design DESIGN --bayes yes" in text
 
 
+def test_the_demo_names_the_component_it_shows():
+    """A measure of several components (a PR curve: 2,048): the demo's figures are its first
+    component's, and the lines under the heading say which, how many there are and where every one
+    is reported (it said "true pr_curve = 0.0018" before); one component: the plain line."""
+    from bayes_eval.cli import demo_truth_lines
+    from bayes_eval.registry import measure_from_args
+
+    names = measure_from_args("pr_curve", demo_pool()).names
+    lines = demo_truth_lines("pr_curve", names, 0.0018)
+    assert len(names) == 2048 and len(lines) == 2
+    assert lines[0].startswith(f"(pr_curve has 2,048 components; shown: the first, {names[0]};")
+    assert "bayes-eval simulate demo --measure pr_curve --format json" in lines[0]
+    assert lines[1] == f"(the pool's labels play the oracle; true {names[0]} = 0.0018)"
+    assert demo_truth_lines("f1", ("f1",), 0.78951) == ["(the pool's labels play the oracle; true f1 = 0.7895)"]
+
+
 @pytest.mark.parametrize("oracle", ["deterministic", "stochastic"])
 def test_the_demos_quoted_coverage_is_the_records(oracle):
     """The coverage ``bayes-eval demo`` quotes for AIS's F1 on the demo pool (cli.DEMO_RECORDS)
@@ -329,6 +345,7 @@ def test_cli_demo_json():
     out = json.loads(buf.getvalue())
     assert {"pool", "n_items", "measure", "design", "true_value", "stages", "bayes_interval"} <= set(out)
     assert out["pool"] == "demo" and out["measure"] == "f1" and out["design"] == "ais"
+    assert (out["component"], out["n_components"]) == ("f1", 1)
     pool = demo_pool()
     assert out["n_items"] == pool.n_items
     np.testing.assert_allclose(out["true_value"], pool.true_value(M.f1())[0], rtol=1e-12)
