@@ -99,7 +99,10 @@ def print_status(st, out=sys.stdout):
 
     print(f"epsilon {cfg['epsilon']}; labels: {counted(st['labels']['verifications'], 'verification')}, "
           f"{counted(st['labels']['exhaustive'], 'exhaustive instance')} in {counted(st['n_units'], 'unit')}; "
-          f"cost ${st['cost']['total']:.2f}", file=out)
+          f"cost ${st['cost']['total']:.2f}"
+          + (f" (${st['cost']['awaiting']:.2f} of it for "
+             f"{counted(round(st['cost']['awaiting'] / cfg['cost_verify']), 'verification')} awaited)"
+             if st["cost"].get("awaiting") else ""), file=out)
 
     def fmt(iv):
         return "   —" if iv is None else f"{iv['estimate']:.3f} ± {iv['half_width']:.3f}"
@@ -112,6 +115,10 @@ def print_status(st, out=sys.stdout):
         print(f"{r['name']:<12}{r['draws']:>7}{r['new_verifications']:>6}{r['cost']:>9.2f}  "
               f"{fmt(g('precision', h)):<18}{fmt(g('recall', h)):<18}{fmt(g('f1', h)):<18}"
               f"{fmt(g('precision', 'simple')):<18}", file=out)
+    if st.get("weighted_systems") and cfg.get("protocol", "joint") != "joint":
+        print(f"estimates: 003's joint estimator, not protocol {cfg['protocol']}'s post-stratified one: "
+              f"{', '.join(st['weighted_systems'])} weighted (post-strata split at every distinct weight and "
+              f"cost more labels for wider intervals); later systems are drawn from their own p", file=out)
     waiting = [r for r in st["systems"] if r.get("awaiting_draws")]
     if waiting:
         print("awaiting verifications: " + "; ".join(f"{r['name']} {r['awaiting_draws']} of {counted(r['draws'], 'draw')}"
@@ -123,6 +130,10 @@ def print_status(st, out=sys.stdout):
         for p in st["pairs"]:
             print(f"  {p['b']} − {p['a']}: precision {fmt(p['precision'])}, recall {fmt(p['recall'])}, "
                   f"F1 {fmt(p['f1'])}", file=out)
+    if st["systems"] and st["n_units"] < 2:
+        print("recall and F1 need an exhaustive sample of 2 units or more: annotate whole units (documents) "
+              "picked at random, list every correct instance found with its unit, and add them with "
+              "`bayes-eval ondemand add-exhaustive` (columns item,unit)", file=out)
     if st.get("exhaustive_needed"):
         e = st["exhaustive_needed"]
         print(f"exhaustive instances for recall ±{cfg['epsilon']}: {h} "

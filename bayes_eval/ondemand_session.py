@@ -35,7 +35,7 @@ from . import ondemand as od
 from .annotate import parse_label_map, parse_labels, prepare_output, read_labels, write_batch_tmp, os_problem
 from .errors import (EmptyInputError, LabelConflictError, MalformedInputError, NotDrawnError, SessionError,
                      UnknownItemError)
-from .ondemand_status import counted, headline_estimator, precision_half_widths
+from .ondemand_status import counted, headline_estimator, precision_half_widths, weighted_systems
 from .ondemand_store import OnDemandStore
 
 __all__ = ["OnDemand", "read_system_file", "PROTOCOLS", "DEFAULT_PROTOCOL"]
@@ -187,10 +187,15 @@ class OnDemand:
         """Draws system m needs in all by the bound of the protocol's estimator, given every
         label so far (003 §"Adaptively choosing the number of samples")."""
         eps, n_max, cells = self.config["epsilon"], self._n_max(), S["cells"]
-        if self.estimator == "joint":
+        if self._estimator(S) == "joint":
             return int(od.required_draws(cells, n, m, self._fill(S), eps, n_max))
         fill = self._fill(S, od.post_strata(cells).group)
         return int(od.post_required_draws(cells, n, m, fill, eps, n_max, Rp=S["Rp"], fill_prop=fill_prop))
+
+    def _estimator(self, S) -> str:
+        """The estimator that leads now: the protocol's, or 003's joint once a system is
+        weighted (:func:`bayes_eval.ondemand_status.headline_estimator` says why)."""
+        return headline_estimator(self.config, weighted_systems(S))
 
     def _plan(self, S, m, last):
         """(required draws for system m by the bound, draws to add now)."""
@@ -201,8 +206,11 @@ class OnDemand:
     def _proposal(self, S, m):
         """The ``post-fill`` proposal of a newly submitted system m (constant on the post-strata of
         the systems so far; :func:`bayes_eval.ondemand.post_fill_proposal`), sized by the bound
-        under itself: q per cell."""
+        under itself: q per cell.  pₘ itself — 003's protocol — once a system is weighted (the
+        joint estimator leads then; :func:`bayes_eval.ondemand_status.headline_estimator`)."""
         cells = S["cells"]
+        if self._estimator(S) == "joint":
+            return cells.P[:, m].copy()
         n = self._n_draws(S)
         D_prev = n @ S["Rp"]                                   # expected draws per instance so far
         weight = od.post_strata(cells).P[:, m]                  # N_g pₘ(g): proportional to pₘ's mass
@@ -354,7 +362,7 @@ class OnDemand:
                     _, k = self._plan(S, m, rnd == self.config["rounds"] - 1)
                 if k == 0:                    # rounds done or the bound met: top up on the realized width
                     if hw is None:
-                        hw = precision_half_widths(S, self.estimator)
+                        hw = precision_half_widths(S, self._estimator(S))
                     k = int(od.top_up(hw[m], len(mine), self.config["epsilon"], self._n_max()))
                 if k > 0:
                     drawn = self._draw(S, m, k, rnd)
