@@ -37,6 +37,9 @@ def add_subsampled_parser(subparsers):
                    "positives always; a number in (0, 1] or a column of per-row L")
     k.add_argument("--keep-prob", metavar="COLUMN", help="column of each row's own inclusion probability in (0, 1] "
                    "(e.g. q of an exported session sample)")
+    for role in ROLES:
+        p.add_argument(f"--{role.replace('_', '-')}-column", metavar="NAME", default=None,
+                       help=f"the file's column holding {ROLES[role]}, when it is not named '{role}'")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--target", choices=("data", "population"), default=None,
                    help="truth = the full data before subsampling (default) or the population it was drawn from "
@@ -56,6 +59,34 @@ def add_subsampled_parser(subparsers):
     p.add_argument("--plot", metavar="PNG", default=None,
                    help="calibration: write the reliability diagram; auc with --plan-budget: the planning curve")
     return p
+
+
+#: the columns the measures read (``subsampled_frame.COLUMNS``) and what each holds, for
+#: ``--score-column NAME`` and the like (the names ``session new`` uses for the first three)
+ROLES = {"score": "the classifier's scores", "pred": "the predicted labels", "label": "the ground truth",
+         "action": "the logged actions", "propensity": "the logging policy's propensities",
+         "reward": "the rewards", "target_action": "the target policy's actions"}
+
+
+def _named_columns(frame, args):
+    """The frame with the columns named by ``--score-column`` and the like under the names the
+    measures read; a missing column is refused naming the flag that would name it.  Unlike the
+    other flags, a column flag the measure does not read is accepted (a script evaluating several
+    measures of one file passes the same names to each; a named score is still checked for NaN)."""
+    from .subsampled_frame import COLUMNS
+
+    given = {role: getattr(args, f"{role}_column") for role in ROLES if getattr(args, f"{role}_column")}
+    for role, name in given.items():
+        if name not in frame.columns:
+            raise PoolError(f"--{role.replace('_', '-')}-column {name!r}: the data have no such column "
+                            f"(columns: {', '.join(map(str, frame.columns))})")
+    renamed = frame.drop(columns=[r for r in given if r in frame.columns and given[r] != r])
+    renamed = renamed.rename(columns={name: role for role, name in given.items()})
+    for role in COLUMNS[args.measure]:
+        if role not in renamed.columns:
+            raise PoolError(f"the data have no column {role!r} (columns: {', '.join(map(str, frame.columns))}); "
+                            f"--{role.replace('_', '-')}-column NAME names the column holding {ROLES[role]}")
+    return renamed
 
 
 def _read(path):
@@ -100,7 +131,7 @@ def _check(args):
 def cmd_subsampled(args) -> int:
     """Run ``bayes-eval subsampled``; returns the exit status."""
     _check(args)
-    frame = _read(args.file)
+    frame = _named_columns(_read(args.file), args)
     from . import subsampled_frame as F
     from .subsampled import as_json
     from .subsampled_auc import plan

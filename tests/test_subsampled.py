@@ -444,6 +444,35 @@ def test_cli_json_and_errors(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_cli_reads_the_users_own_column_names(tmp_path, capsys):
+    """``--score-column`` / ``--pred-column`` / ``--label-column`` (``session new``'s names): a
+    file with its own names gives the numbers of the same rows under the standard names; a
+    missing standard column names the flag; a named column that is not there is refused; a
+    column flag the measure does not read is accepted (one set of flags for every measure)."""
+    from bayes_eval.cli import main
+
+    y, s, p = synthetic(5000, pos=0.1, seed=51)
+    keep = thin(y, 0.2, 52)
+    std, own = tmp_path / "std.csv", tmp_path / "own.csv"
+    pd.DataFrame({"score": s[keep], "pred": p[keep], "label": y[keep]}).to_csv(std, index=False)
+    # a 'score' column that is not the scores: the named column is read, the other one dropped
+    pd.DataFrame({"score": np.zeros(keep.sum()), "prob": s[keep], "y_pred": p[keep], "y": y[keep]}).to_csv(own, index=False)
+    flags = ["--score-column", "prob", "--pred-column", "y_pred", "--label-column", "y"]
+    for measure in ("auc", "f1", "calibration"):
+        assert main(["subsampled", str(std), "--measure", measure, "--keep-rate", "0.2", "--format", "json"]) == 0
+        want = json.loads(capsys.readouterr().out)
+        assert main(["subsampled", str(own), "--measure", measure, "--keep-rate", "0.2", "--format", "json"]
+                    + flags) == 0
+        got = json.loads(capsys.readouterr().out)
+        assert got["estimate"] == want["estimate"] and got["interval"] == want["interval"], measure
+    assert main(["subsampled", str(own), "--measure", "f1", "--keep-rate", "0.2", "--label-column", "y"]) == 2
+    err = capsys.readouterr().err
+    assert "no column 'pred' (columns: score, prob, y_pred, y); --pred-column NAME names the column" in err, err
+    assert main(["subsampled", str(own), "--measure", "f1", "--keep-rate", "0.2", "--pred-column", "ypred",
+                 "--label-column", "y"]) == 2
+    assert "--pred-column 'ypred': the data have no such column" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------------------
 # the examples (examples/subsampled_*.py) run and say what they claim
 # ------------------------------------------------------------------------------------------
