@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import numpy as np
 
@@ -132,6 +133,10 @@ def cmd_subsampled(args) -> int:
     """Run ``bayes-eval subsampled``; returns the exit status."""
     _check(args)
     frame = _named_columns(_read(args.file), args)
+    if args.measure == "policy-value" and args.keep_rate is None and args.keep_prob is None:
+        # the other measures refuse to guess; a log that was not thinned is common for this one
+        print("bayes-eval: policy-value without --keep-rate / --keep-prob: every row is read as kept (a log not "
+              "thinned); if zero-reward rows were thinned, say --keep-rate L", file=sys.stderr)
     from . import subsampled_frame as F
     from .subsampled import as_json
     from .subsampled_auc import plan

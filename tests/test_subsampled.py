@@ -523,6 +523,11 @@ def test_example_subsampled_policy(capsys, tmp_path):
                     + extra) == 0
         d = json.loads(capsys.readouterr().out)
         assert d["estimate"] == pytest.approx(out[form].estimate[0], rel=1e-12), form
+    # no keep rate: read as a log not thinned (the naive reading), and stderr says so
+    assert main(["subsampled", log, "--measure", "policy-value", "--format", "json"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["estimate"] == pytest.approx(out["naive"].estimate[0], rel=1e-9)
+    assert "every row is read as kept (a log not thinned); if zero-reward rows were thinned, say --keep-rate L" in cap.err
 
 
 def test_example_subsampled_auc(capsys):
