@@ -81,7 +81,10 @@ def _named_columns(frame, args):
         if name not in frame.columns:
             raise PoolError(f"--{role.replace('_', '-')}-column {name!r}: the data have no such column "
                             f"(columns: {', '.join(map(str, frame.columns))})")
-    renamed = frame.drop(columns=[r for r in given if r in frame.columns and given[r] != r])
+    if len(set(given.values())) < len(given):
+        raise UsageError("one column given to two of " + " / ".join(f"--{r.replace('_', '-')}-column" for r in given))
+    # a standard-named column another one replaces is dropped, unless it is itself named for a role
+    renamed = frame.drop(columns=[r for r in given if r in frame.columns and r not in given.values()])
     renamed = renamed.rename(columns={name: role for role, name in given.items()})
     for role in COLUMNS[args.measure]:
         if role not in renamed.columns:

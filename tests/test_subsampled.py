@@ -471,6 +471,17 @@ def test_cli_reads_the_users_own_column_names(tmp_path, capsys):
     assert main(["subsampled", str(own), "--measure", "f1", "--keep-rate", "0.2", "--pred-column", "ypred",
                  "--label-column", "y"]) == 2
     assert "--pred-column 'ypred': the data have no such column" in capsys.readouterr().err
+    assert main(["subsampled", str(own), "--measure", "f1", "--keep-rate", "0.2", "--pred-column", "y",
+                 "--label-column", "y"]) == 2
+    assert "one column given to two of --pred-column / --label-column" in capsys.readouterr().err
+    # names that swap standard names: pred and label written the other way round
+    swapped = tmp_path / "swapped.csv"
+    pd.DataFrame({"label": p[keep], "pred": y[keep]}).to_csv(swapped, index=False)
+    assert main(["subsampled", str(std), "--measure", "precision", "--keep-rate", "0.2", "--format", "json"]) == 0
+    want = json.loads(capsys.readouterr().out)
+    assert main(["subsampled", str(swapped), "--measure", "precision", "--keep-rate", "0.2", "--format", "json",
+                 "--pred-column", "label", "--label-column", "pred"]) == 0
+    assert json.loads(capsys.readouterr().out)["estimate"] == want["estimate"]
 
 
 # ------------------------------------------------------------------------------------------
