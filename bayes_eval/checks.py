@@ -14,7 +14,7 @@ from .errors import PoolError
 
 __all__ = ["as_2d", "py_scalar", "first_bad", "check_finite", "check_labels", "column_of", "missing_column",
            "check_label_map", "class_names_hint", "zero_padded_hint", "partial_labels_note",
-           "pred_argmax_note", "rounding_step", "check_class_sums", "WITHOUT_TRUTH"]
+           "pred_argmax_note", "rounding_step", "check_class_sums", "all_distinct", "WITHOUT_TRUTH"]
 
 #: the words of :func:`partial_labels_note` that say a pool was read without its ground truth
 WITHOUT_TRUTH = "read without its ground truth"
@@ -23,6 +23,25 @@ WITHOUT_TRUTH = "read without its ground truth"
 ROLE_FLAGS = {"score": ("--score-column", "score="), "pred": ("--pred-column", "pred="),
               "label": ("--label-column", "label="), "prob": ("--prob-columns", "prob="),
               "item": ("--id-column", "item="), "weight": (None, "weight=")}
+
+
+def all_distinct(ids) -> bool:
+    """Whether the 1-D ``ids`` (no NaN) are distinct; ``TypeError`` for ids of strings and
+    numbers mixed, as ``np.unique`` raises (the caller matches those as text).  Not
+    ``np.unique``: NumPy 2.4's hashes integers, and took 2.3 s for 2,000,000 distinct ids and
+    10.4 s for 10^7, where sorting takes 0.03 s and 0.13 s — at every session command, which
+    reads the pool again; ids as Python objects go through pandas' hash table (0.5 s against 3.0 s)."""
+    a = np.asarray(ids)
+    if a.dtype.kind in "biufUS":
+        s = np.sort(a)
+        return bool((s[1:] != s[:-1]).all())
+    if a.dtype.kind == "O":
+        import pandas as pd
+
+        if pd.api.types.infer_dtype(a, skipna=False) in ("mixed", "mixed-integer"):
+            raise TypeError("ids of mixed types")
+        return bool(pd.Series(a).is_unique)
+    return bool(np.unique(a).size == a.size)
 
 
 def as_2d(name, a, n=None):

@@ -86,7 +86,7 @@ class PoolWarning(UserWarning):
 
 
 # the column checks live in checks.py, shared with measures.features_from_arrays
-from .checks import (as_2d as _as_2d, check_class_sums as _check_class_sums, check_finite as _check_finite,  # noqa: E402
+from .checks import (all_distinct as _all_distinct, as_2d as _as_2d, check_class_sums as _check_class_sums, check_finite as _check_finite,  # noqa: E402
                      check_label_map as _check_label_map,
                      check_labels as _check_labels, class_names_hint as _class_names_hint, column_of as _column_of,
                      first_bad as _first_bad, missing_column as _missing_column,
@@ -259,7 +259,7 @@ class Pool:
                 row = _first_bad(pd.isna(pd.Series(ids_arr)).to_numpy())
                 raise PoolError(f"column {N['item']!r}: missing id at row {row}")
             try:
-                unique = np.unique(ids_arr).size == n
+                unique = _all_distinct(ids_arr)
             except TypeError:
                 # mixed types (strings and numbers): kept as given (they used to be turned
                 # into text, so the id 7 could only be found again as "7"), but unique as
