@@ -72,7 +72,7 @@ _RULES = {
     "strength": (lambda v: _FINITE(v) and v >= 0, ">= 0"),
     "beta": (lambda v: _FINITE(v) and v > 0, "> 0"),
     "thresholds": (lambda v: v is None or v >= 2, ">= 2"),
-    "system": (lambda v: v >= 0, ">= 0"),
+    "system": (lambda v: isinstance(v, str) or v >= 0, ">= 0"),     # session new's K,L / all: parse_systems
     "seed": (lambda v: 0 <= v < 2**63, "a non-negative integer"),
     "level": (lambda v: _FINITE(v) and 0 < v < 1, "in (0, 1)"),
     "target_width": (lambda v: v is None or (_FINITE(v) and v > 0), "> 0"),
@@ -322,7 +322,8 @@ def cmd_simulate(args):
     res, cells = run_simulation(pool, measure, args.design, budget=args.budget, batch=args.batch,
                                 repeats=args.repeats, seed=args.seed, checkpoints=checkpoints,
                                 bayes=bayes or bayes_stages, posterior_model=args.posterior_model,
-                                bayes_draws=args.bayes_draws, bayes_stages=bayes_stages, **_design_kw(args))
+                                bayes_draws=args.bayes_draws, bayes_stages=bayes_stages, system=args.system,
+                                **_design_kw(args))
     summary = summarize(res)
     tv = res.true_value
     out = {

@@ -322,7 +322,12 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
                         cli=f"the demo pool's columns are its own; {flags} apply to a pool file")
     if "prob" in columns:
         columns["prob"] = _prob_columns(columns["prob"], int(n_classes))
-    named = ([c for k, v in columns.items() for c in (v if k == "prob" else [v])]
+    for role in ("score", "pred"):      # several systems: one column each, in system order
+        v = columns.get(role)
+        if v is not None and not isinstance(v, str):
+            v = tuple(str(c) for c in v)
+            columns[role] = v[0] if len(v) == 1 else v
+    named = ([c for k, v in columns.items() for c in ([v] if isinstance(v, str) else v)]
              + ([id_column] if id_column is not None else []))
     if len(set(named)) < len(named):
         raise PoolError(f"one column named for two roles: {columns}" + (f", ids {id_column!r}" if id_column else ""),
@@ -365,9 +370,11 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     if label_map:
         kw["label_map"] = {str(k): int(v) for k, v in label_map.items()}
     pool = Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy, csv_ids=csv_ids,
-                          **kw, **columns)
+                          **kw, **{k: list(v) if isinstance(v, tuple) else v for k, v in columns.items()})
     if not columns:
         return pool
     said = ", ".join(f"class probabilities from columns {', '.join(map(repr, v))}" if k == "prob"
-                     else f"{k} from column {v!r}" for k, v in columns.items())
+                     else f"{k} from column {v!r}" if isinstance(v, str)
+                     else f"{k} of systems 0..{len(v) - 1} from columns {', '.join(map(repr, v))}"
+                     for k, v in columns.items())
     return replace(pool, column_names=tuple(sorted(columns.items())), notes=pool.notes + (said,))
