@@ -171,7 +171,7 @@ class Session(SessionReports, SessionFiles, SessionSkips, SessionCorrections, Se
                oracle: str = "deterministic", n_strata: int = 256, depth: int = 8, branching: int | None = None,
                model: str = "dirichlet-tree", eps: float = 1e-3, lam: float = 0.9, delta: float = 0.0,
                plugin: str = "model", strength: float = 1.0, n_fine: int | None = None,
-               strata_method: str = "csf", keep_empty: bool | None = None, system: int = 0,
+               strata_method: str = "csf", keep_empty: bool | None = None, system: int | None = None,
                thresholds: int = 1024, beta: float = 1.0,
                label_map: dict | None = None, posterior_model: str = "calibrated", pool_path: str | None = None,
                progress=None, fixed_size: str | None = "auto", poisson_options: dict | None = None,
@@ -200,7 +200,8 @@ class Session(SessionReports, SessionFiles, SessionSkips, SessionCorrections, Se
         n_strata, n_fine, strata_method, keep_empty, system :
             Score strata (001 §5.2): K, fine bins, "csf" or "uniform", whether empty
             strata keep their place on the score axis (default: as ``run_simulation``),
-            whose scores.
+            whose scores: ``system`` (default: the measures' own, where they all name one —
+            ``[{"name": "f1", "system": 1}]`` stratifies on system 1's score — else 0).
         depth, branching, model, eps, delta, plugin, strength :
             AIS and its oracle model (001 Prop. 2-3, §4); ``eps`` is also the floor of
             static IS and OASIS.

@@ -173,6 +173,10 @@ def session_config(pool, measure, design: str, *, seed, oracle, n_strata, depth,
         make_design(design, None, None, 0)  # raises the explanatory error
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise SessionError(f"seed must be a non-negative integer, got {py_scalar(seed)!r}")
+    if system is None:      # the measures' own system where they name one (strata follow its score)
+        _, named = measure_specs(measure, pool, thresholds, beta, 0)
+        used = {int(sp["system"]) for sp in named if "system" in sp}
+        system = used.pop() if len(used) == 1 else 0
     if isinstance(system, bool) or not isinstance(system, (int, np.integer)) or not 0 <= system < pool.n_systems:
         raise SessionError(f"system must be one of the pool's systems 0..{pool.n_systems - 1}, "
                            f"got {py_scalar(system)!r}")

@@ -84,7 +84,8 @@ def test_the_simulation_stratifies_on_the_measured_systems_score_as_a_session_do
     m = M.f1(system=1)
     _, cells = run_simulation(pool, m, "passive", budget=20, batch=10, repeats=1, checkpoints=(20,), bayes=False,
                               system=1)
-    s = Session.create(str(tmp_path / "s.db"), pool, [{"name": "f1", "system": 1}], "passive", system=1)
+    s = Session.create(str(tmp_path / "s.db"), pool, [{"name": "f1", "system": 1}], "passive")
+    assert s.config["system"] == 1            # the measures' own system, not 0, when none is given
     assert cells.n_cells == s.cells.n_cells
     np.testing.assert_allclose(np.sort(np.asarray(cells.weight) * pool.n_items),
                                np.sort(np.asarray(s.cells.weight) * pool.n_items))
