@@ -145,7 +145,8 @@ def check_system(system, pool):
     """``--system`` names one of the pool's systems (score / pred columns)."""
     n = int(pool.preds.shape[1])
     if system >= n:
-        raise CLIError(f"--system {system}: the pool has {n} system(s) (0..{n - 1})")
+        raise CLIError(f"--system {system}: the pool has {n} system(s) (0..{n - 1})"
+                       + ("; several systems are read from --score-column / --pred-column NAME,NAME,..." if n == 1 else ""))
 
 
 def build_parser():
