@@ -69,7 +69,7 @@ def test_a_file_of_two_systems_on_the_command_line(tmp_path, capsys):
     one = ["--score-column", "score_a", "--pred-column", "pred_a"]
     assert main(["session", "new", str(tmp_path / "x.db"), "--pool", str(path), "--system", "1"] + one) == 2
     assert "several systems are read from --score-column / --pred-column NAME,NAME" in capsys.readouterr().err
-    assert main(["simulate", str(path), "--system", "1", "--repeats", "2", "--budget", "20"] + one) == 2
+    assert main(["simulate", str(path), "--system", "1", "--repeats", "2", "--budget", "20", "--batch", "10"] + one) == 2
     assert "several systems are read from --score-column / --pred-column NAME,NAME" in capsys.readouterr().err
     assert main(["session", "new", str(tmp_path / "x.db"), "--pool", str(path), "--score-column",
                  "score_a,score_b", "--pred-column", "pred_a"]) == 2
