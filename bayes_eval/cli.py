@@ -72,7 +72,7 @@ _RULES = {
     "strength": (lambda v: _FINITE(v) and v >= 0, ">= 0"),
     "beta": (lambda v: _FINITE(v) and v > 0, "> 0"),
     "thresholds": (lambda v: v is None or v >= 2, ">= 2"),
-    "system": (lambda v: isinstance(v, str) or v >= 0, ">= 0"),     # session new's K,L / all: parse_systems
+    "system": (lambda v: isinstance(v, str) or v >= 0, ">= 0"),     # session new's: session_cli.parse_system
     "seed": (lambda v: 0 <= v < 2**63, "a non-negative integer"),
     "level": (lambda v: _FINITE(v) and 0 < v < 1, "in (0, 1)"),
     "target_width": (lambda v: v is None or (_FINITE(v) and v > 0), "> 0"),
