@@ -108,11 +108,12 @@ def print_status(st, out=sys.stdout):
         return "   —" if iv is None else f"{iv['estimate']:.3f} ± {iv['half_width']:.3f}"
 
     h = st.get("estimator", "joint")
-    print(f"{'system':<12}{'draws':>7}{'new':>6}{'cost':>9}  {f'precision ({h})':<18}{f'recall ({h})':<18}"
+    wn = max([12] + [len(str(r["name"])) + 2 for r in st["systems"]])     # a long system name keeps the columns
+    print(f"{'system':<{wn}}{'draws':>7}{'new':>6}{'cost':>9}  {f'precision ({h})':<18}{f'recall ({h})':<18}"
           f"{f'F1 ({h})':<18}{'precision (simple)':<18}", file=out)
     for r in st["systems"]:
         g = (lambda m, k: r.get(m, {}).get(k) if isinstance(r.get(m), dict) else None)
-        print(f"{r['name']:<12}{r['draws']:>7}{r['new_verifications']:>6}{r['cost']:>9.2f}  "
+        print(f"{r['name']:<{wn}}{r['draws']:>7}{r['new_verifications']:>6}{r['cost']:>9.2f}  "
               f"{fmt(g('precision', h)):<18}{fmt(g('recall', h)):<18}{fmt(g('f1', h)):<18}"
               f"{fmt(g('precision', 'simple')):<18}", file=out)
     if st.get("weighted_systems") and cfg.get("protocol", "joint") != "joint":

@@ -1012,3 +1012,21 @@ def test_weighted_systems_cover_and_cost_no_more_than_003s_protocol(tmp_path):
         assert 0.95 - band - 0.02 <= cover, (protocol, cover)
         assert (np.abs(est - true) <= hw / 2).mean() < 0.95 - band, protocol
     assert cost["post-fill"].mean() <= 1.02 * cost["joint"].mean(), (cost["post-fill"].mean(), cost["joint"].mean())
+
+
+def test_status_table_keeps_its_columns_for_long_system_names():
+    """A system name longer than the name column (12) widens it: the draws of every row end
+    under the header's ``draws``."""
+    import io
+
+    from bayes_eval.ondemand_cli import print_status
+
+    st = {"config": {"epsilon": 0.05, "cost_verify": 0.18, "protocol": "post-fill"}, "estimator": "post",
+          "labels": {"verifications": 0, "exhaustive": 0}, "n_units": 0, "cost": {"total": 0.0},
+          "systems": [{"name": "baseline-v2-large-2026", "draws": 49, "new_verifications": 49, "cost": 8.82},
+                      {"name": "B", "draws": 125, "new_verifications": 21, "cost": 3.78}]}
+    buf = io.StringIO()
+    print_status(st, buf)
+    lines = buf.getvalue().splitlines()
+    end = lines[1].index("draws") + len("draws")
+    assert lines[2][:end].endswith(" 49") and lines[3][:end].endswith("125"), lines
