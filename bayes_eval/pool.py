@@ -364,7 +364,8 @@ class Pool:
                 raise PoolError(f"a threshold derives predictions from binary scores; this pool has {what}",
                                 cli=f"--threshold derives predictions from binary scores; this pool has {what}")
             p = (s >= threshold).astype(np.int32)
-            notes.append(f"predictions derived as score >= {threshold:g} ({int(p[:, 0].sum())} of {n} positive)")
+            pos = " / ".join(f"{int(c)}" for c in p.sum(0))     # per system
+            notes.append(f"predictions derived as score >= {threshold:g} ({pos} of {n} positive)")
         elif pr is not None and n_classes > 2:
             p = pr.argmax(-1).astype(np.int32)
             notes.append("predictions are the argmax of the 'prob' columns")

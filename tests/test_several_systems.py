@@ -45,6 +45,8 @@ def test_a_file_of_two_systems_on_the_command_line(tmp_path, capsys):
     assert pool.true_value(M.f1(system=1))[0] == pytest.approx(_f1(y, pb))
     assert pool.read_options["columns"]["score"] == ["score_a", "score_b"]
     assert load_pool(str(path), **pool.read_options).fingerprint() == pool.fingerprint()
+    derived = load_pool(str(path), columns={"score": ["score_a", "score_b"]}, threshold=0)   # per system
+    assert f"predictions derived as score >= 0 ({int(pa.sum())} / {int(pb.sum())} of 6000 positive)" in derived.notes
     db = str(tmp_path / "b.db")
     assert main(["session", "new", db, "--pool", str(path), "--system", "1", "--format", "json"] + cols) == 0
     out = json.loads(capsys.readouterr().out)
