@@ -274,14 +274,44 @@ def _prob_columns(names, n_classes: int) -> tuple:
     if n_classes == 2:
         raise PoolError("class probability columns are for pools of several classes; a binary pool's score is the "
                         "positive class's probability: name its column as the score",
-                        cli="--prob-columns is for pools of several classes (--classes C); a binary pool's score is "
-                            "the positive class's probability: --score-column NAME")
+                        cli="--prob-columns is for pools of several classes (--classes C), or a binary pool's two "
+                            "class probabilities in class order (--prob-columns P0,P1); its score is the positive "
+                            "class's probability: --score-column NAME")
     if len(names) != n_classes or not all(names):
         raise PoolError(f"class probability columns: {len(names)} named ({names}), the pool has {n_classes} classes: "
                         f"name one column per class, in class order 0..{n_classes - 1}",
                         cli=f"--prob-columns names {len(names)} column(s) ({','.join(names)}); the pool has "
                             f"{n_classes} classes (--classes): name one per class, in class order 0..{n_classes - 1}")
     return tuple(names)
+
+
+def _checked_pair(pool, pair):
+    """A binary pool whose score is ``pair[1]``, the second of its two class probability
+    columns: the first must be there and the two sum to 1 per row (as several classes' do,
+    :func:`bayes_eval.checks.check_class_sums`); the pool's notes say so."""
+    from dataclasses import replace
+
+    from .checks import check_class_sums, check_finite, missing_column
+
+    own = pool.columns
+    if own is None or pair[0] not in own.columns:
+        raise missing_column(pair[0], "prob", list(own.columns) if own is not None else [])
+    try:
+        p0 = np.asarray(own[pair[0]], dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise PoolError(f"column {pair[0]!r}: not numbers ({exc}); --prob-columns names the two classes' "
+                        f"probabilities") from None
+    check_finite("prob", p0, pool.ids, [pair[0]])
+    both = np.stack([p0, np.asarray(pool.scores[:, 0], dtype=np.float64)], -1)[:, None, :]
+    try:
+        note = check_class_sums(f"{pair[0]} + {pair[1]}", both, pool.ids, 2)
+    except PoolError as exc:
+        more = "; a pool of several classes needs --classes C and one --prob-columns column per class"
+        raise PoolError(str(exc) + more.replace("--classes C", "n_classes=C").replace("--prob-columns ", ""),
+                        cli=str(exc) + more) from None
+    said = (f"score from column {pair[1]!r}, the positive class's probability (--prob-columns {pair[0]},{pair[1]}: "
+            f"{pair[0]!r} checked to be 1 minus it)")
+    return replace(pool, notes=pool.notes + tuple(n for n in (note, said) if n))
 
 
 def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False,
@@ -320,6 +350,12 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     if columns and path == "demo":
         raise PoolError("the demo pool's columns are its own; column names apply to a pool file",
                         cli=f"the demo pool's columns are its own; {flags} apply to a pool file")
+    pair = None     # a binary pool's two class probabilities (predict_proba's columns): the second is the score
+    if "prob" in columns and int(n_classes) == 2 and "score" not in columns:
+        names = [columns["prob"]] if isinstance(columns["prob"], str) else [str(c) for c in columns["prob"]]
+        if len(names) == 2 and all(names):
+            pair, columns["score"] = names, names[1]
+            del columns["prob"]
     if "prob" in columns:
         columns["prob"] = _prob_columns(columns["prob"], int(n_classes))
     for role in ("score", "pred"):      # several systems: one column each, in system order
@@ -328,7 +364,7 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
             v = tuple(str(c) for c in v)
             columns[role] = v[0] if len(v) == 1 else v
     named = ([c for k, v in columns.items() for c in ([v] if isinstance(v, str) else v)]
-             + ([id_column] if id_column is not None else []))
+             + ([id_column] if id_column is not None else []) + (pair[:1] if pair else []))
     if len(set(named)) < len(named):
         raise PoolError(f"one column named for two roles: {columns}" + (f", ids {id_column!r}" if id_column else ""),
                         cli="one column given to two of " + flags + (" / --id-column" if id_column else ""))
@@ -371,10 +407,14 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
         kw["label_map"] = {str(k): int(v) for k, v in label_map.items()}
     pool = Pool.from_file(path, score_kind=score_kind, threshold=threshold, legacy=legacy, csv_ids=csv_ids,
                           **kw, **{k: list(v) if isinstance(v, tuple) else v for k, v in columns.items()})
+    if pair:
+        pool = _checked_pair(pool, pair)
     if not columns:
         return pool
     said = ", ".join(f"class probabilities from columns {', '.join(map(repr, v))}" if k == "prob"
                      else f"{k} from column {v!r}" if isinstance(v, str)
                      else f"{k} of systems 0..{len(v) - 1} from columns {', '.join(map(repr, v))}"
-                     for k, v in columns.items())
+                     for k, v in columns.items() if not (pair and k == "score"))   # _checked_pair said it
+    if not said:
+        return replace(pool, column_names=tuple(sorted(columns.items())))
     return replace(pool, column_names=tuple(sorted(columns.items())), notes=pool.notes + (said,))

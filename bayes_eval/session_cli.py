@@ -165,7 +165,7 @@ def add_pool_reading_args(p):
                    help="a pool of several classes (--classes C): the C columns holding the classifier's probability "
                         "of each class, in class order 0..C-1; the score is then the predicted class's probability "
                         "and the Bayesian interval's model splits each class's errors by them (without them, by how "
-                        "often each class is predicted)")
+                        "often each class is predicted); a binary pool's two (P0,P1): the score is P1")
 
 
 def add_engine_args(p):

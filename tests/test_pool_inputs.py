@@ -374,9 +374,13 @@ def test_class_probability_columns_of_a_pool_of_several_classes(tmp_path):
     with pytest.raises(PoolError, match="3 named") as e:
         load_pool(str(path), n_classes=c, id_column="doc", columns={"prob": names[:3]})
     assert "--prob-columns names 3 column(s)" in e.value.cli and "class order 0..3" in e.value.cli
+    df.drop(columns="label").to_csv(tmp_path / "four_unlabeled.csv", index=False)
+    with pytest.raises(PoolError, match="not 1") as e:      # two of four classes, --classes forgotten
+        load_pool(str(tmp_path / "four_unlabeled.csv"), id_column="doc", columns={"prob": names[:2]}, threshold=0.5)
+    assert "a pool of several classes needs --classes C and one --prob-columns column per class" in e.value.cli
     with pytest.raises(PoolError, match="pools of several classes") as e:
-        load_pool(str(path), id_column="doc", columns={"prob": names[:2]})
-    assert "--score-column NAME" in e.value.cli
+        load_pool(str(path), id_column="doc", columns={"prob": names[:3]})
+    assert "--score-column NAME" in e.value.cli and "--prob-columns P0,P1" in e.value.cli
     with pytest.raises(PoolError, match="two roles"):
         load_pool(str(path), n_classes=c, columns={"prob": names, "score": "p_cat"})
     df.loc[7, names] = 0.1            # scores per class, not a distribution over them
@@ -464,3 +468,31 @@ def test_the_id_check_answers_as_numpys_unique_for_every_kind_of_id():
     ids[2999] = ids[17]
     with pytest.raises(PoolError, match=r"duplicate id 'u-17' at row 2999"):
         Pool.from_arrays(rng.normal(size=3000), ids=ids)
+
+
+def test_a_binary_pools_two_class_probabilities_read_as_its_score(tmp_path):
+    """``--prob-columns p_no,p_yes`` on a binary pool (``predict_proba``'s two columns, in class
+    order; refused before, pointing to --score-column): the score is the second, the first is
+    checked to be 1 minus it, the pool is the one ``--score-column p_yes`` reads (same
+    fingerprint) and reopens from its read options; a row that does not sum to 1, a missing
+    first column and three columns are refused."""
+    rng = np.random.default_rng(4)
+    n = 400
+    p1 = 1 / (1 + np.exp(-rng.normal(-1, 2, n)))
+    path = tmp_path / "pp.csv"
+    pd.DataFrame({"item": np.arange(n), "p_no": 1 - p1, "p_yes": p1}).to_csv(path, index=False)
+    pool = load_pool(str(path), columns={"prob": ["p_no", "p_yes"]}, threshold=0.5)
+    ref = load_pool(str(path), columns={"score": "p_yes"}, threshold=0.5)
+    assert pool.fingerprint() == ref.fingerprint() and pool.score_kind == "probability"
+    np.testing.assert_allclose(np.asarray(pool.scores[:, 0]), p1)
+    assert any("'p_no' checked to be 1 minus it" in note for note in pool.notes)
+    assert load_pool(str(path), **pool.read_options).fingerprint() == pool.fingerprint()
+    bad = pd.read_csv(path)
+    bad.loc[7, "p_no"] = 0.5
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(PoolError, match=r"'p_no \+ p_yes': the class probabilities at row 7 .* not 1"):
+        load_pool(str(tmp_path / "bad.csv"), columns={"prob": ["p_no", "p_yes"]}, threshold=0.5)
+    with pytest.raises(PoolError, match="p_none"):
+        load_pool(str(path), columns={"prob": ["p_none", "p_yes"]}, threshold=0.5)
+    with pytest.raises(PoolError, match="class probability columns are for pools of several classes"):
+        load_pool(str(path), columns={"prob": ["p_no", "p_yes", "item"]}, threshold=0.5)
