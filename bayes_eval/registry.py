@@ -311,7 +311,8 @@ def _checked_pair(pool, pair):
                         cli=str(exc) + more) from None
     said = (f"score from column {pair[1]!r}, the positive class's probability (--prob-columns {pair[0]},{pair[1]}: "
             f"{pair[0]!r} checked to be 1 minus it)")
-    return replace(pool, notes=pool.notes + tuple(n for n in (note, said) if n))
+    # not an own column: a batch file shows annotators the pool's own columns, and a probability is a hint
+    return replace(pool, columns=own.drop(columns=[pair[0]]), notes=pool.notes + tuple(n for n in (note, said) if n))
 
 
 def load_pool(path: str, score_kind: str | None = None, threshold: float | None = None, *, legacy: bool = False,
@@ -415,6 +416,8 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
                      else f"{k} from column {v!r}" if isinstance(v, str)
                      else f"{k} of systems 0..{len(v) - 1} from columns {', '.join(map(repr, v))}"
                      for k, v in columns.items() if not (pair and k == "score"))   # _checked_pair said it
+    recorded = {**{k: v for k, v in columns.items() if not (pair and k == "score")},
+                **({"prob": tuple(pair)} if pair else {})}      # a reopened session checks the pair again
     if not said:
-        return replace(pool, column_names=tuple(sorted(columns.items())))
-    return replace(pool, column_names=tuple(sorted(columns.items())), notes=pool.notes + (said,))
+        return replace(pool, column_names=tuple(sorted(recorded.items())))
+    return replace(pool, column_names=tuple(sorted(recorded.items())), notes=pool.notes + (said,))

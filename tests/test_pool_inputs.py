@@ -486,7 +486,10 @@ def test_a_binary_pools_two_class_probabilities_read_as_its_score(tmp_path):
     assert pool.fingerprint() == ref.fingerprint() and pool.score_kind == "probability"
     np.testing.assert_allclose(np.asarray(pool.scores[:, 0]), p1)
     assert any("'p_no' checked to be 1 minus it" in note for note in pool.notes)
-    assert load_pool(str(path), **pool.read_options).fingerprint() == pool.fingerprint()
+    assert pool.read_options["columns"] == {"prob": ["p_no", "p_yes"]}          # reopened through the same check
+    again = load_pool(str(path), **pool.read_options)
+    assert again.fingerprint() == pool.fingerprint() and any("checked to be 1 minus it" in x for x in again.notes)
+    assert "p_no" not in pool.columns.columns and "p_no" in ref.columns.columns   # not shown to annotators
     bad = pd.read_csv(path)
     bad.loc[7, "p_no"] = 0.5
     bad.to_csv(tmp_path / "bad.csv", index=False)
