@@ -142,11 +142,11 @@ def check_args(args):
 
 
 def check_system(system, pool):
-    """``--system`` names one of the pool's systems (score / pred columns)."""
-    n = int(pool.preds.shape[1])
-    if system >= n:
-        raise CLIError(f"--system {system}: the pool has {n} system(s) (0..{n - 1})"
-                       + ("; several systems are read from --score-column / --pred-column NAME,NAME,..." if n == 1 else ""))
+    """``--system`` names one of the pool's systems (score / pred columns): the rule of
+    ``session new``'s, :func:`bayes_eval.session_cli.parse_system`."""
+    from .session_cli import parse_system
+
+    parse_system(system, int(pool.preds.shape[1]))
 
 
 def build_parser():
