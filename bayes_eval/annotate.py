@@ -63,7 +63,9 @@ class LabelRecords(NamedTuple):
     ``where`` a human-readable position per record ("line 4", "task 2 (id 17)");
     ``skipped`` rows/tasks without a label; ``source`` the file name; ``meta`` per record
     (Label Studio exports) ``{"task", "annotation", "annotator", "ground_truth",
-    "created"}`` or None; ``cancelled`` cancelled or skipped annotations (not labels).
+    "created"}`` or None; ``cancelled`` cancelled or skipped annotations (not labels);
+    ``cancelled_items`` the items of tasks whose every annotation was cancelled (Label Studio's
+    "Skip": nobody could label them), in file order.
     """
 
     items: list
@@ -74,6 +76,7 @@ class LabelRecords(NamedTuple):
     source: str
     meta: list | None = None
     cancelled: int = 0
+    cancelled_items: tuple = ()
 
 
 def format_of(path: str, fmt: str | None = None) -> str:
@@ -646,18 +649,23 @@ def records_of_tasks(objs, from_name=None, source="Label Studio", id_column=None
     """:class:`LabelRecords` of Label Studio tasks or flat records (``objs``: a list of
     ``(object, where)``); an :class:`EmptyInputError` when none has a label.  The item id is
     under ``item`` or, where that is absent, under ``id_column`` (the pool's own id column)."""
-    recs, skipped, cancelled = [], 0, 0
+    recs, skipped, cancelled, nobody = [], 0, 0, []
     for obj, w in objs:
         r, c = _records_of_object(obj, w, from_name, id_column)
         cancelled += c
         if not r:
             skipped += 1
+            if c and len(obj.get("annotations") or ()) == c:   # every annotation of the task cancelled
+                nobody.append(obj["data"][_item_key(obj["data"], id_column)])
         recs.extend(r)
     if not recs:
         raise EmptyInputError(f"{source}: no labels (all {skipped} rows/tasks are without a label"
-                              + (f"; {cancelled} annotation(s) cancelled or skipped" if cancelled else "") + ")")
+                              + (f"; {cancelled} annotation(s) cancelled or skipped" if cancelled else "")
+                              + (f"; every annotator skipped item(s) {', '.join(map(repr, nobody[:10]))}"
+                                 f"{' ...' if len(nobody) > 10 else ''}: if nobody can label them, record it with "
+                                 f"session skip" if nobody else "") + ")")
     return LabelRecords([r[0] for r in recs], [r[1] for r in recs], [r[2] for r in recs], [r[3] for r in recs],
-                        skipped, source, [r[4] for r in recs], cancelled)
+                        skipped, source, [r[4] for r in recs], cancelled, tuple(nobody))
 
 
 def read_labels(path: str, fmt: str | None = None, from_name: str | None = None,

@@ -43,8 +43,11 @@ def _undecided(recs, idx, classes, rule, why, meta) -> LabelConflictError:
     # a labeling tool's export (tasks, annotators, ground truth), not a plain item,label file
     tool = any(v is not None for m in meta for v in (m or {}).values())
     gt = {int(classes[i]) for i in idx if (meta[i] or {}).get("ground_truth")}
-    rules = [r for r, ok in (("majority", top[0] > top[1]), ("ground-truth", tool and len(gt) <= 1), ("first", True))
+    # ground truth decides only where exactly one label is marked so; where the export can mark it
+    # (Label Studio's JSON: a ground_truth flag per annotation) and none is, marking one is a way to reconcile
+    rules = [r for r, ok in (("majority", top[0] > top[1]), ("ground-truth", len(gt) == 1), ("first", True))
              if ok and r != rule]
+    markable = not gt and rule != "ground-truth" and any("ground_truth" in (meta[i] or {}) for i in idx)
     ann = [f"an annotator's email ({', '.join(names)})"] if names else []
 
     def one_of(words):
@@ -52,12 +55,17 @@ def _undecided(recs, idx, classes, rule, why, meta) -> LabelConflictError:
     msg = (f"two different labels for item {recs.items[idx[0]]!r}: {_describe(recs, idx, classes)}"
            + (f"; rule {rule!r} cannot decide: {why}" if why else "")
            + " — a deterministic oracle gives one label per item; nothing was ingested ("
-           + ("reconcile them in the labeling tool" if tool else "correct the file to one label per item")
-           + "; or a rule that decides this item: ")
-    return LabelConflictError(msg + "resolve=" + one_of([repr(r) for r in rules] + ann) + "; or label with "
+           + ("reconcile them in the labeling tool" if tool else "correct the file to one label per item"))
+
+    def marked(flag):
+        return (f" (or mark one annotation as ground truth there, export or pull again and {flag})"
+                if markable else "")
+    rest = "; or a rule that decides this item: "
+    return LabelConflictError(msg + marked("resolve='ground-truth'") + rest + "resolve="
+                              + one_of([repr(r) for r in rules] + ann) + "; or label with "
                               "oracle='stochastic' in a new session)",
-                              cli=msg + "--resolve " + one_of(rules + ann) + "; or label with --oracle stochastic in "
-                                  "a new session)")
+                              cli=msg + marked("--resolve ground-truth") + rest + "--resolve " + one_of(rules + ann)
+                              + "; or label with --oracle stochastic in a new session)")
 
 
 def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | None = None,
@@ -151,4 +159,4 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
         return None if v is None else [v[i] for i in keep]
 
     return LabelRecords(sel(recs.items), sel(recs.labels), sel(recs.draws), sel(recs.where), recs.skipped, recs.source,
-                        sel(recs.meta), recs.cancelled), n_resolved
+                        sel(recs.meta), recs.cancelled, recs.cancelled_items), n_resolved

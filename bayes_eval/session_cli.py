@@ -30,7 +30,7 @@ import time
 from .posterior import LOW_SAMPLER_ESS
 from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
-from .session_cli_text import (allowed_line, clt_check_line, few_labels_line, fmt, jsonable, open_session, outside_note,
+from .session_cli_text import (allowed_line, check_skip_cancelled, clt_check_line, few_labels_line, fmt, jsonable, open_session, outside_note,
                                posterior_reads, print_json, stopping_line)
 from .session_report_cli import cmd_report
 from .session_team_cli import (TEAM_COMMANDS, add_correct_arg, add_label_reading_args, add_task_content_args,
@@ -114,6 +114,9 @@ def add_session_parser(subparsers):
     i.add_argument("files", nargs="+", help="labeled files; each is one transaction")
     add_label_reading_args(i)  # --label-map, --from-name, --resolve (as session pull)
     add_correct_arg(i)  # --correct (as session pull)
+    i.add_argument("--skip-cancelled", action="store_true",
+                   help="record the open batch's items that every annotator skipped (a Label Studio JSON "
+                        "export's cancelled annotations) as impossible to label, as session pull does")
 
     s = ss.add_parser("status", help="estimate, intervals, labels spent, weights, stopping rule")
     common(s)
@@ -432,28 +435,56 @@ def _cmd_ingest(args, bar):
     bar.done()
     results = []
     try:
+        check_skip_cancelled(args, s)
         for f, recs in zip(args.files, records):
             r = s.ingest_file(f, label_map=args.label_map, from_name=args.from_name, resolve=args.resolve,
                               correct=args.correct, records=recs)
-            results.append((f, r))
+            # tasks every annotator skipped (Label Studio's cancelled annotations) that the open batch awaits
+            pending = {str(v): v.item() if hasattr(v, "item") else v for v in s.pending()["item"]}
+            nobody = [pending[str(v)] for v in dict.fromkeys(recs.cancelled_items) if str(v) in pending]
+            skip = (s.skip(nobody, reason=f"skipped by every annotator ({f})")
+                    if args.skip_cancelled and nobody else None)
+            results.append((f, r, nobody, skip))
             if args.format != "json":
-                if r.already_ingested and not r.n_corrected:
-                    print(f"{f}: already ingested — nothing changed")
-                    continue
-                parts = [f"{r.n_new} new label(s)"] + ([f"{r.n_corrected} corrected"] if r.n_corrected else [])
-                if r.n_duplicate:
-                    parts.append(f"{r.n_duplicate} already known")
-                if r.n_skipped:
-                    parts.append(f"{r.n_skipped} row(s) without a label skipped")
-                state = (f"stage {r.stage} complete, estimate updated" if r.stage_closed
-                         else f"{r.pending} label(s) still missing in the open batch" if r.pending else "")
-                print(f"{f}: {', '.join(parts)}; {r.labels} labels in the session" + (f"; {state}" if state else ""))
+                _print_ingest(args, f, r, nobody, skip)
     finally:
         s.close()
     if args.format == "json":
-        print_json({"files": [{"file": f, **r._asdict()} for f, r in results],
-                     "labels": results[-1][1].labels if results else None})
+        print_json({"files": [{"file": f, **r._asdict(), "cancelled_items": [str(v) for v in nobody],
+                               "skipped_now": skip.n_new if skip is not None else 0}
+                              for f, r, nobody, skip in results],
+                    "labels": results[-1][1].labels if results else None})
     return 0
+
+
+def _print_ingest(args, f, r, nobody, skip):
+    """The text lines of one file's ingest: what it added, and what it could not (as session pull)."""
+    if r.already_ingested and not r.n_corrected and not nobody:
+        print(f"{f}: already ingested — nothing changed")
+        return
+    parts = [f"{r.n_new} new label(s)"] + ([f"{r.n_corrected} corrected"] if r.n_corrected else [])
+    if r.n_duplicate:
+        parts.append(f"{r.n_duplicate} already known")
+    if r.n_resolved:
+        parts.append(f"{r.n_resolved} disagreement(s) resolved by rule {args.resolve!r}")
+    if r.n_unused:
+        parts.append(f"{r.n_unused} annotation(s) beyond the item's draws not used")
+    if r.n_skipped:
+        parts.append(f"{r.n_skipped} row(s)/task(s) without a label left out")
+    if r.n_cancelled:
+        parts.append(f"{r.n_cancelled} skipped/cancelled annotation(s) not ingested")
+    closed = r.stage_closed or (skip is not None and skip.stage_closed)
+    pending = skip.pending if skip is not None else r.pending
+    state = (f"stage {skip.stage if skip is not None and skip.stage_closed else r.stage} complete, estimate updated"
+             if closed else f"{pending} label(s) still missing in the open batch" if pending else "")
+    print(f"{f}: {', '.join(parts)}; {r.labels} labels in the session" + (f"; {state}" if state else ""))
+    if skip is not None:
+        print(f"recorded {skip.n_new} item(s) every annotator skipped as impossible to label "
+              f"({skip.skipped} in the session)")
+    elif nobody:
+        shown = ", ".join(map(str, nobody[:10])) + (" ..." if len(nobody) > 10 else "")
+        print(f"every annotator skipped item(s) {shown}: if nobody can label them, record it: bayes-eval session "
+              f"skip {shlex.join([args.db, *map(str, nobody[:10])])} (or ingest with --skip-cancelled)")
 
 
 def _status_text(st):

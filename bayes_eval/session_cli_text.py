@@ -141,6 +141,18 @@ def open_session(args, bar):
                         scheduler=getattr(args, "scheduler", None))
 
 
+def check_skip_cancelled(args, session) -> None:
+    """``--skip-cancelled`` (ingest, pull) on a Poisson session: refused before anything is ingested
+    (the design refuses skips, and the labels would land before the refusal)."""
+    from .errors import UsageError
+    from .registry import design_spec
+
+    if getattr(args, "skip_cancelled", False) and design_spec(session.design_name).kind == "rounds":
+        raise UsageError(f"--skip-cancelled: the Poisson design {session.design_name!r} cannot leave an item out "
+                         f"of a round (its Horvitz–Thompson estimate needs every drawn item's label); nothing was "
+                         f"ingested: drop --skip-cancelled and label the items every annotator skipped")
+
+
 def allowed_line(st) -> str | None:
     """What the labels allow (:mod:`bayes_eval.feasible`) per component, from ``Session.status()``."""
     allowed = [c for c in st["estimates"] if c.get("feasible_lower") is not None]

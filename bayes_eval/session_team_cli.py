@@ -20,7 +20,7 @@ import os
 import shlex
 import sys
 
-from .session_cli_text import open_session, print_json
+from .session_cli_text import check_skip_cancelled, open_session, print_json
 
 __all__ = ["add_team_parsers", "add_task_content_args", "add_label_reading_args", "add_correct_arg", "TEAM_COMMANDS",
            "RESOLVE_HELP"]
@@ -167,6 +167,7 @@ def _cmd_pull(args, bar):
     labelstudio.require(args.label_studio, args.token)
     s = _open(args, bar)
     try:
+        check_skip_cancelled(args, s)
         info = labelstudio.pull(s, args.label_studio, args.project, args.token, args.resolve.strip(),
                                 args.from_name, args.label_map, args.skip_cancelled, args.correct)
         pending = s.n_pending

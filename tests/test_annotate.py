@@ -487,3 +487,56 @@ def test_an_id_column_of_the_pool_is_not_read_as_a_label_studio_task_id(tmp_path
     g = tmp_path / "export.csv"
     g.write_text("item,id,annotation_id,annotator,label\n4941,17,5,2,1\n")
     assert "(task id 17)" in annotate.read_labels(str(g)).where[0]
+
+
+def test_cli_ingest_of_an_export_says_what_every_annotator_skipped(tmp_path, capsys, monkeypatch):
+    """A Label Studio JSON export ingested as a file says what ``session pull`` says of the same
+    annotations: the disagreements a rule resolved, the cancelled annotations, and the open batch's
+    items every annotator skipped, with the ``session skip`` command; ``--skip-cancelled`` records
+    them (the batch then closes), and on a Poisson session it is refused before any label lands."""
+    from bayes_eval.cli import main as cli_main
+
+    monkeypatch.setenv("BAYES_EVAL_CACHE_DIR", "")
+    base = demo_pool(n_items=400, positive_rate=0.2, seed=5)
+    f = tmp_path / "pool.csv"
+    pd.DataFrame({"item": [f"p {i}" for i in range(400)], "score": base.scores[:, 0],
+                  "pred": base.preds[:, 0]}).to_csv(f, index=False)
+    y = {f"p {i}": int(v) for i, v in enumerate(base.labels)}
+    for design in ("passive", "poisson-adaptive"):
+        db = str(tmp_path / f"{design}.db")
+        assert cli_main(["session", "new", db, "--pool", str(f), "--design", design, "--no-progress"]) == 0
+        b = tmp_path / "b.json"
+        assert cli_main(["session", "next", db, "--n", "6", "--out", str(b), "--no-progress"]) == 0
+        tasks = json.loads(b.read_text())
+        first, gone = tasks[0]["data"]["item"], tasks[1]["data"]["item"]
+        export = _label_studio_export(tasks, lambda i: str(y[i]), cancelled={gone})
+        export[0]["annotations"].append(_ann(7, {"id": 2, "email": "bob@x.org"}, str(1 - y[first]),
+                                             created="2030-01-01T00:00:00Z"))
+        e = tmp_path / "export.json"
+        e.write_text(json.dumps(export))
+        capsys.readouterr()
+        if design == "poisson-adaptive":
+            assert cli_main(["session", "ingest", db, str(e), "--resolve", "first", "--skip-cancelled",
+                             "--no-progress"]) == 2
+            assert "--skip-cancelled: the Poisson design" in capsys.readouterr().err
+            assert cli_main(["session", "status", db, "--format", "json", "--no-bayesian", "--no-progress"]) == 0
+            assert json.loads(capsys.readouterr().out)["labels"] == 0   # nothing ingested
+            continue
+        assert cli_main(["session", "ingest", db, str(e), "--resolve", "first", "--no-progress"]) == 0
+        out = capsys.readouterr().out
+        assert ("5 new label(s), 1 disagreement(s) resolved by rule 'first', 1 row(s)/task(s) without a label left "
+                "out, 1 skipped/cancelled annotation(s) not ingested; 5 labels in the session; 1 label(s) still "
+                "missing in the open batch" in out), out
+        assert f"every annotator skipped item(s) {gone}: if nobody can label them, record it: bayes-eval session " \
+               f"skip {db} '{gone}' (or ingest with --skip-cancelled)" in out
+        assert cli_main(["session", "ingest", db, str(e), "--resolve", "first", "--skip-cancelled", "--format",
+                         "json", "--no-progress"]) == 0
+        r = json.loads(capsys.readouterr().out)["files"][0]
+        assert (r["n_new"], r["n_cancelled"], r["cancelled_items"], r["skipped_now"]) == (0, 1, [gone], 1)
+        assert cli_main(["session", "status", db, "--format", "json", "--no-bayesian", "--no-progress"]) == 0
+        st = json.loads(capsys.readouterr().out)
+        assert (st["labels"], st["pending"], st["stages"]) == (5, 0, 1)
+        # the first annotation's label was kept, not bob's
+        s = Session.open(db)
+        assert dict(zip(s.labels()["item"], s.labels()["label"]))[first] == y[first]
+        s.close()

@@ -236,15 +236,29 @@ def test_a_labeling_tools_disagreement_offers_what_decides_it():
     with pytest.raises(LabelConflictError) as info:
         annotate_resolve.resolve(recs, "error", 2)
     cli = info.value.cli
-    assert ("--resolve ground-truth, first or an annotator's email (ann@x.org, bob@x.org);" in cli
-            and "reconcile them in the labeling tool" in cli), cli
+    # no annotation marked ground truth: --resolve ground-truth cannot decide, so it is not offered
+    assert ("--resolve first or an annotator's email (ann@x.org, bob@x.org);" in cli
+            and "reconcile them in the labeling tool;" in cli and "ground" not in cli), cli
+    # Label Studio's JSON export says per annotation whether it is ground truth: none is, and marking one
+    # in the tool is a way to reconcile; one marked: the rule decides, and is offered
+    flagged = [dict(m, ground_truth=False) for m in meta]
+    with pytest.raises(LabelConflictError) as info:
+        annotate_resolve.resolve(_recs([("a", "0"), ("a", "1")], flagged), "error", 2)
+    assert ("(or mark one annotation as ground truth there, export or pull again and --resolve ground-truth); "
+            "or a rule that decides this item: --resolve first or an annotator's email" in info.value.cli), info.value.cli
+    assert "resolve='ground-truth')" in str(info.value) and "--resolve" not in str(info.value)
+    flagged[1]["ground_truth"] = True
+    with pytest.raises(LabelConflictError) as info:
+        annotate_resolve.resolve(_recs([("a", "0"), ("a", "1")], flagged), "error", 2)
+    assert "--resolve ground-truth, first or an annotator's email" in info.value.cli and "mark one" not in info.value.cli
+    assert annotate_resolve.resolve(_recs([("a", "0"), ("a", "1")], flagged), "ground-truth", 2)[0].labels == ["1"]
     # three annotators on item a (2 × 1, 1 × 0), dan on item b only: the rule 'dan@x.org' cannot decide a
     meta3 = meta + [{"task": 1, "annotation": 13, "annotator": "cid@x.org"},
                     {"task": 2, "annotation": 14, "annotator": "dan@x.org"}]
     recs3 = _recs([("a", "0"), ("a", "1"), ("a", "1"), ("b", "1")], meta3)
     with pytest.raises(LabelConflictError) as info:
         annotate_resolve.resolve(recs3, "dan@x.org", 2)
-    assert ("annotator 'dan@x.org' did not annotate it" in info.value.cli and "--resolve majority, ground-truth, "
+    assert ("annotator 'dan@x.org' did not annotate it" in info.value.cli and "--resolve majority, "
             "first or an annotator's email (ann@x.org, bob@x.org, cid@x.org);" in info.value.cli), info.value.cli
 
 
