@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from .store import EmptyInputError, InvalidLabelError, MalformedInputError, SessionError
+from .tables import csv_separator
 
 __all__ = ["LabelRecords", "FORMATS", "format_of", "prepare_output", "os_problem", "write_batch", "write_batch_tmp",
            "choice_values", "task_frame", "preannotation", "read_labels", "label_mapping", "parse_labels",
@@ -436,7 +437,7 @@ def _read_text(path: str) -> str:
         with open(path, "r", encoding="utf-8-sig") as fh:
             return fh.read()
     except UnicodeDecodeError as exc:
-        raise MalformedInputError(f"{path}: not a UTF-8 text file ({exc})") from None
+        raise MalformedInputError(f"{path}: not a UTF-8 text file ({exc}); save it as UTF-8 (in Excel: 'CSV UTF-8')") from None
 
 
 _LS_META = {"id": "task", "annotation_id": "annotation", "annotator": "annotator", "created_at": "created"}
@@ -470,6 +471,9 @@ def _or_id_column(id_column):
 
 
 def _read_csv(path: str, text: str, from_name=None, sep=",", id_column=None):
+    # a header without the extension's separator but with ';', tabs or '|' (a spreadsheet's CSV where the
+    # decimal mark is a comma, Excel in most of Europe) is read with that one, as the pool's reader does
+    sep = csv_separator(path, sep, text.split("\n", 1)[0])[0]
     reader = csv.reader(io.StringIO(text), delimiter=sep)
     try:
         header = next(reader)

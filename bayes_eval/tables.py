@@ -91,7 +91,8 @@ def read_table(path: str, *, what: str = "file", error=PoolError, data: bytes | 
             frame = pd.read_csv(src, sep=sep, **kw)
     except Exception as exc:  # pandas and pyarrow raise many kinds for an unreadable file
         kind = "Parquet" if ext in _PARQUET else "JSON" if ext in _JSON else "CSV"
-        raise error(f"could not read {what} {path} as {kind}: {exc}") from None
+        utf8 = "; save it as UTF-8 (in Excel: 'CSV UTF-8')" if isinstance(exc, UnicodeDecodeError) else ""
+        raise error(f"could not read {what} {path} as {kind}: {exc}{utf8}") from None
     if not isinstance(frame, pd.DataFrame):
         raise error(f"could not read {what} {path}: not a table (one row per item)")
     if sep is not None and not text and data is None and frame.isna().to_numpy().any():

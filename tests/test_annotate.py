@@ -233,6 +233,27 @@ def test_read_labels_errors(tmp_path):
         annotate.read_labels(str(tmp_path / "l.xlsx"))
 
 
+def test_a_spreadsheets_labels_file_reads_as_the_pools_does(tmp_path):
+    """A labels file saved by a spreadsheet in a locale with decimal commas separates its columns
+    with ';' (and some tools with tabs or '|' under a .csv name): read as the pool's reader reads
+    such a file, where before it was refused ("no 'item' column (columns are ['item;label'])");
+    a comma in the header keeps the comma; a file not in UTF-8 is refused saying how to save it."""
+    for sep in (";", "\t", "|"):
+        r = annotate.read_labels(_write(tmp_path / "l.csv", f"\ufeffitem{sep}note{sep}label\r\nrec 1/A{sep}x,y{sep}1\r\n"
+                                                           f"rec 2/A{sep}{sep}0\r\n"))
+        assert (r.items, r.labels) == (["rec 1/A", "rec 2/A"], ["1", "0"]), sep
+    r = annotate.read_labels(_write(tmp_path / "l.csv", "item,label\n\"a;b\",1\n"))
+    assert (r.items, r.labels) == (["a;b"], ["1"])
+    (tmp_path / "w.csv").write_bytes("item,label\ncafé,1\n".encode("cp1252"))
+    with pytest.raises(MalformedInputError, match="not a UTF-8 text file.*save it as UTF-8"):
+        annotate.read_labels(str(tmp_path / "w.csv"))
+    from bayes_eval.errors import PoolError
+    from bayes_eval.registry import load_pool
+    (tmp_path / "p.csv").write_bytes("item,score,pred\ncafé,0.5,1\n".encode("cp1252"))
+    with pytest.raises(PoolError, match="save it as UTF-8"):
+        load_pool(str(tmp_path / "p.csv"))
+
+
 def _write(path, text):
     path.write_text(text)
     return str(path)
