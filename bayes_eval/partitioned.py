@@ -33,7 +33,7 @@ from .errors import PoolError
 from .fingerprints import array_digest, combine_portable
 
 __all__ = ["DASK_EXTRA", "require_dask", "is_partitioned_path", "partition_files", "PartitionedPool",
-           "partition_digest", "combine_digests", "partition_record", "changed_partition", "in_partition", "fix_index", "connect", "choose_engine", "read_frames"]
+           "partition_digest", "combine_digests", "partition_record", "changed_partition", "in_partition", "fix_index", "connect", "choose_engine", "read_frames", "named_columns"]
 
 #: how to install what the dask engine needs
 DASK_EXTRA = 'pip install "bayes_eval[dask]"'
@@ -96,6 +96,17 @@ def combine_digests(digests: Sequence[bytes], n_classes: int) -> str:
     return h.hexdigest()
 
 
+def named_columns(frame_kw) -> tuple[tuple, str | None]:
+    """``(column_names, note)`` of a partitioned pool read with the files' own column names
+    (``frame_kw`` as :meth:`PartitionedPool.open`): the ``(role, column)`` pairs a pool records
+    (``Pool.column_names``, for a reopen) and its summary line's words, as a single file's."""
+    named = tuple(sorted((k, tuple(v) if k == "prob" else v) for k, v in (frame_kw or {}).items()
+                         if k in ("score", "pred", "label", "prob") and v is not None))
+    said = ", ".join(f"class probabilities from columns {', '.join(map(repr, v))}" if k == "prob"
+                     else f"{k} from column {v!r}" for k, v in named)
+    return named, said or None
+
+
 def read_frames(files) -> pd.DataFrame:
     """Every partition read whole and concatenated (the memory engine on a partitioned pool)."""
     frames, off = [], 0
@@ -155,15 +166,16 @@ def connect(scheduler: str | None = None, n_workers: int | None = None, memory_l
 
 # ------------------------------------------------------------------------------ worker tasks
 # module-level functions: what the workers run (no reference to the driver's objects)
-def task_scan(file: str):
-    """(rows, score range) of one partition file: the first pass, for the score kind."""
+def task_scan(file: str, score: str = "score"):
+    """(rows, score range) of one partition file: the first pass, for the score kind (``score``:
+    the file's name of the score column)."""
     import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(file)
     n = pf.metadata.num_rows
-    if "score" not in pf.schema_arrow.names:
+    if score not in pf.schema_arrow.names:
         return n, None, None
-    s = pd.read_parquet(file, columns=["score"])["score"]
+    s = pd.read_parquet(file, columns=[score])[score]
     s = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64)
     fin = s[np.isfinite(s)]
     if fin.size == 0:
@@ -273,23 +285,25 @@ def in_partition(exc: PoolError, files, sizes) -> PoolError:
     return PoolError(local(str(exc)), cli=local(cli_message(exc)) if exc.cli else None)
 
 
-def task_pred_counts(file: str, n_classes: int):
-    """(C,) predicted-class counts of one partition file's ``pred`` column (values outside 0..C−1
-    and missing ones left out: the partition's validation names them)."""
+def task_pred_counts(file: str, n_classes: int, pred: str = "pred"):
+    """(C,) predicted-class counts of one partition file's ``pred`` column (the file's name:
+    ``pred``; values outside 0..C−1 and missing ones left out: the partition's validation names them)."""
     import pyarrow.parquet as pq
 
-    if "pred" not in pq.ParquetFile(file).schema_arrow.names:
+    if pred not in pq.ParquetFile(file).schema_arrow.names:
         return np.zeros(n_classes)
-    v = pd.to_numeric(pd.read_parquet(file, columns=["pred"])["pred"], errors="coerce").to_numpy(dtype=np.float64)
+    v = pd.to_numeric(pd.read_parquet(file, columns=[pred])[pred], errors="coerce").to_numpy(dtype=np.float64)
     v = v[np.isfinite(v) & (v >= 0) & (v < n_classes) & (v == np.round(v))].astype(np.int64)
     return np.bincount(v, minlength=n_classes).astype(np.float64)
 
 
 def task_read(pool_cls, file: str, p: int, offset: int, score_kind, threshold, n_classes: int, name: str,
-              classes_prior: str = "confidence", class_shares=None):
+              classes_prior: str = "confidence", class_shares=None, frame_kw=None):
     """One partition, validated as a :class:`~bayes_eval.pool.Pool` and kept on the worker
     as a :class:`Part`, or ``("error", message, cli)`` naming the partition and the row
-    inside it."""
+    inside it.  ``frame_kw``: the file's own column names and label names, as
+    :meth:`~bayes_eval.pool.Pool.from_frame` takes them (``score``, ``pred``, ``label``, ``item``,
+    ``label_map``)."""
     from .errors import cli_message
 
     try:
@@ -299,7 +313,8 @@ def task_read(pool_cls, file: str, p: int, offset: int, score_kind, threshold, n
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pool = pool_cls.from_frame(df, n_classes=n_classes, name=f"{name}[{p}]", score_kind=score_kind,
-                                       threshold=threshold, classes_prior=classes_prior, class_shares=class_shares)
+                                       threshold=threshold, classes_prior=classes_prior, class_shares=class_shares,
+                                       **(frame_kw or {}))
         del df
         return Part(pool, offset)
     except PoolError as exc:
@@ -495,8 +510,11 @@ class PartitionedPool:
     columns = None
     threshold = None
 
-    def __init__(self, files, client, cluster, parts, summaries, n_classes, name, score_kind, threshold, notes):
-        self.files = list(files)
+    def __init__(self, files, client, cluster, parts, summaries, n_classes, name, score_kind, threshold, notes,
+                 kept=None):
+        # ``kept``: the numbers of the non-empty partition files, those ``parts`` and ``summaries`` are of
+        self.numbers = list(range(len(files))) if kept is None else list(kept)
+        self.files = [files[p] for p in self.numbers]
         self.client = client
         self._cluster = cluster
         self.parts = list(parts)
@@ -516,11 +534,18 @@ class PartitionedPool:
         self.interior = (float(np.nanmin(zi[:, 0])), float(np.nanmax(zi[:, 1]))) if np.isfinite(zi).any() else None
         zr = np.asarray([s.z_range for s in summaries], np.float64)
         self.score_range = (float(zr[:, 0].min()), float(zr[:, 1].max()))
-        self._fingerprint = combine_digests([s.digest for s in summaries], n_classes)
-        portable = combine_portable([s.portable for s in summaries], n_classes, score_kind)
         self.probs_derived = any(s.portable != s.digest for s in summaries)  # no 'prob' column
+        # every partition file's digest in order, an empty one's as the memory engine computes it
+        empty = np.empty(0, np.int64 if self.id_kind != "str" else object)
+        by_number = dict(zip(self.numbers, summaries))
+        digests = [by_number[p].digest if p in by_number else array_digest(empty, empty, empty, empty)
+                   for p in range(len(files))]
+        portables = [by_number[p].portable if p in by_number else
+                     array_digest(empty, empty, None if self.probs_derived else empty, empty) for p in range(len(files))]
+        self._fingerprint = combine_digests(digests, n_classes)
+        portable = combine_portable(portables, n_classes, score_kind)
         self._derived_store: dict = {}
-        self.derived("partitions", None, lambda: partition_record(files, [s.digest for s in summaries]), size=1)
+        self.derived("partitions", None, lambda: partition_record(files, digests), size=1)
         self.derived("portable_fingerprint", None, lambda: portable, size=1)
         self._id_index = None
 
@@ -528,10 +553,13 @@ class PartitionedPool:
     @classmethod
     def open(cls, path, pool_cls, score_kind: str | None = None, threshold: float | None = None, n_classes: int = 2,
              name: str | None = None, client=None, scheduler: str | None = None, memory_limit: str = "4GiB",
-             n_workers: int | None = None, classes_prior: str = "confidence") -> "PartitionedPool":
+             n_workers: int | None = None, classes_prior: str = "confidence",
+             frame_kw: dict | None = None) -> "PartitionedPool":
         """Read and validate the partitions of ``path`` (a directory or glob) on Dask, each
-        by ``pool_cls.from_frame`` (:class:`bayes_eval.pool.Pool`; ``classes_prior`` as there):
-        ``client`` if given, else the scheduler at ``scheduler``, else a local cluster."""
+        by ``pool_cls.from_frame`` (:class:`bayes_eval.pool.Pool`; ``classes_prior`` and
+        ``frame_kw``'s column and label names as there): ``client`` if given, else the
+        scheduler at ``scheduler``, else a local cluster."""
+        frame_kw = dict(frame_kw or {})
         require_dask()
         from .scores import SCORE_KINDS
 
@@ -550,12 +578,15 @@ class PartitionedPool:
         if client is None:
             client, cluster = connect(scheduler, n_workers=n_workers, memory_limit=memory_limit)
         try:
-            scans = client.gather([client.submit(task_scan, f, pure=False) for f in files])
+            scans = client.gather([client.submit(task_scan, f, frame_kw.get("score", "score"), pure=False)
+                                   for f in files])
             sizes = np.asarray([s[0] for s in scans], np.int64)
             offsets = np.concatenate([[0], np.cumsum(sizes)])
-            empty = np.flatnonzero(sizes == 0)
-            if empty.size:
-                raise PoolError(f"partition {int(empty[0])} ({os.path.basename(files[int(empty[0])])}) is empty")
+            # an empty partition file (Spark writes them) holds no item: left out of the work, kept in the
+            # fingerprint and the partition record, so that both engines read the same pool
+            kept = [p for p in range(len(files)) if sizes[p] > 0]
+            if not kept:
+                raise PoolError(f"the pool is empty (0 rows): every one of its {len(files)} partition files is empty")
             detected = False
             lo = [s[1] for s in scans if s[1] is not None]
             hi = [s[2] for s in scans if s[2] is not None]
@@ -565,12 +596,13 @@ class PartitionedPool:
             name = name or os.path.basename(os.path.normpath(path if os.path.isdir(path) else os.path.dirname(path)))
             shares = None   # several classes: each partition's prior spreads as the whole pool's predictions
             if n_classes > 2 and classes_prior == "confidence":
-                shares = np.sum(client.gather([client.submit(task_pred_counts, f, n_classes, pure=False)
-                                               for f in files]), axis=0)
-            parts = [client.submit(task_read, pool_cls, f, p, int(offsets[p]), score_kind, threshold, n_classes, name,
-                                   classes_prior, shares, pure=False) for p, f in enumerate(files)]
+                shares = np.sum(client.gather([client.submit(task_pred_counts, files[p], n_classes,
+                                                             frame_kw.get("pred", "pred"), pure=False)
+                                               for p in kept]), axis=0)
+            parts = [client.submit(task_read, pool_cls, files[p], p, int(offsets[p]), score_kind, threshold, n_classes,
+                                   name, classes_prior, shares, frame_kw, pure=False) for p in kept]
             summaries = client.gather([client.submit(task_summary, part, int(offsets[p]), pure=False)
-                                       for p, part in enumerate(parts)])
+                                       for p, part in zip(kept, parts)])
             for s in summaries:  # the first bad partition, in partition order
                 if isinstance(s, tuple) and len(s) == 3 and s[0] == "error":
                     raise PoolError(s[1], cli=s[2])
@@ -586,10 +618,15 @@ class PartitionedPool:
                 notes.insert(0, describe(kind, detected, n_classes if classes_prior == "confidence" else 2))
             if threshold is not None:
                 notes.append(f"predictions derived as score >= {float(threshold):g}")
+            notes += [n for n in named_columns(frame_kw)[1:] if n]
+            if len(kept) < len(files):
+                notes.append(f"{len(files) - len(kept)} empty partition file(s) left out "
+                             f"({', '.join(os.path.basename(files[p]) for p in range(len(files)) if p not in kept)})")
             pool = cls(files, client, cluster, parts, summaries, n_classes, name, kind,
-                       float(threshold) if threshold is not None else None, notes)
+                       float(threshold) if threshold is not None else None, notes, kept)
             pool.scheduler = address
             pool.classes_prior = classes_prior
+            pool.frame_kw = frame_kw
             pool.check_ids()
             return pool
         except BaseException:
@@ -612,7 +649,7 @@ class PartitionedPool:
         if dups:
             p, r, key = min(dups, key=lambda t: (t[0], t[1]))
             key = key.item() if isinstance(key, np.generic) else key
-            raise PoolError(f"partition {p} ({os.path.basename(self.files[p])}), column 'item': duplicate id "
+            raise PoolError(f"partition {self.numbers[p]} ({os.path.basename(self.files[p])}), column 'item': duplicate id "
                             f"{key!r} at row {r}")
         self._id_index = PartitionedIdIndex(self, buckets)
 
@@ -643,6 +680,7 @@ class PartitionedPool:
     scheduler = None
     #: how a pool of several classes got its prior (:meth:`bayes_eval.pool.Pool.from_arrays`)
     classes_prior = "confidence"
+    frame_kw = None    # the files' own column and label names (``open``)
 
     @property
     def read_options(self) -> dict:
@@ -653,6 +691,13 @@ class PartitionedPool:
                "engine": "dask"}
         if self.scheduler:
             out["scheduler"] = self.scheduler
+        kw = self.frame_kw or {}
+        if kw.get("item") is not None:
+            out["id_column"] = kw["item"]
+        if any(kw.get(k) is not None for k in ("score", "pred", "label", "prob")):
+            out["columns"] = {k: kw[k] for k in ("score", "pred", "label", "prob") if kw.get(k) is not None}
+        if kw.get("label_map"):
+            out["label_map"] = dict(kw["label_map"])
         if self.n_classes != 2:
             out["n_classes"] = int(self.n_classes)
             out["classes_prior"] = self.classes_prior

@@ -633,7 +633,8 @@ class Pool:
     @classmethod
     def from_parquet_dataset(cls, path, score_kind: str | None = None, threshold: float | None = None,
                              engine: str | None = None, scheduler: str | None = None, client=None,
-                             n_classes: int = 2, name: str | None = None, classes_prior: str = "confidence"):
+                             n_classes: int = 2, name: str | None = None, classes_prior: str = "confidence",
+                             frame_kw: dict | None = None):
         """A partitioned pool: a directory or glob of Parquet files, one partition per file
         in sorted order (issue 19; :mod:`bayes_eval.partitioned`).
 
@@ -644,12 +645,13 @@ class Pool:
         Either way the fingerprint is over the partitions (a changed partition changes
         it), the same under both engines, and the rows are those of the partitions
         concatenated in order, so both engines give the same session.  ``score_kind``,
-        ``threshold`` and ``classes_prior`` as :meth:`from_arrays`.
+        ``threshold`` and ``classes_prior`` as :meth:`from_arrays`; ``frame_kw`` the files' own
+        names, as :meth:`from_frame` takes them (``score``, ``pred``, ``label``, ``item``, ``label_map``).
         """
         from dataclasses import replace
 
-        from .partitioned import (PartitionedPool, choose_engine, combine_digests, in_partition, partition_digest,
-                                  partition_files, partition_record, read_frames)
+        from .partitioned import (PartitionedPool, choose_engine, combine_digests, in_partition, named_columns,
+                                  partition_digest, partition_files, partition_record, read_frames)
 
         files = partition_files(path)
         if engine not in (None, "memory", "dask"):
@@ -662,7 +664,8 @@ class Pool:
             name = os.path.basename(os.path.normpath(path if os.path.isdir(path) else os.path.dirname(path)))
         if engine == "dask":
             pool = PartitionedPool.open(path, cls, score_kind=score_kind, threshold=threshold, n_classes=n_classes,
-                                        name=name, client=client, scheduler=scheduler, classes_prior=classes_prior)
+                                        name=name, client=client, scheduler=scheduler, classes_prior=classes_prior,
+                                        frame_kw=frame_kw)
             pool.notes = pool.notes + (f"engine dask ({why}; {len(files)} partitions)",)
             return pool
         import pyarrow.parquet as pq
@@ -670,10 +673,12 @@ class Pool:
         sizes = [pq.ParquetFile(f).metadata.num_rows for f in files]
         try:
             pool = cls.from_frame(read_frames(files), n_classes=n_classes, name=name, score_kind=score_kind,
-                                  threshold=threshold, classes_prior=classes_prior)
+                                  threshold=threshold, classes_prior=classes_prior, **(frame_kw or {}))
         except PoolError as exc:   # name the partition file and its row, as the dask engine does
             raise in_partition(exc, files, sizes) from None
-        pool = replace(pool, notes=pool.notes + (f"engine memory ({why}; {len(files)} partitions)",))
+        named, said = named_columns(frame_kw)
+        pool = replace(pool, column_names=named, notes=pool.notes + (f"engine memory ({why}; {len(files)} partitions)",)
+                       + ((said,) if said else ()))
         offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         digests = [partition_digest(pool.preds[a:b], pool.scores[a:b], pool.probs[a:b], np.asarray(pool.ids)[a:b])
                    for a, b in zip(offs[:-1], offs[1:])]

@@ -386,17 +386,20 @@ def load_pool(path: str, score_kind: str | None = None, threshold: float | None 
     from .partitioned import is_partitioned_path
 
     if is_partitioned_path(path):
-        if columns:
-            raise PoolError("a partitioned pool's columns are read as 'score', 'pred' and 'label'; rename them in its files",
-                            cli=f"{flags} apply to a single pool file; a partitioned pool's columns are read as "
-                                f"'score', 'pred' and 'label': rename them in its files")
-        if id_column is not None:
-            raise PoolError("a partitioned pool takes its ids from its 'item' column; rename the id column to 'item'",
-                            cli=f"--id-column {id_column} applies to a single pool file; a partitioned pool takes "
-                                f"its ids from its 'item' column: rename {id_column!r} to 'item' in its files")
+        # the files' own names, read by each partition's from_frame (either engine) and recorded for a reopen
+        several = [k for k, v in columns.items() if k != "prob" and not isinstance(v, str)]
+        if several or pair:
+            raise PoolError("a partitioned pool reads one system's score and prediction columns; several systems' "
+                            "columns and a binary pool's two class probabilities apply to a single pool file",
+                            cli=f"{flags}: a partitioned pool reads one system's score and prediction columns; several "
+                                f"systems' columns and a binary pool's two class probabilities (--prob-columns P0,P1: "
+                                f"give --score-column P1) apply to a single pool file")
+        frame_kw = {**{k: list(v) if k == "prob" else v for k, v in columns.items()},
+                    **({"item": id_column} if id_column is not None else {}),
+                    **({"label_map": {str(k): int(v) for k, v in label_map.items()}} if label_map else {})}
         return Pool.from_parquet_dataset(path, score_kind=score_kind, threshold=threshold, engine=engine,
                                          scheduler=scheduler, client=client, n_classes=int(n_classes),
-                                         classes_prior=classes_prior)
+                                         classes_prior=classes_prior, frame_kw=frame_kw or None)
     if engine == "dask":
         raise PoolError(f"--engine dask reads a partitioned pool (a directory or glob of Parquet files), not the "
                         f"single file {path}")

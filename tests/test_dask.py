@@ -223,6 +223,65 @@ def test_bad_input_is_named_by_partition_and_row(tmp_path, client, what, match, 
         Pool.from_parquet_dataset(d, engine=engine, client=client)
 
 
+def test_own_column_names_and_an_empty_partition_read_alike_on_both_engines(tmp_path, client):
+    """A partitioned pool as users have it: their own column names (ids in ``pair_id``, the score in
+    ``prob``, names in ``predicted``) and an empty partition file (Spark writes them).  Before stop 81
+    the names were refused ("rename them in its files") and the dask engine refused the empty file that
+    the memory engine read.  Both engines now read the same pool (fingerprints, partition record), record
+    the names so that a session reopens with them, and name a bad row by its partition's own number."""
+    d = str(tmp_path / "own")
+    os.makedirs(d)
+    rng = np.random.default_rng(8)
+    n = 3000
+    p = rng.uniform(0, 1, n)
+    df = pd.DataFrame({"pair_id": [f"a/{i} b" for i in range(n)], "prob": p,
+                       "predicted": np.where(p >= 0.5, "match", "no match"), "gold": (rng.random(n) < p).astype(int)})
+    parts = np.array_split(np.arange(n), 3)
+    files = [df.iloc[parts[0]], df.iloc[:0], df.iloc[parts[1]], df.iloc[parts[2]]]
+    for k, f in enumerate(files):
+        f.reset_index(drop=True).to_parquet(os.path.join(d, f"part-{k:03d}.parquet"))
+    from bayes_eval.registry import load_pool
+    from bayes_eval.session_setup import pool_partitions
+
+    kw = dict(id_column="pair_id", columns={"score": "prob", "pred": "predicted", "label": "gold"},
+              label_map={"no match": 0, "match": 1})
+    pm = load_pool(d, engine="memory", **kw)
+    pk = load_pool(d, engine="dask", client=client, **kw)
+    assert pm.n_items == pk.n_items == n
+    assert pool_fingerprint(pm) == pool_fingerprint(pk) and portable_fingerprint(pm) == portable_fingerprint(pk)
+    assert pool_partitions(pm) == pool_partitions(pk) and len(pool_partitions(pk)) == 4
+    for pool in (pm, pk):
+        ro = pool.read_options
+        assert (ro["id_column"], ro["columns"], ro["label_map"]) == (
+            "pair_id", {"score": "prob", "pred": "predicted", "label": "gold"}, {"no match": 0, "match": 1}), ro
+        assert "label from column 'gold', pred from column 'predicted', score from column 'prob'" in pool.notes
+    assert "1 empty partition file(s) left out (part-001.parquet)" in pk.notes
+    np.testing.assert_array_equal(np.asarray(pm.preds)[:, 0], (p >= 0.5).astype(int))   # the names, read
+    # a session made on the dask engine reopens from what it recorded (here on the memory engine)
+    db = str(tmp_path / "s.db")
+    s = Session.create(db, pk, "f1", "ais", seed=0)
+    items = list(s.next_batch(20)["item"])
+    s.close()
+    s = Session.open(db, d, engine="memory")   # the path: read with the names the session recorded
+    assert sorted(s.pending()["item"]) == sorted(items) and str(items[0]).startswith("a/")
+    s.close()
+    # a duplicate id in the fourth file: named as partition 3 on both engines, the empty file counted
+    bad = files[3].reset_index(drop=True)
+    bad.loc[5, "pair_id"] = "a/0 b"
+    bad.to_parquet(os.path.join(d, "part-003.parquet"))
+    for engine in ("memory", "dask"):
+        with pytest.raises(PoolError, match=r"partition 3 \(part-003.parquet\).*'a/0 b'"):
+            load_pool(d, engine=engine, client=client, **kw)
+    # one system, binary: several systems' columns are refused by name
+    with pytest.raises(PoolError, match="several systems"):
+        load_pool(d, engine="memory", columns={"score": ["prob", "prob2"]})
+    for f in os.listdir(d):
+        os.remove(os.path.join(d, f))
+    df.iloc[:0].to_parquet(os.path.join(d, "part-000.parquet"))
+    with pytest.raises(PoolError, match="empty"):
+        load_pool(d, engine="dask", client=client)
+
+
 def test_missing_dask_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(PoolError, match=r'pip install "bayes_eval\[dask\]"'):
