@@ -30,7 +30,7 @@ def _describe(recs, idx, classes):
     return "; ".join(parts)
 
 
-def _undecided(recs, idx, classes, rule, why, meta) -> LabelConflictError:
+def _undecided(recs, idx, classes, rule, why, meta, stochastic_hint=True) -> LabelConflictError:
     """The refusal of item ``idx``'s disagreement that ``rule`` could not decide, offering only
     the rules that can decide it (not ``rule``; an annotator or ground truth only where the file
     records them) and the fix by hand."""
@@ -62,14 +62,15 @@ def _undecided(recs, idx, classes, rule, why, meta) -> LabelConflictError:
                 if markable else "")
     rest = "; or a rule that decides this item: "
     return LabelConflictError(msg + marked("resolve='ground-truth'") + rest + "resolve="
-                              + one_of([repr(r) for r in rules] + ann) + "; or label with "
-                              "oracle='stochastic' in a new session)",
+                              + one_of([repr(r) for r in rules] + ann)
+                              + ("; or label with oracle='stochastic' in a new session)" if stochastic_hint else ")"),
                               cli=msg + marked("--resolve ground-truth") + rest + "--resolve " + one_of(rules + ann)
-                              + "; or label with --oracle stochastic in a new session)")
+                              + ("; or label with --oracle stochastic in a new session)" if stochastic_hint else ")"))
 
 
 def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | None = None,
-            stochastic: bool = False, held=None, rule_first: bool = False) -> tuple[LabelRecords, int]:
+            stochastic: bool = False, held=None, rule_first: bool = False,
+            stochastic_hint: bool = True) -> tuple[LabelRecords, int]:
     """Reconcile several annotations of one item (Label Studio's overlap).
 
     Deterministic oracle: the annotations of one item that disagree are reduced to one
@@ -87,7 +88,9 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
     whatever ``rule`` is (pulling a project again after ``--resolve`` needs no rule); with ``rule_first``
     (``--correct`` with a rule other than ``error``) the rule decides first -- a reviewer's ground-truth
     annotation corrects the held label -- and the held label settles only what the rule cannot.
-    Returns the records and the number of disagreements resolved now; raises :class:`LabelConflictError`.
+    Returns the records and the number of disagreements resolved now; raises :class:`LabelConflictError`
+    (``stochastic_hint``: whether its message offers a stochastic-oracle session, as a session's does;
+    the on-demand evaluation has none).
     """
     if stochastic:
         seen, draws = set(), list(recs.draws)
@@ -150,7 +153,7 @@ def resolve(recs: LabelRecords, rule: str, n_classes: int, label_map: dict | Non
             keep.append(next(i for i in idx if int(classes[i]) == before))
             continue
         if pick is None:
-            raise _undecided(recs, idx, classes, rule, why, meta)
+            raise _undecided(recs, idx, classes, rule, why, meta, stochastic_hint)
         keep.append(pick)
         n_resolved += 1
     keep.sort()

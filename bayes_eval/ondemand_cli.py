@@ -57,6 +57,9 @@ def add_ondemand_parser(subparsers):
     q.add_argument("--from-name", default=None, help="Label Studio choice control holding the label")
     q.add_argument("--label-map", default=None, metavar="NAME=LABEL,...",
                    help="label names -> 0/1 (as session ingest's), e.g. no=0,yes=1")
+    q.add_argument("--resolve", default="error", metavar="RULE",
+                   help="annotators who disagree on an instance: error (default: refuse, naming them), majority, "
+                        "ground-truth, first, or an annotator's email (as session ingest's)")
     q = sub.add_parser("add-exhaustive", help="instances found by exhaustive annotation (columns item,unit)")
     q.add_argument("db")
     q.add_argument("found")
@@ -91,6 +94,8 @@ def _check(args):
         v = getattr(args, flag, 1)
         if v is not None and v < 1:
             raise UsageError(f"--{flag} must be at least 1, got {v}")
+    if not getattr(args, "resolve", "error").strip():
+        raise UsageError("--resolve needs a rule: error, majority, ground-truth, first or an annotator's email")
 
 
 def print_status(st, out=sys.stdout):
@@ -175,11 +180,19 @@ def cmd_ondemand(args) -> int:
                 print("nothing to verify: every system's precision interval is within epsilon (or at its draw cap); "
                       f"{args.out} holds no task")
         elif verb == "ingest":
-            r = ev.ingest(args.labels, from_name=args.from_name, label_map=args.label_map)
+            r = ev.ingest(args.labels, from_name=args.from_name, label_map=args.label_map, resolve=args.resolve.strip())
             print(f"{args.labels}: already ingested (nothing changed)" if r["already"]
                   else f"ingested {r['new']} new verification(s) ({r['rows']} row(s) with a label"
+                  + (f"; {r['resolved']} disagreement(s) resolved by rule {args.resolve.strip()!r}" if r["resolved"]
+                     else "")
                   + (f"; {r['skipped']} row(s) without one skipped, still to verify" if r.get("skipped") else "")
+                  + (f"; {r['cancelled']} skipped/cancelled annotation(s) not ingested" if r["cancelled"] else "")
                   + ")")
+            if r["cancelled_items"]:
+                c = r["cancelled_items"]
+                print(f"every annotator skipped instance(s) {', '.join(c[:10])}{' ...' if len(c) > 10 else ''}: "
+                      f"they still await a verification, and the round that drew them enters the estimates only "
+                      f"once they have one (send them again with ondemand next)")
         elif verb == "add-exhaustive":
             r = ev.add_exhaustive(args.found)
             print(f"{args.found}: already ingested (nothing changed)" if r["already"]

@@ -393,16 +393,31 @@ class OnDemand:
                 raise SessionError(f"cannot write {out}: {os_problem(exc)}") from None
         return {"tasks": len(frame), "items": list(pending), "new_draws": len(new_draws), "out": out}
 
-    def ingest(self, path, fmt: str | None = None, from_name: str | None = None, label_map=None) -> dict:
+    def ingest(self, path, fmt: str | None = None, from_name: str | None = None, label_map=None,
+               resolve: str = "error") -> dict:
         """Verifications from a labels file (CSV ``item,label``; JSONL; Label Studio JSON);
         ``label_map``: other label names, ``{"no": 0, "yes": 1}`` or ``"no=0,yes=1"`` (``--label-map``);
-        ``skipped`` in the result counts its rows without a label (not yet verified)."""
+        ``resolve``: the rule for annotators who disagree on an instance, as ``session ingest``'s
+        (:func:`bayes_eval.annotate_resolve.resolve`: error, majority, ground-truth, first or an
+        annotator; a disagreement resolved by an earlier ingest keeps its label).  In the result,
+        ``skipped`` counts its rows without a label (not yet verified), ``resolved`` the disagreements
+        the rule decided, ``cancelled`` the annotations cancelled in Label Studio and
+        ``cancelled_items`` the instances still awaiting a verification that every annotator skipped."""
+        from .annotate_resolve import resolve as resolve_annotations
+
         recs = read_labels(path, fmt, from_name)
-        labels = parse_labels(recs.labels, 2, parse_label_map(label_map), recs.where)
+        names = parse_label_map(label_map)
+        stored = {str(it): int(lab) for it, lab in self.store.rows("SELECT item, label FROM labels")}
+        recs, n_resolved = resolve_annotations(recs, resolve, 2, names, held=lambda it: stored.get(str(it).strip()),
+                                               stochastic_hint=False)
+        labels = parse_labels(recs.labels, 2, names, recs.where)
         with open(path, "rb") as fh:
             sha = _sha(fh.read())
         out = self.add_labels(recs.items, labels, source=os.fspath(path), sha256=sha, where=recs.where)
-        return {**out, "skipped": int(recs.skipped)}   # rows without a label: left for a later file
+        verified = stored.keys() | {str(it).strip() for it in recs.items}
+        nobody = [str(it) for it in dict.fromkeys(recs.cancelled_items) if str(it).strip() not in verified]
+        return {**out, "skipped": int(recs.skipped), "resolved": n_resolved, "cancelled": int(recs.cancelled),
+                "cancelled_items": nobody}
 
     def add_labels(self, items, labels, source: str | None = None, sha256: str | None = None, where=None) -> dict:
         """Verifications (0/1) of drawn instances, all or none (checks first)."""

@@ -477,6 +477,33 @@ def test_cli_verbs(tmp_path, capsys):
     assert r.returncode == 0, r.stderr
     assert f"ingested {len(items) - 1} new verification(s)" in r.stdout
     assert "1 row(s) without one skipped, still to verify" in r.stdout
+    # a Label Studio export of the rest, as a team labels it: two annotators disagree on one instance,
+    # another is skipped by every annotator, labels are names (stop 81: no --resolve here before)
+    rest = [t for t in tasks if t["data"]["item"] == items[-1]] + [t for t in tasks if t["data"]["item"] != items[-1]]
+
+    def ann(aid, who, lab, cancelled=False):
+        return {"id": aid, "completed_by": {"id": aid, "email": who}, "created_at": f"2026-01-0{aid}T00:00:00Z",
+                "was_cancelled": cancelled, "ground_truth": False,
+                "result": [] if cancelled else [{"from_name": "label", "to_name": "text", "type": "choices",
+                                                 "value": {"choices": [["wrong", "correct"][lab]]}}]}
+    y = truth[items[-1]]
+    export = [{"id": 1, "data": rest[0]["data"], "annotations": [ann(1, "ann@x.org", y), ann(2, "bob@x.org", 1 - y)]}]
+    if len(rest) > 1:
+        export.append({"id": 2, "data": rest[1]["data"], "annotations": [ann(3, "ann@x.org", 0, cancelled=True)]})
+    e = tmp_path / "export.json"
+    e.write_text(json.dumps(export))
+    r = run("ingest", db, str(e), "--label-map", "wrong=0,correct=1")
+    assert r.returncode == 2 and "--resolve first or an annotator's email (ann@x.org, bob@x.org))" in r.stderr, r.stderr
+    assert "stochastic" not in r.stderr      # the on-demand evaluation has no stochastic oracle to offer
+    r = run("ingest", db, str(e), "--label-map", "wrong=0,correct=1", "--resolve", "first")
+    assert r.returncode == 0, r.stderr
+    assert "1 new verification(s)" in r.stdout and "1 disagreement(s) resolved by rule 'first'" in r.stdout
+    ev = OnDemand.open(db)
+    assert dict(ev.store.rows("SELECT item, label FROM labels"))[items[-1]] == y     # ann's, the first
+    ev.close()
+    if len(rest) > 1:   # the instance every annotator skipped (already verified from part.csv): not named
+        assert "1 skipped/cancelled annotation(s) not ingested" in r.stdout and "every annotator" not in r.stdout
+    assert run("ingest", db, str(e), "--resolve", " ").returncode == 2
     r = run("new", db)
     assert r.returncode == 2 and "already exists" in r.stderr
     r = run("status", db, "--format", "json")
