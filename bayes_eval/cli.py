@@ -23,13 +23,21 @@ from .registry import load_pool, measure_from_args  # noqa: E402,F401  (re-expor
 from .session_cli import add_pool_reading_args, jsonable, pool_columns, read_pool  # noqa: E402,F401  (shared with sessions)
 
 
+def _resolved_model(model, cells):
+    """The oracle model ``--model`` gave on this pool (``auto`` resolved on its strata)."""
+    from .designs import resolve_oracle_model
+
+    return resolve_oracle_model(model, cells)
+
+
 def _add_design_args(p):
     from .models.registry import oracle_model_names
     from .registry import design_names
 
     p.add_argument("--design", default="ais", help=f"{', '.join(design_names())} (default: ais)")
-    p.add_argument("--model", default="dirichlet-tree",
-                   help=f"oracle model for ais / poisson-adaptive: {', '.join(oracle_model_names())}")
+    p.add_argument("--model", default="auto",
+                   help=f"oracle model for ais / poisson-adaptive: auto (default: the Dirichlet tree; a Beta per "
+                        f"stratum where the scores fill two strata), {', '.join(oracle_model_names())}")
     p.add_argument("--depth", type=int, default=8, help="depth of the Dirichlet tree (1 = flat)")
     p.add_argument("--branching", type=int, default=None, help="branching of the tree (default: smallest that fits)")
     p.add_argument("--strata", type=int, default=256, help="number of score strata K (default 256)")
@@ -100,8 +108,8 @@ def check_args(args):
     if getattr(args, "model", None) is not None:
         from .models.registry import oracle_model_names
 
-        if args.model not in oracle_model_names():
-            raise CLIError(f"--model: unknown oracle model {args.model!r}; choose one of "
+        if args.model != "auto" and args.model not in oracle_model_names():
+            raise CLIError(f"--model: unknown oracle model {args.model!r}; choose one of auto, "
                            f"{', '.join(oracle_model_names())}")
     if hasattr(args, "budget") and hasattr(args, "batch") and args.batch > args.budget:
         raise CLIError(f"--batch {args.batch} is more than --budget {args.budget}: a stage would spend past the budget")
@@ -334,7 +342,7 @@ def cmd_simulate(args):
         "components": list(res.names),
         "true_value": float(tv[0]) if tv.size == 1 else tv.tolist(),
         "design": args.design,
-        "model": args.model if args.design == "ais" else None,
+        "model": _resolved_model(args.model, cells) if args.design in ("ais", "poisson-adaptive") else None,
         "depth": args.depth if args.design == "ais" else None,
         "companion": _companion_of(args, pool),
         "audit_floor": args.audit_floor if args.design == "ais" and args.oracle == "deterministic" else None,

@@ -25,12 +25,15 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _config  # noqa: F401
 from .cells import CellTable
 from .models.registry import COMPANIONS  # noqa: F401  (re-exported: the companion models by name)
 
 __all__ = [
+    "resolve_oracle_model",
+    "DEFAULT_ORACLE_MODEL",
     "Observed",
     "Proposal",
     "Design",
@@ -205,6 +208,29 @@ def resolve_companion(companion, n_classes: int, design: str):
     if design not in ("ais", "poisson-adaptive"):
         raise ValueError(f"a companion model applies to the adaptive designs ais and poisson-adaptive, not {design!r}")
     return companion
+
+
+#: the oracle model ``"auto"`` picks when the pool's scores fill more than two strata (001 §4)
+DEFAULT_ORACLE_MODEL = "dirichlet-tree"
+
+
+def resolve_oracle_model(model, cells: CellTable | None) -> str:
+    """The oracle model a design uses: ``"auto"`` (the default since stop 81) gives the
+    Dirichlet tree of 001 §4, unless the pool's items fill at most two strata -- a score with two
+    values, as when the score column holds the predictions themselves -- where it gives
+    ``"independent"`` (a Beta per stratum).  Measured on a 20,000-item pool of hard predictions (5%
+    positive, 1.5% of the predicted negatives positive; AIS, 1000 labels, 100 runs): with the tree
+    the MSE of F1 was 9.2e-3 and the CLT interval covered 0.67 -- worse than passive sampling's
+    3.1e-3, since with two leaves the tree's prior from the scores says the positives live where
+    the positive predictions are, so the proposal left the 19,000 predicted negatives after a few
+    draws found none there -- against 2.3e-3 and 0.94 with a Beta per stratum.  With 5 or more
+    values the tree stays ahead.  Any other name is returned as given."""
+    if model != "auto":
+        return model
+    if cells is None:
+        return DEFAULT_ORACLE_MODEL
+    filled = np.unique(np.asarray(cells.stratum)[np.asarray(cells.size) > 0])
+    return "independent" if filled.size <= 2 else DEFAULT_ORACLE_MODEL
 
 
 def sweep_share(cells: CellTable, labeled, pi_cell, n_next=0.0):

@@ -169,7 +169,7 @@ class Session(SessionReports, SessionFiles, SessionSkips, SessionCorrections, Se
     @classmethod
     def create(cls, path: str, pool, measure="f1", design: str = "ais", *, seed: int = 0,
                oracle: str = "deterministic", n_strata: int = 256, depth: int = 8, branching: int | None = None,
-               model: str = "dirichlet-tree", eps: float = 1e-3, lam: float = 0.9, delta: float = 0.0,
+               model: str = "auto", eps: float = 1e-3, lam: float = 0.9, delta: float = 0.0,
                plugin: str = "model", strength: float = 1.0, n_fine: int | None = None,
                strata_method: str = "csf", keep_empty: bool | None = None, system: int | None = None,
                thresholds: int = 1024, beta: float = 1.0,

@@ -73,9 +73,10 @@ def add_session_parser(subparsers):
     n.add_argument("--strata", type=int, default=256, help="number of score strata K (default 256)")
     n.add_argument("--depth", type=int, default=8, help="depth of the Dirichlet tree (1 = flat)")
     n.add_argument("--branching", type=int, default=None)
-    n.add_argument("--model", default="dirichlet-tree",
-                   help="oracle model for ais and poisson-adaptive: dirichlet-tree, independent, classifier "
-                        "(poisson-adaptive also: calibrated)")
+    n.add_argument("--model", default="auto",
+                   help="oracle model for ais and poisson-adaptive: auto (default: dirichlet-tree; independent where "
+                        "the scores fill two strata, e.g. a score column that is the predictions), dirichlet-tree, "
+                        "independent, classifier (poisson-adaptive also: calibrated)")
     n.add_argument("--eps", type=float, default=1e-3, help="ε floor of the AIS / IS / OASIS proposals")
     n.add_argument("--delta", type=float, default=0.0, help="share of p(x) mixed into the AIS proposal (001 §3.3.1)")
     n.add_argument("--audit-floor", type=float, default=None,
@@ -315,6 +316,11 @@ def _cmd_new(args, bar):
            "strata": int(s._core.strata.n_strata), "strata_nonempty": int((s._core.strata.sizes > 0).sum()),
            "cells": s.cells.n_cells,
            "companion": s.config["design"].get("companion"), "pool_notes": list(pool.notes)}
+    from .designs import resolve_oracle_model
+
+    asked = s.config["design"].get("model")
+    out["oracle_model"] = (resolve_oracle_model(asked, s.cells) if s.design_name in ("ais", "poisson-adaptive")
+                           else None)     # the model "auto" (the default) resolved on the pool's strata
     poisson = s.design_name in ("poisson", "poisson-adaptive")
     if poisson:
         dkw = s.config["design"]
@@ -349,6 +355,9 @@ def _cmd_new(args, bar):
                       + (f", {p['companion']} companion model" if p.get("companion") else ""))
         elif out["companion"]:
             print(f"AIS proposals mixed with the {out['companion']} companion model")
+        if asked == "auto" and out["oracle_model"] == "independent":
+            print("oracle model: a Beta per stratum (--model auto: the scores fill two strata, so a Dirichlet tree "
+                  "over them would let the draws leave the predicted negatives before any positive is found there)")
         print(f"next: bayes-eval session next {shlex.quote(args.db)} --n 50 --out batch.csv")
     return 0
 

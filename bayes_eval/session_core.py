@@ -427,17 +427,20 @@ def posterior_model(core: SessionCore, config: dict):
     from .cells import leaf_probs, posterior_units
     from .models.registry import make_oracle_model
 
+    from .designs import resolve_oracle_model
+
     dkw = config["design"]
+    design_model = resolve_oracle_model(dkw.get("model", "auto"), core.cells)
     model = None
     lp = leaf_probs(core.cells, core.n_strata)
     units = posterior_units(core.cells, core.n_strata, "stratum")
     if calibrated:
         units, model = _calibrated_on(core.cells, core.n_strata)
     if model is None:
-        if choice in ("design", "calibrated", dkw.get("model")):
+        if choice in ("design", "calibrated", dkw.get("model"), design_model):
             model = design.model
             if model is None:  # a design without a model: the one the adaptive designs would use
-                model = make_oracle_model(dkw.get("model", "dirichlet-tree"), lp, depth=dkw.get("depth", 8),
+                model = make_oracle_model(design_model, lp, depth=dkw.get("depth", 8),
                                           branching=dkw.get("branching"), strength=dkw.get("strength", 1.0),
                                           em_iters=dkw.get("em_iters", 10))
         else:

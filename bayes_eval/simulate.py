@@ -402,7 +402,7 @@ def simulate_runs(
 
 def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repeats=100, seed=0,
                    checkpoints=(500, 1000, 2000), n_strata=256, depth=8, branching=None,
-                   model="dirichlet-tree", lam=0.9, eps=1e-3, track_kl=True, n_fine=None, keep_empty=True, bayes=None,
+                   model="auto", lam=0.9, eps=1e-3, track_kl=True, n_fine=None, keep_empty=True, bayes=None,
                    bayes_draws=200, posterior_model="calibrated", companion="auto", bayes_stages=False, system=0,
                    **design_kw):
     """Build strata, cells and the design for a pool with ground truth, and simulate.
@@ -444,6 +444,9 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
             raise ValueError(f"the Poisson simulation forms (d, d) round covariances; measures with more than "
                              f"{MAX_SIM_LOSS_DIM} loss components (this one has {cells.loss.shape[-1]}, e.g. a "
                              f"PR curve) are not supported by it yet")
+    from .designs import resolve_oracle_model
+
+    model = resolve_oracle_model(model, cells)      # "auto": the tree, a Beta per stratum on two strata
     settings = dict(design_kw, model=model, depth=depth, branching=branching, lam=lam, eps=eps,
                     companion=resolve_companion(companion, cells.loss.shape[1], design_name))
     design = build_design(design_name, measure, cells, k, **settings)
