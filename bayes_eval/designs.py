@@ -223,8 +223,9 @@ def resolve_oracle_model(model, cells: CellTable | None) -> str:
     the MSE of F1 was 9.2e-3 and the CLT interval covered 0.67 -- worse than passive sampling's
     3.1e-3, since with two leaves the tree's prior from the scores says the positives live where
     the positive predictions are, so the proposal left the 19,000 predicted negatives after a few
-    draws found none there -- against 2.3e-3 and 0.94 with a Beta per stratum.  With 5 or more
-    values the tree stays ahead.  Any other name is returned as given."""
+    draws found none there -- against 2.3e-3 and 0.94 with a Beta per stratum.  With 5 or 11
+    values the two were within the noise of each other (README, "The main method"), so the tree is
+    kept there.  Any other name is returned as given."""
     if model != "auto":
         return model
     if cells is None:
