@@ -267,7 +267,8 @@ def pull(session, url: str, project: int, token: str | None = None, resolve: str
     annotated yet), ``tasks``, ``unannotated`` tasks, ``cancelled`` annotations,
     ``cancelled_items`` (open-batch items whose every annotation was cancelled or skipped),
     ``empty_items`` (items with an annotation submitted without a choice) and ``skip``
-    (the :class:`~bayes_eval.session_skip.SkipResult` with ``skip_cancelled``).  ``correct``: an
+    (the :class:`~bayes_eval.session_skip.SkipResult` with ``skip_cancelled``), ``missing_tasks`` (open-batch
+    items the project holds no task of: deleted there; a push puts them back).  ``correct``: an
     annotation changed after its label was ingested (a review) corrects it (``Session.correct``)."""
     _refuse_partitioned(session)
     _one_project(session, project)
@@ -311,4 +312,7 @@ def pull(session, url: str, project: int, token: str | None = None, resolve: str
         todo = [still[i] for i in cancelled_items if i in still]
         if todo:
             info["skip"] = session.skip(todo, reason="skipped by every annotator in Label Studio")
+    # open-batch items with no task in the project (deleted there): a push puts them back
+    in_project = {str(t["data"]["item"]) for t in mine}
+    info["missing_tasks"] = sorted(str(v) for v in session.pending()["item"] if str(v) not in in_project)
     return info

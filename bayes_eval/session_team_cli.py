@@ -209,6 +209,10 @@ def _cmd_pull(args, bar):
         state = f"; stage {info['skip'].stage} complete, estimate updated"
     print(f"pulled {info['tasks']} task(s) from project {args.project}: {', '.join(parts)}{state}"
           + (f"; {pending} label(s) still missing in the open batch" if pending else ""))
+    gone = info.get("missing_tasks") or []
+    if gone:
+        print(f"{len(gone)} item(s) of the open batch have no task in project {args.project} (deleted there?): "
+              f"{', '.join(gone[:10])}{' ...' if len(gone) > 10 else ''}; session push puts them back")
     left = [i for i in info["cancelled_items"] if info["skip"] is None]
     if left:
         print(f"every annotator skipped item(s) {', '.join(left[:10])}{' ...' if len(left) > 10 else ''}: if nobody "

@@ -178,6 +178,15 @@ def test_push_pull_round_trip(tmp_path, capsys, ls, server, pool_file):
     rc, out, err = _run(capsys, *pull)
     assert rc == 0 and f"1 item(s) with an annotation submitted without a choice, not a label ({blank.data['item']})" \
         in out, (out, err)
+    # a task deleted in the project (stop 81): the pull names its item and the way back, a push restores it
+    ls.tasks.delete(id=blank.id)
+    rc, out, err = _run(capsys, *pull)
+    assert rc == 0 and (f"1 item(s) of the open batch have no task in project {pid} (deleted there?): "
+                        f"{blank.data['item']}; session push puts them back") in out, (out, err)
+    rc, out, err = _run(capsys, *push)
+    assert rc == 0 and "pushed 1 task(s) of stage 1" in out, err
+    rc, out, err = _run(capsys, *pull)
+    assert rc == 0 and "no task in project" not in out, (out, err)
 
 
 def test_disagreements_on_the_server(tmp_path, capsys, ls, server, pool_file):
