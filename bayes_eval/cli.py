@@ -342,7 +342,7 @@ def cmd_simulate(args):
         "components": list(res.names),
         "true_value": float(tv[0]) if tv.size == 1 else tv.tolist(),
         "design": args.design,
-        "model": _resolved_model(args.model, cells) if args.design in ("ais", "poisson-adaptive") else None,
+        "model": _resolved_model(args.model, cells) if args.design == "ais" else None,
         "depth": args.depth if args.design == "ais" else None,
         "companion": _companion_of(args, pool),
         "audit_floor": args.audit_floor if args.design == "ais" and args.oracle == "deterministic" else None,

@@ -30,8 +30,8 @@ import time
 from .posterior import LOW_SAMPLER_ESS
 from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
-from .session_cli_text import (allowed_line, check_skip_cancelled, clt_check_line, few_labels_line, fmt, jsonable, open_session, outside_note,
-                               posterior_reads, print_json, stopping_line)
+from .session_cli_text import (allowed_line, check_skip_cancelled, clt_check_line, few_labels_line, fmt, jsonable,
+                               open_session, outside_note, posterior_reads, print_json, stopping_line)
 from .session_report_cli import cmd_report
 from .session_team_cli import (TEAM_COMMANDS, add_correct_arg, add_label_reading_args, add_task_content_args,
                                add_team_parsers)
