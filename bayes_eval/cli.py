@@ -23,11 +23,11 @@ from .registry import load_pool, measure_from_args  # noqa: E402,F401  (re-expor
 from .session_cli import add_pool_reading_args, jsonable, pool_columns, read_pool  # noqa: E402,F401  (shared with sessions)
 
 
-def _resolved_model(model, cells):
+def _resolved_model(model, cells, n_strata):
     """The oracle model ``--model`` gave on this pool (``auto`` resolved on its strata)."""
     from .designs import resolve_oracle_model
 
-    return resolve_oracle_model(model, cells)
+    return resolve_oracle_model(model, cells, n_strata)
 
 
 def _add_design_args(p):
@@ -342,7 +342,7 @@ def cmd_simulate(args):
         "components": list(res.names),
         "true_value": float(tv[0]) if tv.size == 1 else tv.tolist(),
         "design": args.design,
-        "model": _resolved_model(args.model, cells) if args.design == "ais" else None,
+        "model": _resolved_model(args.model, cells, args.strata) if args.design == "ais" else None,
         "depth": args.depth if args.design == "ais" else None,
         "companion": _companion_of(args, pool),
         "audit_floor": args.audit_floor if args.design == "ais" and args.oracle == "deterministic" else None,

@@ -78,7 +78,7 @@ def _oasis(measure, cells, n_strata, s):
 def _ais(measure, cells, n_strata, s):
     from .ais import ais_design
 
-    design, _ = ais_design(measure.g, cells, n_strata, model=D.resolve_oracle_model(s.get("model", "auto"), cells),
+    design, _ = ais_design(measure.g, cells, n_strata, model=D.resolve_oracle_model(s.get("model", "auto"), cells, n_strata),
                            depth=s.get("depth", 8), branching=s.get("branching"), strength=s.get("strength", 1.0),
                            eps0=s.get("eps", 1e-3), delta=s.get("delta", 0.0),
                            oracle=s.get("oracle", "deterministic"), plugin=s.get("plugin", "model"),
@@ -103,7 +103,7 @@ def _poisson(measure, cells, n_strata, s):
         lp = leaf_probs(cells, n_strata)
         mkw = dict(depth=s.get("depth", 8), branching=s.get("branching"), strength=s.get("strength", 1.0),
                    em_iters=s.get("em_iters", 10))
-        model = D.resolve_oracle_model(s.get("model", "auto"), cells)
+        model = D.resolve_oracle_model(s.get("model", "auto"), cells, n_strata)
         if name == "poisson-adaptive" or variance == "model":
             om = make_oracle_model(model, lp, **mkw)
         if s.get("variance_model") not in (None, model):

@@ -319,7 +319,7 @@ def _cmd_new(args, bar):
     from .designs import resolve_oracle_model
 
     asked = s.config["design"].get("model")
-    out["oracle_model"] = (resolve_oracle_model(asked, s.cells) if s.design_name in ("ais", "poisson-adaptive")
+    out["oracle_model"] = (resolve_oracle_model(asked, s.cells, out["strata"]) if s.design_name in ("ais", "poisson-adaptive")
                            else None)     # the model "auto" (the default) resolved on the pool's strata
     poisson = s.design_name in ("poisson", "poisson-adaptive")
     if poisson:

@@ -430,7 +430,7 @@ def posterior_model(core: SessionCore, config: dict):
     from .designs import resolve_oracle_model
 
     dkw = config["design"]
-    design_model = resolve_oracle_model(dkw.get("model", "auto"), core.cells)
+    design_model = resolve_oracle_model(dkw.get("model", "auto"), core.cells, core.n_strata)
     model = None
     lp = leaf_probs(core.cells, core.n_strata)
     units = posterior_units(core.cells, core.n_strata, "stratum")

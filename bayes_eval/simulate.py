@@ -446,7 +446,7 @@ def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repea
                              f"PR curve) are not supported by it yet")
     from .designs import resolve_oracle_model
 
-    model = resolve_oracle_model(model, cells)      # "auto": the tree, a Beta per stratum on two strata
+    model = resolve_oracle_model(model, cells, k)      # "auto": the tree, a Beta per stratum on two strata
     settings = dict(design_kw, model=model, depth=depth, branching=branching, lam=lam, eps=eps,
                     companion=resolve_companion(companion, cells.loss.shape[1], design_name))
     design = build_design(design_name, measure, cells, k, **settings)

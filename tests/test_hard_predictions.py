@@ -25,17 +25,30 @@ def _hard_pool(n=20_000, seed=7):
     return Pool.from_arrays(scores=pred.astype(float), preds=pred, labels=y.astype(int), name="hard")
 
 
-def test_auto_picks_a_beta_per_stratum_only_where_the_scores_fill_two_strata():
+def test_auto_picks_a_beta_per_stratum_only_where_the_scores_fill_few_strata():
     from bayes_eval.cells import build_cells
     from bayes_eval.pool import demo_pool
     from bayes_eval.strata import stratify
 
-    for pool, want in ((_hard_pool(2000), "independent"), (demo_pool(n_items=2000, seed=1), "dirichlet-tree")):
-        st = stratify(pool, 256)
+    rng = np.random.default_rng(0)
+    ten = rng.integers(0, 10, 3000) / 10.0          # ten confidence levels
+    levels = Pool.from_arrays(scores=ten, preds=(ten >= 0.5).astype(int), labels=(rng.random(3000) < ten).astype(int))
+    eleven = np.round(rng.random(3000), 1)          # eleven values: the tree (measured alike, README)
+    tenths = Pool.from_arrays(scores=eleven, preds=(eleven >= 0.5).astype(int), labels=(rng.random(3000) < 0.2) * 1)
+    for pool, k, want in ((_hard_pool(2000), 256, "independent"), (levels, 256, "independent"),
+                          (tenths, 256, "dirichlet-tree"), (demo_pool(n_items=2000, seed=1), 256, "dirichlet-tree"),
+                          (demo_pool(n_items=2000, seed=1), 8, "dirichlet-tree")):   # few strata asked for
+        st = stratify(pool, k)
         cells, _ = build_cells(pool, st, M.f1())
-        assert resolve_oracle_model("auto", cells) == want
-        assert resolve_oracle_model("dirichlet-tree", cells) == "dirichlet-tree"   # a name given stays
+        assert resolve_oracle_model("auto", cells, k) == want, (pool.name, k)
+        assert resolve_oracle_model("dirichlet-tree", cells, k) == "dirichlet-tree"   # a name given stays
     assert resolve_oracle_model("auto", None) == "dirichlet-tree"
+    # several classes: the tree (a Beta per stratum unmeasured there)
+    pred = rng.integers(0, 3, 3000)
+    three = Pool.from_arrays(scores=np.full(3000, 0.9), preds=pred, labels=pred, n_classes=3)
+    st = stratify(three, 256)
+    cells, _ = build_cells(three, st, M.accuracy() if hasattr(M, "accuracy") else M.macro_f1())
+    assert resolve_oracle_model("auto", cells, 256) == "dirichlet-tree"
 
 
 def test_session_new_says_which_model_it_took(tmp_path, capsys, monkeypatch):
