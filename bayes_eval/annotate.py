@@ -437,7 +437,8 @@ def _read_text(path: str) -> str:
         with open(path, "r", encoding="utf-8-sig") as fh:
             return fh.read()
     except UnicodeDecodeError as exc:
-        raise MalformedInputError(f"{path}: not a UTF-8 text file ({exc}); save it as UTF-8 (in Excel: 'CSV UTF-8')") from None
+        raise MalformedInputError(f"{path}: not a UTF-8 text file ({exc}); save it as UTF-8 "
+                                  f"(in Excel: 'CSV UTF-8')") from None
 
 
 _LS_META = {"id": "task", "annotation_id": "annotation", "annotator": "annotator", "created_at": "created"}
@@ -666,8 +667,8 @@ def records_of_tasks(objs, from_name=None, source="Label Studio", id_column=None
         raise EmptyInputError(f"{source}: no labels (all {skipped} rows/tasks are without a label"
                               + (f"; {cancelled} annotation(s) cancelled or skipped" if cancelled else "")
                               + (f"; every annotator skipped item(s) {', '.join(map(repr, nobody[:10]))}"
-                                 f"{' ...' if len(nobody) > 10 else ''}: if nobody can label them, record it with "
-                                 f"session skip" if nobody else "") + ")")
+                                 f"{' ...' if len(nobody) > 10 else ''} (in a labeling session: if nobody can label "
+                                 f"them, record it with session skip)" if nobody else "") + ")")
     return LabelRecords([r[0] for r in recs], [r[1] for r in recs], [r[2] for r in recs], [r[3] for r in recs],
                         skipped, source, [r[4] for r in recs], cancelled, tuple(nobody))
 

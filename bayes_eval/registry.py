@@ -78,7 +78,8 @@ def _oasis(measure, cells, n_strata, s):
 def _ais(measure, cells, n_strata, s):
     from .ais import ais_design
 
-    design, _ = ais_design(measure.g, cells, n_strata, model=D.resolve_oracle_model(s.get("model", "auto"), cells, n_strata),
+    design, _ = ais_design(measure.g, cells, n_strata,
+                           model=D.resolve_oracle_model(s.get("model", "auto"), cells, n_strata),
                            depth=s.get("depth", 8), branching=s.get("branching"), strength=s.get("strength", 1.0),
                            eps0=s.get("eps", 1e-3), delta=s.get("delta", 0.0),
                            oracle=s.get("oracle", "deterministic"), plugin=s.get("plugin", "model"),

@@ -43,6 +43,7 @@ from . import _config  # noqa: F401  (float64)
 from . import annotate, kernel
 from .drawing import draw_stage, order_positions, poisson_pick  # noqa: F401  (re-exported)
 from .partitioned import changed_partition
+from .designs import resolve_oracle_model
 from .session_core import (SessionCore, clear_cache, core_for, ids_at, item_rows, pool_fingerprint,  # noqa: F401  (re-exported)
                            PORTABLE_VERSION, portable_fingerprint, same_pool)
 from .session_replay import SessionReplay
@@ -254,6 +255,8 @@ class Session(SessionReports, SessionFiles, SessionSkips, SessionCorrections, Se
         progress = progress or _noop_progress
         fingerprint = pool_fingerprint(pool)
         core = core_for(pool, measures, config, progress)  # validates the design settings
+        if config["design"].get("model") == "auto":   # recorded as resolved: a reopen never re-decides it
+            config["design"]["model"] = resolve_oracle_model("auto", core.cells, core.n_strata)
         store = Store.create(path, {"config": config, "fingerprint": fingerprint, "portable_fingerprint": portable_fingerprint(pool),
                                     "portable_version": PORTABLE_VERSION}, unique_labels_by="draw" if oracle == "stochastic" else "row")
         try:

@@ -318,9 +318,9 @@ def _cmd_new(args, bar):
            "companion": s.config["design"].get("companion"), "pool_notes": list(pool.notes)}
     from .designs import resolve_oracle_model
 
-    asked = s.config["design"].get("model")
-    out["oracle_model"] = (resolve_oracle_model(asked, s.cells, out["strata"]) if s.design_name in ("ais", "poisson-adaptive")
-                           else None)     # the model "auto" (the default) resolved on the pool's strata
+    asked = args.model
+    out["oracle_model"] = (resolve_oracle_model(s.config["design"].get("model"), s.cells, out["strata"])
+                           if s.design_name in ("ais", "poisson-adaptive") else None)   # "auto" resolved: the record
     poisson = s.design_name in ("poisson", "poisson-adaptive")
     if poisson:
         dkw = s.config["design"]

@@ -66,6 +66,13 @@ def test_session_new_says_which_model_it_took(tmp_path, capsys, monkeypatch):
     assert cli_main(["session", "new", str(tmp_path / "u.db"), "--pool", str(f), "--model", "dirichlet-tree",
                      "--no-progress"]) == 0
     assert "oracle model:" not in capsys.readouterr().out     # asked for by name: taken as asked
+    # the session records the model auto resolved to, so a reopen (or a later rule) never re-decides it
+    from bayes_eval.session import Session
+
+    for db, want in (("t.db", "independent"), ("u.db", "dirichlet-tree")):
+        s = Session.open(str(tmp_path / db))
+        assert s.config["design"]["model"] == want
+        s.close()
 
 
 @pytest.mark.slow   # three simulations of 100 runs: ~60 s on two cores
