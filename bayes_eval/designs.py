@@ -226,8 +226,8 @@ def resolve_oracle_model(model, cells: CellTable | None, n_strata: int | None = 
     The tree pools its leaves through its prior from the scores: right for many sparse strata,
     wrong for a few big ones, where it lets the proposal leave a large low-score stratum after a few draws there find
     no positive, though 1-2% of its items are.  Measured (AIS, 1000 labels, 100 runs; MSE of F1 and
-    CLT coverage, tree against a Beta per stratum; README, "The main method"): a score that is the
-    prediction, 9.2e-3 / 0.67 against 2.3e-3 / 0.94 (passive 3.1e-3); the prediction plus 3, 4, 6 or
+    CLT coverage, tree against a Beta per stratum; ``benchmarks/results/coarse_scores.md``): a score that is the
+    prediction, 9.3e-3 / 0.63 against 2.3e-3 / 0.94 (passive 3.2e-3); the prediction plus 3, 4, 6 or
     10 confidence levels, 5.5e-3 against 2.2e-3, 8.1e-3 against 2.1e-3, 4.8e-3 against 2.0e-3,
     2.7e-3 against 1.3e-3; logistic scores rounded to 5 or 8 values, within the noise of each other;
     abt-buy (99 filled strata) at 2000 labels, 2.1e-4 against 8.9e-3 -- there the tree is the
