@@ -30,8 +30,9 @@ import time
 from .posterior import LOW_SAMPLER_ESS
 from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
-from .session_cli_text import (allowed_line, check_skip_cancelled, clt_check_line, few_labels_line, fmt, jsonable,
-                               open_session, outside_note, posterior_reads, print_json, stopping_line)
+from .session_cli_text import (allowed_line, check_skip_cancelled, clt_check_line, few_labels_line, fmt,
+                               ingest_counts, jsonable, open_session, outside_note, posterior_reads, print_json,
+                               skipped_by_everyone_line, stopping_line)
 from .session_report_cli import cmd_report
 from .session_team_cli import (TEAM_COMMANDS, add_correct_arg, add_label_reading_args, add_task_content_args,
                                add_team_parsers)
@@ -472,12 +473,7 @@ def _print_ingest(args, f, r, nobody, skip):
         print(f"{f}: already ingested — nothing changed")
         return
     parts = [f"{r.n_new} new label(s)"] + ([f"{r.n_corrected} corrected"] if r.n_corrected else [])
-    if r.n_duplicate:
-        parts.append(f"{r.n_duplicate} already known")
-    if r.n_resolved:
-        parts.append(f"{r.n_resolved} disagreement(s) resolved by rule {args.resolve!r}")
-    if r.n_unused:
-        parts.append(f"{r.n_unused} annotation(s) beyond the item's draws not used")
+    parts += ingest_counts(r, args.resolve)
     if r.n_skipped:
         parts.append(f"{r.n_skipped} row(s)/task(s) without a label left out")
     if r.n_cancelled:
@@ -487,13 +483,9 @@ def _print_ingest(args, f, r, nobody, skip):
     state = (f"stage {skip.stage if skip is not None and skip.stage_closed else r.stage} complete, estimate updated"
              if closed else f"{pending} label(s) still missing in the open batch" if pending else "")
     print(f"{f}: {', '.join(parts)}; {r.labels} labels in the session" + (f"; {state}" if state else ""))
-    if skip is not None:
-        print(f"recorded {skip.n_new} item(s) every annotator skipped as impossible to label "
-              f"({skip.skipped} in the session)")
-    elif nobody:
-        shown = ", ".join(map(str, nobody[:10])) + (" ..." if len(nobody) > 10 else "")
-        print(f"every annotator skipped item(s) {shown}: if nobody can label them, record it: bayes-eval session "
-              f"skip {shlex.join([args.db, *map(str, nobody[:10])])} (or ingest with --skip-cancelled)")
+    line = skipped_by_everyone_line(args.db, nobody, skip, "ingest")
+    if line:
+        print(line)
 
 
 def _status_text(st):

@@ -141,6 +141,36 @@ def open_session(args, bar):
                         scheduler=getattr(args, "scheduler", None))
 
 
+def ingest_counts(r, rule) -> list[str]:
+    """The counts ``session ingest`` and ``session pull`` both print of one ingest (an
+    :class:`~bayes_eval.session_files.IngestResult`): labels already known, disagreements resolved by
+    ``rule``, annotations beyond the item's draws."""
+    parts = []
+    if r.n_duplicate:
+        parts.append(f"{r.n_duplicate} already known")
+    if r.n_resolved:
+        parts.append(f"{r.n_resolved} disagreement(s) resolved by rule {rule!r}")
+    if r.n_unused:
+        parts.append(f"{r.n_unused} annotation(s) beyond the item's draws not used")
+    return parts
+
+
+def skipped_by_everyone_line(db, items, skip, verb: str) -> str | None:
+    """The line on the open batch's items every annotator skipped (Label Studio's cancelled
+    annotations) after ``session ingest`` / ``pull`` (``verb``): recorded as skipped (``skip``, a
+    :class:`~bayes_eval.session_skip.SkipResult`), else the command that records them; None if none."""
+    import shlex
+
+    if skip is not None:
+        return (f"recorded {skip.n_new} item(s) every annotator skipped as impossible to label "
+                f"({skip.skipped} in the session)")
+    if not items:
+        return None
+    shown = ", ".join(map(str, items[:10])) + (" ..." if len(items) > 10 else "")
+    return (f"every annotator skipped item(s) {shown}: if nobody can label them, record it: bayes-eval session skip "
+            f"{shlex.join([db, *map(str, items[:10])])} (or {verb} with --skip-cancelled)")
+
+
 def check_skip_cancelled(args, session) -> None:
     """``--skip-cancelled`` (ingest, pull) on a Poisson session: refused before anything is ingested
     (the design refuses skips, and the labels would land before the refusal)."""

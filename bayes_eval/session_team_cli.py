@@ -20,7 +20,7 @@ import os
 import shlex
 import sys
 
-from .session_cli_text import check_skip_cancelled, open_session, print_json
+from .session_cli_text import check_skip_cancelled, ingest_counts, open_session, print_json, skipped_by_everyone_line
 
 __all__ = ["add_team_parsers", "add_task_content_args", "add_label_reading_args", "add_correct_arg", "TEAM_COMMANDS",
            "RESOLVE_HELP"]
@@ -184,12 +184,7 @@ def _cmd_pull(args, bar):
         parts.append("these annotations were ingested before — nothing changed")
     else:
         parts.append(f"{r.n_new} new label(s)")
-        if r.n_duplicate:
-            parts.append(f"{r.n_duplicate} already known")
-        if r.n_resolved:
-            parts.append(f"{r.n_resolved} disagreement(s) resolved by rule {args.resolve!r}")
-        if r.n_unused:
-            parts.append(f"{r.n_unused} annotation(s) beyond the item's draws not used")
+        parts += ingest_counts(r, args.resolve)
     if r is not None and r.n_corrected:
         parts.append(f"{r.n_corrected} label(s) corrected (annotations changed since they were ingested)")
     if info.get("other_session_tasks"):
@@ -213,14 +208,9 @@ def _cmd_pull(args, bar):
     if gone:
         print(f"{len(gone)} item(s) of the open batch have no task in project {args.project} (deleted there?): "
               f"{', '.join(gone[:10])}{' ...' if len(gone) > 10 else ''}; session push puts them back")
-    left = [i for i in info["cancelled_items"] if info["skip"] is None]
-    if left:
-        print(f"every annotator skipped item(s) {', '.join(left[:10])}{' ...' if len(left) > 10 else ''}: if nobody "
-              f"can label them, record it: bayes-eval session skip {shlex.join([args.db, *map(str, left[:10])])} (or pull with "
-              f"--skip-cancelled)")
-    elif info["skip"] is not None:
-        print(f"recorded {info['skip'].n_new} item(s) every annotator skipped as impossible to label "
-              f"({info['skip'].skipped} in the session)")
+    line = skipped_by_everyone_line(args.db, info["cancelled_items"], info["skip"], "pull")
+    if line:
+        print(line)
     return 0
 
 
