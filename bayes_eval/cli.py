@@ -23,13 +23,6 @@ from .registry import load_pool, measure_from_args  # noqa: E402,F401  (re-expor
 from .session_cli import add_pool_reading_args, jsonable, pool_columns, read_pool  # noqa: E402,F401  (shared with sessions)
 
 
-def _resolved_model(model, cells, n_strata):
-    """The oracle model ``--model`` gave on this pool (``auto`` resolved on its strata)."""
-    from .designs import resolve_oracle_model
-
-    return resolve_oracle_model(model, cells, n_strata)
-
-
 def _add_design_args(p):
     from .models.registry import oracle_model_names
     from .registry import design_names
@@ -333,6 +326,8 @@ def cmd_simulate(args):
                                 bayes=bayes or bayes_stages, posterior_model=args.posterior_model,
                                 bayes_draws=args.bayes_draws, bayes_stages=bayes_stages, system=args.system,
                                 **_design_kw(args))
+    from .designs import resolve_oracle_model     # --model auto: the model AIS took on this pool
+
     summary = summarize(res)
     tv = res.true_value
     out = {
@@ -342,7 +337,7 @@ def cmd_simulate(args):
         "components": list(res.names),
         "true_value": float(tv[0]) if tv.size == 1 else tv.tolist(),
         "design": args.design,
-        "model": _resolved_model(args.model, cells, args.strata) if args.design == "ais" else None,
+        "model": resolve_oracle_model(args.model, cells, args.strata) if args.design == "ais" else None,
         "depth": args.depth if args.design == "ais" else None,
         "companion": _companion_of(args, pool),
         "audit_floor": args.audit_floor if args.design == "ais" and args.oracle == "deterministic" else None,

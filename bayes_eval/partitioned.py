@@ -694,8 +694,9 @@ class PartitionedPool:
         kw = self.frame_kw or {}
         if kw.get("item") is not None:
             out["id_column"] = kw["item"]
-        if any(kw.get(k) is not None for k in ("score", "pred", "label", "prob")):
-            out["columns"] = {k: kw[k] for k in ("score", "pred", "label", "prob") if kw.get(k) is not None}
+        named = named_columns(kw)[0]
+        if named:
+            out["columns"] = {k: list(v) if isinstance(v, tuple) else v for k, v in named}
         if kw.get("label_map"):
             out["label_map"] = dict(kw["label_map"])
         if self.n_classes != 2:

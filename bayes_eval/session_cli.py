@@ -317,11 +317,8 @@ def _cmd_new(args, bar):
            "strata": int(s._core.strata.n_strata), "strata_nonempty": int((s._core.strata.sizes > 0).sum()),
            "cells": s.cells.n_cells,
            "companion": s.config["design"].get("companion"), "pool_notes": list(pool.notes)}
-    from .designs import resolve_oracle_model
-
-    asked = args.model
-    out["oracle_model"] = (resolve_oracle_model(s.config["design"].get("model"), s.cells, out["strata"])
-                           if s.design_name in ("ais", "poisson-adaptive") else None)   # "auto" resolved: the record
+    asked = args.model      # Session.create records the model "auto" resolved to
+    out["oracle_model"] = s.config["design"].get("model") if s.design_name in ("ais", "poisson-adaptive") else None
     poisson = s.design_name in ("poisson", "poisson-adaptive")
     if poisson:
         dkw = s.config["design"]
