@@ -222,7 +222,8 @@ def _check_config(ls, url, project, keys, from_name=None):
 
 def _push(ls, session, url, project, n, cols, show_score, preannotate, from_name):
     existing = tasks_of_project(ls, url, project)  # before the batch is drawn: a dead server draws nothing
-    _check_config(ls, url, project, ["item", "stage"] + (["draw"] if session.oracle == "stochastic" else []) + cols,
+    data_keys = ["item", "stage"] + (["draw"] if session.oracle == "stochastic" else []) + cols
+    _check_config(ls, url, project, data_keys,
                   from_name if preannotate else None)
     existing, theirs = _split_by_session(existing, _tag(session))
     if theirs:
@@ -257,7 +258,7 @@ def _push(ls, session, url, project, n, cols, show_score, preannotate, from_name
     return {"created": len(todo), "existing": len(tasks) - len(todo), "items": len(batch),
             "stage": int(batch["stage"].iloc[0]) if len(batch) else None,
             "reissued": bool(batch.attrs.get("reissued")), "stalled": bool(batch.attrs.get("stalled")),
-            "fields": cols}
+            "fields": cols, "task_data": data_keys + [TAG_FIELD]}
 
 
 def pull(session, url: str, project: int, token: str | None = None, resolve: str = "error",

@@ -149,7 +149,7 @@ def _cmd_push(args, bar):
     elif out["created"]:
         print(f"pushed {out['created']} task(s) of stage {out['stage']} to {where}"
               + (f" ({out['existing']} already there)" if out["existing"] else "")
-              + (f"; task data: item, stage, {', '.join(out['fields'])}" if out["fields"] else ""))
+              + f"; task data: {', '.join(out['task_data'])}")
     else:
         print(f"the {out['items']} task(s) of stage {out['stage']} are already in {where}; nothing pushed "
               f"(pull when they are annotated: bayes-eval session pull {shlex.quote(args.db)} --label-studio "

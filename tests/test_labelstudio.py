@@ -134,10 +134,12 @@ def test_push_pull_round_trip(tmp_path, capsys, ls, server, pool_file):
             "--fields", "title_a,title_b", "--preannotate"]
     rc, out, err = _run(capsys, *push)
     assert rc == 0 and "pushed 20 task(s) of stage 0" in out, err
+    assert "task data: item, stage, title_a, title_b, bayes_eval_session" in out, out
     rc, out, err = _run(capsys, *push)  # again: nothing new in the project
     assert rc == 0 and "already in project" in out, err
     tasks = list(ls.tasks.list(project=pid, fields="all"))
     assert len(tasks) == 20 and len({t.data["item"] for t in tasks}) == 20
+    assert {frozenset(t.data) for t in tasks} == {frozenset(["item", "stage", "title_a", "title_b", "bayes_eval_session"])}
     assert set(tasks[0].data) == {"item", "stage", "title_a", "title_b", "bayes_eval_session"}  # no score, no probability
     s = Session.open(db)
     assert {t.data["bayes_eval_session"] for t in tasks} == {s._store.meta()["label_studio_session"]}  # the session's tag
@@ -257,7 +259,7 @@ def test_disagreements_on_the_server(tmp_path, capsys, ls, server, pool_file):
     rc, out, err = _run(capsys, *push2)
     assert rc == 2 and "choice control is named 'sentiment', not 'label'" in err and "--from-name sentiment" in err
     rc, out, err = _run(capsys, *push2, "--from-name", "sentiment")
-    assert rc == 0 and "pushed 5 task(s) of stage 0" in out, err
+    assert rc == 0 and "pushed 5 task(s) of stage 0" in out and "task data: item, stage, title_a, title_b, bayes_eval_session" in out, err  # every column but the model outputs
     preds = [t.predictions for t in ls.tasks.list(project=named, fields="all")]
     assert len(preds) == 5 and all(p and p[0].result[0]["from_name"] == "sentiment" for p in preds)
     # two sessions, one project: a second session's push and pull are refused, nothing drawn or ingested
@@ -322,3 +324,30 @@ def test_a_review_in_label_studio_corrects_with_pull_correct(tmp_path, capsys, l
     lab = s.labels()
     assert dict(zip(lab["item"], lab["label"]))[other] == 1 - truth[other] and len(s.corrections()) == 2
     s.close()
+
+
+def test_a_stochastic_session_pushes_draws_and_takes_each_annotation_as_a_label(tmp_path, capsys, ls, server, pool_file):
+    """A stochastic oracle's tasks are draws (task data ``draw``, named on the push line); two
+    annotators' different labels on one task are one label for the draw, the other annotation
+    counted as beyond the item's draws (README, "Stochastic-oracle sessions")."""
+    path, truth = pool_file
+    db = str(tmp_path / "st.db")
+    assert _run(capsys, "session", "new", db, "--pool", path, "--design", "ais", "--oracle", "stochastic")[0] == 0
+    pid = _project(ls, capsys, db, "stochastic")
+    rc, out, err = _run(capsys, "session", "push", db, "--label-studio", server, "--project", str(pid), "--n", "6",
+                        "--fields", "title_a,title_b")
+    assert rc == 0 and "task data: item, stage, draw, title_a, title_b, bayes_eval_session" in out, (out, err)
+    tasks = list(ls.tasks.list(project=pid, fields="all"))
+    assert sorted(t.data["draw"] for t in tasks) == list(range(6))
+    known = [u.id for u in ls.users.list() if u.email == "bob@example.org"]
+    bob = known[0] if known else ls.users.create(email="bob@example.org", username="bob").id
+    for k, t in enumerate(tasks):
+        y = truth[t.data["item"]]
+        ls.annotations.create(id=t.id, result=_choice(y))
+        if k == 0:
+            ls.annotations.create(id=t.id, result=_choice(1 - y), completed_by=bob)
+    rc, out, err = _run(capsys, "session", "pull", db, "--label-studio", server, "--project", str(pid),
+                        "--format", "json")
+    assert rc == 0, err
+    r = json.loads(out)["result"]
+    assert r["n_new"] == 6 and r["n_unused"] == 1 and r["stage_closed"], r
