@@ -23,8 +23,10 @@ reports: the read side, inherited).
 items already labeled are answered from the store.  Stochastic: every draw asks for a
 label.  The Poisson designs label distinct items (deterministic oracle only).  **Several
 measures** (001 §3.3.1): the labels serve every measure, the design targets the first; the
-proposal must keep every item with a non-zero loss of every measure in its support (mix in
-``delta`` of p(x) for AIS/IS when needed).  OASIS proposes for one label per stage, so a
+proposal must keep every item with a non-zero loss of every measure in its support:
+:meth:`Session.create` refuses further measures that AIS, IS or OASIS for the first would never
+draw for (:func:`~bayes_eval.session_core.unreached_measures`; AIS's ``delta`` of p(x) reaches
+every item).  OASIS proposes for one label per stage, so a
 session matches the simulation when ``n = 1``.
 """
 from __future__ import annotations
@@ -45,7 +47,7 @@ from .drawing import draw_stage, order_positions, poisson_pick  # noqa: F401  (r
 from .partitioned import changed_partition
 from .designs import resolve_oracle_model
 from .session_core import (SessionCore, clear_cache, core_for, ids_at, item_rows, pool_fingerprint,  # noqa: F401  (re-exported)
-                           PORTABLE_VERSION, portable_fingerprint, same_pool)
+                           PORTABLE_VERSION, portable_fingerprint, same_pool, unreached_measures, unreached_message)
 from .session_replay import SessionReplay
 from .session_reports import SessionReports
 from .session_corrections import SessionCorrections
@@ -133,6 +135,9 @@ class Session(SessionReports, SessionFiles, SessionSkips, SessionCorrections, Se
         self._core = core
         self._progress = progress or _noop_progress
         self._names = component_names(self.measures)
+        # further measures the design never draws for (sessions made before stop 82 could hold
+        # them; Session.create refuses them now): their CLT check fails, the Bayesian interval leads
+        self.unreached = unreached_measures(core, self.measures, config)
         self._n_classes = pool.n_classes
         x = core.cells.n_cells
         c = self._n_classes
@@ -255,6 +260,9 @@ class Session(SessionReports, SessionFiles, SessionSkips, SessionCorrections, Se
         progress = progress or _noop_progress
         fingerprint = pool_fingerprint(pool)
         core = core_for(pool, measures, config, progress)  # validates the design settings
+        unreached = unreached_measures(core, measures, config)
+        if unreached:
+            raise SessionError(unreached_message(unreached, core, measures, config))
         if config["design"].get("model") == "auto":   # recorded as resolved: a reopen never re-decides it
             config["design"]["model"] = resolve_oracle_model("auto", core.cells, core.n_strata)
         store = Store.create(path, {"config": config, "fingerprint": fingerprint, "portable_fingerprint": portable_fingerprint(pool),

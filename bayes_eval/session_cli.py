@@ -32,7 +32,7 @@ from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
 from .session_cli_text import (allowed_line, check_skip_cancelled, clt_check_line, few_labels_line, fmt,
                                ingest_counts, jsonable, open_session, outside_note, posterior_reads, print_json,
-                               skipped_by_everyone_line, stopping_line)
+                               skipped_by_everyone_line, stopping_line, unreached_line)
 from .session_report_cli import cmd_report
 from .session_team_cli import (TEAM_COMMANDS, add_correct_arg, add_label_reading_args, add_task_content_args,
                                add_team_parsers)
@@ -530,6 +530,7 @@ def _status_text(st):
         lines.append(row)
     if len(comps) > 12:
         lines.append(f"... {len(comps) - 12} more component(s); --format json lists all")
+    lines += [x for x in [unreached_line(st)] if x]
     stop_kind = (st.get("stopping") or {}).get("kind")
     if st.get("headline_interval") == "bayes":
         lines.append("read first: the Bayesian interval (" + posterior_reads(st.get("oracle", "deterministic"))

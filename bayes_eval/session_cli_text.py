@@ -67,7 +67,7 @@ def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = 
     the estimate (0: nothing to check yet); ``posterior``: whether the session offers a
     Bayesian interval at all (``posterior_available``); ``oracle``: the session's (a stochastic
     oracle's designs have no check, :func:`posterior_reads`)."""
-    checked = [c for c in comps if "clt_reliable" in c]
+    checked = [c for c in comps if "clt_reliable" in c and not c.get("unreached")]
     if bayes_shown is None:
         bayes_shown = any("bayes_lower" in x for x in comps)
     if not checked and labels == 0:
@@ -100,6 +100,19 @@ def clt_check_line(comps, bayes_shown: bool | None = None, labels: int | None = 
     return (f"CLT check: passed (the calibrated model's variance is at most {worst:.3g}× the draws'; the CLT "
             f"interval uses the larger of the two; measured on nine pools, a passed check with an interval that "
             f"misses the truth: at most 7% of runs — benchmarks/results/interval_model_variance.md)")
+
+
+def unreached_line(st) -> str | None:
+    """The line on a session's further measures that count items its design never draws
+    (``Session.unreached``; sessions made before stop 82: creation refuses them now)."""
+    far = st.get("unreached_measures")
+    if not far:
+        return None
+    names = ", ".join(f"{u['measure']} ({u['items']:,} items)" for u in far)
+    return (f"NOT ESTIMATES: {names}: the {st['design']} design for {st['measures'][0]} never draws items these "
+            f"measures count (001 §3.3.1), so their estimates, confidence sequences and CLT intervals leave those "
+            f"items out and are biased; read their Bayesian interval (it completes the unlabeled items from the "
+            f"model), or label them in a session that lists them first")
 
 
 def fmt(v, digits=4):

@@ -30,7 +30,7 @@ from .fingerprints import portable_fingerprint as pool_portable
 from .session_setup import make_design
 
 __all__ = ["SessionCore", "PoissonCore", "build_core", "build_poisson", "core_for", "clear_cache",
-           "pool_fingerprint", "portable_fingerprint", "same_pool", "derived_probs", "item_rows", "ids_at", "finish_core", "posterior_model", "posterior_sampler", "CORE_CACHE_SIZE"]
+           "pool_fingerprint", "portable_fingerprint", "unreached_measures", "unreached_message", "same_pool", "derived_probs", "item_rows", "ids_at", "finish_core", "posterior_model", "posterior_sampler", "CORE_CACHE_SIZE"]
 
 #: compiled cores kept per pool (the most recently used ones)
 CORE_CACHE_SIZE = 4
@@ -254,6 +254,53 @@ def build_poisson(design, measures, cells, loss_tables, n_strata: int) -> Poisso
     return PoissonCore(design=pd_design, model=pd_design.model, support=sup, n_support=n_sup,
                        open=jax.jit(open_round), close=jax.jit(close_round),
                        estimate_fns=tuple(make_est(j) for j in range(len(measures))))
+
+
+#: the with-replacement designs whose proposal is zero where the first measure's loss is zero at
+#: every label (001 Prop. 2 and its floors; static IS's ε floor; OASIS's); passive and stratified
+#: sampling reach every item, and AIS with a share δ of p(x) too
+_FIRST_MEASURE_SUPPORT = ("ais", "is", "oasis")
+
+
+def unreached_measures(core: SessionCore, measures, cfg) -> list[tuple[str, int]]:
+    """The session's further measures (name, items) that count items its design never draws.
+
+    001 §3.3.1: the labels of an importance-sampling design serve another measure only where
+    the proposal covers that measure's support.  AIS (and static IS, OASIS) draw nothing where
+    the first measure -- the one the design targets -- has a zero loss at every label: for
+    precision, the predicted negatives.  Recall counts exactly those items (a positive among
+    them is a false negative), so in a session of ``precision, recall`` the draws never met a
+    predicted negative and recall read 1.0000 with a passing CLT check where it was 0.83 (stop
+    82's new-user walk).  The Poisson designs refuse such measures in :func:`build_poisson`."""
+    d = cfg["design"]
+    if d["name"] not in _FIRST_MEASURE_SUPPORT or (d["name"] == "ais" and float(d.get("delta", 0.0)) > 0.0):
+        return []
+    first = np.any(np.asarray(core.loss_tables[0]) != 0, axis=(1, 2))
+    out = []
+    for m, loss in zip(measures[1:], core.loss_tables[1:]):
+        need = np.any(np.asarray(loss) != 0, axis=(1, 2)) & ~first
+        if need.any():
+            out.append((m.name, int(np.asarray(core.size)[need].sum())))
+    return out
+
+
+def unreached_message(unreached, core: SessionCore, measures, cfg) -> str:
+    """Why such measures are refused at creation, and the ways out (:func:`unreached_measures`):
+    a listed measure whose support holds every other's put first, else a share of p(x) (AIS)."""
+    sup = [np.any(np.asarray(t) != 0, axis=(1, 2)) for t in core.loss_tables]
+    every = np.any(sup, axis=0)
+    cover = [m.name for m, s in zip(measures, sup) if np.all(s | ~every)]
+    names = ", ".join(f"{n!r} ({k:,} items)" for n, k in unreached)
+    ways = ([f"list {cover[0]!r} first (the design targets the first measure; its draws reach every item the others count)"]
+            if cover else ["list first a measure that counts every item the others do (for precision and recall: f1)"])
+    if cfg["design"]["name"] == "ais":
+        ways.append("mix a share of p(x) into every proposal (--delta 0.05; Python delta=0.05)")
+    ways.append("or evaluate them in separate sessions")
+    return (f"measure(s) {names} count items that the {cfg['design']['name']} design for {measures[0].name!r} "
+            f"never draws (its loss is zero there whatever their label): their estimates would be biased, "
+            f"not estimates (001 §3.3.1; e.g. recall counts the predicted negatives, which a design for precision "
+            f"never draws): "
+            + "; ".join(ways))
 
 
 def pool_fingerprint(pool) -> str:

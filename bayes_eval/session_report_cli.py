@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
 from .session_cli_text import (allowed_line, clt_check_line, few_labels_line, fmt, open_session, outside_note,
-                               posterior_reads, print_json, stopping_line)
+                               posterior_reads, print_json, stopping_line, unreached_line)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -275,6 +275,7 @@ def cmd_report(args, bar):
               "\n" + clt_check_line(st["estimates"], lead_bayes, posterior=st.get("posterior_available", True),
                                     oracle=st.get("oracle", "deterministic"))
               + " (per component: `clt_check` in summary.csv)\n"]
+        md += [f"\n**{x}**\n" for x in [unreached_line(st)] if x]
         md += [f"\n{x[0].upper()}{x[1:]} (`feasible_lower`, `feasible_upper` in summary.csv).\n" for x in [allowed_line(st)] if x]
         md += [f"\n{x[0].upper()}{x[1:]} (`blind_spot` in `session status --format json`).\n"
                for x in [blind_spot_text(st.get("blind_spot"), list(summ["component"]))] if x]

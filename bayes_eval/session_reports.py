@@ -67,8 +67,12 @@ class SessionReports:
             return np.full(len(self._names), np.nan)
         i = snap_index % len(self._snapshots)
         out = []
-        for j in range(len(self.measures)):
-            out.append(np.atleast_1d(self._est(i, j)[3]))
+        far = {n for n, _ in self.unreached}
+        for j, m in enumerate(self.measures):
+            c = np.atleast_1d(self._est(i, j)[3])
+            # a measure counting items the design never draws (session_core.unreached_measures):
+            # its estimate rests on none of them, so no check can pass
+            out.append(np.full(c.shape, np.inf) if m.name in far else c)
         return np.concatenate(out)
 
     def _values(self, snap_index=-1):
@@ -713,8 +717,12 @@ class SessionReports:
         v, sd = self._values()
         rng_ = self.feasible()
         comps = []
+        far = {n for n, _ in self.unreached}
+        owner = [m.name for m in self.measures for _ in m.names]
         for k, name in enumerate(self._names):
             row = {"component": name, "estimate": _f(v[k]), "std_error": _f(sd[k])}
+            if owner[k] in far:
+                row["unreached"] = True   # session_core.unreached_measures: the design never draws items it counts
             if np.isfinite(rng_[:2, k]).all():
                 # what the labels allow: the component over every completion of the pool (bayes_eval.feasible)
                 row["feasible_lower"], row["feasible_upper"] = _f(rng_[0, k]), _f(rng_[1, k])
@@ -735,6 +743,7 @@ class SessionReports:
             "session": self.path,
             "pool": self.config["pool"],
             "measures": [m.name for m in self.measures],
+            **({"unreached_measures": [{"measure": n, "items": k} for n, k in self.unreached]} if self.unreached else {}),
             "design": self.design_name,
             "oracle": self.oracle,
             "seed": self.seed,
