@@ -173,19 +173,21 @@ def is_estimate(g, loss, wsum, p_over_qn, n, full_cov: bool = True, w2sum=None):
     return _finish_rows(g, risk, loss, coef, n, full_cov)
 
 
-def is_estimate_draws(g, loss, w, p_over_qn=None, variance: str = "martingale"):
+def is_estimate_draws(g, loss, w, p_over_qn=None, variance: str = "martingale", n=None):
     """Draw-level importance-weighted estimate (001 eq. 1 and §3.3.2).
 
     ``loss`` (n, d) losses of the draws, ``w`` (n,) their weights p/q_{j-1}.
     ``variance="martingale"`` (default): every draw's own weight, Σ w_j² (module
     docstring); ``"final"``: 001 §3.3.2's form with ``p_over_qn`` (n,) p/q_N under the most
-    recent proposal.
+    recent proposal.  ``n``: the number of draws the sums are divided by (default: every
+    draw; a session with skipped items gives :func:`~bayes_eval.stages.effective_draws`,
+    their draws' losses zero -- :mod:`bayes_eval.session_skip`).
     """
     if variance not in ("martingale", "final"):
         raise ValueError(f"variance must be 'martingale' or 'final', got {variance!r}")
     loss = jnp.asarray(loss, dtype=jnp.float64)
     w = jnp.asarray(w, dtype=jnp.float64)
-    n = jnp.asarray(loss.shape[0], dtype=jnp.float64)
+    n = jnp.asarray(loss.shape[0] if n is None else n, dtype=jnp.float64)
     if variance == "martingale":
         return is_estimate(g, loss, w, None, n, w2sum=w * w)
     if p_over_qn is None:

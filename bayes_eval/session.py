@@ -694,7 +694,8 @@ class Session(SessionReports, SessionFiles, SessionSkips, SessionCorrections, Se
             new, n_dup, already = {}, len(items), True
         elif self._stochastic:
             unused = [] if surplus else None
-            new, n_dup = match_stochastic(pending, self._draws, self._draw_label, items, rows, y, draws, where, unused)
+            new, n_dup = match_stochastic(pending, self._draws, self._draw_label, items, rows, y, draws, where, unused,
+                                          self._skipped)
             already = False
         else:
             new, n_dup = match_deterministic(pending, self._label_of, self._label_stage, items, rows, y, where,

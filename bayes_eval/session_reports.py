@@ -67,11 +67,9 @@ class SessionReports:
             return np.full(len(self._names), np.nan)
         i = snap_index % len(self._snapshots)
         out = []
-        far = {n for n, _ in self.unreached}
+        far = {n for n, _ in self.unreached}   # measures counting items the design never draws: no check passes
         for j, m in enumerate(self.measures):
             c = np.atleast_1d(self._est(i, j)[3])
-            # a measure counting items the design never draws (session_core.unreached_measures):
-            # its estimate rests on none of them, so no check can pass
             out.append(np.full(c.shape, np.inf) if m.name in far else c)
         return np.concatenate(out)
 
@@ -142,6 +140,7 @@ class SessionReports:
         proposals cover the measure's support).  ``measure`` defaults to the first.
         IS designs only."""
         from .estimators import is_estimate_draws
+        from .stages import effective_draws
 
         self._kind.require_draws(self.design_name)
         if self._core.design.estimator != "is":
@@ -150,16 +149,19 @@ class SessionReports:
         k = self._snapshots[-1].draws if self._snapshots else 0
         rows, cells, _, _, w = self._draws.arrays(0, k)
         y = self._draw_labels(k)
+        out = y < 0   # draws of skipped items: outside the population (session_skip), their loss zero
+        y = np.where(out, 0, y)
         feats = self.pool.features()
         sub = type(feats)(*(np.asarray(a)[rows] for a in feats))
-        loss = np.asarray(measure.loss(sub))[np.arange(rows.size), y]
+        loss = np.where(out[:, None], 0.0, np.asarray(measure.loss(sub))[np.arange(rows.size), y])
         prop = self._kind.prop
         if self._stochastic:
             qn = np.asarray(prop.unl)[cells]
         else:
             qn = np.asarray(prop.lab)[cells, y]
         p_over_qn = np.where(qn > 0, self._core.p_cell[cells] / np.where(qn > 0, qn, 1.0), 0.0)
-        return is_estimate_draws(measure.g, loss, w, p_over_qn)
+        n = effective_draws(rows.size, float(np.sum(w)), float(np.sum(np.asarray(w)[out])))
+        return is_estimate_draws(measure.g, loss, w, p_over_qn, n=n)
 
     def reuse_of(self, measure) -> dict:
         """Where :meth:`estimate_draws` of a measure the session was not created with can be
@@ -198,9 +200,10 @@ class SessionReports:
         return {"covered": covered, "feasible": feasible}
 
     def _draw_labels(self, k):
+        """The label of each of the first ``k`` draws; −1 for a draw of a skipped item (none)."""
         if self._stochastic:
-            return np.asarray([self._draw_label[d] for d in range(k)], np.int64)
-        return np.asarray([self._label_of[r] for r in self._draws.row[:k]], np.int64)
+            return np.asarray([self._draw_label.get(d, -1) for d in range(k)], np.int64)
+        return np.asarray([self._label_of.get(r, -1) for r in self._draws.row[:k]], np.int64)
 
     def intervals(self, level: float = 0.95, bayesian: bool = True, sequence: bool = False) -> pd.DataFrame:
         """Intervals per component: the CLT interval Ĝ ± z sd (delta method, 001 §3.3.2),
@@ -349,6 +352,7 @@ class SessionReports:
         if self._stochastic:  # every labeled draw of the closed stages is one observation of its cell
             k = self._snapshots[-1].draws if self._snapshots else 0
             rows, labels = np.asarray(self._draws.row[:k], np.int64), self._draw_labels(k)
+            rows, labels = rows[labels >= 0], labels[labels >= 0]   # a skipped item's draws observe nothing
         else:
             rows, labels = self.labels_in_estimate()
         labeled = labeled_table(mp.item_cell, mp.n_cells, self._n_classes, rows, labels,
@@ -717,12 +721,9 @@ class SessionReports:
         v, sd = self._values()
         rng_ = self.feasible()
         comps = []
-        far = {n for n, _ in self.unreached}
-        owner = [m.name for m in self.measures for _ in m.names]
+        far = [m.name in {n for n, _ in self.unreached} for m in self.measures for _ in m.names]
         for k, name in enumerate(self._names):
-            row = {"component": name, "estimate": _f(v[k]), "std_error": _f(sd[k])}
-            if owner[k] in far:
-                row["unreached"] = True   # session_core.unreached_measures: the design never draws items it counts
+            row = {"component": name, "estimate": _f(v[k]), "std_error": _f(sd[k]), **({"unreached": True} if far[k] else {})}
             if np.isfinite(rng_[:2, k]).all():
                 # what the labels allow: the component over every completion of the pool (bayes_eval.feasible)
                 row["feasible_lower"], row["feasible_upper"] = _f(rng_[0, k]), _f(rng_[1, k])

@@ -521,19 +521,24 @@ def match_deterministic(pending, label_of, label_stage, items, rows, y, where, l
             new[r], first[r] = (lab, where[i]), i
             continue
         if r in skipped:
-            raise NotDrawnError(f"{where[i]}: item {items[i]!r} was skipped as impossible to label (session skip), "
-                                f"so its label is not taken; remove that row — nothing was ingested")
+            raise _skipped_item(where[i], items[i])
         raise NotDrawnError(f"{where[i]}: item {items[i]!r} was never drawn (it is in no batch of this session); "
                             f"only items of a batch can be labeled — nothing was ingested")
     return new, n_dup
 
 
-def match_stochastic(pending, log: DrawLog, draw_label, items, rows, y, draws, where, surplus=None):
+def _skipped_item(where, item):
+    return NotDrawnError(f"{where}: item {item!r} was skipped as impossible to label (session skip), so its label is "
+                         f"not taken; remove that row — nothing was ingested")
+
+
+def match_stochastic(pending, log: DrawLog, draw_label, items, rows, y, draws, where, surplus=None, skipped=()):
     """Stochastic oracle: which draws of the open stage (``pending``: draw -> row) the
     labels answer -- the draw given (``draws[i]``), else the item's first draw still
     waiting.  Returns ``(new, n_dup)``: draw -> (label, where); raises for a draw that
     does not exist or already has another label.  ``surplus`` (a list): labels without a
     draw of their item awaiting one are appended there (``where``) instead of refused.
+    A label of a skipped item (``skipped``: rows) is refused, as :func:`match_deterministic` does.
     Nothing is changed."""
     new: dict[int, tuple] = {}
     n_dup = 0
@@ -553,6 +558,8 @@ def match_stochastic(pending, log: DrawLog, draw_label, items, rows, y, draws, w
             raise NotDrawnError(f"{where[i]}: item {items[i]!r} has no draw {did} in this session — nothing "
                                 f"was ingested")
         known = draw_label.get(did, new.get(did, (None,))[0])
+        if known is None and did not in pending and r in skipped:
+            raise _skipped_item(where[i], items[i])
         if known is not None:
             if known != lab and did in draw_label:
                 raise LabelConflictError(f"{where[i]}: draw {did} of item {items[i]!r} already has label "
@@ -572,6 +579,8 @@ def match_stochastic(pending, log: DrawLog, draw_label, items, rows, y, draws, w
             free[r].remove(did)
     for i in implicit:
         r, lab = int(rows[i]), int(y[i])
+        if not free.get(r) and r in skipped:
+            raise _skipped_item(where[i], items[i])
         if not free.get(r) and surplus is not None:
             surplus.append(where[i])
             continue

@@ -212,3 +212,33 @@ def test_skip_summary_of_the_stratified_design_says_missing_at_random(tmp_path, 
     assert any("missing at random" in c for c in summ["caveats"])
     assert list(summ["items"]["reason"]) == ["unreadable"]
     s.close()
+
+
+@pytest.mark.parametrize("oracle", ["deterministic", "stochastic"])
+def test_the_draws_estimate_after_skips_is_the_sessions_and_a_skipped_draw_takes_no_label(tmp_path, pool, oracle):
+    """After skips, :meth:`Session.estimate_draws` (the draws' own estimate, which the report's
+    PR curve reuses) is the session's estimate of every measure -- a skipped item's draws outside
+    the population, the sums divided by the effective draws -- where it raised a KeyError (stop 82's
+    walk: ``session report --pr-curve`` after any skip); a label file naming a skipped item's draw
+    is refused by name, nothing ingested (it raised a KeyError under a stochastic oracle)."""
+    from bayes_eval import measures as M
+
+    U = _unlabelable(pool)
+    s = Session.create(str(tmp_path / "s.db"), pool, ["f1", "accuracy"], "is", seed=2, oracle=oracle)
+    for _ in range(3):
+        b = s.next_batch(40)
+        rows = pool.index_of(b["item"].to_numpy())
+        if U[rows].any():
+            s.skip(b["item"][U[rows]].unique())
+        ok = ~U[rows]
+        s.add_labels(b["item"][ok], pool.labels[rows[ok]], draws=b["draw"][ok] if oracle == "stochastic" else None)
+    assert s.n_skipped > 0 and s.n_stages == 3
+    est = s.estimate()
+    for m in s.measures:
+        np.testing.assert_allclose(np.asarray(s.estimate_draws(m).value), est[list(m.names)].to_numpy(), rtol=1e-10)
+    assert np.isfinite(np.asarray(s.estimate_draws(M.pr_curve(np.array([-1.0, 0.0]))).value)).any()
+    skipped = pool.ids[sorted(s._skipped)[0]]
+    with pytest.raises(NotDrawnError, match="was skipped as impossible to label"):
+        s.add_labels([skipped], [0], draws=[int(s.draws().query("item == @skipped")["draw"].iloc[0])]
+                     if oracle == "stochastic" else None)
+    s.close()
