@@ -28,7 +28,7 @@ def per_class_table(session, level: float = 0.95, n_draws: int = 1000, class_nam
     ``level`` interval (``posterior.bayesian_interval``) of its F1, precision and recall on the pool (columns
     ``f1``, ``f1_lower``, ``f1_upper``, ... ).  None where the session offers no posterior (no
     model, a partitioned pool) or its pool has two classes.
-    ``class_names``: {class: name} (default: the pool's label map, ``Pool.label_names``, else
+    ``class_names``: {class: name} (default: ``Session.class_names``, the label maps, else
     ``class c``)."""
     from .posterior import bayesian_interval
 
@@ -39,7 +39,7 @@ def per_class_table(session, level: float = 0.95, n_draws: int = 1000, class_nam
     if draws is None:
         return None
     if class_names is None:
-        class_names = {int(k): str(name) for name, k in (session.pool.label_names or ())}
+        class_names = {k: name for k, name in enumerate(session.class_names) if name is not None}
     draws = np.asarray(draws, np.float64)
     lo, hi = bayesian_interval(draws, level, c)
     lo, hi = np.asarray(lo), np.asarray(hi)

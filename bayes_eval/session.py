@@ -362,6 +362,13 @@ class Session(SessionReports, SessionFiles, SessionSkips, SessionCorrections, Se
         return self.config["design"]["name"]
 
     @property
+    def class_names(self) -> list:
+        """Each class's name (the first where several map to one), or None: the pool's label map
+        (its predictions written as names), else the session's (``--label-map`` for the labels)."""
+        pairs = list(getattr(self.pool, "label_names", ())) + sorted((self.config.get("label_map") or {}).items())
+        return [next((str(k) for k, v in pairs if int(v) == c), None) for c in range(self.pool.n_classes)]
+
+    @property
     def oracle(self) -> str:
         return self.config["oracle"]
 

@@ -272,8 +272,8 @@ def cmd_report(args, bar):
               _md_table(summ[show].head(40)),
               "" if len(summ) <= 40 else f"\n({len(summ) - 40} more rows in summary.csv)\n",
               "".join(f"\n{x[0].upper()}{x[1:]} (`cs_lower`, `cs_upper` empty).\n" for x in [few_labels_line(st)] if x),
-              "\n" + clt_check_line(st["estimates"], lead_bayes, posterior=st.get("posterior_available", True),
-                                    oracle=st.get("oracle", "deterministic"))
+              "\n" + clt_check_line(st["estimates"], lead_bayes, labels=st.get("labels_in_estimate"),
+                                    posterior=st.get("posterior_available", True), oracle=st.get("oracle", "deterministic"))
               + " (per component: `clt_check` in summary.csv)\n"]
         md += [f"\n**{x}**\n" for x in [unreached_line(st)] if x]
         md += [f"\n{x[0].upper()}{x[1:]} (`feasible_lower`, `feasible_upper` in summary.csv).\n" for x in [allowed_line(st)] if x]

@@ -761,8 +761,7 @@ class SessionReports:
             # MIN_CLASS_LABELS of every class (confidence_sequence)
             "labels_per_class": [int(x) for x in self.labels_per_class()],
             # the label map's name of each class (the first, where several map to one), or null
-            "class_names": [next((str(k) for k, v in getattr(self.pool, "label_names", ()) if int(v) == c), None)
-                            for c in range(self._n_classes)],
+            "class_names": self.class_names,
         }
         has_bayes = any("bayes_lower" in c for c in comps)
         sampler_ess = self.posterior_sampler_ess() if has_bayes else None

@@ -276,11 +276,19 @@ def test_a_fresh_session_says_there_is_nothing_to_check_yet(tmp_path):
     from bayes_eval.session_cli import _status_text
     from bayes_eval.session_cli_text import clt_check_line as _clt_check_line
 
+    from bayes_eval.cli import main as cli_main
+
     pool = be.demo_pool(n_items=2000, positive_rate=0.05, seed=3)
-    s = Session.create(str(tmp_path / "f.db"), pool, "f1", "ais", seed=0)
+    f = tmp_path / "pool.csv"
+    pd.DataFrame({"item": pool.ids, "score": pool.scores[:, 0], "pred": pool.preds[:, 0]}).to_csv(f, index=False)
+    s = Session.create(str(tmp_path / "f.db"), be.load_pool(str(f)), "f1", "ais", seed=0, pool_path=str(f))
     text = _status_text(s.status(bayesian=False))
     s.close()
     assert "CLT check: nothing to check before the first stage is labeled" in text
+    # and the report says the same (it called the check unavailable for ais: stop 82's walk)
+    assert cli_main(["session", "report", str(tmp_path / "f.db"), "--out", str(tmp_path / "rep"), "--no-progress"]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "CLT check: nothing to check before the first stage is labeled" in md and "not available here" not in md
     assert "not available here" in _clt_check_line([{"component": "f1"}], labels=100)
 
 

@@ -667,6 +667,10 @@ def test_a_session_on_three_classes_leads_with_the_bayesian_interval(tmp_path):
     assert st["class_names"] == [None, None, None]                # no label map
     s.pool = replace(s.pool, label_names=(("bird", 2), ("cat", 0), ("dog", 1), ("kitty", 0)))
     assert s.status(bayesian=False)["class_names"] == ["cat", "dog", "bird"]
+    # a session's own --label-map (the labels' names, predictions written as numbers) names them too
+    s.pool = replace(s.pool, label_names=())
+    s.config = {**s.config, "label_map": {"no": 0, "yes": 1, "maybe": 2}}
+    assert s.status(bayesian=False)["class_names"] == ["no", "yes", "maybe"]
     # with several classes the Bayesian interval is the equal-tailed one of the session's draws (stop 63)
     bi = s.bayesian_interval()
     et_lo, et_hi = (np.asarray(v) for v in equal_tailed(np.asarray(s.posterior(1000)), 0.95))
