@@ -53,7 +53,9 @@ class SessionReports:
         if key not in self._est_cache:
             est = self._kind.estimate(self._snapshots, snap_index, j)
             chk = np.full(np.shape(est.value), np.nan) if getattr(est, "check", None) is None else np.asarray(est.check)
-            self._est_cache[key] = (np.asarray(est.value), np.asarray(est.cov), np.asarray(est.risk), chk,
+            # one label has no spread to estimate a variance from (its CLT interval read [v, v])
+            one = getattr(self._snapshots[snap_index], "labels", 2) < 2
+            self._est_cache[key] = (np.asarray(est.value), np.asarray(est.cov) * (np.nan if one else 1.0), np.asarray(est.risk), chk,
                                     None if est.feasible is None else np.asarray(est.feasible))
         return self._est_cache[key]  # (value, cov, risk, check, feasible)
 

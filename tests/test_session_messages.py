@@ -302,3 +302,24 @@ def test_load_pool_is_the_packages(tmp_path):
     a = be.load_pool(str(f), n_classes=4, label_map=lm, columns={"prob": cols})
     b = be.Pool.from_file(str(f), n_classes=4, label_map=lm, prob=cols)   # from_file: from_frame's keywords
     assert a.n_classes == b.n_classes == 4 and a.labels.tolist() == b.labels.tolist() == [0, 1, 1, 3]
+
+
+@pytest.mark.parametrize("oracle", ["deterministic", "stochastic"])
+def test_one_label_gives_no_clt_interval(tmp_path, pool, oracle):
+    """A variance needs two labels: after one, the CLT interval and standard error are
+    undefined (they read [v, v] with a standard error of 0: stop 82's walk), and defined again
+    after the next stage."""
+    s = Session.create(str(tmp_path / "s.db"), pool, ["f1", "accuracy"], "passive", seed=1, oracle=oracle)
+    b = s.next_batch(1)
+    s.add_labels(b["item"], pool.labels[pool.index_of(b["item"].to_numpy())])
+    summ = s.summary()
+    assert s.n_labels == 1 and summ["std_error"].isna().all(), summ
+    clt = s.intervals(bayesian=False)
+    assert clt["lower"].isna().all() and clt["upper"].isna().all(), clt
+    st = s.status(bayesian=False)
+    assert all(c["std_error"] is None and c.get("clt_lower") is None for c in st["estimates"]), st["estimates"]
+    b = s.next_batch(30)
+    s.add_labels(b["item"], pool.labels[pool.index_of(b["item"].to_numpy())])
+    summ = s.summary()
+    assert (summ["std_error"] > 0).all() and s.intervals(bayesian=False)["lower"].notna().all()
+    s.close()
