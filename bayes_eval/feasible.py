@@ -187,7 +187,8 @@ def miss_probability(n, labeled, k):
     return float(out) if out.ndim == 0 else out
 
 
-def blind_spot(size, labeled, p_cell, loss_tables, gs, risks, values=None, rate: float = BLIND_RATE) -> dict | None:
+def blind_spot(size, labeled, p_cell, loss_tables, gs, risks, values=None, rate: float = BLIND_RATE,
+               value_range=None) -> dict | None:
     """What the labels have barely seen: the cells labeled at under ``rate`` × the pool's labeled
     share (cells with no label included), and what positives hidden there would do.
 
@@ -205,7 +206,8 @@ def blind_spot(size, labeled, p_cell, loss_tables, gs, risks, values=None, rate:
     p_cell : (X,) p(x) per item;  loss_tables : per measure, (X, C, d) ℓ(x, y);
     gs : per measure, g(R) -> (m,);  risks : per measure, the estimate R̂ (d,);
     values : the estimates shown, all components (g(R̂) projected onto the range, :func:`project`),
-    or None for g(R̂).
+    or None for g(R̂);  value_range : (low, high) per component, what the labels allow and the
+    measure's bounds (the twin's values are clipped to it: a precision shown at 1.0 read 1.0002), or None.
 
     Returns
     -------
@@ -251,7 +253,10 @@ def blind_spot(size, labeled, p_cell, loss_tables, gs, risks, values=None, rate:
             at.extend(np.atleast_1d(np.asarray(g(jnp.asarray(r)), float)))
             with_k.extend(np.atleast_1d(np.asarray(g(jnp.asarray(r + k * dr)), float)))
         shown = np.asarray(at if values is None else values, float)
-        moved = [float(v) if np.isfinite(v) else None for v in shown + np.asarray(with_k) - np.asarray(at)]
+        twin = shown + np.asarray(with_k) - np.asarray(at)
+        if value_range is not None:   # the twin is a completion of the pool: inside what the labels allow
+            twin = np.clip(twin, np.asarray(value_range[0], float), np.asarray(value_range[1], float))
+        moved = [float(v) if np.isfinite(v) else None for v in twin]
     return {"items": int(round(n_items)), "share": n_items / float(size.sum()), "cells": int(region.sum()),
             "items_without_label": int(round(float(size[region & (lab == 0)].sum()))),
             "labels": int(round(float(lab[region].sum()))), "positives": int(round(pos_there)),

@@ -110,14 +110,15 @@ class SessionReports:
         would do (:func:`bayes_eval.feasible.blind_spot`; no model): None for a stochastic oracle,
         a pool that is not binary, or before any stage."""
         from .feasible import blind_spot
+        from .results import measure_bounds
 
         if not self._snapshots or self._stochastic:
             return None
-        i = snap_index % len(self._snapshots)
-        core = self._core
+        i, core = snap_index % len(self._snapshots), self._core
+        f, b = self.feasible(i)[:2], np.concatenate([measure_bounds(m) for m in self.measures]).T   # the twin is a completion
         return blind_spot(core.size, self._snapshots[i].labeled, core.p_cell, core.loss_tables,
                           [m.g for m in self.measures], [self._est(i, j)[2] for j in range(len(self.measures))],
-                          values=self._values(i)[0])
+                          values=self._values(i)[0], value_range=(np.fmax(f[0], b[0]), np.fmin(f[1], b[1])))
 
     def _cut(self, lower, upper, snap_index: int = -1):
         """A CLT-based interval cut to what the labels allow and to the measure's own bounds

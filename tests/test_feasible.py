@@ -261,3 +261,23 @@ def test_blind_spot_is_the_twin_with_as_many_positives_hidden_where_labels_are_f
     # every cell labeled near the pool's share: no blind spot; a pool that is not binary: none
     assert blind_spot(size, np.stack([size * 0.01, size * 0.0], -1), p_cell, [loss], [f1.g], [r_true]) is None
     assert blind_spot(size, np.zeros((5, 3)), p_cell, [loss], [f1.g], [r_true]) is None
+
+
+def test_the_twins_values_stay_inside_what_the_labels_allow():
+    """``blind_spot``'s twin is a completion of the pool, so its value lies in what the labels
+    allow: a precision shown at 1.0 (projected) moved by g(R̂ + KΔR) − g(R̂) read 1.0002 in
+    ``session status`` (stop 82's walk); with ``value_range`` it is clipped, without it (the
+    negative control) it passes 1."""
+    from bayes_eval.feasible import blind_spot
+
+    size = np.array([10.0, 1000.0, 1000.0])               # predicted positive labeled; predicted positive; negative
+    labeled = np.array([[0.0, 5.0], [0.0, 0.0], [0.0, 0.0]])
+    p_cell = np.full(3, 1 / 2010)
+    loss = np.array([[[0, 1], [1, 1]], [[0, 1], [1, 1]], [[0, 0], [0, 0]]], float)   # precision: [y f, f]
+    g = M.precision().g
+    kw = dict(values=np.array([1.0]))
+    free = blind_spot(size, labeled, p_cell, [loss], [g], [np.array([0.004, 0.005])], **kw)
+    assert free["values_if_hidden"][0] > 1.0
+    cut_ = blind_spot(size, labeled, p_cell, [loss], [g], [np.array([0.004, 0.005])],
+                      value_range=(np.array([0.0]), np.array([1.0])), **kw)
+    assert cut_["values_if_hidden"] == [1.0] and cut_["hidden"] == free["hidden"] == 5
