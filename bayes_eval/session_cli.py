@@ -32,7 +32,8 @@ from .results import blind_spot_text
 from .results import collapsed_text as _collapsed_note
 from .session_cli_text import (allowed_line, check_skip_cancelled, clt_check_line, few_labels_line, fmt,
                                ingest_counts, jsonable, open_session, outside_note, posterior_reads, print_json,
-                               skipped_by_everyone_line, stopping_line, unreached_line)
+                               resolve_unused_line, skipped_by_everyone_line, stopping_line,
+                               unreached_line)
 from .session_report_cli import cmd_report
 from .session_team_cli import (TEAM_COMMANDS, add_correct_arg, add_label_reading_args, add_task_content_args,
                                add_team_parsers)
@@ -456,6 +457,9 @@ def _cmd_ingest(args, bar):
                 _print_ingest(args, f, r, nobody, skip)
     finally:
         s.close()
+    note = resolve_unused_line(args.resolve, s.oracle)
+    if note and args.format != "json":
+        print(note)
     if args.format == "json":
         print_json({"files": [{"file": f, **r._asdict(), "cancelled_items": [str(v) for v in nobody],
                                "skipped_now": skip.n_new if skip is not None else 0}

@@ -168,6 +168,15 @@ def ingest_counts(r, rule) -> list[str]:
     return parts
 
 
+def resolve_unused_line(rule, oracle) -> str | None:
+    """``--resolve`` on a stochastic-oracle session (ingest, pull): no rule applies there, every
+    annotation is a label of its own (a line saying so, rather than taking the rule silently)."""
+    if oracle != "stochastic" or str(rule).strip() == "error":
+        return None
+    return (f"note: --resolve {str(rule).strip()} was not used: a stochastic-oracle session takes every annotation as "
+            f"a label (disagreements are what it measures)")
+
+
 def skipped_by_everyone_line(db, items, skip, verb: str) -> str | None:
     """The line on the open batch's items every annotator skipped (Label Studio's cancelled
     annotations) after ``session ingest`` / ``pull`` (``verb``): recorded as skipped (``skip``, a

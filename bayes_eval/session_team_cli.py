@@ -20,7 +20,8 @@ import os
 import shlex
 import sys
 
-from .session_cli_text import check_skip_cancelled, ingest_counts, open_session, print_json, skipped_by_everyone_line
+from .session_cli_text import (check_skip_cancelled, ingest_counts, open_session, print_json, resolve_unused_line,
+                               skipped_by_everyone_line)
 
 __all__ = ["add_team_parsers", "add_task_content_args", "add_label_reading_args", "add_correct_arg", "TEAM_COMMANDS",
            "RESOLVE_HELP"]
@@ -208,9 +209,10 @@ def _cmd_pull(args, bar):
     if gone:
         print(f"{len(gone)} item(s) of the open batch have no task in project {args.project} (deleted there?): "
               f"{', '.join(gone[:10])}{' ...' if len(gone) > 10 else ''}; session push puts them back")
-    line = skipped_by_everyone_line(args.db, info["cancelled_items"], info["skip"], "pull")
-    if line:
-        print(line)
+    for line in (skipped_by_everyone_line(args.db, info["cancelled_items"], info["skip"], "pull"),
+                 resolve_unused_line(args.resolve, s.oracle)):
+        if line:
+            print(line)
     return 0
 
 
@@ -260,7 +262,7 @@ def _cmd_correct(args, bar):
         if args.file is not None:
             recs = annotate.read_labels(args.file, id_column=getattr(s.pool, "id_column", None))
             items, labels, draws = items + list(recs.items), labels + list(recs.labels), draws + list(recs.draws)
-            where = where + [f"{args.file}: {w}" for w in recs.where]
+            where = where + list(recs.where)   # each names its file and line
         r = s.correct(items, labels, reason=args.reason, label_map=args.label_map, where=where,
                       draws=draws if s.oracle == "stochastic" and any(d is not None for d in draws) else None)
     finally:

@@ -230,6 +230,10 @@ def test_cli_correct(tmp_path, capsys, pool):
     rc, out, err = _cli(capsys, "session", "correct", db, "--file", str(fix), "--format", "json")
     assert rc == 0, err
     assert json.loads(out) == {"n_items": 2, "n_changed": 1, "n_same": 1, "corrections": 2, "labels": 60}
+    bad = tmp_path / "bad.csv"   # a file row that cannot be corrected names its file and line once
+    pd.DataFrame({"item": ["nope"], "label": ["yes"]}).to_csv(bad, index=False)
+    rc, out, err = _cli(capsys, "session", "correct", db, "--file", str(bad))
+    assert rc == 2 and f"{bad}: line 2" in err and f"{bad}: {bad}" not in err, err
     rc, out, err = _cli(capsys, "session", "correct", db, wrong[0])
     assert rc == 2 and "pairs" in err
     rc, out, err = _cli(capsys, "session", "correct", db, "nope", "yes")

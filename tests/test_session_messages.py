@@ -323,3 +323,19 @@ def test_one_label_gives_no_clt_interval(tmp_path, pool, oracle):
     summ = s.summary()
     assert (summ["std_error"] > 0).all() and s.intervals(bayesian=False)["lower"].notna().all()
     s.close()
+
+
+def test_resolve_on_a_stochastic_session_says_it_was_not_used(tmp_path, capsys, pool):
+    """``--resolve`` names a rule for disagreements; a stochastic oracle takes every annotation as
+    a label, so the rule is not used -- said on a line, not taken silently (stop 82's walk)."""
+    f = tmp_path / "pool.csv"
+    pd.DataFrame({"item": pool.ids, "score": pool.scores[:, 0], "pred": pool.preds[:, 0]}).to_csv(f, index=False)
+    db = str(tmp_path / "s.db")
+    assert _cli(capsys, "session", "new", db, "--pool", f, "--design", "passive", "--oracle", "stochastic")[0] == 0
+    assert _cli(capsys, "session", "next", db, "--n", "4", "--out", tmp_path / "b.csv")[0] == 0
+    b = pd.read_csv(tmp_path / "b.csv")
+    pd.DataFrame({"item": b["item"], "label": 1}).to_csv(tmp_path / "l.csv", index=False)
+    rc, out, err = _cli(capsys, "session", "ingest", db, tmp_path / "l.csv", "--resolve", "majority")
+    assert rc == 0 and "4 new label(s)" in out and "--resolve majority was not used" in out, (out, err)
+    rc, out, err = _cli(capsys, "session", "ingest", db, tmp_path / "l.csv")
+    assert rc == 0 and "not used" not in out, out
