@@ -47,7 +47,7 @@ def add_session_parser(subparsers):
     sp = subparsers.add_parser("session", help="labeling sessions: next batch, ingest labels, status, report",
                                description="Labeling sessions stored in one SQLite file (never loses a label).")
     ss = sp.add_subparsers(dest="session_command", required=True,
-                           metavar="{new,next,ingest,status,report,push,pull,skip,label-config}")
+                           metavar="{new,next,ingest,status,report,push,pull,skip,correct,label-config}")
 
     def common(p, pool=True):
         p.add_argument("db", help="the session file (SQLite)")

@@ -339,3 +339,16 @@ def test_resolve_on_a_stochastic_session_says_it_was_not_used(tmp_path, capsys, 
     assert rc == 0 and "4 new label(s)" in out and "--resolve majority was not used" in out, (out, err)
     rc, out, err = _cli(capsys, "session", "ingest", db, tmp_path / "l.csv")
     assert rc == 0 and "not used" not in out, out
+
+
+def test_the_session_usage_line_names_every_command(capsys):
+    """``bayes-eval session`` with no command lists them all (``correct`` was missing)."""
+    import re
+
+    from bayes_eval.session_team_cli import TEAM_COMMANDS
+
+    with pytest.raises(SystemExit) as e:
+        cli_main(["session"])
+    err = capsys.readouterr().err
+    named = set(re.search(r"\{([a-z,-]+)\}", err).group(1).split(","))
+    assert e.value.code == 2 and named == {"new", "next", "ingest", "status", "report", *TEAM_COMMANDS}, err
