@@ -370,6 +370,10 @@ def measure_range(session, component: str):
     return component_range(session.measures, component)
 
 
+def _labels_text(n) -> str:
+    return f"{n} label" + ("" if n == 1 else "s")
+
+
 def plot_progress(session, path: str | None = None, components=None, level: float = 0.95,
                   bayesian: bool = False):
     """Estimate, CLT interval (shaded) and confidence sequence (dashed) against labels spent,
@@ -442,8 +446,7 @@ def plot_progress(session, path: str | None = None, components=None, level: floa
         ax.set_xlim(0, n_labels * 1.05)
     ax.set_xlabel("labels spent")
     ax.set_ylabel("estimate")
-    ax.set_title(f"{', '.join(m.name for m in session.measures)} — design {session.design_name}, "
-                 f"{n_labels} labels")
+    ax.set_title(f"{', '.join(comps[:4])} — design {session.design_name}, {_labels_text(n_labels)}")
     ax.grid(alpha=0.3)
     if h.shape[0]:
         ax.legend(loc="best", fontsize=8)
@@ -543,7 +546,7 @@ def plot_session_posterior(session, path: str | None, level: float = 0.95):
     ax.set_xlim(lo, hi)
     ax.set_xlabel(comp)
     ax.set_ylabel("share of posterior draws")
-    title = f"posterior of {comp} on this pool after {n_labels} labels"
+    title = f"posterior of {comp} on this pool after {_labels_text(n_labels)}"
     if exact:
         title += "\nexact: every item that can change the measure is labeled"
     if clipped:

@@ -15,12 +15,13 @@ def outside_note(rows, median_ref: str = "") -> str | None:
     """Where the design's estimate of a component lies outside its Bayesian interval (rows
     with ``component``, ``estimate``, ``bayes_lower``, ``bayes_upper``, ``bayes_median``:
     ``session status``'s components or summary.csv's records), the sentence that says so
-    for the first such component, naming the posterior median; None where none does."""
+    for the first such component, naming the posterior median; None where none does.  Outside by
+    less than the printed digits is not outside (an estimate 0.0000 beside a bound 8e-246 was)."""
     def num(v):
         return v is not None and math.isfinite(v)
 
     away = [r for r in rows if num(r.get("estimate")) and num(r.get("bayes_lower")) and num(r.get("bayes_upper"))
-            and not r["bayes_lower"] <= r["estimate"] <= r["bayes_upper"]]
+            and not r["bayes_lower"] - 5e-5 <= r["estimate"] <= r["bayes_upper"] + 5e-5]   # as printed (4 digits)
     if not away:
         return None
     r = away[0]

@@ -206,8 +206,11 @@ def test_status_leads_with_the_bayesian_interval_where_the_check_fails(failing_s
     assert header.index("Bayesian interval") < header.index("confidence sequence") < header.index("CLT interval")
     assert "read first: the Bayesian interval" in text and "read the Bayesian interval (shown first)" in text
     assert row["bayes_lower"] <= row["bayes_median"] <= row["bayes_upper"]   # the posterior median beside it
-    inside = row["bayes_lower"] <= row["estimate"] <= row["bayes_upper"]
+    inside = row["bayes_lower"] - 5e-5 <= row["estimate"] <= row["bayes_upper"] + 5e-5
     assert ("lies outside its Bayesian interval" in text) == (not inside)
+    # outside by less than the printed digits is not outside (0.0000 beside a bound of 8e-246 was, stop 82)
+    hair = dict(out, estimates=[dict(row, estimate=0.0, bayes_lower=7.99e-246)])
+    assert "lies outside" not in _status_text(hair)
     # an estimate outside the interval it is told to read first: the text says so and gives the median
     moved = dict(out, estimates=[dict(row, estimate=row["bayes_upper"] + 0.01)])
     assert (f"note: the design's estimate of f1 ({row['bayes_upper'] + 0.01:.4f}) lies outside its Bayesian "
