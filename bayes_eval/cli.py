@@ -370,8 +370,9 @@ def cmd_simulate(args):
         print(f"{'labels':>7} {'mean':>9} {'bias':>10} {'mse':>10} {'coverage':>9} {'width':>8} {'undef':>6}"
               + (f" {'cov_bayes':>9} {'w_bayes':>8}" if hb else ""))
         for c in summary:
-            mean = c["mean"] if not isinstance(c["mean"], list) else float(np.mean(c["mean"]))
-            bias = c["bias"] if not isinstance(c["bias"], list) else float(np.mean(np.abs(c["bias"])))
+            def avg(v, f=lambda a: a):   # over a curve's components defined in some run
+                return v if not isinstance(v, list) else float(np.nanmean(f(np.array(v, dtype=float))))
+            mean, bias = avg(c["mean"]), avg(c["bias"], np.abs)
             if c["mse"] is None:
                 print(f"{c['labels']:>7} {'-':>9} {'-':>10} {'-':>10} {'-':>9} {'-':>8} {c['undefined_runs']:>6}")
                 continue
@@ -380,10 +381,18 @@ def cmd_simulate(args):
                 extra = f" {c['coverage_bayes']:>9.2f} {c['mean_width_bayes']:>8.4f}"
             print(f"{c['labels']:>7} {mean:>9.4f} {bias:>10.2e} {c['mse']:>10.3e} {c['coverage']:>9.2f} "
                   f"{c['mean_width']:>8.4f} {c['undefined_runs']:>6}" + extra)
+        if len(tv) > 1:
+            print(f"(a measure of {len(tv)} components: mean, |bias|, coverage and widths are averaged over them, "
+                  f"mse is per run; --format json gives each component's mean, bias and coverage)")
         if out["stalled_runs"]:
             short = [c for c in summary if c["mean_labels"] < c["labels"] - 1e-9]
+            # items with a non-zero loss at some label: the only ones a design for the measure draws
+            matter = int(np.any(np.asarray(measure.loss(pool.features())) != 0, axis=(1, 2)).sum())
             why = (f"the pool has only {pool.n_items:,} items and a deterministic oracle labels each once"
                    if args.oracle == "deterministic" and args.budget > pool.n_items
+                   else f"every item {args.measure} counts is labeled: {matter:,} have a non-zero loss at some label, "
+                        f"so the estimate is exact once they are" if args.oracle == "deterministic"
+                   and summary[-1]["mean_labels"] >= matter - 0.5
                    else "the proposal puts almost no mass on the items left")
             then = ("so fewer labels were spent than the checkpoints say; labels spent on average at "
                     + ", ".join(f"{c['labels']}: {c['mean_labels']:.0f}" for c in short) if short else

@@ -177,7 +177,8 @@ def summarize(res: SimResult) -> list[dict]:
     For a vector measure (a PR curve) a run is left out only if *no* component is
     defined; otherwise its undefined components (e.g. precision above the highest score
     labeled positive) are left out of the averages, and ``undefined_share`` says which
-    share of (run, component) values was undefined."""
+    share of (run, component) values was undefined; ``coverage_by_component`` (and ``_cs_``,
+    ``_bayes_``) give each component's coverage, None where it is undefined in every run."""
     out = []
     truth = res.true_value
     m = truth.shape[0]
@@ -213,12 +214,17 @@ def summarize(res: SimResult) -> list[dict]:
             if cmask.any():
                 entry["coverage_cs"] = float(np.mean(covers(clo, chi, truth)[cmask]))
                 entry["mean_width_cs"] = float(np.mean((chi - clo)[cmask]))
+            if m > 1:   # a curve: which of its points miss (the averages above pool them)
+                entry["coverage_by_component"] = _listed(_masked_mean(cover, mask, axis=0))
+                entry["coverage_cs_by_component"] = _listed(_masked_mean(covers(clo, chi, truth), cmask, axis=0))
             if res.bayes_lower is not None:
                 blo = res.bayes_lower[ok, i, :]
                 bhi = res.bayes_upper[ok, i, :]
                 bok = np.isfinite(blo) & np.isfinite(bhi)
                 entry["coverage_bayes"] = float(np.mean(covers(blo, bhi, truth)[bok])) if bok.any() else None
                 entry["mean_width_bayes"] = float(np.mean((bhi - blo)[bok])) if bok.any() else None
+                if m > 1:
+                    entry["coverage_bayes_by_component"] = _listed(_masked_mean(covers(blo, bhi, truth), bok, axis=0))
                 bmean = res.bayes_mean[ok, i, :]
                 bfin = np.isfinite(bmean)
                 entry["mean_bayes"] = _scalar(_masked_mean(bmean, bfin, axis=0))
@@ -522,3 +528,6 @@ def _scalar(a):
     return float(a[0]) if a.size == 1 else [float(v) for v in a]
 
 
+def _listed(a):
+    """Per component, a float or None (undefined in every run)."""
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(a, float)]
