@@ -191,13 +191,20 @@ def _text(d, pl) -> str:
         from .subsampled_auc import MIN_DISCORDANT
 
         if "n_discordant_neg" in d:
-            why = (f"{d['n_discordant_neg']} kept negative(s) ranked above some positive carry its variance "
-                   f"(it needs {MIN_DISCORDANT} of them and of each class)")
+            few = [f"{d['n_pos']} positive(s)"] if d.get("n_pos", MIN_DISCORDANT) < MIN_DISCORDANT else []
+            few += [f"{d['n_neg']} negative(s)"] if d.get("n_neg", MIN_DISCORDANT) < MIN_DISCORDANT else []
+            few += ([f"{d['n_discordant_neg']} kept negative(s) ranked above some positive (they carry its variance)"]
+                    if d["n_discordant_neg"] < MIN_DISCORDANT else [])
+            why = (f"only {' and '.join(few)}; it needs at least {MIN_DISCORDANT} positives, {MIN_DISCORDANT} negatives "
+                   f"and {MIN_DISCORDANT} negatives ranked above some positive")
         elif not d.get("n_informative"):
             why = None
             point = bool(np.all(np.asarray(lo, float) == np.asarray(hi, float)))
             where = "(README, \"Where the CLT does not apply\"; clt_ok: false in --format json)."
-            if point:
+            if point and abs(d["effective_n"] - d["n_rows"]) < 1e-9 * max(d["n_rows"], 1):
+                lines.append("note: nothing was thinned (every keep rate is 1): these rows are the full data and the "
+                             "value is theirs exactly")
+            elif point:
                 lines.append("note: no kept thinned row carries the design variance, so the interval is a point. Either "
                              "the measure does not depend on the thinned rows (then it is exact: e.g. recall when "
                              "only negatives are thinned), or the kept rows hold none of the pattern it depends on "
@@ -210,7 +217,9 @@ def _text(d, pl) -> str:
                              "shows " + where)
         else:
             why = (f"only {d['n_informative']} kept thinned row(s) carry its variance (it needs {MIN_INFORMATIVE})")
-        if why is not None:
+        if why is not None and str(d.get("interval_kind", "")).startswith("bound"):
+            lines.append(f"note: the CLT would not apply here — {why}; the bound shown does not rest on it")
+        elif why is not None:
             lines.append(f"warning: the CLT does not apply — {why}. The interval is not a reliable "
                          f"{int(round(100 * d.get('level', 0.95)))}% interval (README, \"Where the CLT does not "
                          f"apply\"; clt_ok: false in --format json).")

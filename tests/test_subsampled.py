@@ -416,6 +416,10 @@ def test_cli_json_and_errors(tmp_path, capsys):
     assert main(["subsampled", str(f), "--measure", "auc", "--keep-rate", "0.2", "--plan-budget", "500",
                  "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["plan"]["best"]["rho"] == 0.5
+    # nothing thinned (rate 1): the value is exact, said so (it warned of rows that might hide, stop 82's walk)
+    assert main(["subsampled", str(f), "--measure", "f1", "--keep-rate", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing was thinned (every keep rate is 1)" in out and "3 / keep rate" not in out, out
     bad = tmp_path / "bad.csv"
     pd.DataFrame({"score": [0.1, np.nan], "pred": [0, 1], "label": [0, 1]}).to_csv(bad, index=False)
     for measure in ("auc", "f1", "precision"):   # f1 and precision read pred, but a NaN score is still bad data
@@ -581,3 +585,14 @@ def test_cli_text_says_where_the_clt_does_not_apply(tmp_path, capsys):
     assert "note: no kept thinned row carries the design variance, so the interval is a point" in t and "warning" not in t
     t = text(many, "f1")
     assert "warning" not in t and "note:" not in t
+    # AUC with few positives: the shortfall named; under the Agarwal bound a note, not a CLT warning
+    label = np.r_[np.ones(4), np.zeros(300)].astype(int)
+    score = np.r_[np.linspace(0.5, 2, 4), np.linspace(-2, 1, 300)]
+    p4 = str(tmp_path / "p4.csv")
+    pd.DataFrame({"score": score, "pred": (score > 0).astype(int), "label": label}).to_csv(p4, index=False)
+    assert main(["subsampled", p4, "--measure", "auc", "--keep-rate", "0.1"]) == 0
+    t = capsys.readouterr().out
+    assert "warning: the CLT does not apply — only 4 positive(s); it needs at least 10 positives" in t, t
+    assert main(["subsampled", p4, "--measure", "auc", "--keep-rate", "0.1", "--interval", "agarwal"]) == 0
+    t = capsys.readouterr().out
+    assert "(bound-agarwal)" in t and "note: the CLT would not apply here" in t and "warning" not in t, t
