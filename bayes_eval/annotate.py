@@ -142,6 +142,10 @@ def jsonable_value(v):
 
 #: pool columns that carry the model's opinion: left out of tasks unless ``show_score``
 SCORE_COLUMNS = re.compile(r"(score|prob|logit|margin|confidence|pred)", re.IGNORECASE)
+#: columns named like the ground truth (a pool's ``gold`` column went to the annotators with every
+#: batch where --label-column was not given: stop 82's walk); --fields still takes them
+TRUTH_COLUMNS = re.compile(r"^(y|gt|gold|gold_?labels?|truth|true_?labels?|ground_?truth|target|labels?|is_?match|"
+                           r"is_?duplicate)$", re.IGNORECASE)
 
 
 def pool_columns(pool) -> list[str] | None:
@@ -155,7 +159,8 @@ def pool_columns(pool) -> list[str] | None:
 def task_columns(columns: Sequence[str] | None, fields=None, show_score: bool = False) -> list[str]:
     """The pool's own ``columns`` that go into the annotators' tasks: ``fields`` (a list,
     or ``"a,b"``), else every column except the model's scores and probabilities (names
-    with score, prob, logit, margin, confidence, pred) — they can anchor annotators;
+    with score, prob, logit, margin, confidence, pred) — they can anchor annotators — and
+    columns named like the ground truth (:data:`TRUTH_COLUMNS`: gold, truth, target, ...);
     ``show_score`` keeps them (and adds ``score``: the classifier's score).  ``columns``
     None (:func:`pool_columns` of a pool on the dask engine): ``fields`` are refused."""
     if isinstance(fields, str):
@@ -178,7 +183,7 @@ def task_columns(columns: Sequence[str] | None, fields=None, show_score: bool = 
                                    + hint.replace("show_score", "--show-score"))
         out = list(fields)
     else:
-        out = [c for c in cols if show_score or not SCORE_COLUMNS.search(c)]
+        out = [c for c in cols if (show_score or not SCORE_COLUMNS.search(c)) and not TRUTH_COLUMNS.match(c)]
     if show_score and "score" not in out:
         out.append("score")
     return [c for c in out if c not in ("item", "draw", "stage", "q", "weight", "bayes_eval_session")]

@@ -397,19 +397,22 @@ def test_label_studio_exports_json_min_csv_tsv_with_from_name(tmp_path, pool):
 def test_task_content_and_label_config(tmp_path):
     base = demo_pool(n_items=500, positive_rate=0.1, seed=1)
     cols = pd.DataFrame({"title_a": [f"a{i}" for i in range(500)], "title_b": [f"b{i}" for i in range(500)],
-                         "prob_calibrated": np.linspace(0, 1, 500)})
+                         "prob_calibrated": np.linspace(0, 1, 500), "Gold": base.labels})
     pool = Pool.from_arrays(scores=base.scores[:, 0], preds=base.preds[:, 0], labels=base.labels, columns=cols)
     s = Session.create(str(tmp_path / "c.db"), pool, "f1", "passive", seed=0)
     f = tmp_path / "b.json"
     s.export_batch(str(f), n=3)
-    assert set(json.loads(f.read_text())[0]["data"]) == {"item", "title_a", "title_b", TAG}  # no model output
+    # no model output, and no column named like the ground truth (a 'gold' column went to the annotators)
+    assert set(json.loads(f.read_text())[0]["data"]) == {"item", "title_a", "title_b", TAG}
+    s.export_batch(str(f), n=3, fields="title_a,Gold")   # asked for by name: taken
+    assert set(json.loads(f.read_text())[0]["data"]) == {"item", "title_a", "Gold", TAG}
     s.export_batch(str(f), n=3, show_score=True)
     assert {"prob_calibrated", "score"} <= set(json.loads(f.read_text())[0]["data"])
     s.export_batch(str(f), n=3, fields="title_b")
     assert set(json.loads(f.read_text())[0]["data"]) == {"item", "title_b", TAG}
     with pytest.raises(SessionError, match="not columns of the pool") as info:
         s.export_batch(str(f), n=3, fields="nope")
-    assert "beside item, score, pred and label: ['title_a', 'title_b', 'prob_calibrated']" in info.value.cli
+    assert "beside item, score, pred and label: ['title_a', 'title_b', 'prob_calibrated', 'Gold']" in info.value.cli
     with pytest.raises(SessionError) as info:   # the score is the session's, not a pool column: say how
         s.export_batch(str(f), n=3, fields="score")
     assert "goes in with --show-score" in info.value.cli
