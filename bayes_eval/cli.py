@@ -472,8 +472,14 @@ def cmd_demo(args):
     print(f"{'labels':>7} {'estimate':>9}   {'95% confidence sequence':<24} {'95% CLT interval (fixed budget)':<32} "
           f"CLT check")
     step = max(1, len(rows) // 10)
+    shown_at = None
     for i, r in enumerate(rows):
-        if (i + 1) % step == 0 or i == len(rows) - 1:
+        if r["labels"] == shown_at:
+            continue   # a stage that found nothing new (the design has no item left): its row repeats the last
+        # a run of equal labels (a stall) shows once, where it begins
+        stall = i + 1 < len(rows) and rows[i + 1]["labels"] == r["labels"]
+        if (i + 1) % step == 0 or i == len(rows) - 1 or stall:
+            shown_at = r["labels"]
             est = "undefined" if not np.isfinite(r["estimate"]) else f"{r['estimate']:.4f}"
             ci = "" if not np.isfinite(r["lower"]) else f"[{r['lower']:.4f}, {r['upper']:.4f}]"
             cs = "undefined" if r["cs_lower"] is None else f"[{r['cs_lower']:.4f}, {r['cs_upper']:.4f}]"
@@ -489,6 +495,14 @@ def cmd_demo(args):
     est_last = (f"{last['estimate']:.4f}" if np.isfinite(last["estimate"])
                 else "undefined (the items drawn do not define it yet)")
     print(f"\nlabels spent: {last['labels']} of {pool.n_items:,} items; estimate {est_last}")
+    if last["labels"] < args.budget and args.oracle == "deterministic":
+        # the design ran out of items: every item the measure counts labeled, or a proposal with no mass left
+        matter = int(np.any(np.asarray(measure.loss(pool.features())) != 0, axis=(1, 2)).sum())
+        print(f"  every item {args.measure} counts is labeled ({matter:,}: a non-zero loss at some label), so the "
+              f"estimate is exact; the other {args.budget - last['labels']:,} labels of the budget were not spent"
+              if last["labels"] >= matter else
+              f"  the design stopped after {last['labels']} labels: its proposal puts almost no mass on the items "
+              f"left (the other {args.budget - last['labels']:,} labels of the budget were not spent)")
     if blo is not None:
         what = "posterior of the expected answer" if args.oracle == "stochastic" else "finite-pool posterior"
         print(f"  95% Bayesian interval     [{blo:.4f}, {bhi:.4f}]  {what} (calibrated model; "

@@ -293,6 +293,22 @@ def test_cli_demo_with_no_estimate_yet_says_undefined_and_cites_no_other_designs
     assert "of 500 runs" not in text and "--design DESIGN --bayes yes" in text
 
 
+def test_cli_demo_says_when_every_item_the_measure_counts_is_labeled():
+    """Precision counts the demo pool's 60 predicted positives: AIS labels them all and stops.  The
+    demo printed the same row of 60 labels at every later stage and said nothing of the budget
+    left; it now shows the row once and says the estimate is exact (stop 82's walk)."""
+    from bayes_eval.cli import main
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert main(["demo", "--budget", "300", "--measure", "precision"]) == 0
+    text = buf.getvalue()
+    rows = [line for line in text.splitlines() if line.strip().startswith("60 ")]
+    assert len(rows) == 1, text
+    assert ("every item precision counts is labeled (60: a non-zero loss at some label), so the estimate is exact; "
+            "the other 240 labels of the budget were not spent") in text, text
+
+
 def test_the_demo_names_the_component_it_shows():
     """A measure of several components (a PR curve: 2,048): the demo's figures are its first
     component's, and the lines under the heading say which, how many there are and where every one
