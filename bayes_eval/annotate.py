@@ -424,7 +424,7 @@ def parse_labels(values: Sequence, n_classes: int, label_map: dict | None = None
             elif n_classes == 2 and s.lower() in ("true", "false"):   # as a JSON true / false is read
                 lab = int(s.lower() == "true")
         if lab is None or not 0 <= lab < n_classes:
-            known = ", ".join(repr(k) for k in mapping)
+            known = ", ".join([repr(k) for k in mapping] + (["true", "false"] if n_classes == 2 else []))
             msg = f"{pos}: label {v!r} is outside the label set {{0..{n_classes - 1}}} (accepted values: {known}"
             example = ",".join(f"NAME{c}={c}" for c in range(min(n_classes, 3)))
             raise InvalidLabelError(msg + "; other names map with label_map={'NAME0': 0, ...})",

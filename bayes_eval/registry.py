@@ -24,6 +24,8 @@ Measures
 """
 from __future__ import annotations
 
+import json
+
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -255,6 +257,10 @@ def parse_measure_specs(measure, pool, thresholds: int = 1024, beta: float = 1.0
         except (TypeError, ValueError) as exc:
             raise ValueError(spec_error(spec, exc)) from None
         specs.append(spec)
+    seen = [json.dumps(sp, sort_keys=True, default=str) for sp in specs]
+    twice = [sp["name"] for k, sp in enumerate(specs) if seen[k] in seen[:k]]
+    if twice:   # two identical rows of every table, "NOT RELIABLE for f1:f1, f1:f1" (stop 82's walk)
+        raise ValueError(f"measure {twice[0]!r} is given twice; give each measure once")
     if len({m.n_classes for m in out}) > 1 or out[0].n_classes != pool.n_classes:
         raise ValueError(f"the measures' classes {[m.n_classes for m in out]} do not match the pool's "
                          f"{pool.n_classes} classes")

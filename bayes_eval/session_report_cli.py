@@ -244,7 +244,7 @@ def cmd_report(args, bar):
                 pr_df.to_csv(p, index=False)
                 files.append(p)
             except SessionError as exc:
-                pr_note = f"PR curve not drawn: {exc}"
+                pr_note = f"PR curve not drawn: {exc.cli or exc}"
         bar("writing the report", 3, 4)
         # issue 15, item 4: the interval session status reads first leads here too -- the Bayesian one where
         # the CLT check fails (or has nothing to check), else the confidence sequence (the posterior is cached)

@@ -352,7 +352,12 @@ class PoissonRounds:
 
     def require_draws(self, design_name: str) -> None:
         raise SessionError(f"estimate_draws is for importance-sampling designs; the Poisson design "
-                           f"{design_name!r} estimates its measures from the round records (estimate())")
+                           f"{design_name!r} estimates its measures from the round records (estimate())",
+                           cli=f"the design's estimate of a measure the session was not created with needs an "
+                               f"importance-sampling design's draws; the Poisson design {design_name!r} estimates "
+                               f"only its own measures, from its round records (create the session with --measure "
+                               f"pr_curve for the design's curve; without --no-bayesian the report draws the "
+                               f"posterior's)")
 
     def propose_round(self, n: int, labeled) -> dict:
         """The next round's inclusion probabilities given the closed rounds (pure): the

@@ -352,3 +352,12 @@ def test_the_session_usage_line_names_every_command(capsys):
     err = capsys.readouterr().err
     named = set(re.search(r"\{([a-z,-]+)\}", err).group(1).split(","))
     assert e.value.code == 2 and named == {"new", "next", "ingest", "status", "report", *TEAM_COMMANDS}, err
+
+
+def test_a_label_outside_the_set_names_every_accepted_value():
+    """true / false are read as labels of a binary pool, so the refusal lists them (it listed
+    '0', '1' only: stop 82's walk)."""
+    with pytest.raises(be.errors.InvalidLabelError) as e:
+        annotate.parse_labels(["2"], 2, {"0": 0, "1": 1}, ["line 2"])
+    assert "accepted values: '0', '1', true, false" in str(e.value)
+    assert annotate.parse_labels(["TRUE", "false"], 2, {"0": 0, "1": 1}, ["a", "b"]).tolist() == [1, 0]

@@ -400,7 +400,9 @@ def test_report_pr_curve_of_a_poisson_session_is_the_posteriors(tmp_path, capsys
     rep2 = tmp_path / "report2"
     rc, out, err = _cli(capsys, "session", "report", db, "--out", str(rep2), "--pr-curve", "--no-bayesian")
     assert rc == 0, err
-    assert "PR curve not drawn: estimate_draws is for importance-sampling designs" in (rep2 / "report.md").read_text()
+    md = (rep2 / "report.md").read_text()   # said in the command line's words, not the Python API's
+    assert "PR curve not drawn: the design's estimate of a measure the session was not created with" in md, md
+    assert "estimate_draws" not in md and "--measure pr_curve" in md
 
 def test_stage_draws_are_independent_of_a_pool_generated_with_the_same_seed(tmp_path):
     """A round's items are drawn independently of the labels: on ``demo_pool(seed=0)`` a

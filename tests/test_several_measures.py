@@ -90,3 +90,14 @@ def test_a_session_made_before_the_refusal_says_its_estimates_are_none(tmp_path,
     capsys.readouterr()
     assert rc == 0 and "NOT ESTIMATES: recall" in (tmp_path / "rep" / "report.md").read_text()
     assert pd.read_csv(tmp_path / "rep" / "summary.csv").shape[0] == 2
+
+
+def test_a_measure_given_twice_is_refused(tmp_path):
+    """Two identical rows of every table ("NOT RELIABLE for f1:f1, f1:f1"): refused by name; two
+    F-scores of different β are two measures."""
+    with pytest.raises(SessionError, match="measure 'f1' is given twice"):
+        Session.create(str(tmp_path / "d.db"), _pool(), ["f1", "f1"], "passive", seed=0)
+    s = Session.create(str(tmp_path / "b.db"), _pool(), [{"name": "fbeta", "beta": 2}, {"name": "fbeta", "beta": 0.5}],
+                       "passive", seed=0)
+    assert len(s.measures) == 2
+    s.close()
