@@ -1,6 +1,6 @@
 """Compare sampling designs on a pool with known labels (a simulation study in a few lines).
 
-    python examples/compare_designs.py [POOL.parquet] [--repeats 100]
+    python examples/compare_designs.py [POOL.parquet] [--repeats 100] [--budget 2000]
 
 Without a pool file it uses the built-in synthetic demo pool.  For each design it prints
 the MSE of the F1 estimate and the coverage of its 95% CLT interval after 500, 1000 and

@@ -1,6 +1,7 @@
 """A scripted labeling loop: a Python function plays the annotator.
 
     python examples/labeling_loop.py [POOL.parquet] [--budget 1000] [--batch 50] [--db loop.db] [--target-width W]
+                                     [--design ais]
 
 Without a pool file it uses the built-in synthetic demo pool, whose known labels play the
 oracle.  The session lives in one SQLite file: stop the script at any point (even with
@@ -14,6 +15,7 @@ import os
 
 import bayes_eval as be
 from bayes_eval import measures as M
+from bayes_eval.session_cli_text import stopping_line
 from bayes_eval.session import Session
 
 
@@ -51,9 +53,7 @@ def main(argv=None):
     print("true values:", {c: round(float(v), 4) for c, v in zip(session.components, truth)})
     w = args.target_width or 0.05
     stop = session.stopping(target_width=w)                        # the rule session status --target-width applies
-    print(f"{session.n_labels} labels; stopping rule {stop['kind']}: 95% interval width {stop['width']}: "
-          + (f"narrower than {w:g}" if stop["reached"] else f"about {stop['more_labels']} more labels to reach "
-             f"{w:g} ({stop['note']})"))
+    print(f"{session.n_labels} labels; {stopping_line(stop, 95)}")   # as session status prints it
     session.close()
 
 
