@@ -386,8 +386,7 @@ def cmd_simulate(args):
                   f"mse is per run; --format json gives each component's mean, bias and coverage)")
         if out["stalled_runs"]:
             short = [c for c in summary if c["mean_labels"] < c["labels"] - 1e-9]
-            # items with a non-zero loss at some label: the only ones a design for the measure draws
-            matter = int(np.any(np.asarray(measure.loss(pool.features())) != 0, axis=(1, 2)).sum())
+            matter = _items_that_matter(measure, pool)
             why = (f"the pool has only {pool.n_items:,} items and a deterministic oracle labels each once"
                    if args.oracle == "deterministic" and args.budget > pool.n_items
                    else f"every item {args.measure} counts is labeled: {matter:,} have a non-zero loss at some label, "
@@ -415,6 +414,12 @@ def cmd_simulate(args):
                          f"{st['mean_labels']:.0f} labels on average")
             print(line)
     return 0
+
+
+def _items_that_matter(measure, pool) -> int:
+    """Items with a non-zero loss at some label: the only ones a design for the measure draws
+    (once each is labeled, a deterministic oracle's estimate is exact)."""
+    return int(np.any(np.asarray(measure.loss(pool.features())) != 0, axis=(1, 2)).sum())
 
 
 def cmd_demo(args):
@@ -497,7 +502,7 @@ def cmd_demo(args):
     print(f"\nlabels spent: {last['labels']} of {pool.n_items:,} items; estimate {est_last}")
     if last["labels"] < args.budget and args.oracle == "deterministic":
         # the design ran out of items: every item the measure counts labeled, or a proposal with no mass left
-        matter = int(np.any(np.asarray(measure.loss(pool.features())) != 0, axis=(1, 2)).sum())
+        matter = _items_that_matter(measure, pool)
         print(f"  every item {args.measure} counts is labeled ({matter:,}: a non-zero loss at some label), so the "
               f"estimate is exact; the other {args.budget - last['labels']:,} labels of the budget were not spent"
               if last["labels"] >= matter else

@@ -195,8 +195,9 @@ def _text(d, pl) -> str:
             few += [f"{d['n_neg']} negative(s)"] if d.get("n_neg", MIN_DISCORDANT) < MIN_DISCORDANT else []
             few += ([f"{d['n_discordant_neg']} kept negative(s) ranked above some positive (they carry its variance)"]
                     if d["n_discordant_neg"] < MIN_DISCORDANT else [])
-            why = (f"only {' and '.join(few)}; it needs at least {MIN_DISCORDANT} positives, {MIN_DISCORDANT} negatives "
-                   f"and {MIN_DISCORDANT} negatives ranked above some positive")
+            why = (f"only {' and '.join(few or [str(d['n_discordant_neg']) + ' kept negative(s) ranked above some positive'])}; "
+                   f"it needs at least {MIN_DISCORDANT} positives, {MIN_DISCORDANT} negatives and {MIN_DISCORDANT} "
+                   f"negatives ranked above some positive")
         elif not d.get("n_informative"):
             why = None
             point = bool(np.all(np.asarray(lo, float) == np.asarray(hi, float)))
