@@ -305,6 +305,10 @@ def pull(session, url: str, project: int, token: str | None = None, resolve: str
                                       (r.get("value") or {}).get("choices") for r in (a.get("result") or [])
                                       if isinstance(r, dict))})
     info["cancelled"] = sum(1 for t in mine for a in t["annotations"] if a.get("was_cancelled"))
+    # of them, those of items the session already records as skipped: a re-pull's count, nothing to do
+    gone = {str(v) for v in session.skipped()["item"]} if session.n_skipped else set()
+    info["cancelled_of_skipped"] = sum(1 for t in mine for a in t["annotations"]
+                                       if a.get("was_cancelled") and str(t["data"]["item"]) in gone)
     if recs is not None:
         info["result"] = session.ingest_records(recs, label_map=label_map, resolve=resolve, source=source,
                                                 correct=correct)

@@ -193,7 +193,9 @@ def _cmd_pull(args, bar):
     if info["unannotated"]:
         parts.append(f"{info['unannotated']} task(s) not annotated yet")
     if info["cancelled"]:
-        parts.append(f"{info['cancelled']} skipped/cancelled annotation(s) not ingested")
+        sk = info.get("cancelled_of_skipped") or 0
+        parts.append(f"{info['cancelled']} skipped/cancelled annotation(s) not ingested"
+                     + (f" ({'all' if sk == info['cancelled'] else sk} of items recorded as skipped)" if sk else ""))
     if info.get("empty_items"):
         e = info["empty_items"]
         parts.append(f"{len(e)} item(s) with an annotation submitted without a choice, not a label "

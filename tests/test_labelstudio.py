@@ -166,9 +166,10 @@ def test_push_pull_round_trip(tmp_path, capsys, ls, server, pool_file):
     assert s.n_skipped == 1 and s.n_stages == 1
     before = s._store.dump()
     s.close()
-    rc, out, _ = _run(capsys, *pull)  # pulling again changes nothing
+    rc, out, _ = _run(capsys, *pull)  # pulling again changes nothing, and says the cancelled one is done with
     s = Session.open(db)
     assert rc == 0 and s._store.dump() == before
+    assert "1 skipped/cancelled annotation(s) not ingested (all of items recorded as skipped)" in out, out
     s.close()
     rc, out, err = _run(capsys, *push)  # the next batch: 20 new tasks, none twice
     assert rc == 0 and "pushed 20 task(s) of stage 1" in out, err
