@@ -262,6 +262,14 @@ def build_poisson(design, measures, cells, loss_tables, n_strata: int) -> Poisso
 _FIRST_MEASURE_SUPPORT = ("ais", "is", "oasis")
 
 
+def _supports(core: SessionCore) -> list[np.ndarray]:
+    """Per measure, (X,) the cells where its loss is non-zero at some label: the support an
+    importance-sampling estimate needs covered (the Poisson designs' HT support mask)."""
+    from .poisson_designs import support_mask
+
+    return [np.asarray(support_mask(t, "ht")) for t in core.loss_tables]
+
+
 def unreached_measures(core: SessionCore, measures, cfg) -> list[tuple[str, int]]:
     """The session's further measures (name, items) that count items its design never draws.
 
@@ -275,10 +283,10 @@ def unreached_measures(core: SessionCore, measures, cfg) -> list[tuple[str, int]
     d = cfg["design"]
     if d["name"] not in _FIRST_MEASURE_SUPPORT or (d["name"] == "ais" and float(d.get("delta", 0.0)) > 0.0):
         return []
-    first = np.any(np.asarray(core.loss_tables[0]) != 0, axis=(1, 2))
+    sup = _supports(core)
     out = []
-    for m, loss in zip(measures[1:], core.loss_tables[1:]):
-        need = np.any(np.asarray(loss) != 0, axis=(1, 2)) & ~first
+    for m, need in zip(measures[1:], sup[1:]):
+        need = need & ~sup[0]
         if need.any():
             out.append((m.name, int(np.asarray(core.size)[need].sum())))
     return out
@@ -287,7 +295,7 @@ def unreached_measures(core: SessionCore, measures, cfg) -> list[tuple[str, int]
 def unreached_message(unreached, core: SessionCore, measures, cfg) -> str:
     """Why such measures are refused at creation, and the ways out (:func:`unreached_measures`):
     a listed measure whose support holds every other's put first, else a share of p(x) (AIS)."""
-    sup = [np.any(np.asarray(t) != 0, axis=(1, 2)) for t in core.loss_tables]
+    sup = _supports(core)
     every = np.any(sup, axis=0)
     cover = [m.name for m, s in zip(measures, sup) if np.all(s | ~every)]
     names = ", ".join(f"{n!r} ({k:,} items)" for n, k in unreached)
