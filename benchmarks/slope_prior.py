@@ -33,7 +33,10 @@ def pool_frame(scale: float = 1.0, n: int = 3000, seed: int = 1) -> pd.DataFrame
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--b-sd", type=float, default=1.5, help="the prior sd of the curve's slope b (shipped: 1.5)")
+    ap.add_argument("--b-sd", type=float, default=None,
+                    help="the posterior model's prior sd of the curve's slope b (shipped: 3 since stop 83, 1.5 before)")
+    ap.add_argument("--companion-b-sd", type=float, default=None,
+                    help="the designs' companion model's prior sd of b (shipped: 1.5)")
     ap.add_argument("--bands", type=int, default=6, help="band offsets of the posterior model (shipped: 6)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the scores (3: a curve of slope 1)")
     ap.add_argument("--repeats", type=int, default=100)
@@ -43,7 +46,10 @@ def main(argv=None):
     from bayes_eval.models import calibrated as C
     from bayes_eval.models import registry as R
 
-    C.PRIOR["b"] = (1.0, args.b_sd)   # read when the model is traced: patched before anything compiles
+    if args.b_sd is not None:   # read when the model is traced: patched before anything compiles
+        C.POSTERIOR_PRIOR["b"] = (1.0, args.b_sd)
+    if args.companion_b_sd is not None:
+        C.PRIOR["b"] = (1.0, args.companion_b_sd)
     R.BANDS = args.bands
 
     from bayes_eval import measures as M
@@ -55,7 +61,7 @@ def main(argv=None):
     res, _ = run_simulation(pool, M.f1(), "ais", budget=300, batch=50, repeats=args.repeats, seed=3,
                             checkpoints=(150, 300), bayes=True, bayes_draws=args.draws)
     truth = float(res.true_value[0])
-    print(f"b sd {args.b_sd:g}, {args.bands} bands, scores x{args.scale:g}: true F1 {truth:.4f}")
+    print(f"posterior b sd {C.POSTERIOR_PRIOR['b'][1]:g}, companion b sd {C.PRIOR['b'][1]:g}, {args.bands} bands, scores x{args.scale:g}: true F1 {truth:.4f}")
     print("labels  CLT cov  Bayes cov  Bayes width  posterior mean  estimate mean")
     for c in summarize(res):
         print(f"{c['labels']:>6}  {c['coverage']:>7.2f}  {c['coverage_bayes']:>9.2f}  {c['mean_width_bayes']:>11.4f}  "

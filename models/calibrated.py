@@ -30,7 +30,10 @@ has one row per unit).  For intervals the library's units are the design's cells
 holds for a right model, and a rate shared by a stratum's predicted positives and
 predicted negatives, which the designs label at very different rates, is not one.
 
-Priors: a ~ N(0, 3²), b ~ N(1, 1.5²), log κ ~ N(log 20, 1.5²).
+Priors: a ~ N(0, 3²), b ~ N(1, 1.5²), log κ ~ N(log 20, 1.5²) (:data:`PRIOR`, the designs'
+companion model); the posterior model's slope b ~ N(1, 3²) (:data:`POSTERIOR_PRIOR`, stop 83:
+a firmer slope pulled the posterior of an under-confident classifier's pool toward more hidden
+positives, ``benchmarks/results/slope_prior.md``).
 
 Band offsets (the posterior model of the registry, ``bands=BANDS``): the curve may itself
 depart from the logistic, by one offset per quantile band of z,
@@ -73,9 +76,21 @@ from jax.scipy.special import digamma, gammaln, polygamma
 from .. import _config  # noqa: F401
 from . import small_linalg
 
-__all__ = ["CalibratedState", "CalibrationCurve", "score_logit", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "group_scale_grid", "band_scale_grid", "n_band_offsets", "n_group_offsets", "calibrated_model", "OffsetGrid", "offset_grid", "fit_mode_grid", "prior_state_grid", "sample_params_grid", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR"]
+__all__ = ["CalibratedState", "CalibrationCurve", "score_logit", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "group_scale_grid", "band_scale_grid", "n_band_offsets", "n_group_offsets", "calibrated_model", "OffsetGrid", "offset_grid", "fit_mode_grid", "prior_state_grid", "sample_params_grid", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR", "POSTERIOR_PRIOR", "prior_rows"]
 
 PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1.5)}
+
+#: the posterior model's prior (the registry's ``"calibrated"``, binary and several classes; the
+#: report's NUTS and fast routes): :data:`PRIOR` with the slope's sd 3.  The slope's centre 1 says
+#: "the classifier's probabilities are right"; a margin's scale is arbitrary and classifiers are
+#: over- or under-confident, and where the labels sit near the threshold (AIS) the prior's pull
+#: on b sets how many positives the unlabeled low-score strata hold.  On a pool of slope 3
+#: (``benchmarks/slope_prior.py``: under-confident margins) the Bayesian interval of F1 covered
+#: 0.86 / 0.86 at 150 / 300 labels with sd 1.5, 0.92 / 0.92 with sd 3, 0.93 / 0.92 with sd 8, no
+#: wider (stop 83: ``benchmarks/results/slope_prior.md``).  The designs' companion keeps
+#: :data:`PRIOR`: a proposal refitted from the first few labels needs the firmer slope, and the
+#: recorded estimates stay the designs'.
+POSTERIOR_PRIOR = {**PRIOR, "b": (1.0, 3.0)}
 
 #: the curve's bands for the posterior model (``calibrated_model(bands=...)``; the registry's
 #: ``"calibrated"``): units in BANDS quantile bands of z, each band's offset d_j from the
@@ -102,12 +117,15 @@ class CalibrationCurve(NamedTuple):
     """The abscissa of the calibration curve: each unit's z, its band, the offsets' prior
     precision Q ((m_b + m_g) square: the m_b band offsets' random walk, then the m_g group
     offsets' I / GROUP_SCALE²; 0 × 0: the two-parameter logistic curve) and, with groups (the
-    top class of a pool of several classes), each unit's group as a one-hot row (K, m_g)."""
+    top class of a pool of several classes), each unit's group as a one-hot row (K, m_g); and
+    the Gaussian prior of (a, b, log κ) as rows (mean, sd) (None: :data:`PRIOR`, the designs'
+    companion model's; the posterior model's is :data:`POSTERIOR_PRIOR`)."""
 
     z: jnp.ndarray          # (K,)
     band: jnp.ndarray       # (K,) int
     precision: jnp.ndarray  # (m_b + m_g, m_b + m_g)
     group: Any = None       # (K, m_g) one-hot, or None: no group offsets
+    prior: Any = None       # (3, 2): (mean, sd) of a, b, log κ; None: :data:`PRIOR`
 
 
 def n_group_offsets(curve: "CalibrationCurve") -> int:
@@ -137,12 +155,14 @@ def _with_group_block(q_b, m_g: int, scale: float):
 
 
 def make_curve(z, n_bands: int = 0, scale=None, groups=None, n_groups: int | None = None,
-               group_scale: float | None = None) -> CalibrationCurve:
+               group_scale: float | None = None, prior: dict | None = None) -> CalibrationCurve:
     """The curve over units with logits ``z``: ``n_bands`` quantile bands of z over the units,
     their walk of scale ``scale`` (default :data:`BAND_SCALE`; a grid: the unit walk, scale 1,
     which :func:`offset_grid` rescales); with ``groups`` (K,) int (the unit's top class on a pool of several classes, ``n_groups`` of
-    them) one more offset per group, N(0, ``group_scale``²) (default :data:`GROUP_SCALE`)."""
+    them) one more offset per group, N(0, ``group_scale``²) (default :data:`GROUP_SCALE`);
+    ``prior``: the prior of (a, b, log κ) as :data:`PRIOR` spells it (default :data:`PRIOR`)."""
     z = jnp.asarray(z)
+    pr = None if prior is None else prior_rows(prior)
     m = int(n_bands)
     if m <= 1:
         band, q = jnp.zeros(z.shape, jnp.int32), jnp.zeros((0, 0))
@@ -150,11 +170,11 @@ def make_curve(z, n_bands: int = 0, scale=None, groups=None, n_groups: int | Non
         cuts = jnp.quantile(z, jnp.linspace(0.0, 1.0, m + 1)[1:-1])
         band, q = jnp.searchsorted(cuts, z, side="right").astype(jnp.int32), band_precision(m, scale)
     if groups is None:
-        return CalibrationCurve(z, band, q)
+        return CalibrationCurve(z, band, q, None, pr)
     groups = np.asarray(groups, dtype=np.int64)
     m_g = int(groups.max()) + 1 if n_groups is None else int(n_groups)
     onehot = jnp.asarray(np.eye(m_g)[groups], dtype=z.dtype)
-    return CalibrationCurve(z, band, _with_group_block(q, m_g, group_scale_grid(group_scale)[0]), onehot)
+    return CalibrationCurve(z, band, _with_group_block(q, m_g, group_scale_grid(group_scale)[0]), onehot, pr)
 
 
 def _as_curve(z) -> CalibrationCurve:
@@ -257,21 +277,32 @@ def log_posterior(theta, z, counts):
     mu = jnp.clip(jax.nn.sigmoid(curve_eta(theta, curve)), 1e-12, 1 - 1e-12)
     n1, n0 = counts[:, 1], counts[:, 0]
     ll = jnp.sum(jnp.where(n1 + n0 > 0, _bb_loglik(kappa, mu, n1, n0), 0.0))
-    lp = 0.0
-    for v, (m, s) in zip((a, b, lk), PRIOR.values()):
-        lp = lp - 0.5 * ((v - m) / s) ** 2
+    m, s = _prior_of(curve)
+    lp = -0.5 * jnp.sum(((jnp.stack([a, b, lk]) - m) / s) ** 2)
     if curve.precision.shape[0]:
         d = theta[3:]
         lp = lp - 0.5 * d @ curve.precision @ d
     return ll + lp
 
 
-def _prior_mode(n_bands: int = 0):
-    return jnp.concatenate([jnp.array([m for m, _ in PRIOR.values()]), jnp.zeros(int(n_bands))])
+def prior_rows(prior: dict | None = None) -> np.ndarray:
+    """(3, 2): the (mean, sd) of a, b and log κ of a prior spelled as :data:`PRIOR` (default it)."""
+    prior = PRIOR if prior is None else prior
+    return np.array([prior[k] for k in ("a", "b", "log_kappa")], dtype=np.float64)
 
 
-def _prior_cov(precision=None):
-    c = jnp.diag(jnp.array([s**2 for _, s in PRIOR.values()]))
+def _prior_of(curve):
+    """(means (3,), sds (3,)) of the curve's prior of (a, b, log κ)."""
+    rows = prior_rows() if curve is None or curve.prior is None else curve.prior
+    return jnp.asarray(rows[:, 0]), jnp.asarray(rows[:, 1])
+
+
+def _prior_mode(n_bands: int = 0, curve=None):
+    return jnp.concatenate([_prior_of(curve)[0], jnp.zeros(int(n_bands))])
+
+
+def _prior_cov(precision=None, curve=None):
+    c = jnp.diag(_prior_of(curve)[1] ** 2)
     if precision is None or precision.shape[0] == 0:
         return c
     m = precision.shape[0]
@@ -326,8 +357,8 @@ def log_posterior_derivatives(theta, z, counts):
     hess_x = jnp.block([[h_xx, h_xl[:, None]], [h_xl[None, :], jnp.sum(h_ll)[None, None]]])
     grad = grad_x[order]
     hess = hess_x[order][:, order]
-    m = _prior_mode()
-    s2 = jnp.array([s**2 for _, s in PRIOR.values()])
+    m, sd = _prior_of(curve)
+    s2 = sd ** 2
     t3 = theta[:3]
     f = f - 0.5 * jnp.sum((t3 - m) ** 2 / s2)
     grad = grad.at[:3].add(-(t3 - m) / s2)
@@ -346,7 +377,7 @@ def fit_mode(z, counts, init=None, n_iter: int = 40, log_post=None):
     the fit; default :func:`log_posterior`, whose derivatives are in closed form,
     :func:`log_posterior_derivatives`; another density's come from autodiff)."""
     curve = _as_curve(z)
-    theta = _prior_mode(curve.precision.shape[0]) if init is None else init.mode
+    theta = _prior_mode(curve.precision.shape[0], curve) if init is None else init.mode
     if log_post is None:
         return _fit_mode_closed_form(curve, counts, theta, n_iter)
     f = lambda t: log_post(t, z, counts)  # noqa: E731
@@ -392,7 +423,7 @@ def _newton(curve, theta, n_iter, f, derivatives):
     factor = small_linalg.cholesky(-h)
     cov = small_linalg.cho_solve(factor, jnp.eye(theta.shape[0]))
     ok = small_linalg.is_factor(factor) & jnp.all(jnp.isfinite(cov))
-    fallback = _prior_cov(curve.precision) if theta.shape[0] == 3 + curve.precision.shape[0] else jnp.eye(theta.shape[0])
+    fallback = _prior_cov(curve.precision, curve) if theta.shape[0] == 3 + curve.precision.shape[0] else jnp.eye(theta.shape[0])
     cov = jnp.where(ok, 0.5 * (cov + cov.T), fallback)
     return CalibratedState(mode=theta, cov=cov)
 
@@ -455,8 +486,8 @@ def fit_mode_grid(curve: CalibrationCurve, grid, counts, init=None, n_iter: int 
         return st, log_posterior(st.mode, c, counts) + 0.5 * logdet
 
     if init is None:
-        init = CalibratedState(jnp.broadcast_to(_prior_mode(curve.precision.shape[0]), (lp.shape[0], curve.precision.shape[0] + 3)),
-                               jax.vmap(_prior_cov)(precisions))
+        init = CalibratedState(jnp.broadcast_to(_prior_mode(curve.precision.shape[0], curve), (lp.shape[0], curve.precision.shape[0] + 3)),
+                               jax.vmap(lambda q: _prior_cov(q, curve))(precisions))
     st, log_ev = jax.vmap(one)(precisions, CalibratedState(init.mode, init.cov))
     return CalibratedState(st.mode, st.cov, jax.nn.log_softmax(log_ev + lp))
 
@@ -474,7 +505,7 @@ def prior_state_grid(curve: CalibrationCurve, grid) -> CalibratedState:
     grid = _as_grid(curve, grid)
     prec = np.asarray(grid.precision, dtype=np.float64)
     n_points, m = prec.shape[0], prec.shape[1]
-    s2 = np.array([s**2 for _, s in PRIOR.values()])
+    s2 = np.asarray(_prior_of(curve)[1]) ** 2
     covs = np.zeros((n_points, 3 + m, 3 + m))
     covs[:, :3, :3] = np.diag(s2)
     logdet = np.full(n_points, float(np.sum(np.log(s2))))
@@ -485,7 +516,7 @@ def prior_state_grid(curve: CalibrationCurve, grid) -> CalibratedState:
     log_ev = 0.5 * logdet + np.asarray(grid.log_prior, dtype=np.float64)
     log_weight = log_ev - np.max(log_ev)
     log_weight = log_weight - np.log(np.sum(np.exp(log_weight)))
-    mode = np.broadcast_to(np.asarray(_prior_mode(m)), (n_points, 3 + m))
+    mode = np.broadcast_to(np.asarray(_prior_mode(m, curve)), (n_points, 3 + m))
     return CalibratedState(jnp.asarray(mode), jnp.asarray(covs), jnp.asarray(log_weight))
 
 
@@ -603,7 +634,7 @@ def _mode_posterior_predictive(mode, curve: CalibrationCurve, counts):
 
 def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, bands: int = 0,
                      band_scale=None, groups=None, n_groups: int | None = None,
-                     group_scale=None):
+                     group_scale=None, prior: dict | None = None):
     """The model behind the ``OracleModel`` interface of :mod:`bayes_eval.models`.
 
     ``leaf_probs`` (K, 2): the classifier's mean class probabilities per stratum;
@@ -614,13 +645,15 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
     that grid, uniform; the draws gain ``band_scale``); ``groups`` (K,) int: one more offset per
     group, N(0, τ²) with τ = ``group_scale`` (default :data:`GROUP_SCALE`); a sequence of scales:
     τ learned over that grid (a uniform prior on it, :func:`fit_mode_grid`,
-    :func:`sample_params_grid`; the draws gain ``group_scale``).
+    :func:`sample_params_grid`; the draws gain ``group_scale``); ``prior``: of (a, b, log κ)
+    (default :data:`PRIOR`, the companion's; the posterior model's is :data:`POSTERIOR_PRIOR`).
     """
     from .oracle import OracleModel
 
     scales = group_scale_grid(group_scale)
     band_scales = band_scale_grid(band_scale)
-    curve = make_curve(score_logit(leaf_probs), bands, band_scales, groups=groups, n_groups=n_groups, group_scale=scales[0])
+    curve = make_curve(score_logit(leaf_probs), bands, band_scales, groups=groups, n_groups=n_groups, group_scale=scales[0],
+                       prior=prior)
     n_bands = curve.precision.shape[0]          # every offset: the bands' and the groups'
     m_b = n_band_offsets(curve)
     learn_bands = m_b > 0 and len(band_scales) > 1
@@ -629,7 +662,7 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
         return _calibrated_grid_model(curve, grid, n_proposals, fit_iters, learn_bands, groups is not None and len(scales) > 1)
 
     def init_state():
-        return CalibratedState(mode=_prior_mode(n_bands), cov=_prior_cov(curve.precision))
+        return CalibratedState(mode=_prior_mode(n_bands, curve), cov=_prior_cov(curve.precision, curve))
 
     def fit(state, counts, unlabeled):
         return fit_mode(curve, counts, init=state, n_iter=fit_iters)
@@ -692,18 +725,20 @@ def _calibrated_grid_model(curve: CalibrationCurve, grid: OffsetGrid, n_proposal
     return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
 
 
-def numpyro_model(z, counts, band=None, precision=None, group=None, band_scales=None):
+def numpyro_model(z, counts, band=None, precision=None, group=None, band_scales=None, prior=None):
     """The same model in NumPyro (marginal over π), for NUTS and ArviZ diagnostics; with
     ``band`` / ``precision`` (a :class:`CalibrationCurve`'s, the bands' block) the band offsets
     ``band_offset``, their walk's scale ``band_scales`` (default :data:`BAND_SCALE`; a grid: s
     summed out, ``precision`` then the unit walk, as :func:`make_curve` builds it for a grid); with
-    ``group`` (K, m_g) one-hot the group offsets ``group_offset``."""
+    ``group`` (K, m_g) one-hot the group offsets ``group_offset``; ``prior``: of (a, b, log κ)
+    as :data:`PRIOR` spells it (default :data:`PRIOR`; the posterior model's: :data:`POSTERIOR_PRIOR`)."""
     import numpyro
     import numpyro.distributions as dist
 
-    a = numpyro.sample("a", dist.Normal(*PRIOR["a"]))
-    b = numpyro.sample("b", dist.Normal(*PRIOR["b"]))
-    lk = numpyro.sample("log_kappa", dist.Normal(*PRIOR["log_kappa"]))
+    rows = prior_rows(prior)
+    a = numpyro.sample("a", dist.Normal(*rows[0]))
+    b = numpyro.sample("b", dist.Normal(*rows[1]))
+    lk = numpyro.sample("log_kappa", dist.Normal(*rows[2]))
     kappa = jnp.exp(lk)
     eta = a + b * z
     if precision is not None and precision.shape[0]:
@@ -734,18 +769,21 @@ def numpyro_model(z, counts, band=None, precision=None, group=None, band_scales=
 
 def run_nuts(key, leaf_probs, counts, num_warmup=500, num_samples=1000, num_chains=2, progress_bar=False,
              chain_method="sequential", extra_fields=("diverging", "num_steps"), bands=0, band_scale=None,
-             groups=None):
-    """NUTS on (a, b, log κ[, band offsets]); returns the numpyro MCMC object.
+             groups=None, prior=None):
+    """NUTS on (a, b, log κ[, band offsets]) under ``prior`` (default :data:`PRIOR`); returns the
+    numpyro MCMC object.
 
     ``chain_method`` as in ``numpyro.infer.MCMC`` (``"sequential"``, ``"vectorized"``,
     ``"parallel"``); ``extra_fields`` are kept for diagnostics (divergences reach ArviZ's
     ``sample_stats`` through :mod:`bayes_eval.report`), as for the Dirichlet tree's
     ``run_nuts``."""
+    from functools import partial
+
     from numpyro.infer import MCMC, NUTS
 
-    curve = make_curve(score_logit(leaf_probs), bands, band_scale, groups=groups)
+    curve = make_curve(score_logit(leaf_probs), bands, band_scale, groups=groups, prior=prior)
     m_b = n_band_offsets(curve)
-    mcmc = MCMC(NUTS(numpyro_model), num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+    mcmc = MCMC(NUTS(partial(numpyro_model, prior=prior)), num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 chain_method=chain_method, progress_bar=progress_bar)
     mcmc.run(key, curve.z, jnp.asarray(counts, dtype=jnp.float64), curve.band, curve.precision[:m_b, :m_b],
              curve.group, band_scale_grid(band_scale), extra_fields=tuple(extra_fields))

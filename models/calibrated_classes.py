@@ -146,7 +146,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..posterior import multinomial_counts
-from .calibrated import BANDS, calibrated_model
+from .calibrated import BANDS, POSTERIOR_PRIOR, calibrated_model
 
 __all__ = ["calibrated_classes_model", "top_classes", "error_prior", "error_base", "reverse_confusion",
            "error_posterior", "top_split", "classes_pi", "wrong_labels", "spread_alphas", "spread_log_weights", "grid_pair", "grid_point",
@@ -418,7 +418,8 @@ def calibrated_classes_model(leaf_probs, n_proposals: int = 1024, fit_iters: int
     c = p.shape[1]
     top = top_classes(p)
     inner = calibrated_model(top_split(p), n_proposals=n_proposals, fit_iters=fit_iters, bands=bands,
-                             band_scale=TOP_BAND_SCALE if band_scale is None else band_scale, groups=top if CLASS_OFFSETS else None, n_groups=c)
+                             band_scale=TOP_BAND_SCALE if band_scale is None else band_scale, groups=top if CLASS_OFFSETS else None, n_groups=c,
+                             prior=POSTERIOR_PRIOR)
     on_top = jnp.asarray(np.eye(c)[top])                     # (K, C)
     top_j = jnp.asarray(top, dtype=jnp.int32)
     alpha0 = jnp.asarray(error_prior(p, top))                  # (C, C)

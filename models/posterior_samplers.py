@@ -81,10 +81,10 @@ class CalibratedSampler:
               tuple(extra_fields), None if groups is None else int(n_groups), scales)
         mcmc = self._mcmc.pop(ck, None)
         if mcmc is None:
-            model = partial(cal.numpyro_model, band_scales=scales)
+            model = partial(cal.numpyro_model, band_scales=scales, prior=cal.POSTERIOR_PRIOR)
             mcmc = MCMC(NUTS(model, **nuts_kwargs), num_warmup=num_warmup, num_samples=num_samples,
                         num_chains=num_chains, chain_method=chain_method, progress_bar=False, jit_model_args=True)
-        curve = cal.make_curve(z, cal.BANDS, band_scale, groups=groups, n_groups=n_groups)
+        curve = cal.make_curve(z, cal.BANDS, band_scale, groups=groups, n_groups=n_groups, prior=cal.POSTERIOR_PRIOR)
         m_b = cal.n_band_offsets(curve)
         mcmc.run(key, curve.z, counts, curve.band, curve.precision[:m_b, :m_b], curve.group,
                  extra_fields=tuple(extra_fields))
@@ -113,7 +113,7 @@ def _fast_draws(keys, lp, counts, unlabeled, *, n_proposals: int, groups, n_grou
     grp = None if groups is None else np.asarray(groups, dtype=np.int64)
     with jax.ensure_compile_time_eval():
         om = cal.calibrated_model(lp, n_proposals=n_proposals, bands=cal.BANDS, groups=grp, n_groups=n_groups,
-                                  band_scale=band_scale)
+                                  band_scale=band_scale, prior=cal.POSTERIOR_PRIOR)
 
     def one(k):
         d = om.sample(k, counts, unlabeled, num_samples)
@@ -160,7 +160,7 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
 
     lp = jnp.asarray(leaf_probs, dtype=jnp.float64)
     k_fit, k_pi = key, pi_key
-    prior = {name: np.asarray(v, dtype=np.float64) for name, v in cal.PRIOR.items()}
+    prior = {name: np.asarray(v, dtype=np.float64) for name, v in cal.POSTERIOR_PRIOR.items()}
     info: dict = {}
     mcmc, scale_draws = None, None      # scale_draws: τ per draw, where it is learned over a grid (fast route)
     band_scale_draws = None             # likewise the band offsets' random-walk scale

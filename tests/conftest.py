@@ -162,8 +162,8 @@ def ais_many_positives():
 
 
 def calibrated_prior_curve(z, groups=None, n_groups=None, band_scale=None):
-    """A draw of the calibrated model's curve from its prior (``models/calibrated.py``: ``PRIOR``
-    for (a, b, log κ), the band offsets d a Gaussian walk over ``BANDS`` bands of scale ``BAND_SCALE`` (or uniform over its grid),
+    """A draw of the calibrated posterior model's curve from its prior (``models/calibrated.py``:
+    ``POSTERIOR_PRIOR`` for (a, b, log κ), the band offsets d a Gaussian walk over ``BANDS`` bands of scale ``BAND_SCALE`` (or uniform over its grid),
     and with ``groups`` (the units' top classes) one offset per group, N(0, ``GROUP_SCALE``²)):
     a function of (three keys for a, b, log κ; a key for the offsets) -> (μ per unit, κ), for the
     simulation-based calibration of the binary model (``test_posterior.py``) and of its top split
@@ -177,7 +177,7 @@ def calibrated_prior_curve(z, groups=None, n_groups=None, band_scale=None):
     band_scales = jnp.asarray(cal.band_scale_grid(band_scale))
     curve = cal.make_curve(np.asarray(z), cal.BANDS, scale=1.0, groups=groups, n_groups=n_groups, group_scale=1.0)
     walk = jnp.linalg.cholesky(jnp.linalg.inv(curve.precision))   # d = walk @ N(0, I) ~ N(0, Q⁻¹)
-    prior = list(cal.PRIOR.values())
+    prior = cal.prior_rows(cal.POSTERIOR_PRIOR)
     m, m_g = curve.precision.shape[0], cal.n_group_offsets(curve)
     # the offsets at scale 1, then times the walk's scale s and the groups' τ: BAND_SCALE and
     # GROUP_SCALE, or each uniform over its grid

@@ -112,7 +112,7 @@ def _sbc_runner(k=16, per=150, n_draws=400):
 
     lp = leaf_probs(cells, k)
     z = np.asarray(cal.score_logit(lp))
-    model, control = cal.calibrated_model(lp, bands=cal.BANDS), classifier_scores(lp)
+    model, control = cal.calibrated_model(lp, bands=cal.BANDS, prior=cal.POSTERIOR_PRIOR), classifier_scores(lp)
     prior_curve = calibrated_prior_curve(z)
     stratum_of_item = jnp.asarray(strata.index)
     cell_of_item = jnp.asarray(item_cell)

@@ -386,7 +386,8 @@ def test_pi_follows_the_binary_model_on_top_and_the_labels_errors_below():
     np.testing.assert_allclose(pi.sum(-1), 1.0, atol=1e-12)
     binary = cal.calibrated_model(np.c_[1 - lp[np.arange(k), top], lp[np.arange(k), top]], bands=cal.BANDS,
                                   groups=top, n_groups=C,       # one curve offset per top class (stop 57)
-                                  band_scale=TOP_BAND_SCALE)    # the bands' walk at the fixed scale (stop 63)
+                                  band_scale=TOP_BAND_SCALE,    # the bands' walk at the fixed scale (stop 63)
+                                  prior=cal.POSTERIOR_PRIOR)    # the posterior model's prior (stop 83)
     n_top = counts[np.arange(k), top]
     sb = binary.sample(jax.random.split(key, 3)[0], jnp.asarray(np.c_[counts.sum(1) - n_top, n_top]),
                        jnp.asarray(unl), 400)
