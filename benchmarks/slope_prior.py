@@ -39,7 +39,11 @@ def main(argv=None):
                     help="the designs' companion model's prior sd of b (shipped: 1.5)")
     ap.add_argument("--bands", type=int, default=6, help="band offsets of the posterior model (shipped: 6)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the scores (3: a curve of slope 1)")
+    ap.add_argument("--pool", default=None, help="another pool file (default: the slope-3 pool above)")
+    ap.add_argument("--budget", type=int, default=300)
+    ap.add_argument("--checkpoints", default="150,300")
     ap.add_argument("--repeats", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--draws", type=int, default=1000)
     args = ap.parse_args(argv)
 
@@ -57,9 +61,15 @@ def main(argv=None):
     from bayes_eval.results import summarize
     from bayes_eval.simulate import run_simulation
 
-    pool = Pool.from_frame(pool_frame(args.scale))
-    res, _ = run_simulation(pool, M.f1(), "ais", budget=300, batch=50, repeats=args.repeats, seed=3,
-                            checkpoints=(150, 300), bayes=True, bayes_draws=args.draws)
+    if args.pool:
+        from bayes_eval.registry import load_pool
+
+        pool = load_pool(args.pool)
+    else:
+        pool = Pool.from_frame(pool_frame(args.scale))
+    res, _ = run_simulation(pool, M.f1(), "ais", budget=args.budget, batch=50, repeats=args.repeats, seed=args.seed,
+                            checkpoints=tuple(int(c) for c in args.checkpoints.split(",")), bayes=True,
+                            bayes_draws=args.draws)
     truth = float(res.true_value[0])
     print(f"posterior b sd {C.POSTERIOR_PRIOR['b'][1]:g}, companion b sd {C.PRIOR['b'][1]:g}, {args.bands} bands, scores x{args.scale:g}: true F1 {truth:.4f}")
     print("labels  CLT cov  Bayes cov  Bayes width  posterior mean  estimate mean")

@@ -71,6 +71,12 @@ def posterior_mean_rmse(cps, wid):
 def table():
     rows = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(OUT, "*.json")))]
     done = {os.path.basename(f) for f in glob.glob(os.path.join(OUT, "*.json"))}
+    # not rerun since the posterior model's own slope prior (stop 83): the runs under the companion's
+    # prior b ~ N(1, 1.5²), marked
+    for f in sorted(glob.glob(os.path.join(OUT + "_b15", "*.json"))):
+        if os.path.basename(f) not in done:
+            rows.append(dict(json.load(open(f)), prior_before=True))
+            done.add(os.path.basename(f))
     # not rerun since the walk's scale is learned (stop 59): the fixed-scale release's runs, marked
     for f in sorted(glob.glob(os.path.join(OUT + "_scale1", "*.json"))):
         if os.path.basename(f) not in done:
@@ -90,7 +96,9 @@ def table():
         "(binomial SE at 500 runs: 0.010), mean width, width ÷ RMSE, and the issue's target (coverage",
         "0.93–0.97 at ≤ 6 × RMSE); last, the RMSE of the posterior mean taken as the estimate and the",
         "width ÷ it (`mse_bayes`; every run here records it). Stop 59 learned the band walk's scale; rows",
-        "not rerun since are the fixed-scale release's (`bayes_record_scale1/`), marked.",
+        "not rerun since are the fixed-scale release's (`bayes_record_scale1/`), marked. Stop 83 gave the",
+        "posterior model its own prior on the curve's slope (`models/calibrated.py`: `POSTERIOR_PRIOR`); rows",
+        "not rerun since are the runs under the companion's b ~ N(1, 1.5²) (`bayes_record_b15/`), marked.",
         "",
         "| design | pool | runs | RMSE | Bayes cov. | Bayes width | width ÷ RMSE | target met "
         "| RMSE of the posterior mean (width ÷ it) |",
@@ -105,7 +113,8 @@ def table():
                for c, w, r in zip(cov, wid, rmse)]
         lines.append("| " + " | ".join([
             d["design"], pool_name(d["pool"]) + (" (equal-tailed, not rerun)" if d.get("interval_before") else "")
-            + (" (band walk's scale fixed at 1, not rerun)" if d.get("scale_before") else ""),
+            + (" (band walk's scale fixed at 1, not rerun)" if d.get("scale_before") else "")
+            + (" (slope prior sd 1.5, before stop 83; not rerun)" if d.get("prior_before") else ""),
             str(d["repeats"]), fmt(rmse, "{:.4f}"), fmt(cov, "{:.3f}"),
             fmt(wid, "{:.3f}"), fmt([w / r if w is not None and r > 0 else None for w, r in zip(wid, rmse)], "{:.1f}"),
             " / ".join(met),
