@@ -44,7 +44,8 @@ def interval_table(folder):
     # a (pool, design) not rerun since the band walk's scale is learned (stop 59): the fixed-scale
     # release's runs, marked; then, not rerun since the highest-density interval, the equal-tailed ones
     have = list(have)
-    for suffix, mark in (("_scale1", "scale_before"), ("_et", "interval_before")):
+    # and first, not rerun since the posterior model's own slope prior (stop 83): the runs under N(1, 1.5²)
+    for suffix, mark in (("_b15", "prior_before"), ("_scale1", "scale_before"), ("_et", "interval_before")):
         before = folder + suffix
         for f in sorted(os.listdir(before)) if os.path.isdir(before) else ():
             if f.endswith(".json") and f not in have:
@@ -75,7 +76,8 @@ def interval_table(folder):
                              for c in cps) if any(c.get("clt_check_passed") is not None for c in cps) else "–"
         bayes = kind("coverage_bayes", "mean_width_bayes") + (" equal-tailed (the release before)"
                                                                if d.get("interval_before") else "") + (
-            " (band walk's scale fixed at 1: stop 58's release)" if d.get("scale_before") else "")
+            " (band walk's scale fixed at 1: stop 58's release)" if d.get("scale_before") else "") + (
+            " (slope prior N(1, 1.5²): before stop 83)" if d.get("prior_before") else "")
         out.append(f"| {name(d)} ({d['repeats']}) | {d['design']} | {' / '.join(_f(r, '.4f') for r in rmse)} | "
                    f"{kind('coverage', 'mean_width')} | {checked} | {kind('coverage_cs', 'mean_width_cs')} | "
                    f"{bayes} |")
