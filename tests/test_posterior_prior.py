@@ -37,10 +37,15 @@ def _hidden_positives(prior):
     """Posterior draws of the slope b and of the positives among the unlabeled units' items."""
     lp, counts, unl, labeled, _ = _steep_units()
     model = cal.calibrated_model(lp, bands=cal.BANDS, prior=prior)
-    state = model.fit(model.init_state(), counts, unl)
-    s = model.sample(jax.random.PRNGKey(0), counts, unl, 2000, state=state)
-    pi = np.asarray(s["pi"])[..., 1]
-    return np.asarray(s["b"]), (pi * np.where(labeled, 0, 80)).sum(-1)
+
+    @jax.jit   # one program (fit and sample) instead of the many small ones run eagerly: faster to compile
+    def draws(key, counts, unl):
+        s = model.sample(key, counts, unl, 2000, state=model.fit(model.init_state(), counts, unl))
+        return s["b"], s["pi"]
+
+    b, pi = draws(jax.random.PRNGKey(0), counts, unl)
+    pi = np.asarray(pi)[..., 1]
+    return np.asarray(b), (pi * np.where(labeled, 0, 80)).sum(-1)
 
 
 def test_the_posterior_prior_lets_the_labels_set_a_steep_slope():
