@@ -12,6 +12,8 @@ slope scale and the number of band offsets before anything is compiled:
     python benchmarks/slope_prior.py --b-sd 4 --bands 6            # a wider prior on the slope
     python benchmarks/slope_prior.py --b-sd 1.5 --bands 0          # no band offsets
     python benchmarks/slope_prior.py --b-sd 1.5 --bands 6 --scale 3   # the same pool at slope 1
+    python benchmarks/slope_prior.py --b-sd 1.5 --pool ../shared/data/abt-buy.parquet --oracle stochastic \
+        --budget 2000 --checkpoints 500,1000,2000 --repeats 200 --seed 0 --draws 200   # a stochastic-oracle cell
 
 Each run: 100 AIS runs, 1000 posterior draws, ~3 min on 2 cores.  Results:
 ``benchmarks/results/slope_prior.md``.
@@ -45,6 +47,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--oracle", default="deterministic", choices=("deterministic", "stochastic"),
+                    help="stochastic: every draw a label (the record's stochastic-oracle cells: --draws 200 --seed 0)")
     args = ap.parse_args(argv)
 
     from bayes_eval.models import calibrated as C
@@ -69,7 +73,8 @@ def main(argv=None):
         pool = Pool.from_frame(pool_frame(args.scale))
     res, _ = run_simulation(pool, M.f1(), "ais", budget=args.budget, batch=50, repeats=args.repeats, seed=args.seed,
                             checkpoints=tuple(int(c) for c in args.checkpoints.split(",")), bayes=True,
-                            bayes_draws=args.draws)
+                            bayes_draws=args.draws,
+                            **({"oracle": args.oracle} if args.oracle != "deterministic" else {}))
     truth = float(res.true_value[0])
     print(f"posterior b sd {C.POSTERIOR_PRIOR['b'][1]:g}, companion b sd {C.PRIOR['b'][1]:g}, {args.bands} bands, scores x{args.scale:g}: true F1 {truth:.4f}")
     print("labels  CLT cov  Bayes cov  Bayes width  posterior mean  estimate mean")
