@@ -36,7 +36,7 @@ def pool_frame(scale: float = 1.0, n: int = 3000, seed: int = 1) -> pd.DataFrame
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--b-sd", type=float, default=None,
-                    help="the posterior model's prior sd of the curve's slope b (shipped: 3 since stop 83, 1.5 before)")
+                    help="the posterior model's prior sd of the curve's slope b (shipped: 2.5 since stop 83, 1.5 before)")
     ap.add_argument("--companion-b-sd", type=float, default=None,
                     help="the designs' companion model's prior sd of b (shipped: 1.5)")
     ap.add_argument("--bands", type=int, default=6, help="band offsets of the posterior model (shipped: 6)")
