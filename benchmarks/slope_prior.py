@@ -35,8 +35,9 @@ def pool_frame(scale: float = 1.0, n: int = 3000, seed: int = 1) -> pd.DataFrame
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--b-sd", type=float, default=None,
-                    help="the posterior model's prior sd of the curve's slope b (shipped: 2.5 since stop 83, 1.5 before)")
+    ap.add_argument("--b-sd", default=None,
+                    help="the posterior model's prior sd of the curve's slope b (shipped: 2.5 since stop 83, 1.5 before); "
+                         "several, comma-separated: σ_b learned over that grid (calibrated.SLOPE_SD)")
     ap.add_argument("--companion-b-sd", type=float, default=None,
                     help="the designs' companion model's prior sd of b (shipped: 1.5)")
     ap.add_argument("--bands", type=int, default=6, help="band offsets of the posterior model (shipped: 6)")
@@ -55,7 +56,9 @@ def main(argv=None):
     from bayes_eval.models import registry as R
 
     if args.b_sd is not None:   # read when the model is traced: patched before anything compiles
-        C.POSTERIOR_PRIOR["b"] = (1.0, args.b_sd)
+        sds = tuple(float(v) for v in args.b_sd.split(","))
+        C.POSTERIOR_PRIOR["b"] = (1.0, sds[-1])
+        R.SLOPE_SD = sds if len(sds) > 1 else None
     if args.companion_b_sd is not None:
         C.PRIOR["b"] = (1.0, args.companion_b_sd)
     R.BANDS = args.bands
@@ -76,7 +79,7 @@ def main(argv=None):
                             bayes_draws=args.draws,
                             **({"oracle": args.oracle} if args.oracle != "deterministic" else {}))
     truth = float(res.true_value[0])
-    print(f"posterior b sd {C.POSTERIOR_PRIOR['b'][1]:g}, companion b sd {C.PRIOR['b'][1]:g}, {args.bands} bands, scores x{args.scale:g}: true F1 {truth:.4f}")
+    print(f"posterior b sd {R.SLOPE_SD or C.POSTERIOR_PRIOR['b'][1]}, companion b sd {C.PRIOR['b'][1]:g}, {args.bands} bands, scores x{args.scale:g}: true F1 {truth:.4f}")
     print("labels  CLT cov  Bayes cov  Bayes width  posterior mean  estimate mean")
     for c in summarize(res):
         print(f"{c['labels']:>6}  {c['coverage']:>7.2f}  {c['coverage_bayes']:>9.2f}  {c['mean_width_bayes']:>11.4f}  "

@@ -76,7 +76,7 @@ from jax.scipy.special import digamma, gammaln, polygamma
 from .. import _config  # noqa: F401
 from . import small_linalg
 
-__all__ = ["CalibratedState", "CalibrationCurve", "score_logit", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "group_scale_grid", "band_scale_grid", "n_band_offsets", "n_group_offsets", "calibrated_model", "OffsetGrid", "offset_grid", "fit_mode_grid", "prior_state_grid", "sample_params_grid", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR", "POSTERIOR_PRIOR", "prior_rows"]
+__all__ = ["CalibratedState", "CalibrationCurve", "score_logit", "make_curve", "curve_eta", "BANDS", "BAND_SCALE", "GROUP_SCALE", "group_scale_grid", "band_scale_grid", "n_band_offsets", "n_group_offsets", "calibrated_model", "OffsetGrid", "offset_grid", "fit_mode_grid", "prior_state_grid", "sample_params_grid", "log_posterior", "log_posterior_derivatives", "numpyro_model", "run_nuts", "PRIOR", "POSTERIOR_PRIOR", "SLOPE_SD", "prior_rows"]
 
 PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1.5)}
 
@@ -98,6 +98,9 @@ PRIOR = {"a": (0.0, 3.0), "b": (1.0, 1.5), "log_kappa": (float(jnp.log(20.0)), 1
 #: designs' companion keeps :data:`PRIOR`: a proposal refitted from the first few labels needs
 #: the firmer slope, and keeping it keeps every design's labels and recorded estimates.
 POSTERIOR_PRIOR = {**PRIOR, "b": (1.0, 2.5)}
+#: the posterior model's grid of the slope prior's sd (``calibrated_model(slope_sd=...)``): None
+#: keeps :data:`POSTERIOR_PRIOR`'s; a sequence learns σ_b from the labels over it (uniform)
+SLOPE_SD = None
 
 #: the curve's bands for the posterior model (``calibrated_model(bands=...)``; the registry's
 #: ``"calibrated"``): units in BANDS quantile bands of z, each band's offset d_j from the
@@ -447,31 +450,48 @@ def band_scale_grid(band_scale=None):
 
 
 class OffsetGrid(NamedTuple):
-    """A grid of the offsets' scales, each point a prior of the offsets: G points of (the bands'
-    random-walk scale s, the groups' scale τ), the uniform prior over them summed out exactly
-    (:func:`fit_mode_grid`, :func:`sample_params_grid`)."""
+    """A grid of the priors' scales, each point a prior: G points of (the bands' random-walk
+    scale s, the groups' scale τ, the slope's prior sd σ_b), the uniform prior over them summed
+    out exactly (:func:`fit_mode_grid`, :func:`sample_params_grid`)."""
 
     precision: jnp.ndarray    # (G, m, m): Q_b(1) / s² ⊕ I / τ²
-    log_prior: jnp.ndarray    # (G,): log p(point) + log of N(0, Q⁻¹)'s normaliser, up to a constant
+    log_prior: jnp.ndarray    # (G,): log p(point) + log of the point's normalisers, up to a constant
     band_scale: jnp.ndarray   # (G,) s (NaN: the curve's own band block, not a grid)
     group_scale: jnp.ndarray  # (G,) τ
+    slope_sd: Any = None      # (G,) σ_b (NaN or None: the curve's own prior of the slope)
 
 
-def offset_grid(curve: CalibrationCurve, band_scales=None, group_scales=None) -> OffsetGrid:
+def offset_grid(curve: CalibrationCurve, band_scales=None, group_scales=None, slope_sds=None) -> OffsetGrid:
     """The grid over the band offsets' scales ``band_scales`` (None: the curve's own band block)
-    times the group offsets' scales ``group_scales`` (None: :data:`GROUP_SCALE`), uniform.  The
-    log prior holds log p(point) − m_b log s − m_g log τ: the normalisers of N(0, Q_b(1)⁻¹ s²)
-    and N(0, τ² I) that :func:`log_posterior` leaves out (they do not depend on θ), so that
-    log_posterior + it is log p(θ, point | y) + const."""
+    times the group offsets' scales ``group_scales`` (None: :data:`GROUP_SCALE`) times the slope
+    prior's sds ``slope_sds`` (None: the curve's own prior of b), uniform.  The log prior holds
+    log p(point) − m_b log s − m_g log τ − log σ_b: the normalisers of N(0, Q_b(1)⁻¹ s²),
+    N(0, τ² I) and N(m_b, σ_b²) that :func:`log_posterior` leaves out (they do not depend on θ),
+    so that log_posterior + it is log p(θ, point | y) + const."""
     m_b, m_g = n_band_offsets(curve), n_group_offsets(curve)
     bands = [(float("nan"), curve.precision[:m_b, :m_b])] if band_scales is None else \
         [(float(s), band_precision(m_b, s) if m_b else jnp.zeros((0, 0))) for s in np.atleast_1d(band_scales)]
-    points = [(s, q, t) for s, q in bands for t in group_scale_grid(group_scales)]
-    prec = jnp.stack([_with_group_block(q, m_g, t) for _, q, t in points])
-    sb = np.array([s for s, _, _ in points])
-    tg = np.array([t for _, _, t in points])
-    lp = -np.log(len(points)) - m_g * np.log(tg) - (0.0 if band_scales is None else m_b * np.log(sb))
-    return OffsetGrid(prec, jnp.asarray(lp), jnp.asarray(sb), jnp.asarray(tg))
+    slopes = [float("nan")] if slope_sds is None else [float(v) for v in np.atleast_1d(slope_sds)]
+    points = [(s, q, t, v) for s, q in bands for t in group_scale_grid(group_scales) for v in slopes]
+    prec = jnp.stack([_with_group_block(q, m_g, t) for _, q, t, _ in points])
+    sb = np.array([s for s, _, _, _ in points])
+    tg = np.array([t for _, _, t, _ in points])
+    sd = np.array([v for _, _, _, v in points])
+    lp = -np.log(len(points)) - m_g * np.log(tg) - (0.0 if band_scales is None else m_b * np.log(sb)) \
+        - (0.0 if slope_sds is None else np.log(sd))
+    return OffsetGrid(prec, jnp.asarray(lp), jnp.asarray(sb), jnp.asarray(tg), jnp.asarray(sd))
+
+
+def _point_prior(curve: CalibrationCurve, slope_sd):
+    """(3, 2): the curve's prior of (a, b, log κ) at a grid point of slope sd ``slope_sd`` (NaN:
+    the curve's own); traced or concrete."""
+    rows = jnp.asarray(prior_rows() if curve.prior is None else curve.prior)
+    return rows.at[1, 1].set(jnp.where(jnp.isnan(slope_sd), rows[1, 1], slope_sd))
+
+
+def _slope_sds(grid: OffsetGrid):
+    """(G,) the grid's slope sds, NaN where a point keeps the curve's own."""
+    return jnp.full(grid.log_prior.shape, jnp.nan) if grid.slope_sd is None else grid.slope_sd
 
 
 def _as_grid(curve: CalibrationCurve, grid) -> OffsetGrid:
@@ -486,8 +506,8 @@ def fit_mode_grid(curve: CalibrationCurve, grid, counts, init=None, n_iter: int 
     grid = _as_grid(curve, grid)
     precisions, lp = grid.precision, grid.log_prior
 
-    def one(q, st):
-        c = curve._replace(precision=q)
+    def one(q, sd, st):
+        c = curve._replace(precision=q, prior=_point_prior(curve, sd))
         st = fit_mode(c, counts, init=st, n_iter=n_iter)
         logdet = small_linalg.logdet_of_factor(small_linalg.cholesky(st.cov))
         return st, log_posterior(st.mode, c, counts) + 0.5 * logdet
@@ -495,7 +515,7 @@ def fit_mode_grid(curve: CalibrationCurve, grid, counts, init=None, n_iter: int 
     if init is None:
         init = CalibratedState(jnp.broadcast_to(_prior_mode(curve.precision.shape[0], curve), (lp.shape[0], curve.precision.shape[0] + 3)),
                                jax.vmap(lambda q: _prior_cov(q, curve))(precisions))
-    st, log_ev = jax.vmap(one)(precisions, CalibratedState(init.mode, init.cov))
+    st, log_ev = jax.vmap(one)(precisions, _slope_sds(grid), CalibratedState(init.mode, init.cov))
     return CalibratedState(st.mode, st.cov, jax.nn.log_softmax(log_ev + lp))
 
 
@@ -512,10 +532,10 @@ def prior_state_grid(curve: CalibrationCurve, grid) -> CalibratedState:
     grid = _as_grid(curve, grid)
     prec = np.asarray(grid.precision, dtype=np.float64)
     n_points, m = prec.shape[0], prec.shape[1]
-    s2 = np.asarray(_prior_of(curve)[1]) ** 2
+    s2 = np.asarray([np.asarray(_point_prior(curve, v))[:, 1] for v in np.asarray(_slope_sds(grid))]) ** 2   # (G, 3)
     covs = np.zeros((n_points, 3 + m, 3 + m))
-    covs[:, :3, :3] = np.diag(s2)
-    logdet = np.full(n_points, float(np.sum(np.log(s2))))
+    covs[:, [0, 1, 2], [0, 1, 2]] = s2
+    logdet = np.sum(np.log(s2), axis=1)
     if m:
         inv = np.linalg.inv(prec)
         covs[:, 3:, 3:] = 0.5 * (inv + np.swapaxes(inv, 1, 2))
@@ -579,6 +599,9 @@ def sample_params_grid(key, curve: CalibrationCurve, grid, counts, state: Calibr
     shared = jax.vmap(lambda t: log_posterior(t, curve._replace(precision=jnp.zeros_like(curve.precision)), counts))(x)
     offsets = x[:, 3:]
     joint = shared[None, :] + lp[:, None] - 0.5 * jnp.einsum("ni,gij,nj->gn", offsets, precisions, offsets)  # (G, n)
+    m0, s0 = _prior_of(curve)     # a point's own slope sd replaces the curve's in the shared term
+    sd = jnp.where(jnp.isnan(_slope_sds(grid)), s0[1], _slope_sds(grid))
+    joint = joint - 0.5 * (x[None, :, 1] - m0[1]) ** 2 * (1.0 / sd[:, None] ** 2 - 1.0 / s0[1] ** 2)
     logp = jax.nn.logsumexp(joint, axis=0)
     logw = jnp.where(jnp.isfinite(logp), logp - logq, -jnp.inf)
     w = jnp.exp(logw - jnp.max(logw))
@@ -641,7 +664,7 @@ def _mode_posterior_predictive(mode, curve: CalibrationCurve, counts):
 
 def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, bands: int = 0,
                      band_scale=None, groups=None, n_groups: int | None = None,
-                     group_scale=None, prior: dict | None = None):
+                     group_scale=None, prior: dict | None = None, slope_sd=None):
     """The model behind the ``OracleModel`` interface of :mod:`bayes_eval.models`.
 
     ``leaf_probs`` (K, 2): the classifier's mean class probabilities per stratum;
@@ -653,20 +676,26 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
     group, N(0, τ²) with τ = ``group_scale`` (default :data:`GROUP_SCALE`); a sequence of scales:
     τ learned over that grid (a uniform prior on it, :func:`fit_mode_grid`,
     :func:`sample_params_grid`; the draws gain ``group_scale``); ``prior``: of (a, b, log κ)
-    (default :data:`PRIOR`, the companion's; the posterior model's is :data:`POSTERIOR_PRIOR`).
+    (default :data:`PRIOR`, the companion's; the posterior model's is :data:`POSTERIOR_PRIOR`);
+    ``slope_sd``: a sequence of the slope prior's sds, σ_b learned over that grid (a uniform prior;
+    it replaces ``prior``'s sd of b; the draws gain ``slope_sd``; None or one value: fixed).
     """
     from .oracle import OracleModel
 
     scales = group_scale_grid(group_scale)
+    slopes = None if slope_sd is None else group_scale_grid(slope_sd)
+    if slopes is not None and len(slopes) == 1:
+        prior, slopes = {**(PRIOR if prior is None else prior), "b": ((PRIOR if prior is None else prior)["b"][0], slopes[0])}, None
     band_scales = band_scale_grid(band_scale)
     curve = make_curve(score_logit(leaf_probs), bands, band_scales, groups=groups, n_groups=n_groups, group_scale=scales[0],
                        prior=prior)
     n_bands = curve.precision.shape[0]          # every offset: the bands' and the groups'
     m_b = n_band_offsets(curve)
     learn_bands = m_b > 0 and len(band_scales) > 1
-    if (groups is not None and len(scales) > 1) or learn_bands:
-        grid = offset_grid(curve, band_scales if learn_bands else None, scales if groups is not None else None)
-        return _calibrated_grid_model(curve, grid, n_proposals, fit_iters, learn_bands, groups is not None and len(scales) > 1)
+    if (groups is not None and len(scales) > 1) or learn_bands or slopes is not None:
+        grid = offset_grid(curve, band_scales if learn_bands else None, scales if groups is not None else None, slopes)
+        return _calibrated_grid_model(curve, grid, n_proposals, fit_iters, learn_bands, groups is not None and len(scales) > 1,
+                                      slopes is not None)
 
     def init_state():
         return CalibratedState(mode=_prior_mode(n_bands, curve), cov=_prior_cov(curve.precision, curve))
@@ -691,7 +720,7 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
 
 
 def _calibrated_grid_model(curve: CalibrationCurve, grid: OffsetGrid, n_proposals: int, fit_iters: int,
-                           band_draws: bool = False, group_draws: bool = True):
+                           band_draws: bool = False, group_draws: bool = True, slope_draws: bool = False):
     """:func:`calibrated_model` with the offsets' scales learned over the grid ``grid``; the
     draws carry ``band_scale`` / ``group_scale`` where those are learned."""
     from .oracle import OracleModel
@@ -723,7 +752,8 @@ def _calibrated_grid_model(curve: CalibrationCurve, grid: OffsetGrid, n_proposal
         k1, k2, k3 = jax.random.split(key, 3)
         th, point, ess = sample_params_grid(k1, curve, grid, counts, st, n_draws, n_proposals)
         learned = {**({"band_scale": grid.band_scale[point]} if band_draws else {}),
-                   **({"group_scale": grid.group_scale[point]} if group_draws else {})}
+                   **({"group_scale": grid.group_scale[point]} if group_draws else {}),
+                   **({"slope_sd": grid.slope_sd[point]} if slope_draws else {})}
         return {**_draws_given_params(th, k2, k3, curve, counts, unlabeled, m_b), **learned, "importance_ess": ess}
 
     def posterior_predictive(state, counts):
@@ -732,19 +762,25 @@ def _calibrated_grid_model(curve: CalibrationCurve, grid: OffsetGrid, n_proposal
     return OracleModel("calibrated-beta", init_state, fit, predictive, sample, posterior_predictive)
 
 
-def numpyro_model(z, counts, band=None, precision=None, group=None, band_scales=None, prior=None):
+def numpyro_model(z, counts, band=None, precision=None, group=None, band_scales=None, prior=None, slope_sds=None):
     """The same model in NumPyro (marginal over π), for NUTS and ArviZ diagnostics; with
     ``band`` / ``precision`` (a :class:`CalibrationCurve`'s, the bands' block) the band offsets
     ``band_offset``, their walk's scale ``band_scales`` (default :data:`BAND_SCALE`; a grid: s
     summed out, ``precision`` then the unit walk, as :func:`make_curve` builds it for a grid); with
     ``group`` (K, m_g) one-hot the group offsets ``group_offset``; ``prior``: of (a, b, log κ)
-    as :data:`PRIOR` spells it (default :data:`PRIOR`; the posterior model's: :data:`POSTERIOR_PRIOR`)."""
+    as :data:`PRIOR` spells it (default :data:`PRIOR`; the posterior model's: :data:`POSTERIOR_PRIOR`);
+    ``slope_sds`` several sds: the slope's prior sd over that grid, uniform, summed out."""
     import numpyro
     import numpyro.distributions as dist
 
     rows = prior_rows(prior)
     a = numpyro.sample("a", dist.Normal(*rows[0]))
-    b = numpyro.sample("b", dist.Normal(*rows[1]))
+    sds = None if slope_sds is None else group_scale_grid(slope_sds)
+    if sds is None or len(sds) == 1:
+        b = numpyro.sample("b", dist.Normal(rows[1][0], rows[1][1] if sds is None else sds[0]))
+    else:   # p(b) = Σ_σ N(b; m, σ²) / S
+        b = numpyro.sample("b", dist.ImproperUniform(dist.constraints.real, (), ()))
+        numpyro.factor("b_prior", jax.nn.logsumexp(dist.Normal(rows[1][0], jnp.asarray(sds)).log_prob(b)) - jnp.log(len(sds)))
     lk = numpyro.sample("log_kappa", dist.Normal(*rows[2]))
     kappa = jnp.exp(lk)
     eta = a + b * z

@@ -67,7 +67,7 @@ class CalibratedSampler:
         self._keep = int(keep)
 
     def run(self, key, lp, counts, num_warmup, num_samples, num_chains, chain_method, nuts_kwargs,
-            extra_fields=("diverging", "num_steps"), groups=None, n_groups=None, band_scale=None):
+            extra_fields=("diverging", "num_steps"), groups=None, n_groups=None, band_scale=None, slope_sd=None):
         from functools import partial
 
         from numpyro.infer import MCMC, NUTS
@@ -78,10 +78,10 @@ class CalibratedSampler:
         z = cal.score_logit(lp)
         scales = cal.band_scale_grid(band_scale)
         ck = (int(num_warmup), int(num_samples), int(num_chains), chain_method, tuple(sorted(nuts_kwargs.items())),
-              tuple(extra_fields), None if groups is None else int(n_groups), scales)
+              tuple(extra_fields), None if groups is None else int(n_groups), scales, slope_sd)
         mcmc = self._mcmc.pop(ck, None)
         if mcmc is None:
-            model = partial(cal.numpyro_model, band_scales=scales, prior=cal.POSTERIOR_PRIOR)
+            model = partial(cal.numpyro_model, band_scales=scales, prior=cal.POSTERIOR_PRIOR, slope_sds=slope_sd)
             mcmc = MCMC(NUTS(model, **nuts_kwargs), num_warmup=num_warmup, num_samples=num_samples,
                         num_chains=num_chains, chain_method=chain_method, progress_bar=False, jit_model_args=True)
         curve = cal.make_curve(z, cal.BANDS, band_scale, groups=groups, n_groups=n_groups, prior=cal.POSTERIOR_PRIOR)
@@ -100,8 +100,9 @@ def _calibrated_pi():
     return jax.jit(calibrated_pi)
 
 
-@functools.partial(jax.jit, static_argnames=("n_proposals", "groups", "n_groups", "band_scale", "num_samples"))
-def _fast_draws(keys, lp, counts, unlabeled, *, n_proposals: int, groups, n_groups, band_scale, num_samples: int):
+@functools.partial(jax.jit, static_argnames=("n_proposals", "groups", "n_groups", "band_scale", "num_samples", "slope_sd"))
+def _fast_draws(keys, lp, counts, unlabeled, *, n_proposals: int, groups, n_groups, band_scale, num_samples: int,
+                slope_sd=None):
     """The fast route's draws, one chain per key: one jitted function, so JAX compiles it once per
     setting and shape (the leaf probabilities, counts and unlabeled items are arguments) and a
     report refitted on new labels does not compile again (a fresh closure was traced on every fit
@@ -113,12 +114,12 @@ def _fast_draws(keys, lp, counts, unlabeled, *, n_proposals: int, groups, n_grou
     grp = None if groups is None else np.asarray(groups, dtype=np.int64)
     with jax.ensure_compile_time_eval():
         om = cal.calibrated_model(lp, n_proposals=n_proposals, bands=cal.BANDS, groups=grp, n_groups=n_groups,
-                                  band_scale=band_scale, prior=cal.POSTERIOR_PRIOR)
+                                  band_scale=band_scale, prior=cal.POSTERIOR_PRIOR, slope_sd=slope_sd)
 
     def one(k):
         d = om.sample(k, counts, unlabeled, num_samples)
         return (d["a"], d["b"], d["kappa"], d["band_offset"], d["group_offset"], d["pi"], d["importance_ess"],
-                d.get("group_scale"), d.get("band_scale"))
+                d.get("group_scale"), d.get("band_scale"), d.get("slope_sd"))
 
     return jax.vmap(one)(keys)
 
@@ -126,10 +127,11 @@ def _fast_draws(keys, lp, counts, unlabeled, *, n_proposals: int, groups, n_grou
 def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str, num_chains: int, num_warmup: int,
                      num_samples: int, thin: int, n_proposals: int, chain_method: str, nuts_kwargs: dict,
                      extra_fields: tuple, sampler=None, depth=8, branching=None, strength=1.0,
-                     groups=None, n_groups=None, band_scale=None) -> ParameterDraws:
+                     groups=None, n_groups=None, band_scale=None, slope_sd=None) -> ParameterDraws:
     """The calibrated model's (a, b, κ) and π (see the module docstring): ``key`` for the
     parameters, ``pi_key`` for π given them; ``depth``, ``branching``, ``strength`` are the
-    tree's and ignored; ``band_scale`` the band walk's scale (default ``calibrated.BAND_SCALE``).  With C > 2 classes: the binary model's draws on the top split
+    tree's and ignored; ``band_scale`` the band walk's scale (default ``calibrated.BAND_SCALE``), ``slope_sd``
+    the slope prior's sds (default ``calibrated.SLOPE_SD``; ``()``: the prior's own, fixed).  With C > 2 classes: the binary model's draws on the top split
     (``models/calibrated_classes.py``), then the other classes' split per top class from its
     exact Dirichlet conditional (``error_split`` [top_class, class]) after its spread η from its
     posterior on a grid (``error_spread``), its prior the classifier's shares mixed with the labels'
@@ -147,7 +149,7 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
                              chain_method=chain_method, nuts_kwargs=nuts_kwargs, extra_fields=extra_fields,
                              sampler=sampler, n_groups=np.asarray(leaf_probs).shape[1],
                              groups=top_classes(leaf_probs) if calibrated_classes.CLASS_OFFSETS else None,
-                             band_scale=calibrated_classes.TOP_BAND_SCALE)
+                             band_scale=calibrated_classes.TOP_BAND_SCALE, slope_sd=())
         pi, phi, eta, w, mass = classes_pi(jax.random.fold_in(pi_key, 1), leaf_probs, counts, jnp.asarray(d.pi)[..., 1],
                                      unit_sizes(counts, unlabeled))
         c = phi.shape[-1]
@@ -160,14 +162,18 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
 
     lp = jnp.asarray(leaf_probs, dtype=jnp.float64)
     k_fit, k_pi = key, pi_key
+    slope = cal.SLOPE_SD if slope_sd is None else slope_sd
+    slope = () if slope is None else cal.group_scale_grid(slope)
+    slope = slope or None       # none: the prior's own sd; one: that sd, fixed; several: learned
     prior = {name: np.asarray(v, dtype=np.float64) for name, v in cal.POSTERIOR_PRIOR.items()}
     info: dict = {}
     mcmc, scale_draws = None, None      # scale_draws: τ per draw, where it is learned over a grid (fast route)
     band_scale_draws = None             # likewise the band offsets' random-walk scale
+    slope_draws = None                  # likewise the slope prior's sd
     if method == "nuts":
         mcmc = (sampler or CalibratedSampler()).run(k_fit, lp, counts, num_warmup, num_samples, num_chains,
                                                     chain_method, {**CALIBRATED_NUTS, **nuts_kwargs}, extra_fields,
-                                                    groups=groups, n_groups=n_groups, band_scale=band_scale)
+                                                    groups=groups, n_groups=n_groups, band_scale=band_scale, slope_sd=slope)
         s = mcmc.get_samples(group_by_chain=True)
         a, b, lk = (np.asarray(s[n]) for n in ("a", "b", "log_kappa"))
         d = np.asarray(s["band_offset"]) if "band_offset" in s else np.zeros(a.shape + (0,))
@@ -177,12 +183,13 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
         pi = _calibrated_pi()(k_pi, lp, counts, flat(a), flat(b), flat(kappa), flat(d) if d.shape[-1] else None,
                               flat(e) if e.shape[-1] else None, None if groups is None else jnp.asarray(groups))
     else:
-        a, b, kappa, d, e, pi, iess, tau, s_band = _fast_draws(
+        a, b, kappa, d, e, pi, iess, tau, s_band, s_slope = _fast_draws(
             jax.random.split(k_fit, num_chains), lp, jnp.asarray(counts, dtype=jnp.float64),
             jnp.asarray(unlabeled, dtype=jnp.float64), n_proposals=int(n_proposals),
             groups=None if groups is None else tuple(np.asarray(groups).tolist()),
             n_groups=None if n_groups is None else int(n_groups), band_scale=cal.band_scale_grid(band_scale),
-            num_samples=int(num_samples))
+            num_samples=int(num_samples), slope_sd=slope)
+        slope_draws = None if s_slope is None else np.asarray(s_slope)   # the slope prior's sd, where learned
         band_scale_draws = None if s_band is None else np.asarray(s_band)   # the walk's scale, where learned
         a, b, kappa, d, e = np.asarray(a), np.asarray(b), np.asarray(kappa), np.asarray(d), np.asarray(e)
         scale_draws = None if tau is None else np.asarray(tau)   # τ learned over a grid: each draw's
@@ -195,6 +202,10 @@ def calibrated_draws(key, pi_key, leaf_probs, counts, unlabeled, *, method: str,
         params["class_offset_scale"] = scale_draws
     if band_scale_draws is not None:
         params["band_offset_scale"] = band_scale_draws
+    if slope_draws is not None:
+        params["slope_prior_sd"] = slope_draws
+    if slope is not None:
+        info["slope_sd"] = slope[0] if len(slope) == 1 else list(slope)
     dims = {f"prior_{name}": ["moment"] for name in prior}
     coords = {"moment": ["mean", "sd"]}
     if d.shape[-1]:

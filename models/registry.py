@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import _config  # noqa: F401
 from ..strata import tree_shape
-from .calibrated import BANDS, POSTERIOR_PRIOR, calibrated_model
+from .calibrated import BANDS, POSTERIOR_PRIOR, SLOPE_SD, calibrated_model
 from .calibrated_classes import calibrated_classes_model
 from .oracle import classifier_scores, dirichlet_tree, flat_dirichlet_tree, independent_dirichlet
 
@@ -64,7 +64,7 @@ def _classifier(leaf_probs, depth=8, branching=None, strength=1.0, em_iters=10):
 
 def _calibrated(leaf_probs, depth=8, branching=None, strength=1.0, em_iters=10):
     if np.asarray(leaf_probs).shape[1] == 2:
-        return calibrated_model(leaf_probs, bands=BANDS, prior=POSTERIOR_PRIOR)
+        return calibrated_model(leaf_probs, bands=BANDS, prior=POSTERIOR_PRIOR, slope_sd=SLOPE_SD)
     return calibrated_classes_model(leaf_probs, bands=BANDS)
 
 
