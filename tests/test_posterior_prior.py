@@ -1,12 +1,13 @@
 """The posterior model's prior on the calibration curve's slope (``models/calibrated.py``:
-``POSTERIOR_PRIOR``, b ~ N(1, 2.5²), against the designs' companion's ``PRIOR``, b ~ N(1, 1.5²)).
+``POSTERIOR_PRIOR``, b ~ N(1, 2²) since stop 85 (2.5² from stop 83), against the designs' companion's
+``PRIOR``, b ~ N(1, 1.5²)).
 
 A classifier whose scores are under-confident -- the log-odds of a positive 3 × its margin --
 is a curve the model can fit, but a prior that holds the slope near 1 flattens the fitted
 curve where the labels are few (below the threshold, where AIS draws least), and the flatter
 curve puts more positives among the unlabeled low-score items: recall and F1 sit low and the
-Bayesian interval misses (0.86 of 100 AIS runs at 150 and 300 labels with sd 1.5; 0.92 / 0.89
-with sd 2.5: ``benchmarks/results/slope_prior.md``).
+Bayesian interval misses (0.86 of 100 AIS runs at 150 and 300 labels with sd 1.5; 0.89 / 0.88
+with sd 2, 0.92 / 0.89 with sd 2.5: ``benchmarks/results/slope_prior.md``).
 """
 import jax
 import jax.numpy as jnp
@@ -53,8 +54,9 @@ def test_the_posterior_prior_lets_the_labels_set_a_steep_slope():
     b_post, hidden_post = _hidden_positives(cal.POSTERIOR_PRIOR)
     b_comp, hidden_comp = _hidden_positives(cal.PRIOR)
     # the companion's prior pulls the slope toward 1 and the hidden positives up (its median
-    # 26 where the truth is 15.8); the posterior model's follows the labels (15)
-    assert b_post.mean() > b_comp.mean() + 0.4
+    # 26 where the truth is 15.8); the posterior model's follows the labels (15).  Mean b: 2.78
+    # under the companion's, 3.11 under sd 2 (0.4 more under sd 2.5)
+    assert b_post.mean() > b_comp.mean() + 0.2
     assert abs(np.log(np.median(hidden_post) / hidden_truth)) < np.log(1.35)
     assert abs(np.log(np.median(hidden_post) / hidden_truth)) < abs(np.log(np.median(hidden_comp) / hidden_truth))
     # and the truth stays inside the posterior's central 95%
@@ -86,7 +88,8 @@ def _steep_pool(n=3000, seed=1):
 @pytest.mark.slow
 def test_the_bayesian_interval_covers_on_an_under_confident_classifiers_pool():
     """100 AIS runs of 150 labels: the Bayesian interval of F1 holds the truth in ≥ 0.88 of them
-    (0.95 less 3 binomial SE at 100 runs; measured 0.92, and 0.86 with the companion's prior)."""
+    (0.95 less 3 binomial SE at 100 runs; measured 0.92 under sd 2.5, 0.89 under sd 2 -- the
+    benchmark's runs of 300 labels, read at 150 -- and 0.86 with the companion's prior)."""
     from bayes_eval import measures
     from bayes_eval.pool import Pool
     from bayes_eval.results import summarize

@@ -99,6 +99,8 @@ def table():
         "not rerun since are the fixed-scale release's (`bayes_record_scale1/`), marked. Stop 83 gave the",
         "posterior model its own prior on the curve's slope (`models/calibrated.py`: `POSTERIOR_PRIOR`); rows",
         "not rerun since are the runs under the companion's b ~ N(1, 1.5²) (`bayes_record_b15/`), marked.",
+        "Stop 85 set that prior's sd to 2 (2.5 from stop 83: `bayes_record_b25/`; 3: `bayes_record_b3/`; the same",
+        "labels in every one of these folders, the designs' companion unchanged).",
         "",
         "| design | pool | runs | RMSE | Bayes cov. | Bayes width | width ÷ RMSE | target met "
         "| RMSE of the posterior mean (width ÷ it) |",
