@@ -58,10 +58,12 @@ def test_the_slope_grids_prior_state_is_its_fit_on_no_labels():
     np.testing.assert_allclose(np.asarray(closed.cov)[:, 1, 1], np.asarray(grid.slope_sd) ** 2)
 
 
+@pytest.mark.slow
 def test_the_grid_models_draws_carry_the_learned_slope_sd():
     """``calibrated_model(slope_sd=grid)``: its draws gain ``slope_sd`` (each a grid value), and
     under labels of a steep curve its draws of b are larger than under the narrowest sd alone
-    (the grid lets the labels loosen the prior); one sd is the fixed prior (no grid draws)."""
+    (the grid lets the labels loosen the prior); one sd is the fixed prior (no grid draws).  Slow tier:
+    27 s of the default tier's worker for a model that is off by default (stop 85's CI)."""
     z, counts = _units(3.0, seed=1)
     lp = jnp.stack([jax.nn.sigmoid(-z), jax.nn.sigmoid(z)], 1)
     unl = jnp.full(z.shape, 20.0)
