@@ -534,7 +534,10 @@ def prior_state_grid(curve: CalibrationCurve, grid) -> CalibratedState:
     grid = _as_grid(curve, grid)
     prec = np.asarray(grid.precision, dtype=np.float64)
     n_points, m = prec.shape[0], prec.shape[1]
-    s2 = np.asarray([np.asarray(_point_prior(curve, v))[:, 1] for v in np.asarray(_slope_sds(grid))]) ** 2   # (G, 3)
+    rows = prior_rows() if curve.prior is None else np.asarray(curve.prior)
+    sd = np.full(n_points, np.nan) if grid.slope_sd is None else np.asarray(grid.slope_sd, dtype=np.float64)
+    s2 = np.tile(rows[:, 1] ** 2, (n_points, 1))      # (G, 3): each point's prior variances, in NumPy
+    s2[:, 1] = np.where(np.isnan(sd), s2[:, 1], sd ** 2)
     covs = np.zeros((n_points, 3 + m, 3 + m))
     covs[:, [0, 1, 2], [0, 1, 2]] = s2
     logdet = np.sum(np.log(s2), axis=1)
