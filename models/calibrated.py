@@ -689,8 +689,9 @@ def calibrated_model(leaf_probs, n_proposals: int = 1024, fit_iters: int = 25, b
 
     scales = group_scale_grid(group_scale)
     slopes = None if slope_sd is None else group_scale_grid(slope_sd)
-    if slopes is not None and len(slopes) == 1:
-        prior, slopes = {**(PRIOR if prior is None else prior), "b": ((PRIOR if prior is None else prior)["b"][0], slopes[0])}, None
+    if slopes is not None and len(slopes) == 1:   # one sd: a fixed prior on b
+        base = PRIOR if prior is None else prior
+        prior, slopes = {**base, "b": (base["b"][0], slopes[0])}, None
     band_scales = band_scale_grid(band_scale)
     curve = make_curve(score_logit(leaf_probs), bands, band_scales, groups=groups, n_groups=n_groups, group_scale=scales[0],
                        prior=prior)
