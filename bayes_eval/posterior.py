@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _config  # noqa: F401
+from ._config import jit_run_often
 from .cells import CellTable, leaf_counts  # noqa: F401  (leaf_counts re-exported)
 
 __all__ = [
@@ -673,7 +674,8 @@ def intervals_at_checkpoints(cells, model, g, n_strata, labeled, seed, n_draws, 
     if pad:
         keys = jnp.concatenate([keys, jnp.repeat(keys[:1], pad, axis=0)])
         flat = jnp.concatenate([flat, jnp.repeat(flat[:1], pad, axis=0)])
-    out = jax.jit(lambda k, f, c: jax.lax.map(lambda a: one(*a, c), (k, f), batch_size=batch))(keys, flat, cells)
+    # hundreds of posteriors: compiled to run (at least XLA's level 1, :func:`bayes_eval._config.jit_run_often`)
+    out = jit_run_often(lambda k, f, c: jax.lax.map(lambda a: one(*a, c), (k, f), batch_size=batch))(keys, flat, cells)
     return _checkpoint_intervals(out, n, r, n_ck)
 
 

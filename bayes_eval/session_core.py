@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import _config  # noqa: F401  (float64)
+from ._config import jit_run_often
 from .checks import zero_padded_hint
 from .errors import SessionError, UnknownItemError
 from .fingerprints import PORTABLE_VERSION
@@ -585,7 +586,9 @@ def _pool_posterior_program(model, units, loss_tables, gs, n_draws: int, observa
         # one key and one fit: every measure's parameter draws are the same, and so is their ESS
         return jnp.concatenate(out, axis=1), jnp.concatenate(one, axis=1), post.sampler_ess
 
-    program = jax.jit(all_measures)
+    # run at every status and, for the Bayesian stopping rule, at every stage: compiled to run
+    # (at least XLA's level 1 where the process compiles at 0, :func:`bayes_eval._config.jit_run_often`)
+    program = jit_run_often(all_measures)
     return lambda rkey, labeled: program(rkey, labeled, ucells, loss_tables)
 
 
