@@ -86,17 +86,30 @@ def _steep_pool(n=3000, seed=1):
 
 
 @pytest.mark.slow
-def test_the_bayesian_interval_covers_on_an_under_confident_classifiers_pool():
-    """100 AIS runs of 150 labels: the Bayesian interval of F1 holds the truth in ≥ 0.88 of them
-    (0.95 less 3 binomial SE at 100 runs; measured 0.92 under sd 2.5, 0.89 under sd 2 -- the
-    benchmark's runs of 300 labels, read at 150 -- and 0.86 with the companion's prior)."""
+def test_the_bayesian_interval_covers_on_an_under_confident_classifiers_pool(monkeypatch):
+    """100 AIS runs of 150 labels on a pool whose classifier is under-confident (log-odds 3 × the
+    margin): the Bayesian interval of F1 under the posterior model's slope prior holds the truth in
+    ≥ 0.84 of them, and in at least as many as under the companion's firmer prior on the same runs
+    (the designs do not read the posterior model, so the labels are the same).  Not ≥ 0.95 − 3 SE:
+    this pool is the price of the prior's sd (README, "Which model"; ``benchmarks/results/slope_prior.md``):
+    measured at stop 86 on these runs 0.87 under sd 2 (the benchmark's runs of 300 labels, read at
+    150: 0.89 under 2, 0.92 under stop 83's 2.5, 0.86 under the companion's 1.5)."""
     from bayes_eval import measures
     from bayes_eval.pool import Pool
     from bayes_eval.results import summarize
     from bayes_eval.simulate import run_simulation
 
     pool = Pool.from_frame(_steep_pool())
-    res, _ = run_simulation(pool, measures.f1(), "ais", budget=150, batch=50, repeats=100, seed=3,
-                            checkpoints=(150,), bayes=True, bayes_draws=1000)
-    (row,) = summarize(res)
-    assert row["coverage_bayes"] >= 0.88
+
+    def coverage():
+        res, _ = run_simulation(pool, measures.f1(), "ais", budget=150, batch=50, repeats=100, seed=3,
+                                checkpoints=(150,), bayes=True, bayes_draws=1000)
+        (row,) = summarize(res)
+        return row["coverage_bayes"]
+
+    posterior = coverage()
+    # the posterior model built afresh under the companion's prior: its programs are traced again
+    monkeypatch.setitem(cal.POSTERIOR_PRIOR, "b", cal.PRIOR["b"])
+    firmer = coverage()
+    assert posterior >= 0.84, (posterior, firmer)
+    assert posterior >= firmer, (posterior, firmer)
