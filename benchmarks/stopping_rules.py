@@ -58,12 +58,16 @@ def _first(res, narrow, lo, hi):
             "mean_labels": float(res.history.n_labels[r, first][stopped].mean()) if n else None, "stopped_runs": n}
 
 
-def variant(res, w, kappa=None, consecutive=1):
-    """The Bayesian interval ≤ w (and the confidence sequence ≤ κw), at ``consecutive`` stage ends in a row."""
+def variant(res, w, kappa=None, consecutive=1, check_max=None):
+    """The Bayesian interval ≤ w (and the confidence sequence ≤ κw; and the CLT check's variance ratio ≤
+    ``check_max``, stop 86's lead: the demo pool's wrong stops had a ratio of ~98 against ~40), at
+    ``consecutive`` stage ends in a row."""
     h = res.history
     m = h.value.shape[2]
     lo, hi = res.stage_bayes_lower[..., :m], res.stage_bayes_upper[..., :m]
     ok = np.all(hi - lo <= w, 2)
+    if check_max is not None and h.check is not None:
+        ok &= np.all(np.nan_to_num(h.check[..., :m], nan=np.inf) <= check_max, 2)
     if kappa is not None:
         cl, ch = cs_bounds(h.value, h.lower, h.upper, h.n_draws[..., None], sd=h.sd, feasible=h.feasible)
         ok &= np.all(np.where(np.isfinite(ch - cl), ch - cl, np.inf) <= kappa * w, 2)
@@ -87,7 +91,11 @@ def main(argv=None):
              ("bayes, 2 in a row", lambda r, w: variant(r, w, consecutive=2)),
              ("bayes, 5 in a row", lambda r, w: variant(r, w, consecutive=5)),
              ("bayes & CS ≤ 1.5W", lambda r, w: variant(r, w, kappa=1.5)),
-             ("bayes & CS ≤ 2W", lambda r, w: variant(r, w, kappa=2.0))]
+             ("bayes & CS ≤ 2W", lambda r, w: variant(r, w, kappa=2.0)),
+             ("bayes & check ratio ≤ 60", lambda r, w: variant(r, w, check_max=60.0)),
+             ("bayes & check ratio ≤ 30", lambda r, w: variant(r, w, check_max=30.0)),
+             (f"bayes & check ratio ≤ 60, {STABLE_STAGES} in a row",
+              lambda r, w: variant(r, w, consecutive=STABLE_STAGES, check_max=60.0))]
     budgets = [int(np.max(SavedStages(f).history.n_labels)) for f in a.files]
     lines = [f"# Stopping rules on saved per-stage intervals (F1, at most {max(budgets)} labels a run, "
              f"batches of 50; the design is in each file's name)", "",
