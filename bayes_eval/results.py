@@ -478,7 +478,10 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     (Every wrong stop measured for ``"bayes"`` and ``"bayes-cs"`` after the collapsed interval
     was widened came from a numerical defect of the calibrated model, fixed at stop 40; on the
     same runs ``"bayes"`` is now honest in every cell with 19–30% fewer labels,
-    ``benchmarks/results/stopping_rules_cells.md``; issue 15, items 3 and 4.)  The Bayesian interval is
+    ``benchmarks/results/stopping_rules_cells.md``; issue 15, items 3 and 4.  Stop 86: under the
+    slope prior N(1, 2²) not on the demo pool at W = 0.05 -- ``"bayes"`` 0.89 of 76 stops,
+    ``"bayes-stable"`` 0.69 of 29, every miss above the truth; ``benchmarks/results/stopping_stop86.md``,
+    and a lead in ``stopping_check_gate.md``.)  The Bayesian interval is
     :func:`bayes_eval.posterior.resolved_interval`: where it collapsed onto one completed-pool
     value while an unlabeled item can still change G (``res.stage_bayes_collapsed``) it is
     widened to what one unlabeled item's class can change, so no rule stops below the
