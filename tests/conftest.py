@@ -52,21 +52,6 @@ if (os.environ.get("BAYES_EVAL_TEST_XLA_OPT", "0") == "0" and not _selects_slow(
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *_flags]).strip()
 
 
-def jit_for_a_long_run(fun):
-    """``jax.jit(fun)`` for a test's own program that runs long once compiled (a batch of
-    hundreds of posteriors for simulation-based calibration): compiled at XLA's level 1 where
-    the tier compiles at level 0 (FAST_COMPILE_FLAGS) -- the library's
-    :func:`bayes_eval._config.jit_run_often`, which its own posterior programs use.  Measured at
-    stop 72 on tests/test_posterior.py's SBC batch (220 posteriors of 200 draws, one core):
-    level 0 17.7 s to compile and 28.5 s to run, level 1 20.2 s and 11.5 s, the default level
-    35.6 s and 10.7 s.  The whole tier at level 1 took 1,383 s against 1,143 s at level 0: only
-    such programs gain.  Elsewhere (the slow tier, BAYES_EVAL_TEST_XLA_OPT=default) the level
-    the process has."""
-    from bayes_eval._config import jit_run_often
-
-    return jit_run_often(fun)
-
-
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 

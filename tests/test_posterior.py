@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bayes_eval._config import jit_run_often
 from bayes_eval import measures as M
 from bayes_eval.cells import build_cells
 from bayes_eval.models import calibrated as cal
@@ -31,7 +32,7 @@ from bayes_eval.posterior import (
     replicate_labeled,
 )
 from bayes_eval.strata import Strata
-from conftest import calibrated_prior_curve, jit_for_a_long_run
+from conftest import calibrated_prior_curve
 
 MEASURE = M.stack(M.f1(), M.precision(), M.recall())
 
@@ -152,7 +153,7 @@ def _sbc_runner(k=16, per=150, n_draws=400):
                          "defined": jnp.isfinite(true_g) & jnp.isfinite(lo) & jnp.isfinite(hi), "rank": rank}
         return out
 
-    return jit_for_a_long_run(jax.vmap(one))
+    return jit_run_often(jax.vmap(one))   # at XLA level >= 1: 220 posteriors run long once compiled
 
 
 N_FULL, N_SBC = 20, 200
