@@ -188,19 +188,22 @@ def build_parser():
                         "(--stop-interval) is at most W wide; the output gains a 'stopping' block (share stopped, "
                         "coverage at the stop, labels at the stop)")
     s.add_argument("--stop-interval", choices=["auto", "clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable",
-                                               "read-first"],
+                                               "bayes-checked", "read-first"],
                    default="auto",
                    help="the interval the stopping rule looks at: auto (default: the rule session status "
                         "--target-width uses -- read-first for every design under the deterministic "
                         "oracle, unless --bayes no; else clt-cs), read-first (at each stage end the interval "
-                        "session status reads first: clt-cs where the CLT check passes, else bayes-stable; as "
+                        "session status reads first: clt-cs where the CLT check passes, else bayes-checked with ais, "
+                        "bayes-stable with the other designs; as "
                         "costly as bayes), clt-cs (the confidence sequence, valid "
                         "uniformly over stages, as session status --target-width --no-bayesian), clt "
                         "(the fixed-n interval), bayes (the finite-pool Bayesian interval after every stage: one "
                         "posterior per stage and run, ~40x the cost of --bayes yes at 40 stages), bayes-cs (both the "
-                        "Bayesian interval and the confidence sequence) or bayes-stable (the Bayesian interval at "
+                        "Bayesian interval and the confidence sequence), bayes-stable (the Bayesian interval at "
                         "most W wide after each of the last 3 stages, as session status --target-width "
-                        "--bayesian; as costly as bayes)")
+                        "--bayesian for designs other than ais; as costly as bayes) or bayes-checked (the Bayesian "
+                        "interval at most W wide where the CLT check's ratio is at most 60, as session status "
+                        "--target-width --bayesian with ais)")
     s.add_argument("--posterior-model", default="calibrated",
                    help="model of the Bayesian intervals: calibrated (default; with several classes its top-class split), design, dirichlet-tree")
     s.add_argument("--bayes-draws", type=int, default=200, metavar="N",
@@ -287,7 +290,7 @@ def _no_truth(pool) -> str:
 def stop_interval_of(spec, oracle: str, bayes: str) -> str:
     """``--stop-interval auto``: the rule ``session status --target-width`` applies to a
     session of the same design -- ``read-first`` (the confidence sequence where the CLT check
-    passes, else the Bayesian interval after each of the last 3 stages) where the session has
+    passes, else the Bayesian rule of :func:`bayes_eval.results.bayes_stop_rule`) where the session has
     a posterior (every design since stop 73, either oracle since stop 75: ``Session.posterior``)
     and the Bayesian interval is not turned off (``--bayes no``, the session's ``--no-bayesian``),
     else the confidence sequence (issue 15, item 3: "default: the one session status
@@ -317,7 +320,7 @@ def cmd_simulate(args):
     if args.stop_interval == "auto":
         args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes)
     bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "bayes-stable",
-                                                                          "read-first")
+                                                                          "bayes-checked", "read-first")
     if bayes_stages and not bayes:
         raise CLIError(f"--stop-interval {args.stop_interval} needs the Bayesian interval: "
                        + "drop --bayes no")
@@ -404,9 +407,15 @@ def cmd_simulate(args):
                   + ", ".join(f"{c['labels']}: {c['coverage_cs']:.2f} / {c['mean_width_cs']:.4f}"
                               for c in summary if "coverage_cs" in c))
         if "stopping" in out:
+            from .results import STOP_CHECK_MAX
+
             st = out["stopping"]
-            rule = {"read-first": "read-first: the confidence sequence where the CLT check passes, else the "
-                                  "Bayesian interval after each of the last 3 stages"}.get(st["interval"], st["interval"])
+            bayes_half = {"bayes-checked": "the Bayesian interval where the CLT check's ratio is at most "
+                                           f"{STOP_CHECK_MAX:g}",
+                          "bayes-stable": "the Bayesian interval after each of the last 3 stages"}
+            rule = ({"read-first": "read-first: the confidence sequence where the CLT check passes, else "
+                                   + bayes_half.get(st.get("bayes_rule"), "the Bayesian interval")}
+                    .get(st["interval"], st["interval"]))
             line = (f"stopping at width <= {st['width']:g} ({rule}): {st['stopped']:.0%} of runs stopped "
                     "within the budget")
             if st["coverage"] is not None:

@@ -12,7 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["StageRecord", "SimResult", "schedule", "make_result", "summarize", "covers", "cs_bounds", "stopping",
-           "STOP_INTERVALS", "STABLE_STAGES", "check_passes", "labels_to_width", "labels_to_width_text"]
+           "STOP_INTERVALS", "STABLE_STAGES", "STOP_CHECK_MAX", "bayes_stop_rule", "check_passes", "labels_to_width",
+           "labels_to_width_text"]
 
 
 class StageRecord(NamedTuple):
@@ -266,9 +267,30 @@ def summarize(res: SimResult) -> list[dict]:
 #: z_{0.975}: the stored CLT intervals are 95% (``simulate``'s level)
 _Z95 = 1.959963984540054
 #: the interval kinds a run can stop on (:func:`stopping`)
-STOP_INTERVALS = ("clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable", "read-first")
+STOP_INTERVALS = ("clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable", "bayes-checked", "read-first")
 #: closed stages in a row whose Bayesian interval must be narrow enough (``"bayes-stable"``)
 STABLE_STAGES = 3
+#: largest CLT-check ratio (the calibrated model's variance of the estimate ÷ the draws' own,
+#: :func:`bayes_eval.estimators.model_assisted`) at which a narrow Bayesian interval may stop a run
+#: (``"bayes-checked"``).  Above it the draws have not yet seen where the model says the estimate's
+#: variance lies -- on the demo pool the runs the plain Bayesian rule stopped wrongly had found 77-84
+#: of its 92 positives and a ratio of ~70-95 at the stop, the right ones ~25-50
+#: (``benchmarks/results/stopping_check_gate.md``).
+STOP_CHECK_MAX = 60.0
+
+
+def bayes_stop_rule(design: str, check) -> str:
+    """The Bayesian half of the ``read-first`` stopping rule (:func:`stopping`,
+    ``session status --target-width``): ``"bayes-checked"`` (the Bayesian interval narrow enough at
+    a stage end where the CLT check's ratio is at most :data:`STOP_CHECK_MAX`) for ``ais``, whose
+    check compares the calibrated model's variance with the with-replacement draws' own, where the
+    design records a check (``check``: the per-stage ratios, or None); else ``"bayes-stable"``
+    (narrow after each of the last :data:`STABLE_STAGES` stages).  Poisson rounds' ratio is another
+    scale -- it grows to 10^3-10^4 on dblp-acm as the rounds' own variance falls, where the
+    Bayesian stop is honest -- and the other designs, or a stochastic oracle, record no check
+    (``benchmarks/results/stopping_check_gate.md``)."""
+    has_check = check is not None and bool(np.any(~np.isnan(np.asarray(check, float))))
+    return "bayes-checked" if design == "ais" and has_check else "bayes-stable"
 
 
 def cs_bounds(value, lower, upper, n, level: float = 0.95, sd=None, feasible=None):
@@ -392,12 +414,13 @@ def _holds_text(holds, names) -> str:
             f"fewer positives than that")
 
 
-def _narrow(res, width: float, interval: str, min_class_labels: int, require_check: bool):
+def _narrow(res, width: float, interval: str, min_class_labels: int, require_check: bool,
+            stop_check_max: float = STOP_CHECK_MAX):
     """(narrow (runs, stages) bool, lower, upper (runs, stages, m), check applied) of one rule of
     :func:`stopping` other than ``"read-first"``."""
     h = res.history
     value, lo, hi = h.value, h.lower, h.upper  # (repeats, stages, m_hist)
-    bayes = interval in ("bayes", "bayes-cs", "bayes-stable")
+    bayes = interval in ("bayes", "bayes-cs", "bayes-stable", "bayes-checked")
     if interval in ("clt-cs", "bayes-cs"):
         cs_lo, cs_hi = clip_to_bounds(*cs_bounds(value, lo, hi, h.n_draws[..., None], sd=h.sd, feasible=h.feasible),
                                       res.bounds)
@@ -422,6 +445,10 @@ def _narrow(res, width: float, interval: str, min_class_labels: int, require_che
                 run[:, k:] &= narrow[:, :-k]
             run[:, :STABLE_STAGES - 1] = False
             narrow = run
+        elif interval == "bayes-checked" and h.check is not None:
+            # and the CLT check's ratio at most stop_check_max for every component (no check: not held back)
+            chk = np.asarray(h.check, float)[..., :value.shape[2]]
+            narrow &= np.all(np.isnan(chk) | (chk <= stop_check_max), axis=2)
     else:
         enough = np.all(h.n_class >= min_class_labels, axis=2)
         # a zero width is a degenerate delta method (e.g. F1 = 1 where no error has been seen),
@@ -450,7 +477,8 @@ def check_passes(res):
 
 
 def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_labels: int = MIN_CLASS_LABELS,
-             require_check: bool = True) -> dict:
+             require_check: bool = True, stop_check_max: float = STOP_CHECK_MAX,
+             read_first_bayes: str | None = None) -> dict:
     """A scripted loop that looks at ``interval`` after every stage and stops at the first
     stage end where its width is ≤ ``width`` (every component's, for a vector measure),
     or at the budget.  Returns ``{"width", "interval", "stopped"`` (share of runs that
@@ -506,13 +534,15 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
         # the interval session status reads first at each stage end: the confidence sequence where the
         # CLT check passes, else the Bayesian interval (narrow after each of the last STABLE_STAGES)
         passes = check_passes(res)
+        if read_first_bayes is None:
+            read_first_bayes = bayes_stop_rule(res.design, h.check)
         n_cs, lo_cs, hi_cs, _ = _narrow(res, width, "clt-cs", min_class_labels, True)
-        n_b, lo_b, hi_b, _ = _narrow(res, width, "bayes-stable", min_class_labels, True)
+        n_b, lo_b, hi_b, _ = _narrow(res, width, read_first_bayes, min_class_labels, True, stop_check_max)
         narrow = np.where(passes, n_cs, n_b)
         lo, hi = np.where(passes[..., None], lo_cs, lo_b), np.where(passes[..., None], hi_cs, hi_b)
         checked = True
     else:
-        narrow, lo, hi, checked = _narrow(res, width, interval, min_class_labels, require_check)
+        narrow, lo, hi, checked = _narrow(res, width, interval, min_class_labels, require_check, stop_check_max)
     stopped = narrow.any(axis=1)
     first = np.argmax(narrow, axis=1)
     truth = res.true_value[: lo.shape[2]]
@@ -520,10 +550,13 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     cov = np.all(covers(lo[r, first], hi[r, first], truth), axis=1)
     n_stop = int(stopped.sum())
     c = float(cov[stopped].mean()) if n_stop else None
-    return {"width": float(width), "interval": interval, "stopped": float(stopped.mean()),
+    out = {"width": float(width), "interval": interval, "stopped": float(stopped.mean()),
             "coverage": c, "coverage_se": float(np.sqrt(c * (1 - c) / n_stop)) if n_stop else None,
             "mean_labels": float(h.n_labels[r, first][stopped].mean()) if n_stop else None,
             "stopped_runs": n_stop, "check_required": bool(checked)}
+    if interval == "read-first":
+        out["bayes_rule"] = read_first_bayes
+    return out
 
 
 def _scalar(a):

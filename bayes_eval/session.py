@@ -50,6 +50,7 @@ from .session_core import (SessionCore, clear_cache, core_for, ids_at, item_rows
                            PORTABLE_VERSION, portable_fingerprint, same_pool, unreached_measures, unreached_message)
 from .session_replay import SessionReplay
 from .session_reports import SessionReports
+from .session_stopping import SessionStopping
 from .session_corrections import SessionCorrections
 from .session_files import IngestResult, SessionFiles
 from .session_skip import SessionSkips
@@ -110,7 +111,7 @@ def _noop_progress(msg, done, total):
 
 # ------------------------------------------------------------------------------ the session
 
-class Session(SessionReports, SessionFiles, SessionSkips, SessionCorrections, SessionReplay):
+class Session(SessionReports, SessionStopping, SessionFiles, SessionSkips, SessionCorrections, SessionReplay):
     """A labeling session on one SQLite file.
 
     Create with :meth:`create`, reopen with :meth:`open`.  The loop is

@@ -28,7 +28,7 @@ import sys
 import time
 
 from .posterior import LOW_SAMPLER_ESS
-from .results import blind_spot_text
+from .results import STOP_CHECK_MAX, blind_spot_text
 from .results import collapsed_text as _collapsed_note
 from .session_cli_text import (allowed_line, check_skip_cancelled, clt_check_line, few_labels_line, fmt,
                                ingest_counts, jsonable, open_session, outside_note, posterior_reads, print_json,
@@ -538,7 +538,7 @@ def _status_text(st):
     stop_kind = (st.get("stopping") or {}).get("kind")
     if st.get("headline_interval") == "bayes":
         lines.append("read first: the Bayesian interval (" + posterior_reads(st.get("oracle", "deterministic"))
-                     + ("; the stopping rule reads it" if stop_kind == "bayes-stable" else "")
+                     + ("; the stopping rule reads it" if stop_kind in ("bayes-stable", "bayes-checked") else "")
                      + "); the confidence sequence and the CLT interval are for comparison.")
         away = outside_note(comps)
         if away:
@@ -551,7 +551,10 @@ def _status_text(st):
                  + (" (the stopping rule uses it, where the CLT check passes)" if stop_kind == "clt-cs" else "")
                  + "; the CLT interval is for one fixed budget."
                  + (" The stopping rule uses the Bayesian interval: narrow enough after each of the last 3 stages "
-                    "(one odd posterior cannot stop it)." if stop_kind == "bayes-stable" else ""))
+                    "(one odd posterior cannot stop it)." if stop_kind == "bayes-stable" else
+                    f" The stopping rule uses the Bayesian interval: narrow enough where the CLT check's ratio is at "
+                    f"most {STOP_CHECK_MAX:g} (above it positives may hide where the draws have not reached)."
+                    if stop_kind == "bayes-checked" else ""))
     few = few_labels_line(st)
     if few:
         lines.append(few)

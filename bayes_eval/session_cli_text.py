@@ -215,7 +215,8 @@ def allowed_line(st) -> str | None:
         f"CLT-based intervals are cut to it")
 
 
-_KIND = {"clt": "CLT", "clt-cs": "confidence-sequence", "bayes": "Bayesian", "bayes-stable": "Bayesian"}
+_KIND = {"clt": "CLT", "clt-cs": "confidence-sequence", "bayes": "Bayesian", "bayes-stable": "Bayesian",
+         "bayes-checked": "Bayesian"}
 
 
 def stopping_line(stop: dict, lvl: int) -> str:
@@ -230,6 +231,8 @@ def stopping_line(stop: dict, lvl: int) -> str:
         return f"stopping rule (width < {tw:g}): {stop['note']}"
     head = f"stopping rule: the {lvl}% {_KIND[stop['kind']]} interval of {stop['component']} has width {stop['width']:.4f}"
     if stop["reached"]:
-        stable = " after each of the last 3 stages" if stop["kind"] == "bayes-stable" else ""
+        stable = (" after each of the last 3 stages" if stop["kind"] == "bayes-stable" else
+                  f" and the CLT check's ratio {stop['check_ratio']:.3g} ≤ {stop['check_max']:g}"
+                  if stop["kind"] == "bayes-checked" and stop.get("check_ratio") is not None else "")
         return f"{head} < {tw:g}{stable}: reached — you can stop"
     return f"{head} ≥ {tw:g}: not reached; {labels_to_width_text(stop)}"

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from bayes_eval.results import STABLE_STAGES, StageRecord, covers, cs_bounds, stopping  # noqa: E402
+from bayes_eval.results import STABLE_STAGES, STOP_CHECK_MAX, StageRecord, covers, cs_bounds, stopping  # noqa: E402
 
 WIDTHS = (0.1, 0.05, 0.02)
 
@@ -37,6 +37,8 @@ class SavedStages:
                                    sd=z["sd"] if "sd" in z.files else None,
                                    feasible=z["feasible"] if "feasible" in z.files else None)
         self.true_value = z["true_value"]
+        # the design, from the file's name (POOL_DESIGN.npz): read-first's Bayesian half depends on it
+        self.design = os.path.basename(path)[:-len(".npz")].split("_")[-1]
         self.stage_bayes_lower, self.stage_bayes_upper = z["bayes_lower"], z["bayes_upper"]
         # where each stage's interval collapsed and was widened (posterior.resolved_interval; saved since stop 31)
         c = z["bayes_collapsed"] if "bayes_collapsed" in z.files else np.zeros(0)
@@ -83,19 +85,29 @@ def main(argv=None):
     ap.add_argument("files", nargs="+")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                                   "stopping_rules_cells.md"))
+    ap.add_argument("--all-rules", action="store_true",
+                    help="also the variants measured before stop 87 (2 or 5 in a row, the CS gates)")
     a = ap.parse_args(argv)
     rules = [("clt-cs (with the CLT check)", lambda r, w: stopping(r, w, "clt-cs")),
              ("bayes", lambda r, w: stopping(r, w, "bayes")),
-             ("bayes-cs", lambda r, w: stopping(r, w, "bayes-cs")),
-             (f"**bayes-stable** ({STABLE_STAGES} in a row; the session's rule)", lambda r, w: stopping(r, w, "bayes-stable")),
-             ("bayes, 2 in a row", lambda r, w: variant(r, w, consecutive=2)),
-             ("bayes, 5 in a row", lambda r, w: variant(r, w, consecutive=5)),
-             ("bayes & CS ≤ 1.5W", lambda r, w: variant(r, w, kappa=1.5)),
-             ("bayes & CS ≤ 2W", lambda r, w: variant(r, w, kappa=2.0)),
-             ("bayes & check ratio ≤ 60", lambda r, w: variant(r, w, check_max=60.0)),
-             ("bayes & check ratio ≤ 30", lambda r, w: variant(r, w, check_max=30.0)),
-             (f"bayes & check ratio ≤ 60, {STABLE_STAGES} in a row",
-              lambda r, w: variant(r, w, consecutive=STABLE_STAGES, check_max=60.0))]
+             (f"bayes-stable ({STABLE_STAGES} in a row)", lambda r, w: stopping(r, w, "bayes-stable")),
+             (f"bayes-checked (check ratio ≤ {STOP_CHECK_MAX:g})", lambda r, w: stopping(r, w, "bayes-checked")),
+             ("bayes & check ratio ≤ 30", lambda r, w: stopping(r, w, "bayes-checked", stop_check_max=30.0)),
+             ("bayes & check ratio ≤ 100", lambda r, w: stopping(r, w, "bayes-checked", stop_check_max=100.0)),
+             ("read-first, stops 62-86 (clt-cs where the check passes, else bayes-stable)",
+              lambda r, w: stopping(r, w, "read-first", read_first_bayes="bayes-stable")),
+             ("read-first, clt-cs where the check passes, else bayes-checked",
+              lambda r, w: stopping(r, w, "read-first", read_first_bayes="bayes-checked")),
+             ("**read-first** (stop 87: else bayes-checked with ais, bayes-stable otherwise)",
+              lambda r, w: stopping(r, w, "read-first"))]
+    if a.all_rules:
+        rules += [("bayes-cs", lambda r, w: stopping(r, w, "bayes-cs")),
+                  ("bayes, 2 in a row", lambda r, w: variant(r, w, consecutive=2)),
+                  ("bayes, 5 in a row", lambda r, w: variant(r, w, consecutive=5)),
+                  ("bayes & CS ≤ 1.5W", lambda r, w: variant(r, w, kappa=1.5)),
+                  ("bayes & CS ≤ 2W", lambda r, w: variant(r, w, kappa=2.0)),
+                  (f"bayes & check ratio ≤ 60, {STABLE_STAGES} in a row",
+                   lambda r, w: variant(r, w, consecutive=STABLE_STAGES, check_max=60.0))]
     budgets = [int(np.max(SavedStages(f).history.n_labels)) for f in a.files]
     lines = [f"# Stopping rules on saved per-stage intervals (F1, at most {max(budgets)} labels a run, "
              f"batches of 50; the design is in each file's name)", "",

@@ -239,9 +239,13 @@ def test_a_session_widens_a_collapsed_posterior_to_one_items_change(tmp_path):
     assert iv["lower"].iloc[0] == pytest.approx(16 / 17) and iv["upper"].iloc[0] == pytest.approx(1.0)
     # the rule reads the widened width: below one item's change it is not reached, above it it is
     st = s.stopping(0.05, bayesian=True)
-    assert st["kind"] == "bayes-stable" and st["collapsed"] is True and st["reached"] is False
+    assert st["kind"] == "bayes-checked" and st["collapsed"] is True and st["reached"] is False
     assert st["width"] == pytest.approx(1 - 16 / 17)
-    assert s.stopping(0.1, bayesian=True)["reached"] is True
+    # above it the width is narrow enough, and AIS's rule (bayes-checked) then reads the CLT check: every
+    # labeled item agrees with its prediction, the draws' own variance is 0 and the ratio infinite -- held back
+    wide = s.stopping(0.1, bayesian=True)
+    assert wide["width"] < 0.1 and wide["check_ratio"] is None and float(s.clt_check()[0]) == np.inf
+    assert wide["reached"] is False and "CLT check's ratio is ∞" in wide["note"]
     # status flags the interval, the CLI says so, and summary.csv of session report carries it
     out = s.status(target_width=0.05, bayesian=True)
     assert out["estimates"][0]["bayes_collapsed"] is True

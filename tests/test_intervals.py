@@ -115,26 +115,74 @@ def test_simulated_intervals_are_clipped_to_the_measures_range(sim):
     assert stopping(unclipped, w, "clt", require_check=False)["stopped"] == 0.0
 
 
-def test_the_read_first_rule_reads_the_interval_the_status_leads_with(sim):
-    """``"read-first"`` (session status --target-width's rule, issue 15 item 4): at each stage end
-    the confidence sequence where the CLT check passes, else the Bayesian interval narrow after
-    each of the last STABLE_STAGES stage ends; coverage read on the interval it stopped on --
-    checked by hand on per-stage intervals and checks set by hand."""
+def _hand_set_stages(sim, seed):
+    """``sim`` with per-stage Bayesian intervals on the truth or 0.3 off it (half the runs each), of
+    widths wandering around 0.1, and CLT checks that pass (1), fail but pass the stopping gate
+    (10 × MODEL_CHECK_MAX = 50) or fail it (100 × = 500) at random stage ends: (res, mid, wid, chk)."""
     from bayes_eval.estimators import MODEL_CHECK_MAX
-    from bayes_eval.results import MIN_CLASS_LABELS, STABLE_STAGES, check_passes, cs_bounds
 
     h = sim.history
     R, S, m = h.value.shape
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(seed)
     wid = rng.uniform(0.05, 0.15, (R, S, m))
     off = np.where(rng.uniform(size=(R, 1, 1)) < 0.5, 0.0, 0.3)      # Bayesian intervals on or off the truth
     mid = sim.true_value[:m] + off + 0 * wid
-    # the check passes at a random half of the stage ends, fails (10x over the bound) at the others
-    chk = np.where(rng.uniform(size=(R, S, m)) < 0.5, 1.0, 10 * MODEL_CHECK_MAX)
+    chk = rng.choice([1.0, 10 * MODEL_CHECK_MAX, 100 * MODEL_CHECK_MAX], size=(R, S, 1)) * np.ones((R, S, m))
     res = sim._replace(stage_bayes_lower=mid - wid / 2, stage_bayes_upper=mid + wid / 2,
                        history=h._replace(check=chk))
+    return res, mid, wid, chk
+
+
+def _first_stop(sim, narrow, lo_all, hi_all):
+    """(stopped, coverage over the stopped runs, mean labels) of the first stage end that is narrow."""
+    h = sim.history
+    m = lo_all.shape[2]
+    stopped, first = narrow.any(axis=1), np.argmax(narrow, axis=1)
+    r = np.arange(narrow.shape[0])
+    held = np.all((lo_all[r, first] <= sim.true_value[:m]) & (sim.true_value[:m] <= hi_all[r, first]), axis=1)
+    return stopped, held[stopped].mean(), h.n_labels[stopped, first[stopped]].mean()
+
+
+def test_the_checked_bayesian_rule_needs_the_clt_checks_ratio_under_its_gate(sim):
+    """``"bayes-checked"`` (stop 87; AIS's Bayesian stopping rule): a run stops at the first stage
+    end whose Bayesian interval is at most W wide *and* whose CLT-check ratio is at most
+    STOP_CHECK_MAX (no check recorded: not held back) -- checked by hand; and
+    :func:`bayes_stop_rule` gives it for ais with a check, bayes-stable otherwise."""
+    from bayes_eval.results import STOP_CHECK_MAX, bayes_stop_rule
+
+    res, mid, wid, chk = _hand_set_stages(sim, 2)
     w = 0.1
-    st = stopping(res, w, "read-first")
+    st = stopping(res, w, "bayes-checked")
+    narrow = np.all(wid <= w, axis=2) & np.all(chk <= STOP_CHECK_MAX, axis=2)
+    stopped, cov, labels = _first_stop(res, narrow, mid - wid / 2, mid + wid / 2)
+    assert st["stopped"] == pytest.approx(stopped.mean()) and 0 < st["stopped"] < 1
+    assert st["coverage"] == pytest.approx(cov) and st["mean_labels"] == pytest.approx(labels)
+    once = stopping(res, w, "bayes")                 # never earlier, nor more often, than the plain rule
+    assert st["stopped"] <= once["stopped"] and st["mean_labels"] >= once["mean_labels"]
+    # the gate's threshold is a parameter: above every ratio it is the plain rule
+    assert stopping(res, w, "bayes-checked", stop_check_max=1e9)["stopped"] == once["stopped"]
+    # no check recorded (NaN): nothing held back
+    nan = res._replace(history=res.history._replace(check=np.full(chk.shape, np.nan)))
+    assert stopping(nan, w, "bayes-checked")["stopped"] == once["stopped"]
+    assert bayes_stop_rule("ais", chk) == "bayes-checked"
+    assert bayes_stop_rule("ais", None) == bayes_stop_rule("ais", np.full(3, np.nan)) == "bayes-stable"
+    assert bayes_stop_rule("poisson-adaptive", chk) == bayes_stop_rule("stratified", None) == "bayes-stable"
+
+
+def test_the_read_first_rule_reads_the_interval_the_status_leads_with(sim):
+    """``"read-first"`` (session status --target-width's rule, issue 15 item 4): at each stage end
+    the confidence sequence where the CLT check passes, else the design's Bayesian rule
+    (:func:`bayes_stop_rule`: ``bayes-checked`` for ais since stop 87 -- narrow and the check's ratio
+    at most STOP_CHECK_MAX --, ``bayes-stable`` otherwise: narrow after each of the last
+    STABLE_STAGES stage ends); coverage read on the interval it stopped on -- checked by hand on
+    per-stage intervals and checks set by hand."""
+    from bayes_eval.results import MIN_CLASS_LABELS, STABLE_STAGES, STOP_CHECK_MAX, check_passes, cs_bounds
+
+    h = sim.history
+    R, S, m = h.value.shape
+    assert sim.design == "ais"
+    res, mid, wid, chk = _hand_set_stages(sim, 1)
+    w = 0.1
     passes = check_passes(res)
     assert np.array_equal(passes, chk[..., 0] == 1.0)
     cl, ch = cs_bounds(h.value, h.lower, h.upper, h.n_draws[..., None], sd=h.sd, feasible=h.feasible)
@@ -144,23 +192,27 @@ def test_the_read_first_rule_reads_the_interval_the_status_leads_with(sim):
     stable = np.zeros_like(b_ok)
     for t in range(STABLE_STAGES - 1, S):
         stable[:, t] = b_ok[:, t - STABLE_STAGES + 1:t + 1].all(axis=1)
-    narrow = np.where(passes, cs_ok, stable)
-    stopped, first = narrow.any(axis=1), np.argmax(narrow, axis=1)
-    r = np.arange(R)
-    lo = np.where(passes[r, first][:, None], cl[r, first], (mid - wid / 2)[r, first])
-    hi = np.where(passes[r, first][:, None], ch[r, first], (mid + wid / 2)[r, first])
-    held = np.all((lo <= sim.true_value[:m]) & (sim.true_value[:m] <= hi), axis=1)
-    assert st["interval"] == "read-first" and st["stopped"] == pytest.approx(stopped.mean())
-    assert 0 < st["stopped"] and st["stopped_runs"] == int(stopped.sum())
-    assert st["coverage"] == pytest.approx(held[stopped].mean())
-    assert st["mean_labels"] == pytest.approx(h.n_labels[stopped, first[stopped]].mean())
-    # where the check passes everywhere it is the confidence sequence's rule, where it fails everywhere bayes-stable's
+    checked = b_ok & np.all(chk <= STOP_CHECK_MAX, axis=2)
+    lo = np.where(passes[..., None], cl, mid - wid / 2)
+    hi = np.where(passes[..., None], ch, mid + wid / 2)
+    for rule, bayes_ok in (("bayes-checked", checked), ("bayes-stable", stable)):
+        st = stopping(res, w, "read-first") if rule == "bayes-checked" else \
+            stopping(res, w, "read-first", read_first_bayes=rule)
+        stopped, cov, labels = _first_stop(res, np.where(passes, cs_ok, bayes_ok), lo, hi)
+        assert st["interval"] == "read-first" and st["bayes_rule"] == rule
+        assert st["stopped"] == pytest.approx(stopped.mean()) and 0 < st["stopped"]
+        assert st["stopped_runs"] == int(stopped.sum())
+        assert st["coverage"] == pytest.approx(cov) and st["mean_labels"] == pytest.approx(labels)
+    # where the check passes everywhere it is the confidence sequence's rule, where it fails everywhere
+    # (beyond the gate too) the Bayesian rule's: bayes-checked then stops nothing
     ok = sim._replace(stage_bayes_lower=res.stage_bayes_lower, stage_bayes_upper=res.stage_bayes_upper,
                       history=h._replace(check=np.ones((R, S, m))))
     bad = ok._replace(history=h._replace(check=np.full((R, S, m), np.inf)))
     assert stopping(ok, w, "read-first")["stopped"] == stopping(ok, w, "clt-cs")["stopped"]
-    assert stopping(bad, w, "read-first")["coverage"] == stopping(bad, w, "bayes-stable")["coverage"]
-    assert stopping(bad, w, "read-first")["stopped"] == stopping(bad, w, "bayes-stable")["stopped"]
+    assert stopping(bad, w, "read-first")["stopped"] == stopping(bad, w, "bayes-checked")["stopped"] == 0.0
+    stable_bad = stopping(bad, w, "read-first", read_first_bayes="bayes-stable")
+    assert stable_bad["coverage"] == stopping(bad, w, "bayes-stable")["coverage"]
+    assert stable_bad["stopped"] == stopping(bad, w, "bayes-stable")["stopped"] > 0
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import bayes_eval as be
 from bayes_eval.cli import main as cli_main
 from bayes_eval.session_cli import _status_text
 from bayes_eval.estimators import MODEL_CHECK_MAX, Estimate, model_assisted
-from bayes_eval.results import labels_to_width_text
+from bayes_eval.results import STOP_CHECK_MAX, labels_to_width_text
 from bayes_eval.registry import measure_from_args
 from bayes_eval.results import covers, stopping, summarize
 from bayes_eval.simulate import run_simulation
@@ -132,12 +132,18 @@ def test_a_session_does_not_stop_on_a_failed_check(failing_session):
     # the Python API's defaults are the command line's: the posterior, read first and stopped on
     st = s.status(target_width=10.0)
     assert st["headline_interval"] == "bayes" and st["bayesian_auto"] is True
-    assert st["stopping"]["kind"] == "bayes-stable" == s.stopping(10.0)["kind"]
+    stop = st["stopping"]
+    assert stop["kind"] == "bayes-checked" == s.stopping(10.0)["kind"] == s.bayes_stop_rule()
+    # AIS's Bayesian rule (stop 87) also needs the CLT check's ratio at most STOP_CHECK_MAX: here the
+    # draws have not reached the hidden positives, so an interval narrower than any target does not stop
+    assert stop["check_ratio"] == pytest.approx(float(s.clt_check()[0]), rel=1e-12)
+    assert stop["check_ratio"] > STOP_CHECK_MAX and stop["width"] < 10.0
+    assert stop["reached"] is False and stop["more_labels"] is None and "CLT check's ratio" in stop["note"]
     s.close()
-    # on the Bayesian interval the rule needs it narrow after each of the last 3 closed stages: one
-    # stage of 20 labels never stops, however wide the target
+    # designs without AIS's check stop on the Bayesian interval narrow after each of the last 3 closed
+    # stages: one stage of 20 labels never stops, however wide the target
     pool = be.Pool.from_file(pool_file)
-    s = be.Session.create(db + ".early", pool, "f1", "ais", seed=0)
+    s = be.Session.create(db + ".early", pool, "f1", "stratified", seed=0)
     b = s.next_batch(20)
     s.add_labels(b["item"], pool.labels[pool.index_of(b["item"].to_numpy())])
     st = s.stopping(10.0, bayesian=True)
@@ -182,7 +188,7 @@ def test_a_session_uses_the_model_assisted_variance(tmp_path):
 
 def test_status_leads_with_the_bayesian_interval_where_the_check_fails(failing_session, capsys):
     """Issue 15, item 4: where the CLT check fails, `session status` adds the Bayesian interval
-    by default, shows it first and stops on it (bayes-stable), and the check's line says to read
+    by default, shows it first and stops on it (bayes-checked with AIS), and the check's line says to read
     it; --no-bayesian keeps the CLT-based intervals alone."""
     db, pool_file = failing_session
     assert cli_main(["session", "status", db, "--pool", pool_file, "--format", "json", "--target-width", "0.001",
@@ -192,8 +198,8 @@ def test_status_leads_with_the_bayesian_interval_where_the_check_fails(failing_s
     assert out["headline_interval"] == "bayes" and out["bayesian_auto"] is True
     assert 0 <= row["bayes_lower"] <= row["bayes_upper"] <= 1
     assert row["bayes_collapsed"] is False                    # a proper interval, not a point
-    stop = out["stopping"]                                    # the rule: narrow after each of the last 3 stages
-    assert stop["kind"] == "bayes-stable" and stop["reached"] is False and len(stop["stable_widths"]) == 3
+    stop = out["stopping"]                                    # the rule: narrow, with the check's ratio <= 60
+    assert stop["kind"] == "bayes-checked" and stop["reached"] is False and stop["check_max"] == STOP_CHECK_MAX
     assert stop["width"] == pytest.approx(row["bayes_upper"] - row["bayes_lower"], rel=1e-9)
     # labels to the target at 1/sqrt(labels) and at the rate the Bayesian interval shrank since
     # the closed stage nearest half the labels (one more posterior)
@@ -413,8 +419,10 @@ def test_status_stops_on_the_interval_it_reads_first(tmp_path):
     # --bayesian: the Bayesian interval is read first and stopped on, whatever the check
     st = s.status(target_width=0.9, bayesian=True)
     row, stop = st["estimates"][0], st["stopping"]
-    assert st["headline_interval"] == "bayes" and stop["rule"] == stop["kind"] == "bayes-stable"
-    assert stop["stable_widths"][-1] == pytest.approx(row["bayes_upper"] - row["bayes_lower"], rel=1e-9)
+    assert st["headline_interval"] == "bayes" and stop["rule"] == stop["kind"] == "bayes-checked"
+    assert stop["width"] == pytest.approx(row["bayes_upper"] - row["bayes_lower"], rel=1e-9)
+    # the check passes here (ratio <= 5 <= 60): wide enough a target is reached on the Bayesian interval
+    assert stop["reached"] is (stop["width"] < 0.9) is True and stop["check_ratio"] <= STOP_CHECK_MAX
     text = _status_text(st)
     header = next(line for line in text.splitlines() if line.startswith("component"))
     assert header.index("Bayesian interval") < header.index("confidence sequence") < header.index("CLT interval")

@@ -295,12 +295,15 @@ def test_a_scripted_run_stops_on_the_rule_the_status_reads(tmp_path):
         stop["width"], rel=1e-12)
     before = s.confidence_sequence(snap_index=s.n_stages - 2)  # one stage earlier it did not hold
     assert float(before["upper"].iloc[0] - before["lower"].iloc[0]) >= w or before["lower"].isna().all()
-    # the Bayesian rule (--bayesian) reads a posterior per stage: cached, and equal to a fresh process's
+    # the Bayesian rule (--bayesian; AIS's: bayes-checked) reads the last stage's posterior and CLT check:
+    # cached, and equal to a fresh process's
     bs = s.stopping(0.05, bayesian=True)
-    assert bs["kind"] == "bayes-stable" and len(bs["stable_widths"]) == 3
+    assert bs["kind"] == "bayes-checked" and bs["check_ratio"] == pytest.approx(float(s.clt_check()[0]), rel=1e-12)
     s.close()
     s2 = Session.open(db, pool)
-    assert s2.stopping(0.05, bayesian=True)["stable_widths"] == pytest.approx(bs["stable_widths"], rel=1e-12)
+    again = s2.stopping(0.05, bayesian=True)
+    assert again["width"] == pytest.approx(bs["width"], rel=1e-12)
+    assert again["check_ratio"] == pytest.approx(bs["check_ratio"], rel=1e-12)
     s2.close()
 
 
@@ -612,9 +615,9 @@ def test_cli_report_with_posterior(tmp_path, capsys, pool):
     assert ba is not None and (ba["lower"] <= ba["upper"]).all()
     pd.testing.assert_frame_equal(ba, b.bayesian_interval(n_draws=200))
     assert set(a.intervals()["kind"]) == {"clt", "bayes"}
-    stop = a.stopping(0.01, bayesian=True)   # a posterior after each of the last 3 stages (bayes-stable)
+    stop = a.stopping(0.01, bayesian=True)   # AIS: the last closed stage's posterior and CLT check (bayes-checked)
     bw = a.bayesian_interval()               # the last closed stage's, as the rule reads it
-    assert stop["kind"] == "bayes-stable" and len(stop["stable_widths"]) == 3 and stop["reached"] is False
+    assert stop["kind"] == "bayes-checked" and stop["reached"] is False
     assert stop["width"] == pytest.approx(float((bw["upper"] - bw["lower"]).max()), rel=1e-9)
     a.close()
     b.close()

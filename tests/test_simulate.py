@@ -333,7 +333,8 @@ def test_cli_bayes_draws_sets_the_posterior_draws_of_the_bayesian_intervals(caps
 @pytest.mark.slow
 def test_cli_stop_width_defaults_to_read_first_for_ais(capsys, tmp_path):
     """End to end: AIS with --stop-width and no --stop-interval stops on read-first (a posterior
-    after every stage); no run stops before 3 stages are closed; --stop-interval bayes-stable too."""
+    after every stage), its Bayesian half bayes-checked; with --stop-interval bayes-stable no run
+    stops before 3 stages are closed."""
     import pandas as pd
 
     from bayes_eval.cli import main
@@ -345,8 +346,8 @@ def test_cli_stop_width_defaults_to_read_first_for_ais(capsys, tmp_path):
     assert main(["simulate", f, "--design", "ais", "--budget", "400", "--batch", "50", "--repeats", "6",
                  "--checkpoints", "400", "--format", "json", "--stop-width", "0.5", "--strata", "16"]) == 0
     st = json.loads(capsys.readouterr().out)["stopping"]
-    assert st["interval"] == "read-first"
-    assert st["stopped"] > 0 and st["mean_labels"] >= 150
+    assert st["interval"] == "read-first" and st["bayes_rule"] == "bayes-checked"
+    assert st["stopped"] > 0 and st["mean_labels"] >= 50
     assert main(["simulate", f, "--design", "ais", "--budget", "400", "--batch", "50", "--repeats", "6",
                  "--checkpoints", "400", "--format", "json", "--stop-width", "0.5", "--strata", "16",
                  "--stop-interval", "bayes-stable"]) == 0
