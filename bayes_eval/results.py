@@ -494,12 +494,17 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     a minimum of labels per class); ``"bayes-cs"``: both the Bayesian interval and the
     confidence sequence at most W wide (no CLT check), coverage read on the Bayesian
     interval; ``"bayes-stable"``: the Bayesian interval at most W wide after each of the last
-    :data:`STABLE_STAGES` stages, the conservative choice: one odd posterior cannot stop it;
+    :data:`STABLE_STAGES` stages: one odd posterior cannot stop it;
+    ``"bayes-checked"`` (stop 87): the Bayesian interval at most W wide at a stage end where the CLT
+    check's ratio is at most ``stop_check_max`` (:data:`STOP_CHECK_MAX`) for every component (no check
+    recorded: not held back) -- a narrow posterior whose draws have not reached where the calibrated
+    model puts the estimate's variance is not a reason to stop;
     ``"read-first"``: the rule of ``session status --target-width`` for sessions with a posterior
     (every design under a deterministic oracle) -- at each stage end the interval the status
     reads first there: the confidence sequence
-    (``"clt-cs"``) where the CLT check passes, else ``"bayes-stable"``'s, coverage read on that
-    interval.  Where the check passes the Bayesian interval rests on the calibration curve and
+    (``"clt-cs"``) where the CLT check passes, else the design's Bayesian rule (``read_first_bayes``,
+    default :func:`bayes_stop_rule`: ``"bayes-checked"`` for ais, ``"bayes-stable"`` otherwise; the
+    result's ``"bayes_rule"``), coverage read on that interval.  Where the check passes the Bayesian interval rests on the calibration curve and
     missed on pools whose positive rate is no logistic curve of the score (0.46-0.89 with AIS at
     500-2000 labels with a two-parameter curve, 0.82-0.98 with the curve's band offsets of stop 51,
     ``benchmarks/results/misspecified.md``), the confidence sequence did not.
