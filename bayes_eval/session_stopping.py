@@ -159,7 +159,8 @@ class SessionStopping:
         ratio_text = "∞" if ratio is not None and not np.isfinite(ratio) else f"{ratio:.3g}" if ratio is not None else ""
         note = ("extrapolation: width assumed to shrink as 1/sqrt(labels) from the current width, and at the rate "
                 "it shrank since about half the labels" if not narrow else
-                f"the Bayesian interval is narrow enough, but the CLT check's ratio is {ratio_text} > "
+                f"the Bayesian interval of {comp} is narrow enough (width {wmax:.4f}), but the CLT check's ratio is "
+                f"{ratio_text} > "
                 f"{STOP_CHECK_MAX:g}: the draws have not yet reached where the model puts the estimate's variance "
                 f"(positives may hide there), so not a reason to stop; label more items" if not gate else
                 f"the Bayesian interval is narrower than {target_width:g}"
