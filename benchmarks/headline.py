@@ -27,7 +27,7 @@ def _f(x, spec):
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, spec)
 
 
-POOL_ORDER = ("abt-buy", "dblp-acm", "p0.5", "p0.1", "p0.01", "demo", "balanced_prob", "prob_ties")
+POOL_ORDER = ("abt-buy", "dblp-acm", "p0.5", "p0.1", "p0.01", "demo", "demo-seed1", "balanced_prob", "prob_ties")
 
 
 def interval_table(folder):
@@ -87,15 +87,18 @@ def interval_table(folder):
 def stopping_table(folder, widths=(0.1, 0.05, 0.02)):
     """Issue 15 item 3, from the saved per-stage intervals (``stopping.py --bayes --save-stages``,
     ``stages/<pool>_<design>.npz``): per pool and design, the session's stopping rule
-    (``bayes-stable``: the Bayesian interval at most W wide at 3 stage ends in a row) and the
-    CLT-based one (the confidence sequence, with the CLT check) at each W — share of runs
+    (``read-first``: the confidence sequence where the CLT check passes, else the design's Bayesian rule,
+    :func:`bayes_eval.results.bayes_stop_rule` -- with AIS ``bayes-checked``, the Bayesian interval at most W
+    wide where the check's ratio is at most 60; otherwise ``bayes-stable``, at 3 stage ends in a row), that
+    Bayesian rule alone (``--bayesian``) and the CLT-based one (the confidence sequence, with the CLT check)
+    at each W — share of runs
     stopped within 2000 labels, coverage at the stop over the stopped runs, labels at the stop.
     Empty where the folder holds no runs."""
     if not os.path.isdir(folder):
         return []
     from stopping_rules import SavedStages  # benchmarks/stopping_rules.py (this folder)
 
-    from bayes_eval.results import stopping
+    from bayes_eval.results import STOP_CHECK_MAX, bayes_stop_rule, stopping
 
     files = sorted(f for f in os.listdir(folder) if f.endswith(".npz"))
     if not files:
@@ -113,9 +116,11 @@ def stopping_table(folder, widths=(0.1, 0.05, 0.02)):
         res = SavedStages(os.path.join(folder, f))
         # stages saved before the highest-density interval (stopping.py's ``bayes_interval``) hold the equal-tailed one
         kind = "Bayesian" if res.bayes_interval == "highest-density" else "Bayesian (equal-tailed, the release before)"
+        bayes_rule = bayes_stop_rule(design, res.history.check)
+        how = (f"where the check's ratio ≤ {STOP_CHECK_MAX:g}" if bayes_rule == "bayes-checked" else "3 in a row")
         for rule, label in (("read-first", f"read first: confidence sequence where the check passes, else {kind}, "
-                                           "3 in a row (the session's)"),
-                            ("bayes-stable", f"{kind}, 3 in a row (`--bayesian`)"),
+                                           f"{how} (the session's)"),
+                            (bayes_rule, f"{kind}, {how} (`--bayesian`)"),
                             ("clt-cs", "confidence sequence, with the CLT check")):
             cells = []
             for w in widths:
