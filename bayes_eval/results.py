@@ -275,7 +275,8 @@ STABLE_STAGES = 3
 #: (``"bayes-checked"``).  Above it the draws have not yet seen where the model says the estimate's
 #: variance lies -- on the demo pool the runs the plain Bayesian rule stopped wrongly had found 77-84
 #: of its 92 positives and a ratio of ~70-95 at the stop, the right ones ~25-50
-#: (``benchmarks/results/stopping_check_gate.md``).
+#: (``benchmarks/results/stopping_check_gate.md``; chosen there on the demo pool and dblp-acm, checked on
+#: the other captures in ``stopping_stop87.md``).
 STOP_CHECK_MAX = 60.0
 
 
@@ -288,7 +289,7 @@ def bayes_stop_rule(design: str, check) -> str:
     (narrow after each of the last :data:`STABLE_STAGES` stages).  Poisson rounds' ratio is another
     scale -- it grows to 10^3-10^4 on dblp-acm as the rounds' own variance falls, where the
     Bayesian stop is honest -- and the other designs, or a stochastic oracle, record no check
-    (``benchmarks/results/stopping_check_gate.md``)."""
+    (``benchmarks/results/stopping_check_gate.md``, measured on every capture in ``stopping_stop87.md``)."""
     has_check = check is not None and bool(np.any(~np.isnan(np.asarray(check, float))))
     return "bayes-checked" if design == "ais" and has_check else "bayes-stable"
 
@@ -537,7 +538,7 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     h = res.history
     if interval == "read-first":
         # the interval session status reads first at each stage end: the confidence sequence where the
-        # CLT check passes, else the Bayesian interval (narrow after each of the last STABLE_STAGES)
+        # CLT check passes, else the design's Bayesian rule (bayes_stop_rule)
         passes = check_passes(res)
         if read_first_bayes is None:
             read_first_bayes = bayes_stop_rule(res.design, h.check)
@@ -556,9 +557,9 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     n_stop = int(stopped.sum())
     c = float(cov[stopped].mean()) if n_stop else None
     out = {"width": float(width), "interval": interval, "stopped": float(stopped.mean()),
-            "coverage": c, "coverage_se": float(np.sqrt(c * (1 - c) / n_stop)) if n_stop else None,
-            "mean_labels": float(h.n_labels[r, first][stopped].mean()) if n_stop else None,
-            "stopped_runs": n_stop, "check_required": bool(checked)}
+           "coverage": c, "coverage_se": float(np.sqrt(c * (1 - c) / n_stop)) if n_stop else None,
+           "mean_labels": float(h.n_labels[r, first][stopped].mean()) if n_stop else None,
+           "stopped_runs": n_stop, "check_required": bool(checked)}
     if interval == "read-first":
         out["bayes_rule"] = read_first_bayes
     return out

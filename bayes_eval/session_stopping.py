@@ -116,13 +116,14 @@ class SessionStopping:
         return labels_to_width(self._n_labels, width, target, *(then or (None, None)))
 
     def bayes_stop_rule(self) -> str:
-        """The Bayesian stopping rule of this session (:func:`bayes_eval.results.bayes_stop_rule`):
-        ``"bayes-checked"`` for ``ais`` under a deterministic oracle (its CLT check compares the
-        calibrated model with the draws), else ``"bayes-stable"``."""
+        """The Bayesian stopping rule of this session (:func:`bayes_eval.results.bayes_stop_rule`, as
+        a simulation of the same design applies it): ``"bayes-checked"`` for ``ais`` where the first
+        measure's CLT check is recorded (a binary pool, a deterministic oracle, the calibrated
+        companion: the check compares that model with the draws), else ``"bayes-stable"`` -- also
+        before the first closed stage, when there is nothing to check yet."""
         from .results import bayes_stop_rule
 
-        has_check = self.design_name == "ais" and not self._stochastic
-        return bayes_stop_rule(self.design_name, np.zeros(1) if has_check else None)
+        return bayes_stop_rule(self.design_name, self.clt_check()[:len(self.measures[0].names)])
 
     def _stopping_checked(self, target_width: float, level: float, first: set, out: dict) -> dict:
         """:meth:`stopping`'s ``bayes-checked`` rule: the widest Bayesian interval of the first
