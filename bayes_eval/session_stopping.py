@@ -61,9 +61,10 @@ class SessionStopping:
         if not self._stochastic:  # an extrapolation past them says "more than the pool holds"
             out["unlabeled_items"] = int(self.pool.n_items) - int(round(float(np.sum(self._labeled))))
         has_posterior = bayesian is not False and self.posterior_model() is not None
-        out["rule"] = (self.bayes_stop_rule() if bayesian is True else "read-first") if has_posterior else "clt-cs"
+        bayes_rule = self.bayes_stop_rule() if has_posterior else None
+        out["rule"] = (bayes_rule if bayesian is True else "read-first") if has_posterior else "clt-cs"
         if self._bayes_read_first(bayesian):
-            if self.bayes_stop_rule() == "bayes-checked":
+            if bayes_rule == "bayes-checked":
                 return self._stopping_checked(target_width, level, first, out)
             return self._stopping_stable(target_width, level, first, out)
         iv = self.intervals(level, bayesian=False, sequence=True)
@@ -137,19 +138,15 @@ class SessionStopping:
             out.update(width=None, component=None, kind="bayes-checked", reached=False, more_labels=None,
                        note="the rule needs the Bayesian interval after a closed stage; label more items")
             return out
-        b = self.bayesian_interval(level)
-        b = b[b["component"].isin(first)]
-        w = (b["upper"] - b["lower"]).to_numpy()
-        if not np.isfinite(w).any():
+        wmax, comp, collapsed = self._widest_bayesian(level, first)
+        if not np.isfinite(wmax):
             out.update(width=None, component=None, kind="bayes-checked", reached=False, more_labels=None,
                        note="the Bayesian interval is not defined; label more items")
             return out
-        j = int(np.nanargmax(w))
-        wmax, comp = float(w[j]), str(b["component"].iloc[j])
         chk = np.asarray(self.clt_check()[:m0], float)
         ratio = float(np.nanmax(chk)) if np.any(~np.isnan(chk)) else None
         gate = ratio is None or ratio <= STOP_CHECK_MAX
-        out.update(width=wmax, component=comp, kind="bayes-checked", collapsed=bool(b["collapsed"].any()),
+        out.update(width=wmax, component=comp, kind="bayes-checked", collapsed=collapsed,
                    check_ratio=ratio if ratio is None or np.isfinite(ratio) else None, check_max=STOP_CHECK_MAX)
         ext = self._labels_to_width(wmax, target_width, first,
                                     lambda h: self.bayesian_interval(level, snap_index=h))
@@ -157,17 +154,32 @@ class SessionStopping:
         if narrow and not gate:     # narrow now, held back by the check: no count to give
             ext.update(more_labels=None, more_labels_observed_rate=None)
         out.update(ext)
-        ratio_text = "∞" if ratio is not None and not np.isfinite(ratio) else f"{ratio:.3g}" if ratio is not None else ""
-        note = ("extrapolation: width assumed to shrink as 1/sqrt(labels) from the current width, and at the rate "
-                "it shrank since about half the labels" if not narrow else
-                f"the Bayesian interval of {comp} is narrow enough (width {wmax:.4f}), but the CLT check's ratio is "
-                f"{ratio_text} > "
-                f"{STOP_CHECK_MAX:g}: the draws have not yet reached where the model puts the estimate's variance "
-                f"(positives may hide there), so not a reason to stop; label more items" if not gate else
-                f"the Bayesian interval is narrower than {target_width:g}"
-                + (f" and the CLT check's ratio {ratio_text} ≤ {STOP_CHECK_MAX:g}" if ratio is not None else ""))
+        ratio_text = "" if ratio is None else "∞" if not np.isfinite(ratio) else f"{ratio:.3g}"
+        if not narrow:
+            note = ("extrapolation: width assumed to shrink as 1/sqrt(labels) from the current width, and at the "
+                    "rate it shrank since about half the labels")
+        elif not gate:
+            note = (f"the Bayesian interval of {comp} is narrow enough (width {wmax:.4f}), but the CLT check's ratio "
+                    f"is {ratio_text} > {STOP_CHECK_MAX:g}: the draws have not yet reached where the model puts the "
+                    f"estimate's variance (positives may hide there), so not a reason to stop; label more items")
+        else:
+            note = (f"the Bayesian interval is narrower than {target_width:g}"
+                    + (f" and the CLT check's ratio {ratio_text} ≤ {STOP_CHECK_MAX:g}" if ratio is not None else ""))
         out.update(reached=bool(narrow and gate), note=note)
         return out
+
+    def _widest_bayesian(self, level: float, first: set, snap_index: int = -1):
+        """(width, component, collapsed) of the widest Bayesian interval among the components ``first``
+        after closed stage ``snap_index`` (width ∞ and component None where none is defined; collapsed:
+        whether any was widened, :meth:`bayesian_interval`)."""
+        b = self.bayesian_interval(level, snap_index=snap_index)
+        b = b[b["component"].isin(first)]
+        w = (b["upper"] - b["lower"]).to_numpy()
+        collapsed = bool(b["collapsed"].any())
+        if not np.isfinite(w).any():
+            return np.inf, None, collapsed
+        j = int(np.nanargmax(w))
+        return float(w[j]), str(b["component"].iloc[j]), collapsed
 
     def _stopping_stable(self, target_width: float, level: float, first: set, out: dict) -> dict:
         """:meth:`stopping`'s ``bayes-stable`` rule: the widest Bayesian interval of the first
@@ -180,22 +192,14 @@ class SessionStopping:
             out.update(width=None, component=None, kind="bayes-stable", reached=False, more_labels=None,
                        note=f"the rule needs the Bayesian interval after {k} closed stages; label more items")
             return out
-        widths, comp, collapsed_at = [], None, []
+        widths, comp, collapsed = [], None, False
         for i in range(-k, 0):
-            b = self.bayesian_interval(level, snap_index=i)
-            b = b[b["component"].isin(first)]
-            w = (b["upper"] - b["lower"]).to_numpy()
-            if b["collapsed"].any():
-                collapsed_at.append(i)
-            if not np.isfinite(w).any():
-                widths.append(np.inf)
-                continue
-            j = int(np.nanargmax(w))
-            widths.append(float(w[j]))
-            comp = str(b["component"].iloc[j])
+            w, c, col = self._widest_bayesian(level, first, snap_index=i)
+            widths.append(w)
+            comp, collapsed = c if c is not None else comp, collapsed or col
         wmax = widths[-1]
         out.update(width=wmax if np.isfinite(wmax) else None, component=comp, kind="bayes-stable",
-                   stable_widths=[w if np.isfinite(w) else None for w in widths], collapsed=bool(collapsed_at))
+                   stable_widths=[w if np.isfinite(w) else None for w in widths], collapsed=collapsed)
         if not np.isfinite(wmax):
             out.update(reached=False, more_labels=None, note="the Bayesian interval is not defined; label more items")
             return out
