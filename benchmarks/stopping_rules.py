@@ -69,7 +69,9 @@ def variant(res, w, kappa=None, consecutive=1, check_max=None):
     lo, hi = res.stage_bayes_lower[..., :m], res.stage_bayes_upper[..., :m]
     ok = np.all(hi - lo <= w, 2)
     if check_max is not None and h.check is not None:
-        ok &= np.all(np.nan_to_num(h.check[..., :m], nan=np.inf) <= check_max, 2)
+        # a stage without a check (NaN) is not held back, as in the library's bayes-checked (results._narrow)
+        chk = h.check[..., :m]
+        ok &= np.all(np.isnan(chk) | (chk <= check_max), 2)
     if kappa is not None:
         cl, ch = cs_bounds(h.value, h.lower, h.upper, h.n_draws[..., None], sd=h.sd, feasible=h.feasible)
         ok &= np.all(np.where(np.isfinite(ch - cl), ch - cl, np.inf) <= kappa * w, 2)
