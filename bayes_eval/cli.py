@@ -194,14 +194,15 @@ def build_parser():
                         "--target-width uses -- read-first for every design under the deterministic "
                         "oracle, unless --bayes no; else clt-cs), read-first (at each stage end the interval "
                         "session status reads first: clt-cs where the CLT check passes, else bayes-checked with ais, "
-                        "bayes-stable with the other designs; as "
+                        "bayes with poisson-adaptive, bayes-stable with the other designs; as "
                         "costly as bayes), clt-cs (the confidence sequence, valid "
                         "uniformly over stages, as session status --target-width --no-bayesian), clt "
                         "(the fixed-n interval), bayes (the finite-pool Bayesian interval after every stage: one "
-                        "posterior per stage and run, ~40x the cost of --bayes yes at 40 stages), bayes-cs (both the "
+                        "posterior per stage and run, ~40x the cost of --bayes yes at 40 stages; as session status "
+                        "--target-width --bayesian with poisson-adaptive), bayes-cs (both the "
                         "Bayesian interval and the confidence sequence), bayes-stable (the Bayesian interval at "
                         "most W wide after each of the last 3 stages, as session status --target-width "
-                        "--bayesian for designs other than ais; as costly as bayes) or bayes-checked (the Bayesian "
+                        "--bayesian for designs other than ais and poisson-adaptive; as costly as bayes) or bayes-checked (the Bayesian "
                         "interval at most W wide where the CLT check's ratio is at most 60, as session status "
                         "--target-width --bayesian with ais)")
     s.add_argument("--posterior-model", default="calibrated",
@@ -412,7 +413,8 @@ def cmd_simulate(args):
             st = out["stopping"]
             bayes_half = {"bayes-checked": "the Bayesian interval where the CLT check's ratio is at most "
                                            f"{STOP_CHECK_MAX:g}",
-                          "bayes-stable": "the Bayesian interval after each of the last 3 stages"}
+                          "bayes-stable": "the Bayesian interval after each of the last 3 stages",
+                          "bayes": "the Bayesian interval"}
             rule = ({"read-first": "read-first: the confidence sequence where the CLT check passes, else "
                                    + bayes_half.get(st.get("bayes_rule"), "the Bayesian interval")}
                     .get(st["interval"], st["interval"]))

@@ -538,7 +538,7 @@ def _status_text(st):
     stop_kind = (st.get("stopping") or {}).get("kind")
     if st.get("headline_interval") == "bayes":
         lines.append("read first: the Bayesian interval (" + posterior_reads(st.get("oracle", "deterministic"))
-                     + ("; the stopping rule reads it" if stop_kind in ("bayes-stable", "bayes-checked") else "")
+                     + ("; the stopping rule reads it" if stop_kind in ("bayes-stable", "bayes-checked", "bayes") else "")
                      + "); the confidence sequence and the CLT interval are for comparison.")
         away = outside_note(comps)
         if away:
@@ -554,7 +554,9 @@ def _status_text(st):
                     "(one odd posterior cannot stop it)." if stop_kind == "bayes-stable" else
                     f" The stopping rule uses the Bayesian interval: narrow enough where the CLT check's ratio is at "
                     f"most {STOP_CHECK_MAX:g} (above it positives may hide where the draws have not reached)."
-                    if stop_kind == "bayes-checked" else ""))
+                    if stop_kind == "bayes-checked" else
+                    " The stopping rule uses the Bayesian interval: narrow enough after the last stage."
+                    if stop_kind == "bayes" else ""))
     few = few_labels_line(st)
     if few:
         lines.append(few)

@@ -136,7 +136,7 @@ def _read_first(lead_bayes: bool, st: dict, has_bayes: bool, stop: dict | None) 
         failed = any(c.get("clt_reliable") is False for c in st["estimates"])
         return ("**Read first: the Bayesian interval** (`bayes_lower`, `bayes_upper`: "
                 + posterior_reads(st.get("oracle", "deterministic"))
-                + ("; the stopping rule reads it, below" if stop and stop.get("kind") in ("bayes-stable", "bayes-checked")
+                + ("; the stopping rule reads it, below" if stop and stop.get("kind") in ("bayes-stable", "bayes-checked", "bayes")
                    else "")
                 + "); " + ("the CLT check fails, so the CLT-based intervals are for comparison only" if failed else
                            "the CLT-based intervals (`cs_lower`, `cs_upper`, `clt_lower`, `clt_upper`) are for "

@@ -11,7 +11,7 @@ from .estimators import MODEL_CHECK_MAX
 
 
 class SessionStopping:
-    """``Session.stopping`` and the rules it reads (``read-first``, ``bayes-checked``,
+    """``Session.stopping`` and the rules it reads (``read-first``, ``bayes-checked``, ``bayes``,
     ``bayes-stable``, ``clt-cs``)."""
 
     def stopping(self, target_width: float, level: float = 0.95, bayesian: bool | str = "auto") -> dict:
@@ -31,6 +31,8 @@ class SessionStopping:
         :data:`~bayes_eval.results.STOP_CHECK_MAX` -- above it the draws have not yet reached where the
         calibrated model puts the estimate's variance, and on the demo pool the runs stopped there
         held the truth 0.69-0.89 of the time at W = 0.05 (``benchmarks/results/stopping_check_gate.md``);
+        for ``poisson-adaptive`` (its companion's check recorded) ``bayes`` (stop 88): that interval at
+        most ``target_width`` wide, with no gate (``benchmarks/results/stopping_stop88.md``);
         for the other designs ``bayes-stable``: the Bayesian interval of
         every component at most ``target_width`` wide after each of the last
         :data:`~bayes_eval.results.STABLE_STAGES` closed stages -- an interval that collapsed onto
@@ -64,8 +66,8 @@ class SessionStopping:
         bayes_rule = self.bayes_stop_rule() if has_posterior else None
         out["rule"] = (bayes_rule if bayesian is True else "read-first") if has_posterior else "clt-cs"
         if self._bayes_read_first(bayesian):
-            if bayes_rule == "bayes-checked":
-                return self._stopping_checked(target_width, level, first, out)
+            if bayes_rule in ("bayes-checked", "bayes"):
+                return self._stopping_checked(target_width, level, first, out, gated=bayes_rule == "bayes-checked")
             return self._stopping_stable(target_width, level, first, out)
         iv = self.intervals(level, bayesian=False, sequence=True)
         iv = iv[iv["kind"] != "clt"]
@@ -118,36 +120,41 @@ class SessionStopping:
 
     def bayes_stop_rule(self) -> str:
         """The Bayesian stopping rule of this session (:func:`bayes_eval.results.bayes_stop_rule`, as
-        a simulation of the same design applies it): ``"bayes-checked"`` for ``ais`` where the first
-        measure's CLT check is recorded (a binary pool, a deterministic oracle, the calibrated
-        companion: the check compares that model with the draws), else ``"bayes-stable"`` -- also
-        before the first closed stage, when there is nothing to check yet."""
+        a simulation of the same design applies it): where the first measure's CLT check is recorded
+        (a binary pool, a deterministic oracle, the calibrated companion: the check compares that model
+        with the draws) ``"bayes-checked"`` for ``ais`` and ``"bayes"`` for ``poisson-adaptive``, else
+        ``"bayes-stable"`` -- also before the first closed stage, when there is nothing to check yet."""
         from .results import bayes_stop_rule
 
         return bayes_stop_rule(self.design_name, self.clt_check()[:len(self.measures[0].names)])
 
-    def _stopping_checked(self, target_width: float, level: float, first: set, out: dict) -> dict:
+    def _stopping_checked(self, target_width: float, level: float, first: set, out: dict,
+                          gated: bool = True) -> dict:
         """:meth:`stopping`'s ``bayes-checked`` rule: the widest Bayesian interval of the first
         measure after the last closed stage, reached when it is narrower than ``target_width`` and
         the CLT check's ratio of every component of that measure is at most
-        :data:`~bayes_eval.results.STOP_CHECK_MAX` (NaN: nothing to check, not held back)."""
+        :data:`~bayes_eval.results.STOP_CHECK_MAX` (NaN: nothing to check, not held back); with
+        ``gated=False`` the ``bayes`` rule (poisson-adaptive's, stop 88): narrow enough is reached."""
         from .results import STOP_CHECK_MAX
 
+        kind = "bayes-checked" if gated else "bayes"
         m0 = len(first)
         if not self._snapshots:
-            out.update(width=None, component=None, kind="bayes-checked", reached=False, more_labels=None,
+            out.update(width=None, component=None, kind=kind, reached=False, more_labels=None,
                        note="the rule needs the Bayesian interval after a closed stage; label more items")
             return out
         wmax, comp, collapsed = self._widest_bayesian(level, first)
         if not np.isfinite(wmax):
-            out.update(width=None, component=None, kind="bayes-checked", reached=False, more_labels=None,
+            out.update(width=None, component=None, kind=kind, reached=False, more_labels=None,
                        note="the Bayesian interval is not defined; label more items")
             return out
-        chk = np.asarray(self.clt_check()[:m0], float)
-        ratio = float(np.nanmax(chk)) if np.any(~np.isnan(chk)) else None
+        ratio = None
+        if gated:
+            chk = np.asarray(self.clt_check()[:m0], float)
+            ratio = float(np.nanmax(chk)) if np.any(~np.isnan(chk)) else None
+            out.update(check_ratio=ratio if ratio is None or np.isfinite(ratio) else None, check_max=STOP_CHECK_MAX)
         gate = ratio is None or ratio <= STOP_CHECK_MAX
-        out.update(width=wmax, component=comp, kind="bayes-checked", collapsed=collapsed,
-                   check_ratio=ratio if ratio is None or np.isfinite(ratio) else None, check_max=STOP_CHECK_MAX)
+        out.update(width=wmax, component=comp, kind=kind, collapsed=collapsed)
         ext = self._labels_to_width(wmax, target_width, first,
                                     lambda h: self.bayesian_interval(level, snap_index=h))
         narrow = wmax < target_width

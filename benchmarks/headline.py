@@ -27,7 +27,7 @@ def _f(x, spec):
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, spec)
 
 
-POOL_ORDER = ("abt-buy", "dblp-acm", "p0.5", "p0.1", "p0.01", "demo", "demo-seed1", "balanced_prob", "prob_ties")
+POOL_ORDER = ("abt-buy", "dblp-acm", "p0.5", "p0.1", "p0.01", "demo", "demo-seed1", "demo-seed2", "balanced_prob", "prob_ties")
 
 
 def interval_table(folder):
@@ -89,7 +89,8 @@ def stopping_table(folder, widths=(0.1, 0.05, 0.02)):
     ``stages/<pool>_<design>.npz``): per pool and design, the session's stopping rule
     (``read-first``: the confidence sequence where the CLT check passes, else the design's Bayesian rule,
     :func:`bayes_eval.results.bayes_stop_rule` -- with AIS ``bayes-checked``, the Bayesian interval at most W
-    wide where the check's ratio is at most 60; otherwise ``bayes-stable``, at 3 stage ends in a row), that
+    wide where the check's ratio is at most 60; with poisson-adaptive ``bayes``, narrow once (stop 88);
+    otherwise ``bayes-stable``, at 3 stage ends in a row), that
     Bayesian rule alone (``--bayesian``) and the CLT-based one (the confidence sequence, with the CLT check)
     at each W — share of runs
     stopped within 2000 labels, coverage at the stop over the stopped runs, labels at the stop.
@@ -117,7 +118,8 @@ def stopping_table(folder, widths=(0.1, 0.05, 0.02)):
         # stages saved before the highest-density interval (stopping.py's ``bayes_interval``) hold the equal-tailed one
         kind = "Bayesian" if res.bayes_interval == "highest-density" else "Bayesian (equal-tailed, the release before)"
         bayes_rule = bayes_stop_rule(design, res.history.check)
-        how = (f"where the check's ratio ≤ {STOP_CHECK_MAX:g}" if bayes_rule == "bayes-checked" else "3 in a row")
+        how = {"bayes-checked": f"where the check's ratio ≤ {STOP_CHECK_MAX:g}",
+               "bayes": "narrow once"}.get(bayes_rule, "3 in a row")
         for rule, label in (("read-first", f"read first: confidence sequence where the check passes, else {kind}, "
                                            f"{how} (the session's)"),
                             (bayes_rule, f"{kind}, {how} (`--bayesian`)"),

@@ -100,8 +100,10 @@ def main(argv=None):
               lambda r, w: stopping(r, w, "read-first", read_first_bayes="bayes-stable")),
              ("read-first, clt-cs where the check passes, else bayes-checked",
               lambda r, w: stopping(r, w, "read-first", read_first_bayes="bayes-checked")),
-             ("**read-first** (stop 87: else bayes-checked with ais, bayes-stable otherwise)",
-              lambda r, w: stopping(r, w, "read-first"))]
+             ("read-first, clt-cs where the check passes, else bayes",
+              lambda r, w: stopping(r, w, "read-first", read_first_bayes="bayes")),
+             ("**read-first** (stop 88: else bayes-checked with ais, bayes with poisson-adaptive, bayes-stable "
+              "otherwise)", lambda r, w: stopping(r, w, "read-first"))]
     if a.all_rules:
         rules += [("bayes-cs", lambda r, w: stopping(r, w, "bayes-cs")),
                   ("bayes, 2 in a row", lambda r, w: variant(r, w, consecutive=2)),

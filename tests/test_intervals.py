@@ -147,7 +147,8 @@ def test_the_checked_bayesian_rule_needs_the_clt_checks_ratio_under_its_gate(sim
     """``"bayes-checked"`` (stop 87; AIS's Bayesian stopping rule): a run stops at the first stage
     end whose Bayesian interval is at most W wide *and* whose CLT-check ratio is at most
     STOP_CHECK_MAX (no check recorded: not held back) -- checked by hand; and
-    :func:`bayes_stop_rule` gives it for ais with a check, bayes-stable otherwise."""
+    :func:`bayes_stop_rule` gives it for ais with a check, ``bayes`` for poisson-adaptive with one,
+    bayes-stable otherwise."""
     from bayes_eval.results import STOP_CHECK_MAX, bayes_stop_rule
 
     res, mid, wid, chk = _hand_set_stages(sim, 2)
@@ -166,16 +167,19 @@ def test_the_checked_bayesian_rule_needs_the_clt_checks_ratio_under_its_gate(sim
     assert stopping(nan, w, "bayes-checked")["stopped"] == once["stopped"]
     assert bayes_stop_rule("ais", chk) == "bayes-checked"
     assert bayes_stop_rule("ais", None) == bayes_stop_rule("ais", np.full(3, np.nan)) == "bayes-stable"
-    assert bayes_stop_rule("poisson-adaptive", chk) == bayes_stop_rule("stratified", None) == "bayes-stable"
+    # poisson-adaptive with its companion's check: the plain Bayesian rule (stop 88); without a check, or
+    # another design: bayes-stable
+    assert bayes_stop_rule("poisson-adaptive", chk) == "bayes"
+    assert bayes_stop_rule("poisson-adaptive", None) == bayes_stop_rule("stratified", chk) == "bayes-stable"
 
 
 def test_the_read_first_rule_reads_the_interval_the_status_leads_with(sim):
     """``"read-first"`` (session status --target-width's rule, issue 15 item 4): at each stage end
     the confidence sequence where the CLT check passes, else the design's Bayesian rule
     (:func:`bayes_stop_rule`: ``bayes-checked`` for ais since stop 87 -- narrow and the check's ratio
-    at most STOP_CHECK_MAX --, ``bayes-stable`` otherwise: narrow after each of the last
-    STABLE_STAGES stage ends); coverage read on the interval it stopped on -- checked by hand on
-    per-stage intervals and checks set by hand."""
+    at most STOP_CHECK_MAX --, ``bayes`` for poisson-adaptive since stop 88 -- narrow --,
+    ``bayes-stable`` otherwise: narrow after each of the last STABLE_STAGES stage ends); coverage read
+    on the interval it stopped on -- checked by hand on per-stage intervals and checks set by hand."""
     from bayes_eval.results import MIN_CLASS_LABELS, STABLE_STAGES, STOP_CHECK_MAX, check_passes, cs_bounds
 
     h = sim.history
@@ -195,8 +199,10 @@ def test_the_read_first_rule_reads_the_interval_the_status_leads_with(sim):
     checked = b_ok & np.all(chk <= STOP_CHECK_MAX, axis=2)
     lo = np.where(passes[..., None], cl, mid - wid / 2)
     hi = np.where(passes[..., None], ch, mid + wid / 2)
-    for rule, bayes_ok in (("bayes-checked", checked), ("bayes-stable", stable)):
+    pa = res._replace(design="poisson-adaptive")     # the design's default Bayesian half: bayes
+    for rule, bayes_ok in (("bayes-checked", checked), ("bayes-stable", stable), ("bayes", b_ok)):
         st = stopping(res, w, "read-first") if rule == "bayes-checked" else \
+            stopping(pa, w, "read-first") if rule == "bayes" else \
             stopping(res, w, "read-first", read_first_bayes=rule)
         stopped, cov, labels = _first_stop(res, np.where(passes, cs_ok, bayes_ok), lo, hi)
         assert st["interval"] == "read-first" and st["bayes_rule"] == rule

@@ -151,6 +151,35 @@ def test_a_session_does_not_stop_on_a_failed_check(failing_session):
     s.close()
 
 
+def test_a_poisson_adaptive_session_stops_on_the_bayesian_interval_with_no_gate(tmp_path):
+    """poisson-adaptive's Bayesian stopping rule is plain ``bayes`` (stop 88): the Bayesian interval of the
+    last closed round at most the target wide, its companion's check recorded but no gate on its ratio
+    (another scale under Poisson rounds) -- where the check fails the status reads that rule first,
+    says so, and stops on a target any interval meets; on a narrow target it extrapolates."""
+    pool = be.demo_pool(n_items=20_000, seed=0)
+    s = be.Session.create(str(tmp_path / "pa.db"), pool, "f1", "poisson-adaptive", seed=0)
+    s.run(lambda b: pool.labels[pool.index_of(b["item"].to_numpy())], budget=150, batch=50)
+    assert s.config["design"]["companion"] == "calibrated" and np.isfinite(s.clt_check()[0])
+    assert s.bayes_stop_rule() == "bayes"
+    st = s.stopping(10.0, bayesian=True)
+    assert st["rule"] == st["kind"] == "bayes" and st["reached"] is True
+    assert "check_ratio" not in st and "stable_widths" not in st and 0 < st["width"] < 10.0
+    b = s.bayesian_interval().set_index("component").loc["f1"]
+    assert st["width"] == pytest.approx(b["upper"] - b["lower"], rel=1e-12)
+    narrow = s.stopping(st["width"] / 2, bayesian=True)
+    assert narrow["reached"] is False and narrow["more_labels"] > 0
+    # here the check fails, its ratio past AIS's gate too (positives hide in the bulk): the status reads
+    # the Bayesian interval first and stops on it
+    assert s.clt_check()[0] > max(MODEL_CHECK_MAX, STOP_CHECK_MAX)
+    auto = s.status(target_width=10.0)
+    assert auto["headline_interval"] == "bayes" and auto["stopping"]["kind"] == "bayes"
+    assert auto["stopping"]["rule"] == "read-first" and auto["stopping"]["reached"] is True
+    text = _status_text(auto)
+    assert "the stopping rule reads it" in text and "narrow enough after the last stage" in text
+    assert "reached — you can stop" in text
+    s.close()
+
+
 def test_a_session_uses_the_model_assisted_variance(tmp_path):
     pool = be.demo_pool(n_items=6000, positive_rate=0.1, seed=3)
     truth = dict(zip(np.asarray(pool.ids).tolist(), np.asarray(pool.labels).tolist()))
