@@ -128,10 +128,11 @@ def add_session_parser(subparsers):
     s.add_argument("--level", type=float, default=0.95)
     bz = s.add_mutually_exclusive_group()
     bz.add_argument("--bayesian", action="store_const", const=True, dest="bayesian", default="auto",
-                    help="always add the Bayesian interval, read it first and stop on it (--target-width: "
-                         "narrow enough after each of the last 3 stages), whatever the CLT check; by default it "
-                         "is added, read first and stopped on where the CLT check fails, for designs with a "
-                         "posterior (AIS and the Poisson designs, deterministic oracle)")
+                    help="always add the Bayesian interval, read it first and stop on it (--target-width: the "
+                         "design's Bayesian rule -- with ais narrow enough where the CLT check's ratio is at most "
+                         "60, with poisson-adaptive narrow enough, otherwise narrow enough after each of the last "
+                         "3 stages), whatever the CLT check; by default it is added, read first and stopped on "
+                         "where the CLT check fails (every design, deterministic oracle)")
     bz.add_argument("--no-bayesian", action="store_const", const=False, dest="bayesian",
                     help="never compute the Bayesian interval (faster by ~2.5 s: the posterior); the confidence "
                          "sequence is then read first, and --target-width stops on it where the CLT check passes")
