@@ -202,8 +202,8 @@ def build_parser():
                         "--target-width --bayesian with poisson-adaptive), bayes-cs (both the "
                         "Bayesian interval and the confidence sequence), bayes-stable (the Bayesian interval at "
                         "most W wide after each of the last 3 stages, as session status --target-width "
-                        "--bayesian for designs other than ais and poisson-adaptive; as costly as bayes) or bayes-checked (the Bayesian "
-                        "interval at most W wide where the CLT check's ratio is at most 60, as session status "
+                        "--bayesian for designs other than ais and poisson-adaptive; as costly as bayes) or "
+                        "bayes-checked (the Bayesian interval at most W wide where the CLT check's ratio is at most 60, as session status "
                         "--target-width --bayesian with ais)")
     s.add_argument("--posterior-model", default="calibrated",
                    help="model of the Bayesian intervals: calibrated (default; with several classes its top-class split), design, dirichlet-tree")

@@ -286,10 +286,10 @@ def bayes_stop_rule(design: str, check) -> str:
     a stage end where the CLT check's ratio is at most :data:`STOP_CHECK_MAX`) for ``ais``, whose
     check compares the calibrated model's variance with the with-replacement draws' own, where the
     design records a check (``check``: the per-stage ratios, or None); ``"bayes"`` (narrow at the
-    stage end) for ``poisson-adaptive`` with its companion's check recorded (stop 88); else ``"bayes-stable"`` (narrow after each of the
-    last :data:`STABLE_STAGES` stages).  Poisson rounds' ratio is another scale -- it grows to
-    10^3-10^4 on dblp-acm as the rounds' own variance falls, where the Bayesian stop is honest -- so
-    no gate on it; and where the check fails (the demo pool over three seeds, dblp-acm, a heavy-tie
+    stage end) for ``poisson-adaptive`` with its companion's check recorded (stop 88); else
+    ``"bayes-stable"`` (narrow after each of the last :data:`STABLE_STAGES` stages).  Poisson
+    rounds' ratio is another scale -- it grows to 10^3-10^4 on dblp-acm as the rounds' own variance
+    falls, where the Bayesian stop is honest -- so no gate on it; and where the check fails (the demo pool over three seeds, dblp-acm, a heavy-tie
     pool) ``read-first`` with the plain Bayesian half held the truth at W = 0.1 and 0.05 in every
     capture -- the demo pool's W = 0.05: 0.99 of 223 stops, where ``bayes-stable`` held 0.91 of 95
     (0.81 of 32 on the third seed) -- with more stops and fewer labels; at W = 0.02 it stopped 4 of
@@ -514,7 +514,8 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     reads first there: the confidence sequence
     (``"clt-cs"``) where the CLT check passes, else the design's Bayesian rule (``read_first_bayes``,
     default :func:`bayes_stop_rule`: ``"bayes-checked"`` for ais, ``"bayes"`` for poisson-adaptive,
-    ``"bayes-stable"`` otherwise; the result's ``"bayes_rule"``), coverage read on that interval.  Where the check passes the Bayesian interval rests on the calibration curve and
+    ``"bayes-stable"`` otherwise; the result's ``"bayes_rule"``), coverage read on that interval.
+    Where the check passes the Bayesian interval rests on the calibration curve and
     missed on pools whose positive rate is no logistic curve of the score (0.46-0.89 with AIS at
     500-2000 labels with a two-parameter curve, 0.82-0.98 with the curve's band offsets of stop 51,
     ``benchmarks/results/misspecified.md``), the confidence sequence did not.
