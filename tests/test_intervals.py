@@ -255,6 +255,21 @@ def test_stopping_on_the_bayesian_interval_after_every_stage():
     assert both["stopped"] <= st["stopped"] and both["interval"] == "bayes-cs"
 
 
+def _plain_stops(res, w):
+    """Runs whose Bayesian interval (first component) is at most ``w`` wide at some stage end."""
+    return int(np.any(res.stage_bayes_upper[..., 0] - res.stage_bayes_lower[..., 0] <= w, axis=1).sum())
+
+
+def _quarter_width_coverage(res, w):
+    """The stopping tests' negative control: at the plain Bayesian rule's stops, the share of intervals cut
+    to a quarter of their width around their centre that still hold the truth."""
+    lo, hi = res.stage_bayes_lower[..., 0], res.stage_bayes_upper[..., 0]
+    narrow = (hi - lo) <= w
+    first, r = np.argmax(narrow, axis=1), np.flatnonzero(narrow.any(axis=1))
+    mid, half = 0.5 * (lo + hi)[r, first[r]], 0.125 * (hi - lo)[r, first[r]]
+    return float(covers(mid - half, mid + half, res.true_value[0]).mean())
+
+
 @pytest.mark.slow
 def test_the_read_first_rule_stops_honestly_on_a_pool_hiding_positives():
     """Issue 15, item 3's stopping-coverage test on a small pool: AIS on a 20,000-item demo pool whose
@@ -271,7 +286,6 @@ def test_the_read_first_rule_stops_honestly_on_a_pool_hiding_positives():
     pool = bayes_eval.demo_pool(n_items=20_000, seed=0)
     res, _ = run_simulation(pool, measure_from_args("f1", pool), "ais", budget=1500, batch=50, repeats=40, seed=0,
                             checkpoints=(1500,), bayes=True, bayes_stages=True, bayes_draws=200, track_kl=False)
-    lo, hi = res.stage_bayes_lower[..., 0], res.stage_bayes_upper[..., 0]
     for w in (0.1, 0.05):
         st = stopping(res, w, "read-first")
         assert st["bayes_rule"] == "bayes-checked" and st["stopped_runs"] >= 20, st
@@ -281,11 +295,7 @@ def test_the_read_first_rule_stops_honestly_on_a_pool_hiding_positives():
         checked = stopping(res, w, "bayes-checked")
         assert checked["stopped"] <= plain["stopped"] and checked["mean_labels"] >= plain["mean_labels"] - 1e-9
         # the negative control: the plain rule's stops, each interval cut to a quarter of its width
-        narrow = (hi - lo) <= w
-        first, stopped = np.argmax(narrow, axis=1), narrow.any(axis=1)
-        r = np.flatnonzero(stopped)
-        mid, half = 0.5 * (lo + hi)[r, first[r]], 0.125 * (hi - lo)[r, first[r]]
-        assert covers(mid - half, mid + half, res.true_value[0]).mean() < 0.95 - 3 * np.sqrt(0.95 * 0.05 / r.size)
+        assert _quarter_width_coverage(res, w) < 0.95 - 3 * np.sqrt(0.95 * 0.05 / _plain_stops(res, w))
 
 
 @pytest.mark.slow
@@ -302,7 +312,6 @@ def test_poisson_adaptives_read_first_rule_stops_honestly_on_a_pool_hiding_posit
     res, _ = run_simulation(pool, measure_from_args("f1", pool), "poisson-adaptive", budget=1500, batch=50,
                             repeats=40, seed=0, checkpoints=(1500,), bayes=True, bayes_stages=True, bayes_draws=200,
                             track_kl=False)
-    lo, hi = res.stage_bayes_lower[..., 0], res.stage_bayes_upper[..., 0]
     for w in (0.1, 0.05):
         st = stopping(res, w, "read-first")
         assert st["bayes_rule"] == "bayes" and st["stopped_runs"] >= 20, st
@@ -310,8 +319,4 @@ def test_poisson_adaptives_read_first_rule_stops_honestly_on_a_pool_hiding_posit
         assert st["coverage"] >= 0.95 - 3 * np.sqrt(0.95 * 0.05 / n), st
         # every run the rule until stop 87 stopped, this one stops too (its Bayesian stops are a superset)
         assert st["stopped"] >= stopping(res, w, "read-first", read_first_bayes="bayes-stable")["stopped"]
-        narrow = (hi - lo) <= w
-        first, stopped = np.argmax(narrow, axis=1), narrow.any(axis=1)
-        r = np.flatnonzero(stopped)
-        mid, half = 0.5 * (lo + hi)[r, first[r]], 0.125 * (hi - lo)[r, first[r]]
-        assert covers(mid - half, mid + half, res.true_value[0]).mean() < 0.95 - 3 * np.sqrt(0.95 * 0.05 / r.size)
+        assert _quarter_width_coverage(res, w) < 0.95 - 3 * np.sqrt(0.95 * 0.05 / _plain_stops(res, w))
