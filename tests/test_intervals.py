@@ -303,7 +303,9 @@ def test_poisson_adaptives_read_first_rule_stops_honestly_on_a_pool_hiding_posit
     """The same for poisson-adaptive, whose Bayesian half of ``read-first`` is plain ``bayes`` since
     stop 88 (``benchmarks/results/stopping_stop88.md``): on the 20,000-item demo pool the runs it stops
     at W = 0.1 and 0.05 hold the truth within the binomial band of 95%, and it stops every run the
-    rule with ``bayes-stable`` stopped; the negative control (quarter-width intervals at the same stops) misses."""
+    rule with ``bayes-stable`` stopped; the negative control (quarter-width intervals at the same stops) misses.
+    (Measured while writing it, 40 runs: W = 0.1 stops 38 at 469 labels, all holding; W = 0.05 34 at 779, 0.97;
+    with bayes-stable 34 at 698 and 26 at 1071 labels; 219 s alone, -n 0.)"""
     import bayes_eval
     from bayes_eval.registry import measure_from_args
     from bayes_eval.simulate import run_simulation
