@@ -20,6 +20,7 @@ __all__ = ["main", "build_parser", "measure_from_args", "load_pool", "check_args
 
 from .errors import PoolError, SessionError, UsageError as CLIError, cli_message  # noqa: E402
 from .registry import load_pool, measure_from_args  # noqa: E402,F401  (re-exported)
+from .results import BAYES_STOP_INTERVALS, STOP_INTERVALS  # noqa: E402
 from .session_cli import add_pool_reading_args, jsonable, pool_columns, read_pool  # noqa: E402,F401  (shared with sessions)
 
 
@@ -187,8 +188,7 @@ def build_parser():
                    help="a scripted stopping rule: each run stops at the first stage end where the interval "
                         "(--stop-interval) is at most W wide; the output gains a 'stopping' block (share stopped, "
                         "coverage at the stop, labels at the stop)")
-    s.add_argument("--stop-interval", choices=["auto", "clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable",
-                                               "bayes-checked", "read-first"],
+    s.add_argument("--stop-interval", choices=["auto", *STOP_INTERVALS],
                    default="auto",
                    help="the interval the stopping rule looks at: auto (default: the rule session status "
                         "--target-width uses -- read-first for every design under the deterministic "
@@ -320,8 +320,7 @@ def cmd_simulate(args):
     bayes = {"yes": True, "no": False, "auto": True}[args.bayes]
     if args.stop_interval == "auto":
         args.stop_interval = stop_interval_of(spec, args.oracle, args.bayes)
-    bayes_stages = args.stop_width is not None and args.stop_interval in ("bayes", "bayes-cs", "bayes-stable",
-                                                                          "bayes-checked", "read-first")
+    bayes_stages = args.stop_width is not None and args.stop_interval in (*BAYES_STOP_INTERVALS, "read-first")
     if bayes_stages and not bayes:
         raise CLIError(f"--stop-interval {args.stop_interval} needs the Bayesian interval: "
                        + "drop --bayes no")

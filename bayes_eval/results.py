@@ -268,6 +268,9 @@ def summarize(res: SimResult) -> list[dict]:
 _Z95 = 1.959963984540054
 #: the interval kinds a run can stop on (:func:`stopping`)
 STOP_INTERVALS = ("clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable", "bayes-checked", "read-first")
+#: those of them that stop on the Bayesian interval after every stage (a session's ``stopping`` kind among
+#: them: the status and the report say the stopping rule reads the Bayesian interval)
+BAYES_STOP_INTERVALS = ("bayes", "bayes-cs", "bayes-stable", "bayes-checked")
 #: closed stages in a row whose Bayesian interval must be narrow enough (``"bayes-stable"``)
 STABLE_STAGES = 3
 #: largest CLT-check ratio (the calibrated model's variance of the estimate ÷ the draws' own,
@@ -430,7 +433,7 @@ def _narrow(res, width: float, interval: str, min_class_labels: int, require_che
     :func:`stopping` other than ``"read-first"``."""
     h = res.history
     value, lo, hi = h.value, h.lower, h.upper  # (repeats, stages, m_hist)
-    bayes = interval in ("bayes", "bayes-cs", "bayes-stable", "bayes-checked")
+    bayes = interval in BAYES_STOP_INTERVALS
     if interval in ("clt-cs", "bayes-cs"):
         cs_lo, cs_hi = clip_to_bounds(*cs_bounds(value, lo, hi, h.n_draws[..., None], sd=h.sd, feasible=h.feasible),
                                       res.bounds)

@@ -28,7 +28,7 @@ import sys
 import time
 
 from .posterior import LOW_SAMPLER_ESS
-from .results import STOP_CHECK_MAX, blind_spot_text
+from .results import BAYES_STOP_INTERVALS, STOP_CHECK_MAX, blind_spot_text
 from .results import collapsed_text as _collapsed_note
 from .session_cli_text import (allowed_line, check_skip_cancelled, clt_check_line, few_labels_line, fmt,
                                ingest_counts, jsonable, open_session, outside_note, posterior_reads, print_json,
@@ -539,7 +539,7 @@ def _status_text(st):
     stop_kind = (st.get("stopping") or {}).get("kind")
     if st.get("headline_interval") == "bayes":
         lines.append("read first: the Bayesian interval (" + posterior_reads(st.get("oracle", "deterministic"))
-                     + ("; the stopping rule reads it" if stop_kind in ("bayes-stable", "bayes-checked", "bayes") else "")
+                     + ("; the stopping rule reads it" if stop_kind in BAYES_STOP_INTERVALS else "")
                      + "); the confidence sequence and the CLT interval are for comparison.")
         away = outside_note(comps)
         if away:

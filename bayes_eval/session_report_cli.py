@@ -8,7 +8,7 @@ import math
 import os
 from typing import TYPE_CHECKING
 
-from .results import blind_spot_text
+from .results import BAYES_STOP_INTERVALS, blind_spot_text
 from .results import collapsed_text as _collapsed_note
 from .session_cli_text import (allowed_line, clt_check_line, few_labels_line, fmt, open_session, outside_note,
                                posterior_reads, print_json, stopping_line, unreached_line)
@@ -136,7 +136,7 @@ def _read_first(lead_bayes: bool, st: dict, has_bayes: bool, stop: dict | None) 
         failed = any(c.get("clt_reliable") is False for c in st["estimates"])
         return ("**Read first: the Bayesian interval** (`bayes_lower`, `bayes_upper`: "
                 + posterior_reads(st.get("oracle", "deterministic"))
-                + ("; the stopping rule reads it, below" if stop and stop.get("kind") in ("bayes-stable", "bayes-checked", "bayes")
+                + ("; the stopping rule reads it, below" if stop and stop.get("kind") in BAYES_STOP_INTERVALS
                    else "")
                 + "); " + ("the CLT check fails, so the CLT-based intervals are for comparison only" if failed else
                            "the CLT-based intervals (`cs_lower`, `cs_upper`, `clt_lower`, `clt_upper`) are for "

@@ -67,7 +67,7 @@ class SessionStopping:
         out["rule"] = (bayes_rule if bayesian is True else "read-first") if has_posterior else "clt-cs"
         if self._bayes_read_first(bayesian):
             if bayes_rule in ("bayes-checked", "bayes"):
-                return self._stopping_checked(target_width, level, first, out, gated=bayes_rule == "bayes-checked")
+                return self._stopping_at_last_stage(target_width, level, first, out, gated=bayes_rule == "bayes-checked")
             return self._stopping_stable(target_width, level, first, out)
         iv = self.intervals(level, bayesian=False, sequence=True)
         iv = iv[iv["kind"] != "clt"]
@@ -128,10 +128,10 @@ class SessionStopping:
 
         return bayes_stop_rule(self.design_name, self.clt_check()[:len(self.measures[0].names)])
 
-    def _stopping_checked(self, target_width: float, level: float, first: set, out: dict,
-                          gated: bool = True) -> dict:
-        """:meth:`stopping`'s ``bayes-checked`` rule: the widest Bayesian interval of the first
-        measure after the last closed stage, reached when it is narrower than ``target_width`` and
+    def _stopping_at_last_stage(self, target_width: float, level: float, first: set, out: dict,
+                                gated: bool = True) -> dict:
+        """:meth:`stopping`'s ``bayes-checked`` and ``bayes`` rules: the widest Bayesian interval of the
+        first measure after the last closed stage, reached when it is narrower than ``target_width`` and
         the CLT check's ratio of every component of that measure is at most
         :data:`~bayes_eval.results.STOP_CHECK_MAX` (NaN: nothing to check, not held back); with
         ``gated=False`` the ``bayes`` rule (poisson-adaptive's, stop 88): narrow enough is reached."""
