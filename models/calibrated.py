@@ -484,11 +484,14 @@ def offset_grid(curve: CalibrationCurve, band_scales=None, group_scales=None, sl
     return OffsetGrid(prec, jnp.asarray(lp), jnp.asarray(sb), jnp.asarray(tg), jnp.asarray(sd))
 
 
-def _point_prior(curve: CalibrationCurve, slope_sd):
-    """(3, 2): the curve's prior of (a, b, log κ) at a grid point of slope sd ``slope_sd`` (NaN:
-    the curve's own); traced or concrete."""
-    rows = jnp.asarray(prior_rows() if curve.prior is None else curve.prior)
-    return rows.at[1, 1].set(jnp.where(jnp.isnan(slope_sd), rows[1, 1], slope_sd))
+def _point_prior(curve: CalibrationCurve, slope_sd, xp=jnp):
+    """(..., 3, 2): the curve's prior of (a, b, log κ) at grid points of slope sd ``slope_sd``
+    (shape (...); NaN: the curve's own).  ``xp``: ``jnp`` (traced or concrete) or ``np``
+    (:func:`prior_state_grid`, which compiles nothing)."""
+    rows = xp.asarray(prior_rows() if curve.prior is None else curve.prior)
+    sd = xp.asarray(slope_sd)[..., None, None]
+    at_slope_sd = xp.asarray(np.arange(6).reshape(3, 2) == 3)        # the (b, sd) entry
+    return xp.where(at_slope_sd & ~xp.isnan(sd), sd, rows)
 
 
 def _slope_sds(grid: OffsetGrid):
@@ -534,10 +537,8 @@ def prior_state_grid(curve: CalibrationCurve, grid) -> CalibratedState:
     grid = _as_grid(curve, grid)
     prec = np.asarray(grid.precision, dtype=np.float64)
     n_points, m = prec.shape[0], prec.shape[1]
-    rows = prior_rows() if curve.prior is None else np.asarray(curve.prior)
     sd = np.full(n_points, np.nan) if grid.slope_sd is None else np.asarray(grid.slope_sd, dtype=np.float64)
-    s2 = np.tile(rows[:, 1] ** 2, (n_points, 1))      # (G, 3): each point's prior variances, in NumPy
-    s2[:, 1] = np.where(np.isnan(sd), s2[:, 1], sd ** 2)
+    s2 = _point_prior(curve, sd, np)[:, :, 1] ** 2     # (G, 3): each point's prior variances, in NumPy
     covs = np.zeros((n_points, 3 + m, 3 + m))
     covs[:, [0, 1, 2], [0, 1, 2]] = s2
     logdet = np.sum(np.log(s2), axis=1)
