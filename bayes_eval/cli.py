@@ -211,7 +211,8 @@ def build_parser():
                    help="posterior draws per Bayesian interval (default 200; a session uses 1000). The "
                         "Bayesian interval (highest-density; equal-tailed with several classes) spans 0.95(N+1) draw spacings, so it holds on average 95%% "
                         "of the posterior's mass for any N; more draws make each interval less noisy, and the "
-                        "cost of the Bayesian intervals grows with N")
+                        "cost of the Bayesian intervals grows with N. --stop-width stops at the first narrow one, so "
+                        "with few draws also where one came out narrow by chance: 1000 for the session's rule")
     _add_design_args(s)
     s.add_argument("--poisson-size", default="random", choices=["random", "exact", "pareto", "sequential"],
                    help="Poisson designs: random-size rounds (true Poisson sampling, mean = the batch; default) or "
@@ -363,6 +364,8 @@ def cmd_simulate(args):
         from .results import stopping
 
         out["stopping"] = stopping(res, args.stop_width, args.stop_interval)
+        if res.stage_bayes_lower is not None:      # the rule read Bayesian intervals: of how many draws
+            out["stopping"]["bayes_draws"] = args.bayes_draws
     if args.format == "json":
         print(json.dumps(jsonable(out), indent=2))
     else:
@@ -407,7 +410,7 @@ def cmd_simulate(args):
                   + ", ".join(f"{c['labels']}: {c['coverage_cs']:.2f} / {c['mean_width_cs']:.4f}"
                               for c in summary if "coverage_cs" in c))
         if "stopping" in out:
-            from .results import STOP_CHECK_MAX
+            from .results import SESSION_BAYES_DRAWS, STOP_CHECK_MAX
 
             st = out["stopping"]
             bayes_half = {"bayes-checked": "the Bayesian interval where the CLT check's ratio is at most "
@@ -423,6 +426,10 @@ def cmd_simulate(args):
                 line += (f"; coverage at the stop {st['coverage']:.3f} (± {st['coverage_se']:.3f}), "
                          f"{st['mean_labels']:.0f} labels on average")
             print(line)
+            if st.get("bayes_draws") is not None and st["bayes_draws"] < SESSION_BAYES_DRAWS:
+                print(f"  (each Bayesian interval from {st['bayes_draws']} posterior draws, a session's from "
+                      f"{SESSION_BAYES_DRAWS}: with fewer draws some intervals come out narrow by chance and the rule "
+                      f"stops on them; --bayes-draws {SESSION_BAYES_DRAWS} for the session's rule)")
     return 0
 
 

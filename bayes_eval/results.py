@@ -273,6 +273,13 @@ STOP_INTERVALS = ("clt-cs", "clt", "bayes", "bayes-cs", "bayes-stable", "bayes-c
 BAYES_STOP_INTERVALS = ("bayes", "bayes-cs", "bayes-stable", "bayes-checked")
 #: closed stages in a row whose Bayesian interval must be narrow enough (``"bayes-stable"``)
 STABLE_STAGES = 3
+#: posterior draws behind a session's Bayesian interval (``session status``, the report, the stopping rule).
+#: A simulation draws 200 by default (``simulate --bayes-draws``): a rule that stops at the first narrow
+#: interval also stops where an interval of few draws came out narrow by chance, and on a skewed posterior
+#: those intervals are the ones that miss -- the demo pool, poisson-adaptive, 100 runs (stop 89,
+#: ``benchmarks/results/stopping_draws_stop89.md``): at W = 0.02 ``"bayes"`` stopped 3 runs, all wrong, on
+#: intervals of 200 draws and 1, wrong, on the same runs' intervals of 1000.
+SESSION_BAYES_DRAWS = 1000
 #: largest CLT-check ratio (the calibrated model's variance of the estimate ÷ the draws' own,
 #: :func:`bayes_eval.estimators.model_assisted`) at which a narrow Bayesian interval may stop a run
 #: (``"bayes-checked"``).  Above it the draws have not yet seen where the model says the estimate's

@@ -27,6 +27,7 @@ import pandas as pd
 from . import _config  # noqa: F401  (float64)
 from .errors import SessionError
 from .estimators import MODEL_CHECK_MAX
+from .results import SESSION_BAYES_DRAWS
 from .session_core import posterior_model as core_posterior_model
 from .session_core import posterior_sampler, resolved_program
 
@@ -272,7 +273,7 @@ class SessionReports:
         whatever chose the items: the selection is ignorable, 001 §4.2)."""
         return core_posterior_model(self._core, self.config)
 
-    def posterior(self, n_draws: int = 1000, seed: int | None = None, snap_index: int = -1) -> np.ndarray | None:
+    def posterior(self, n_draws: int = SESSION_BAYES_DRAWS, seed: int | None = None, snap_index: int = -1) -> np.ndarray | None:
         """Draws (n, m) of every component of G on this pool, or None.
 
         The Bayesian finite-pool posterior (``docs/architecture.md``, "Intervals"), for every
@@ -304,7 +305,7 @@ class SessionReports:
         self._post_cache[key] = (draws, np.asarray(one_item), float(ess))
         return draws
 
-    def posterior_sampler_ess(self, n_draws: int = 1000, seed: int | None = None, snap_index: int = -1):
+    def posterior_sampler_ess(self, n_draws: int = SESSION_BAYES_DRAWS, seed: int | None = None, snap_index: int = -1):
         """The importance ESS behind :meth:`posterior`'s parameter draws
         (:attr:`bayes_eval.posterior.PosteriorDraws.sampler_ess`): None where there is no
         posterior or its sampler is exact (the Dirichlet tree's Gibbs sampler).  Below
@@ -315,7 +316,7 @@ class SessionReports:
         ess = self._post_cache[self._snap_key(n_draws, seed, snap_index)[0]][2]
         return ess if np.isfinite(ess) else None
 
-    def bayesian_interval(self, level: float = 0.95, n_draws: int = 1000, seed: int | None = None,
+    def bayesian_interval(self, level: float = 0.95, n_draws: int = SESSION_BAYES_DRAWS, seed: int | None = None,
                           snap_index: int = -1):
         """Bayesian intervals (:func:`bayes_eval.posterior.bayesian_interval`: highest-density on
         binary pools, equal-tailed with several classes) of every component from :meth:`posterior` (after
@@ -333,7 +334,7 @@ class SessionReports:
         return pd.DataFrame({"component": self._names, "kind": "bayes", "level": level, "estimate": med,
                              "lower": lo, "upper": hi, "collapsed": col})
 
-    def posterior_of(self, measure, n_draws: int = 1000, seed: int | None = None) -> np.ndarray | None:
+    def posterior_of(self, measure, n_draws: int = SESSION_BAYES_DRAWS, seed: int | None = None) -> np.ndarray | None:
         """Draws (n, m) of the components of ``measure`` -- one the session was not created
         with, such as the report's PR curve -- on this pool given the labels of the closed
         stages, or None where :meth:`posterior` is None (or the pool is partitioned).
@@ -486,13 +487,13 @@ class SessionReports:
         for k in [k for k in self._post_cache if k[-1] < keep]:
             del self._post_cache[k]
 
-    def _one_item(self, n_draws: int = 1000, seed: int | None = None, snap_index: int = -1) -> np.ndarray:
+    def _one_item(self, n_draws: int = SESSION_BAYES_DRAWS, seed: int | None = None, snap_index: int = -1) -> np.ndarray:
         """(2, m): each component's range one unlabeled item's class away from the median
         completion (:func:`bayes_eval.posterior.one_item_range`), from :meth:`posterior`'s draws."""
         self.posterior(n_draws, seed, snap_index)
         return self._post_cache[self._snap_key(n_draws, seed, snap_index)[0]][1]
 
-    def _resolved(self, level: float, snap_index: int = -1, n_draws: int = 1000, seed: int | None = None):
+    def _resolved(self, level: float, snap_index: int = -1, n_draws: int = SESSION_BAYES_DRAWS, seed: int | None = None):
         """(lower, upper, widened), each (m,): the Bayesian interval of each component
         after closed stage ``snap_index``, widened where it is narrower than what one unlabeled
         item's label can change while such an item is left
@@ -513,7 +514,7 @@ class SessionReports:
             self._post_cache[rkey] = tuple(np.asarray(a) for a in out)
         return self._post_cache[rkey]
 
-    def _collapsed(self, level: float, snap_index: int = -1, n_draws: int = 1000, seed: int | None = None) -> np.ndarray:
+    def _collapsed(self, level: float, snap_index: int = -1, n_draws: int = SESSION_BAYES_DRAWS, seed: int | None = None) -> np.ndarray:
         """(m,) bool: where :meth:`_resolved` widened the Bayesian interval (``bayes_collapsed``);
         all False where there is no posterior."""
         r = self._resolved(level, snap_index, n_draws, seed)

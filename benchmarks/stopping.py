@@ -41,6 +41,8 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(HERE, "results", "stopping"))
     ap.add_argument("--bayes", action="store_true", help="stop on the Bayesian interval (every stage's posterior)")
     ap.add_argument("--seed", type=int, default=0, help="the simulation's seed (other seeds: more runs for a rule)")
+    ap.add_argument("--bayes-draws", type=int, default=200,
+                    help="posterior draws per Bayesian interval (default 200, simulate's; a session uses 1000)")
     ap.add_argument("--save-stages", action="store_true",
                     help="also write every stage's intervals per pool and design (OUT_POOL_DESIGN.npz)")
     args = ap.parse_args(argv)
@@ -60,7 +62,8 @@ def main(argv=None):
         for design in args.designs.split(","):
             t0 = time.perf_counter()
             res, _ = run_simulation(pool, measure_from_args("f1", pool), design, budget=args.budget, batch=50,
-                                    repeats=args.repeats, seed=args.seed, bayes=args.bayes, bayes_stages=args.bayes)
+                                    repeats=args.repeats, seed=args.seed, bayes=args.bayes, bayes_stages=args.bayes,
+                                    bayes_draws=args.bayes_draws)
             secs = time.perf_counter() - t0
             if args.save_stages:                              # every stage's intervals, for rules tried later
                 h = res.history

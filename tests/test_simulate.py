@@ -296,7 +296,8 @@ def test_cli_stop_width_reports_the_interval_it_stopped_on(capsys):
 
 def test_cli_bayes_draws_sets_the_posterior_draws_of_the_bayesian_intervals(capsys, monkeypatch, tmp_path):
     """--bayes-draws reaches the simulation (the default is 200) and the JSON says how many
-    draws each Bayesian interval had; without Bayesian intervals it is null.  (The passive
+    draws each Bayesian interval had, the stopping block too where the rule read them (and the text that
+    a session's has 1000, stop 89); without Bayesian intervals it is null.  (The passive
     design on a small pool with 20% positives: the flag's path is the same for every design,
     and passive compiles in a fraction of AIS's time.)"""
     import pandas as pd
@@ -315,19 +316,27 @@ def test_cli_bayes_draws_sets_the_posterior_draws_of_the_bayesian_intervals(caps
     f = str(tmp_path / "p.parquet")
     pd.DataFrame({"score": np.asarray(pool.scores[:, 0]), "pred": np.asarray(pool.preds[:, 0]).astype(np.int8),
                   "label": np.asarray(pool.labels).astype(np.int8)}).to_parquet(f)
+    # checkpoints at both stage ends: the checkpoints' posteriors and the stopping rule's per-stage ones are
+    # the same number of tables, one compiled program
     args = ["simulate", f, "--design", "passive", "--budget", "100", "--batch", "50", "--repeats", "2",
-            "--checkpoints", "100", "--format", "json"]
-    assert cli.main(args + ["--bayes", "yes", "--bayes-draws", "60"]) == 0
+            "--checkpoints", "50,100", "--format", "json"]
+    stop = ["--stop-width", "0.9", "--stop-interval", "bayes"]
+    assert cli.main(args + ["--bayes", "yes", "--bayes-draws", "60"] + stop) == 0
     out = json.loads(capsys.readouterr().out)
-    assert seen == [60] and out["bayes_draws"] == 60 and out["checkpoints"][0]["coverage_bayes"] is not None
+    assert seen == [60] and out["bayes_draws"] == 60 and out["checkpoints"][-1]["coverage_bayes"] is not None
+    # the stopping rule read every stage's Bayesian interval, of those draws; the text says a session's has more
+    assert out["stopping"]["interval"] == "bayes" and out["stopping"]["bayes_draws"] == 60
+    assert cli.main(args[:-2] + ["--bayes", "yes", "--bayes-draws", "60"] + stop) == 0
+    text = capsys.readouterr().out
+    assert "from 60 posterior draws, a session's from 1000" in text and "--bayes-draws 1000" in text
     # the posterior mean as an estimate: its MSE is at least its squared mean error (2 runs differ)
-    ck = out["checkpoints"][0]
+    ck = out["checkpoints"][-1]
     assert ck["mse_bayes"] >= (ck["mean_bayes"] - out["true_value"]) ** 2 > 0
     # the calibrated sampler's importance ESS behind every run's draws: no run rests on a handful
     assert 20 < ck["bayes_sampler_ess_min"] <= 1024 and ck["bayes_low_ess_runs"] == 0
-    assert cli.main(args + ["--bayes", "no"]) == 0
+    assert cli.main(args + ["--bayes", "no"] + stop[:2]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert seen == [60, 200] and out["bayes_draws"] is None
+    assert seen == [60, 60, 200] and out["bayes_draws"] is None and "bayes_draws" not in out["stopping"]
 
 
 @pytest.mark.slow
