@@ -20,7 +20,7 @@ __all__ = ["main", "build_parser", "measure_from_args", "load_pool", "check_args
 
 from .errors import PoolError, SessionError, UsageError as CLIError, cli_message  # noqa: E402
 from .registry import load_pool, measure_from_args  # noqa: E402,F401  (re-exported)
-from .results import BAYES_STOP_INTERVALS, STOP_INTERVALS  # noqa: E402
+from .results import BAYES_STOP_INTERVALS, SESSION_BAYES_DRAWS, SIMULATION_BAYES_DRAWS, STOP_INTERVALS  # noqa: E402
 from .session_cli import add_pool_reading_args, jsonable, pool_columns, read_pool  # noqa: E402,F401  (shared with sessions)
 
 
@@ -207,12 +207,13 @@ def build_parser():
                         "--target-width --bayesian with ais)")
     s.add_argument("--posterior-model", default="calibrated",
                    help="model of the Bayesian intervals: calibrated (default; with several classes its top-class split), design, dirichlet-tree")
-    s.add_argument("--bayes-draws", type=int, default=200, metavar="N",
-                   help="posterior draws per Bayesian interval (default 200; a session uses 1000). The "
+    s.add_argument("--bayes-draws", type=int, default=SIMULATION_BAYES_DRAWS, metavar="N",
+                   help=f"posterior draws per Bayesian interval (default {SIMULATION_BAYES_DRAWS}; a session uses "
+                        f"{SESSION_BAYES_DRAWS}). The "
                         "Bayesian interval (highest-density; equal-tailed with several classes) spans 0.95(N+1) draw spacings, so it holds on average 95%% "
                         "of the posterior's mass for any N; more draws make each interval less noisy, and the "
                         "cost of the Bayesian intervals grows with N. --stop-width stops at the first narrow one, so "
-                        "with few draws also where one came out narrow by chance: 1000 for the session's rule")
+                        f"with few draws also where one came out narrow by chance: {SESSION_BAYES_DRAWS} for the session's rule")
     _add_design_args(s)
     s.add_argument("--poisson-size", default="random", choices=["random", "exact", "pareto", "sequential"],
                    help="Poisson designs: random-size rounds (true Poisson sampling, mean = the batch; default) or "
@@ -410,7 +411,7 @@ def cmd_simulate(args):
                   + ", ".join(f"{c['labels']}: {c['coverage_cs']:.2f} / {c['mean_width_cs']:.4f}"
                               for c in summary if "coverage_cs" in c))
         if "stopping" in out:
-            from .results import SESSION_BAYES_DRAWS, STOP_CHECK_MAX
+            from .results import STOP_CHECK_MAX
 
             st = out["stopping"]
             bayes_half = {"bayes-checked": "the Bayesian interval where the CLT check's ratio is at most "

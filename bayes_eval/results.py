@@ -280,6 +280,8 @@ STABLE_STAGES = 3
 #: ``benchmarks/results/stopping_draws_stop89.md``): at W = 0.02 ``"bayes"`` stopped 3 runs, all wrong, on
 #: intervals of 200 draws and 1, wrong, on the same runs' intervals of 1000.
 SESSION_BAYES_DRAWS = 1000
+#: a simulation's posterior draws per Bayesian interval by default (``run_simulation``, ``simulate --bayes-draws``)
+SIMULATION_BAYES_DRAWS = 200
 #: largest CLT-check ratio (the calibrated model's variance of the estimate ÷ the draws' own,
 #: :func:`bayes_eval.estimators.model_assisted`) at which a narrow Bayesian interval may stop a run
 #: (``"bayes-checked"``).  Above it the draws have not yet seen where the model says the estimate's

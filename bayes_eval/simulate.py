@@ -38,7 +38,7 @@ from .kernel import StageState
 from .estimators import normal_interval
 from .feasible import cut, project, unknown
 from .posterior import intervals_at_checkpoints, units_for_model
-from .results import SimResult, StageRecord, make_result, schedule, summarize  # noqa: F401  (re-exported)
+from .results import SIMULATION_BAYES_DRAWS, SimResult, StageRecord, make_result, schedule, summarize  # noqa: F401  (re-exported)
 
 __all__ = ["SimState", "StageRecord", "SimResult", "schedule", "simulate_runs", "summarize", "run_simulation", "simulate_poisson"]
 
@@ -403,7 +403,7 @@ def simulate_runs(
 def run_simulation(pool, measure, design_name="is", budget=2000, batch=50, repeats=100, seed=0,
                    checkpoints=(500, 1000, 2000), n_strata=256, depth=8, branching=None,
                    model="auto", lam=0.9, eps=1e-3, track_kl=True, n_fine=None, keep_empty=True, bayes=None,
-                   bayes_draws=200, posterior_model="calibrated", companion="auto", bayes_stages=False, system=0,
+                   bayes_draws=SIMULATION_BAYES_DRAWS, posterior_model="calibrated", companion="auto", bayes_stages=False, system=0,
                    **design_kw):
     """Build strata, cells and the design for a pool with ground truth, and simulate.
 

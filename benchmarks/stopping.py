@@ -41,8 +41,11 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(HERE, "results", "stopping"))
     ap.add_argument("--bayes", action="store_true", help="stop on the Bayesian interval (every stage's posterior)")
     ap.add_argument("--seed", type=int, default=0, help="the simulation's seed (other seeds: more runs for a rule)")
-    ap.add_argument("--bayes-draws", type=int, default=200,
-                    help="posterior draws per Bayesian interval (default 200, simulate's; a session uses 1000)")
+    from bayes_eval.results import SESSION_BAYES_DRAWS, SIMULATION_BAYES_DRAWS
+
+    ap.add_argument("--bayes-draws", type=int, default=SIMULATION_BAYES_DRAWS,
+                    help=f"posterior draws per Bayesian interval (default {SIMULATION_BAYES_DRAWS}, simulate's; a "
+                         f"session uses {SESSION_BAYES_DRAWS})")
     ap.add_argument("--save-stages", action="store_true",
                     help="also write every stage's intervals per pool and design (OUT_POOL_DESIGN.npz)")
     args = ap.parse_args(argv)
