@@ -364,9 +364,7 @@ def cmd_simulate(args):
     if args.stop_width is not None:
         from .results import stopping
 
-        out["stopping"] = stopping(res, args.stop_width, args.stop_interval)
-        if res.stage_bayes_lower is not None:      # the rule read Bayesian intervals: of how many draws
-            out["stopping"]["bayes_draws"] = args.bayes_draws
+        out["stopping"] = stopping(res, args.stop_width, args.stop_interval)   # "bayes_draws" where Bayesian
     if args.format == "json":
         print(json.dumps(jsonable(out), indent=2))
     else:

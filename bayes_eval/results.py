@@ -87,11 +87,13 @@ class SimResult(NamedTuple):
     # (m, 2) each component's range (measures.component_range; ±inf where unbounded): the CLT
     # interval and the confidence sequence are clipped to it, as a session's are
     bounds: np.ndarray | None = None
+    # posterior draws behind each Bayesian interval (None: no posterior); a session's are SESSION_BAYES_DRAWS
+    bayes_draws: int | None = None
 
 
 def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, seconds: float, compile_seconds: float,
                 design_name: str, bayes: dict | None = None, bayes_seconds: float = 0.0, lower=None,
-                upper=None, draws=None) -> SimResult:
+                upper=None, draws=None, bayes_draws: int | None = None) -> SimResult:
     """Assemble a :class:`SimResult` from a driver's per-stage history and checkpoint
     arrays (``ck``: value, lower, upper, labels, draws), and the Bayesian intervals.  The CLT
     intervals are clipped to each component's range (:func:`measure_bounds`), as
@@ -132,6 +134,7 @@ def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, secon
         checkpoint_sd=None if ck.get("sd") is None else np.asarray(ck["sd"]),
         checkpoint_feasible=None if ck.get("feasible") is None else np.asarray(ck["feasible"]),
         bounds=bounds,
+        bayes_draws=int(bayes_draws) if bayes and bayes_draws is not None else None,
     )
 
 
@@ -506,7 +509,8 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
     or at the budget.  Returns ``{"width", "interval", "stopped"`` (share of runs that
     stopped within the budget), ``"coverage"`` (share of the stopped runs whose interval
     at the stop holds the truth; None if none stopped), ``"mean_labels"`` (labels at the
-    stop, over the stopped runs), ``"coverage_se"`` (its binomial standard error)``}``.
+    stop, over the stopped runs), ``"coverage_se"`` (its binomial standard error)``}``, and
+    ``"bayes_draws"`` where the rule read Bayesian intervals (:attr:`SimResult.bayes_draws`).
 
     ``"clt"``: the fixed-n 95% interval (001 §3.3.2) -- looked at after every stage it
     does not keep 95% (the point of measuring it); ``"clt-cs"``: the asymptotic confidence
@@ -584,6 +588,10 @@ def stopping(res: SimResult, width: float, interval: str = "clt-cs", min_class_l
            "stopped_runs": n_stop, "check_required": bool(checked)}
     if interval == "read-first":
         out["bayes_rule"] = read_first_bayes
+    if res.stage_bayes_lower is not None and res.bayes_draws is not None and interval not in ("clt", "clt-cs"):
+        # the rule read Bayesian intervals: of how many posterior draws (a session's: SESSION_BAYES_DRAWS;
+        # with fewer some intervals come out narrow by chance and a rule stops on them, stop 89)
+        out["bayes_draws"] = res.bayes_draws
     return out
 
 

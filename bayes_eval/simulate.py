@@ -262,7 +262,7 @@ def simulate_runs(
     max_chunks: int = 4096,
     track_kl: bool = True,
     bayes_model=None,
-    bayes_draws: int = 200,
+    bayes_draws: int = SIMULATION_BAYES_DRAWS,
     interval: str = "normal",
     level: float = 0.95,
     return_rounds: bool = False,
@@ -394,7 +394,8 @@ def simulate_runs(
         lower, upper = cut(*beta_limits(ck["value"], ck["var"], level), ck["feasible"])
     stalled = np.zeros(repeats, dtype=bool) if rounds else extra
     res = make_result(hist, ck, stalled, checkpoints, true_value, measure, t2 - t1, t1 - t0, design.name, bayes,
-                      (t3 - t2) if bayes_model is not None else 0.0, lower=lower, upper=upper)
+                      (t3 - t2) if bayes_model is not None else 0.0, lower=lower, upper=upper,
+                      bayes_draws=bayes_draws if bayes_model is not None else None)
     if return_rounds:
         return res, jax.tree_util.tree_map(np.asarray, extra)
     return res
@@ -522,7 +523,7 @@ def _round_estimates(cells, design: Design, g, info: "kernel.RoundInfo", complet
 
 def simulate_poisson(cells: CellTable, design, measure, budget: int = 2000, batch: int = 50,
                      repeats: int = 100, seed: int = 0, checkpoints=(500, 1000, 2000), bayes_model=None,
-                     bayes_draws: int = 200, level: float = 0.95, interval: str = "normal",
+                     bayes_draws: int = SIMULATION_BAYES_DRAWS, level: float = 0.95, interval: str = "normal",
                      return_rounds: bool = False):
     """:func:`simulate_runs` for a Poisson design given as its
     :class:`~bayes_eval.poisson_designs.PoissonDesign` record or as a ``"rounds"``

@@ -244,6 +244,8 @@ def test_stopping_on_the_bayesian_interval_after_every_stage():
     assert st["stopped"] == pytest.approx(stopped.mean()) and st["stopped"] >= 0.5
     assert st["mean_labels"] == pytest.approx(res.history.n_labels[stopped, first[stopped]].mean())
     assert st["check_required"] is False
+    # the result says of how many posterior draws its Bayesian intervals are, the rule's block too; a CLT rule's not
+    assert res.bayes_draws == 100 and st["bayes_draws"] == 100 and "bayes_draws" not in stopping(res, w, "clt-cs")
     r = np.flatnonzero(stopped)
     # held up to round-off (results.covers): an interval collapsed onto the truth holds it even where
     # its ends were summed in another order -- on some CPUs one of these 27 stops ends at the truth up to round-off
