@@ -81,7 +81,8 @@ def main(argv=None):
                                     bayes_collapsed=res.stage_bayes_collapsed if res.stage_bayes_collapsed is not None
                                     else np.zeros(0),
                                     # which Bayesian interval (posterior.resolved_interval); files before: equal-tailed
-                                    bayes_interval="highest-density")
+                                    bayes_interval="highest-density",
+                                    bayes_draws=res.bayes_draws if res.bayes_draws is not None else 0)
             for c in summarize(res):
                 fixed.append(dict(pool=name, design=design, labels=c["labels"], rmse=c["mse"] ** 0.5,
                                   coverage_clt=c["coverage"], width_clt=c["mean_width"],

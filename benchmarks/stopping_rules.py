@@ -48,6 +48,9 @@ class SavedStages:
         # the measure's range that stopping() clips the confidence sequence to (results.SimResult.bounds;
         # not saved: None leaves it as the stages hold it, cut to what the labels allow)
         self.bounds = z["bounds"] if "bounds" in z.files else None
+        # posterior draws behind each stage's interval (SimResult.bayes_draws; saved since stop 90, None before --
+        # the files named *-draws1000* have 1000, the others the simulation's 200)
+        self.bayes_draws = (int(z["bayes_draws"]) or None) if "bayes_draws" in z.files else None
 
 
 def _first(res, narrow, lo, hi):
