@@ -306,12 +306,17 @@ def bayes_stop_rule(design: str, check) -> str:
     rounds' ratio is another scale -- it grows to 10^3-10^4 on dblp-acm as the rounds' own variance
     falls, where the Bayesian stop is honest -- so no gate on it; and where the check fails (the demo pool over three seeds, dblp-acm, a heavy-tie
     pool) ``read-first`` with the plain Bayesian half held the truth at W = 0.1 and 0.05 in every
-    capture -- the demo pool's W = 0.05: 0.99 of 223 stops, where ``bayes-stable`` held 0.91 of 95
-    (0.81 of 32 on the third seed) -- with more stops and fewer labels; at W = 0.02 it stopped 4 of
-    the demo's 260 runs, each wrong, where ``bayes-stable`` stopped none
-    (``benchmarks/results/stopping_stop88.md``).  The other designs, several classes and a stochastic
-    oracle record no check and keep ``bayes-stable``, the rule measured for them
-    (``benchmarks/results/stopping_check_gate.md``, ``stopping_stop87.md``)."""
+    capture, with more stops and fewer labels than ``bayes-stable`` (``benchmarks/results/stopping_stop88.md``).
+    Stop 90 rechecked the choice with a session's 1000 posterior draws per interval
+    (:data:`SESSION_BAYES_DRAWS`; stop 88's intervals had the simulation's 200, which stop 89 found make
+    some intervals narrow by chance; ``benchmarks/results/stopping_draws_stop90.md``): ``bayes`` held
+    1.00 of 215 stops on the demo pool (three seeds, 260 runs) at W = 0.05, 0.97 / 0.95 of 60 on dblp-acm
+    at W = 0.1 / 0.05, 0.97 / 0.98 / 0.98 of 60 / 60 / 47 on the heavy-tie pool at W = 0.1 / 0.05 / 0.02;
+    ``bayes-stable`` held too, with fewer stops and 6-70% more labels at the stop (the heavy ties'
+    W = 0.02: 2 stops, not 47).  ``bayes``'s one wrong stop: a demo run at W = 0.02 (1 of 260), where
+    the calibration curve's tail expects fewer low-score positives than the pool holds -- the model's,
+    not the rule's.  The other designs, several classes and a stochastic oracle record no check and
+    keep ``bayes-stable``, the rule measured for them (``benchmarks/results/stopping_check_gate.md``, ``stopping_stop87.md``)."""
     has_check = check is not None and bool(np.any(~np.isnan(np.asarray(check, float))))
     if not has_check:
         return "bayes-stable"
