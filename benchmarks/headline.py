@@ -29,7 +29,7 @@ def _f(x, spec):
 
 POOL_ORDER = ("abt-buy", "dblp-acm", "dblp-acm-draws1000", "p0.5", "p0.1", "p0.1-draws1000", "p0.01", "demo",
               "demo-seed1", "demo-seed2", "demo-draws1000", "demo-seed1-draws1000", "demo-seed2-draws1000",
-              "balanced_prob", "prob_ties", "prob_ties-draws1000")
+              "balanced_prob", "balanced_prob-draws1000", "prob_ties", "prob_ties-draws1000")
 
 
 def interval_table(folder):
