@@ -357,7 +357,7 @@ def cmd_simulate(args):
         "seconds_per_run": res.seconds / args.repeats,
         "bayes_seconds": res.bayes_seconds,
         "posterior_model": args.posterior_model if res.bayes_lower is not None else None,
-        "bayes_draws": args.bayes_draws if res.bayes_lower is not None else None,
+        "bayes_draws": res.bayes_draws,     # None without Bayesian intervals
         "stalled_runs": int(res.stalled.sum()),
         "checkpoints": summary,
     }

@@ -134,7 +134,7 @@ def make_result(hist, ck: dict, stalled, checkpoints, true_value, measure, secon
         checkpoint_sd=None if ck.get("sd") is None else np.asarray(ck["sd"]),
         checkpoint_feasible=None if ck.get("feasible") is None else np.asarray(ck["feasible"]),
         bounds=bounds,
-        bayes_draws=int(bayes_draws) if bayes and bayes_draws is not None else None,
+        bayes_draws=None if bayes_draws is None else int(bayes_draws),
     )
 
 
