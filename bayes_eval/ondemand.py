@@ -77,6 +77,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .ondemand_domain import domain_precision, pad_labels, post_domain, with_skipped
+
 __all__ = [
     "Z95", "FILL", "Cells", "cells_of", "overlaps", "mixture_weights", "proposals", "pooled_proposal",
     "tally", "precision_influence", "simple_precision_influence", "pooled_recall_influence",
@@ -308,13 +310,14 @@ def assemble(pi, rho_parts, cov_in, joint: bool) -> Estimates:
     return Estimates(value, cov)
 
 
-def joint_parts(cells: Cells, T, n, Rp=None, rule: str = "overlap") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def joint_parts(cells: Cells, T, n, Rp=None, rule: str = "overlap", skipped=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(π̂, ν̂, Cov of (π̂, ν̂)) from the verification draws alone (003 §"Joint estimator");
-    ``Rp[..., j, c]``: the proposal stratum j was drawn from (pⱼ when not given)."""
+    ``Rp[..., j, c]``: the proposal stratum j was drawn from (pⱼ when not given); ``skipped[..., j, c]``:
+    draws of instances nobody can verify (:func:`~bayes_eval.ondemand_domain.domain_precision`; ``n`` counts them)."""
     n = np.asarray(n, dtype=np.float64)
-    psi_p = precision_influence(cells, n, Rp=Rp, rule=rule)
-    pi = np.einsum("...jcf,...ijcf->...i", T, psi_p)
+    pi, psi_p, T = domain_precision(precision_influence(cells, n, Rp=Rp, rule=rule), T, skipped)
     nu, psi_n = pooled_recall_influence(cells, T, n, Rp)
+    psi_n = pad_labels(psi_n, T.shape[-1])
     batch = np.broadcast_shapes(T.shape[:-3], psi_p.shape[:-4], psi_n.shape[:-4])
     psi = np.concatenate([np.broadcast_to(psi_p, batch + psi_p.shape[-4:]),
                           np.broadcast_to(psi_n, batch + psi_n.shape[-4:])], axis=-4)
@@ -334,14 +337,13 @@ def joint_estimates(cells: Cells, T, n, theta, var_theta, parts=None) -> Estimat
     return assemble(pi, (nu, np.asarray(theta, dtype=np.float64)), cov_in, joint=True)
 
 
-def simple_estimates(cells: Cells, T, n, rho, cov_rho, Rp=None) -> Estimates:
+def simple_estimates(cells: Cells, T, n, rho, cov_rho, Rp=None, skipped=None) -> Estimates:
     """The simple estimators (003 §"Simple estimator"): π̂ᵢ from X̂ᵢ alone, ρ̂ᵢ from Ŷ₀
     (``rho``, ``cov_rho`` from :func:`exhaustive_stats`); ``Rp``: the strata's proposals when
-    they are not the pⱼ (:func:`simple_precision_influence`)."""
+    they are not the pⱼ (:func:`simple_precision_influence`); ``skipped``: :func:`~bayes_eval.ondemand_domain.domain_precision`."""
     n = np.asarray(n, dtype=np.float64)
     M = cells.P.shape[1]
-    psi = simple_precision_influence(cells, n, Rp)
-    pi = np.einsum("...jcf,...ijcf->...i", T, psi)
+    pi, psi, T = domain_precision(simple_precision_influence(cells, n, Rp), T, skipped)
     cov_p = stratified_cov(T, psi)
     batch = pi.shape[:-1]
     cov_in = np.zeros(batch + (2 * M, 2 * M))
@@ -571,7 +573,7 @@ def nonempty_prob(ps: PostStrata, n, mass=None) -> tuple[np.ndarray, np.ndarray]
 
 
 def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None,
-                   check: bool = True) -> tuple[np.ndarray, np.ndarray, PostStrata]:
+                   check: bool = True, skipped=None) -> tuple[np.ndarray, np.ndarray, PostStrata]:
     """(π̂, Cov π̂, strata): the post-stratified precision of every system from the tallies
     ``T[..., j, c, f]`` of draws made with fixed sizes ``n[..., j]``.
 
@@ -594,20 +596,28 @@ def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None,
     ``Rp[..., j, c]``: the proposal stratum j was drawn from (uniform pⱼ when None), which must
     be constant on every post-stratum (``check`` raises otherwise): a draw landing in g is then
     still uniform on g, P(n_g ≥ 1) uses s_jg = the mass of rⱼ on g (:func:`stratum_mass`), and
-    π̂ᵢ stays exactly unbiased for fixed sizes and proposals (our extension, issue 17)."""
-    ps, est, v, _, _, _ = _post_rates(cells, T, n, active, prior, Rp, check)
+    π̂ᵢ stays exactly unbiased for fixed sizes and proposals (our extension, issue 17).
+
+    ``skipped[..., j, c]``: draws of instances nobody can verify (counted in ``n`` and in n_g):
+    the precision on the verifiable instances D, π̂ᵢ = N̂ᵢ / (1 − Ûᵢ) with Ûᵢ = Σ_g a_ig u_g 1[n_g ≥ 1] /
+    (n_g P(n_g ≥ 1)), u_g the skipped draws in g (:func:`~bayes_eval.ondemand_domain.domain_precision`); its variance per stratum
+    that of the draws' values y = 1[f = 1] + π̂ᵢ 1[skipped] in place of f (:func:`_post_rates`)."""
+    ps, est, v, _, _, _ = _post_rates(cells, T, n, active, prior, Rp, check, skipped)
     A = ps.size[:, None] * ps.P                               # a_ig, (G, M)
-    pi = np.einsum("...g,gi->...i", est, A)
-    cov = np.einsum("gi,...g,gk->...ik", A, v, A)
+    pi, cov = post_domain(est, v, A)
     return pi, cov, ps
 
 
-def _post_rates(cells: Cells, T, n, active, prior: float, Rp, check: bool = True):
+def _post_rates(cells: Cells, T, n, active, prior: float, Rp, check: bool = True, skipped=None):
     """(strata, e_g, v_g, k_g, n_g, P(n_g ≥ 1)): each post-stratum's weighted correct rate
     e_g = r̂_g 1[n_g ≥ 1]/P(n_g ≥ 1) and its variance estimate v_g (:func:`post_precision`'s
-    docstring), with the correct draws, the draws and the chance of a draw they come from."""
+    docstring), with the correct draws, the draws and the chance of a draw they come from.
+    With ``skipped`` draws: n_g counts them, e_g is the pair (e_g, the same of the skipped draws) and
+    v_g a function of π̂ (per system) giving v_g[..., g, i, k], the covariance of the values
+    y_i = 1[f = 1] + π̂ᵢ 1[skipped] by the same formula (the +``prior`` on the correct rate r̃, the
+    skipped share ũ = u_g/(n_g + 2 ``prior``)); without a skipped draw it is v_g on the diagonal."""
     ps = post_strata(cells, active)
-    T = np.asarray(T, dtype=np.float64)
+    T = with_skipped(T, skipped)
     if Rp is not None and check:
         _check_constant(cells, ps, Rp, n)
     kg = _to_strata(T[..., 1].sum(-2), ps)                    # (..., G) correct draws
@@ -617,11 +627,25 @@ def _post_rates(cells: Cells, T, n, active, prior: float, Rp, check: bool = True
     Pd = np.where(P1 > 0, P1, 1.0)
     est = np.where(hit, _ratio(kg, ng) / Pd, 0.0)
     rt = _ratio(kg + prior, ng + 2 * prior)
-    v = np.where(hit, (rt * (1 - rt) / np.where(hit, ng, 1.0) + rt * rt * (1 - P1)) / Pd ** 2, 0.0)
-    return ps, est, v, kg, ng, P1
+    if skipped is None:
+        v = np.where(hit, (rt * (1 - rt) / np.where(hit, ng, 1.0) + rt * rt * (1 - P1)) / Pd ** 2, 0.0)
+        return ps, est, v, kg, ng, P1
+    ug = _to_strata(T[..., 2].sum(-2), ps)
+    ut = _ratio(ug, ng + 2 * prior)
+
+    def v(pi):   # the values' mean m_i = r̃ + π̂ᵢ ũ and cross moment r̃ + π̂ᵢ π̂ₖ ũ per stratum
+        m = rt[..., :, None] + ut[..., :, None] * pi[..., None, :]                      # (..., G, M)
+        c = rt[..., :, None, None] + ut[..., :, None, None] * pi[..., None, :, None] * pi[..., None, None, :]
+        mm = m[..., :, :, None] * m[..., :, None, :]
+        out = ((c - mm) / np.where(hit, ng, 1.0)[..., None, None] + mm * (1 - P1)[..., None, None]) \
+            / (Pd ** 2)[..., None, None]
+        return np.where(hit[..., None, None], out, 0.0)
+
+    return ps, (est, np.where(hit, _ratio(ug, ng) / Pd, 0.0)), v, kg, ng, P1
 
 
-def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None,
+               skipped=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(π̂, ν̂, Cov of (π̂, ν̂)) with the post-stratified precision (:func:`post_precision`) and
     003's pooled recall (:func:`pooled_recall_influence`), the drop-in for :func:`joint_parts`.
     The π block of the covariance is :func:`post_precision`'s; the π–ν̂ block is the stratified
@@ -638,23 +662,36 @@ def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None) -> 
     outside Xᵢ whose few draws were all incorrect keeps a variance through r̃.  ν̃ itself is
     not the point estimate: its ratio of totals weighted by 1/P(n_g ≥ 1) was biased on
     dblp-acm (Σz +25 over ten systems), 003's ν̂ is not.
-    ``Rp``: the strata's proposals (:func:`post_precision`)."""
+    ``Rp``: the strata's proposals (:func:`post_precision`); ``skipped``: draws of instances nobody
+    can verify (:func:`post_precision`; a skipped draw adds nothing to ν̂)."""
     n = np.asarray(n, dtype=np.float64)
-    ps, est, v, kg, ng, P1 = _post_rates(cells, T, n, active, prior, Rp)
+    ps, est, v, kg, ng, P1 = _post_rates(cells, T, n, active, prior, Rp, skipped=skipped)
     A = ps.size[:, None] * ps.P                               # a_ig, (G, M)
-    pi = np.einsum("...g,gi->...i", est, A)
+    pi, cov_p = post_domain(est, v, A)
+    T = with_skipped(T, skipped)
     nu, psi_n = pooled_recall_influence(cells, T, n, Rp)
     scale = _ratio(1.0, ng * P1)[..., ps.group]               # (..., C)
-    r_c = _ratio(kg, ng)[..., ps.group]
     A_c = A[ps.group]                                         # (C, M)
-    dev = np.stack([-r_c, 1 - r_c], -1) * scale[..., None]    # (..., C, f)
     M = cells.P.shape[1]
-    psi_p = np.einsum("ci,...cf,j->...ijcf", A_c, dev, np.ones(T.shape[-3]))
+    if skipped is None:   # per draw in g: a_ig (f − r̂_g) / (n_g P_g)
+        r_c = _ratio(kg, ng)[..., ps.group]
+        dev = np.stack([-r_c, 1 - r_c], -1) * scale[..., None]                  # (..., C, f)
+        psi_p = np.einsum("ci,...cf,j->...ijcf", A_c, dev, np.ones(T.shape[-3]))
+    else:                 # a_ig (y_i − ȳ_ig) / (n_g P_g (1 − Ûᵢ)), y_i = (0, 1, π̂ᵢ)[f]
+        keep = _ratio(1.0, 1.0 - np.einsum("...g,gi->...i", est[1], A))     # 1 / (1 − Ûᵢ)
+        est, v = est[0], v(np.zeros_like(pi))[..., 0, 0]     # the correct rate's, for ν̃ below
+        pz = np.where(np.isfinite(pi), pi, 0.0)
+        y = np.stack(np.broadcast_arrays(np.zeros_like(pz), np.ones_like(pz), pz), -1)     # (..., M, f)
+        ybar = (_ratio(kg, ng)[..., ps.group][..., None, :]
+                + _ratio(_to_strata(T[..., 2].sum(-2), ps), ng)[..., ps.group][..., None, :] * pz[..., :, None])
+        dev = (y[..., :, None, :] - ybar[..., None]) * (scale[..., None, :] * keep[..., :, None])[..., None]
+        psi_p = np.einsum("ci,...icf,j->...ijcf", A_c, dev, np.ones(T.shape[-3]))
+    psi_n = pad_labels(psi_n, T.shape[-1])
     batch = np.broadcast_shapes(T.shape[:-3], psi_p.shape[:-4], psi_n.shape[:-4])
     psi = np.concatenate([np.broadcast_to(psi_p, batch + psi_p.shape[-4:]),
                           np.broadcast_to(psi_n, batch + psi_n.shape[-4:])], axis=-4)
     cov = stratified_cov(T, psi)
-    cov[..., :M, :M] = np.einsum("gi,...g,gk->...ik", A, v, A)      # post_precision's
+    cov[..., :M, :M] = cov_p                                  # post_precision's
     # the post-strata's variance of the pooled recall
     B = ps.size[:, None] * (ps.P > 0)                         # N_g 1[g ⊆ Xᵢ]
     D = np.einsum("...g,g->...", est, ps.size)                # the pool's correct instances
