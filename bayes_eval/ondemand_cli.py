@@ -20,6 +20,8 @@ Evaluate several systems (or versions, or thresholds) as they arrive, reusing ev
   bayes-eval ondemand ingest eval.db tasks_labeled.csv  # columns item,label (0/1); or LS JSON export
                                                         # [--label-map no=0,yes=1]
   bayes-eval ondemand add-exhaustive eval.db found.csv  # columns item,unit: instances found in a unit
+  bayes-eval ondemand skip eval.db ITEM [ITEM ...]      # instances nobody can verify: estimates then
+                                                        # describe the instances that can be verified
   bayes-eval ondemand status eval.db [--format json]    # precision, recall, F1 with 95% intervals
   bayes-eval ondemand report eval.db --out DIR          # CSV + PNG
   bayes-eval ondemand simulate synthetic --systems 10 --epsilon 0.05 --repeats 500 --format json
@@ -63,6 +65,10 @@ def add_ondemand_parser(subparsers):
     q = sub.add_parser("add-exhaustive", help="instances found by exhaustive annotation (columns item,unit)")
     q.add_argument("db")
     q.add_argument("found")
+    q = sub.add_parser("skip", help="record drawn instances as beyond any annotator (never sent again; the "
+                                    "estimates then describe the instances that can be verified)")
+    q.add_argument("db")
+    q.add_argument("items", nargs="+", metavar="ITEM", help="instance ids, as in the tasks file")
     q = sub.add_parser("status", help="per system: precision, recall, F1 with intervals; pairwise differences")
     q.add_argument("db")
     q.add_argument("--format", choices=("text", "json"), default="text")
@@ -125,6 +131,11 @@ def print_status(st, out=sys.stdout):
         print(f"estimates: 003's joint estimator, not protocol {cfg['protocol']}'s post-stratified one: "
               f"{', '.join(st['weighted_systems'])} weighted (post-strata split at every distinct weight and "
               f"cost more labels for wider intervals); later systems are drawn from their own p", file=out)
+    if st.get("skipped"):
+        print(f"{counted(st['skipped'], 'instance')} recorded as beyond any annotator (ondemand skip): the estimates "
+              f"describe the instances that can be verified"
+              + "".join(f"; {r['name']} {counted(r['skipped_draws'], 'skipped draw')}"
+                        for r in st["systems"] if r.get("skipped_draws")), file=out)
     waiting = [r for r in st["systems"] if r.get("awaiting_draws")]
     if waiting:
         print("awaiting verifications: " + "; ".join(f"{r['name']} {r['awaiting_draws']} of {counted(r['draws'], 'draw')}"
@@ -192,11 +203,18 @@ def cmd_ondemand(args) -> int:
                 c = r["cancelled_items"]
                 print(f"every annotator skipped instance(s) {', '.join(c[:10])}{' ...' if len(c) > 10 else ''}: "
                       f"they still await a verification, and the round that drew them enters the estimates only "
-                      f"once they have one (send them again with ondemand next)")
+                      f"once they have one (send them again with ondemand next; if nobody can verify them: "
+                      f"bayes-eval ondemand skip {shlex.quote(args.db)} {' '.join(shlex.quote(x) for x in c[:10])})")
         elif verb == "add-exhaustive":
             r = ev.add_exhaustive(args.found)
             print(f"{args.found}: already ingested (nothing changed)" if r["already"]
                   else f"added {counted(r['new'], 'instance')} found in {counted(r['units'], 'unit')}")
+        elif verb == "skip":
+            r = ev.skip(args.items, source="command line")
+            print(f"recorded {counted(r['new'], 'instance')} as beyond any annotator"
+                  + (f" ({r['already']} already recorded)" if r["already"] else "")
+                  + f"; {counted(r['skipped'], 'instance')} skipped in all: the estimates describe the instances "
+                    f"that can be verified, and a round whose other draws are verified enters them")
         elif verb == "status":
             st = ev.status()
             if args.format == "json":

@@ -157,7 +157,8 @@ class OnDemand:
             for s, it, q in st.rows("SELECT system, item, q FROM proposals"):
                 Rp[sidx[s], cell[index[it]]] = q
         return {"systems": systems, "sidx": sidx, "items": items, "index": index, "P": P, "cells": cells,
-                "cell": cell, "known": known, "found": found, "draws": draws, "Rp": Rp, "n_verified": n_verified}
+                "cell": cell, "known": known, "found": found, "draws": draws, "Rp": Rp, "n_verified": n_verified,
+                "skipped": set(st.skipped_items())}
 
     def _fill(self, S, group=None):
         """f̃ per cell for the variance bound (:func:`bayes_eval.ondemand.cell_fill`); ``group``:
@@ -327,7 +328,7 @@ class OnDemand:
         out = {}
         names = {s[0]: s[1] for s in S["systems"]}
         for _, s, it, _, _ in S["draws"]:
-            if it not in S["known"]:
+            if it not in S["known"] and it not in S["skipped"]:
                 out.setdefault(it, set()).add(names[s])
         return out
 
@@ -369,7 +370,7 @@ class OnDemand:
                     new_draws += drawn
                     S["draws"] = S["draws"] + [(None,) + tuple(d) for d in drawn]
                     for d in drawn:
-                        if d[1] not in S["known"]:
+                        if d[1] not in S["known"] and d[1] not in S["skipped"]:
                             pending.setdefault(d[1], set()).add(name)
             if len(new_draws) == made:
                 break
@@ -453,6 +454,10 @@ class OnDemand:
                          else f"{batch[it][1]} labels it {prev}")
                 raise LabelConflictError(f"{w}: instance {it!r} labeled {lab}, but {first} (a verification, once "
                                          f"given, stands: correct this row or drop it; nothing was ingested)")
+            if it in S["skipped"]:
+                raise LabelConflictError(f"{w}: instance {it!r} was recorded as beyond any annotator (ondemand "
+                                         f"skip), and the estimates describe the instances that can be verified "
+                                         f"without it; drop this row (nothing was ingested)")
             if it not in stored:
                 batch[it] = (lab, w)
         with self.store.transaction() as conn:
@@ -461,6 +466,43 @@ class OnDemand:
             conn.executemany("INSERT INTO labels(item, label, ingest) VALUES (?,?,?)",
                              [(it, v[0], cur.lastrowid) for it, v in batch.items()])
         return {"new": len(batch), "already": False, "rows": len(items)}
+
+    def skip(self, items, source: str | None = None) -> dict:
+        """Record drawn instances as beyond any annotator (``ondemand skip``), all or none (checks first).
+
+        Being unverifiable is a property of the instance: the estimates then describe the instances that can
+        be verified, D (domain estimation, :mod:`bayes_eval.ondemand_domain`) -- precision on D, recall of
+        the correct instances of D.  A skipped instance is never sent again; a round whose other draws are
+        verified enters the estimates (its skipped draws counted in the round's size, as drawn), and a later
+        draw of it costs nothing.  Refused: an instance never drawn or unknown, one already verified or
+        found by exhaustive annotation (it was verifiable).  Skipping one already skipped changes nothing."""
+        items = list(dict.fromkeys(str(i).strip() for i in items))
+        if not items or not all(items):
+            raise EmptyInputError("ondemand skip: no instance given" if not items else
+                                  "ondemand skip: an empty instance id")
+        S = self._state()
+        drawn = {d[2] for d in S["draws"]}
+        found = {it for it, _ in S["found"]}
+        stored = {r[0] for r in self.store.rows("SELECT item FROM labels")}
+        for it in items:
+            if it not in drawn:
+                if it in S["index"]:
+                    raise NotDrawnError(f"instance {it!r} was never drawn for verification (nothing was recorded)")
+                raise UnknownItemError(f"instance {it!r} is not predicted by any submitted system (nothing was "
+                                       f"recorded)")
+            if it in stored or it in found:
+                raise LabelConflictError(f"instance {it!r} is already {'verified' if it in stored else 'found by exhaustive annotation'}"
+                                         f": it can be verified, so it cannot be skipped (nothing was recorded)")
+        new = [it for it in items if it not in S["skipped"]]
+        if new:
+            from .ondemand_store import SKIPS_TABLE
+
+            with self.store.transaction() as conn:
+                conn.execute(SKIPS_TABLE)
+                cur = conn.execute("INSERT INTO ingests(sha256, kind, source, n_rows, n_new, at) VALUES (?,?,?,?,?,?)",
+                                   (_sha(repr(new).encode()), "skips", source, len(items), len(new), time.time()))
+                conn.executemany("INSERT INTO skips(item, ingest) VALUES (?,?)", [(it, cur.lastrowid) for it in new])
+        return {"new": len(new), "already": len(items) - len(new), "skipped": len(S["skipped"]) + len(new)}
 
     def add_exhaustive(self, path) -> dict:
         """Instances found by exhaustive annotation: a CSV with columns ``item`` and ``unit``
@@ -499,6 +541,7 @@ class OnDemand:
             raise EmptyInputError(f"{path}: no rows (only a header)")
         old_units = {u for _, u in self.store.rows("SELECT item, unit FROM exhaustive")}
         labels = {it: lab for it, lab in self.store.rows("SELECT item, label FROM labels")}
+        skips = set(self.store.skipped_items())
         seen = set()
         for it, unit, line in recs:
             if unit in old_units:
@@ -510,6 +553,9 @@ class OnDemand:
             if labels.get(it) == 0:
                 raise LabelConflictError(f"{path}: line {line}: instance {it!r} was verified incorrect (label 0), "
                                          f"but exhaustive annotation found it")
+            if it in skips:
+                raise LabelConflictError(f"{path}: line {line}: instance {it!r} was recorded as beyond any "
+                                         f"annotator (ondemand skip), but exhaustive annotation found it correct")
         with self.store.transaction() as conn:
             cur = conn.execute("INSERT INTO ingests(sha256, kind, source, n_rows, n_new, at) VALUES (?,?,?,?,?,?)",
                                (sha, "exhaustive", path, len(recs), len(recs), time.time()))

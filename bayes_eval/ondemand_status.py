@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ondemand as od
+from .ondemand_domain import domain_precision
 
 __all__ = ["status_of", "MEASURES", "ESTIMATOR_OF", "headline_estimator", "weighted_systems", "tallies",
            "complete_rounds", "precision_half_widths", "counted"]
@@ -68,19 +69,21 @@ def complete_rounds(S: dict) -> set:
     the ones whose instances earlier systems had verified, not a random part of the round
     (a system whose first round is out would be estimated from its overlap with the others
     alone: a precision of 0.26 ± 0.015 for a true 0.42)."""
-    done = {}
+    done, skipped = {}, S.get("skipped", ())
     for _, s, it, rnd, _ in S["draws"]:
-        done[(s, rnd)] = done.get((s, rnd), True) and it in S["known"]
+        done[(s, rnd)] = done.get((s, rnd), True) and (it in S["known"] or it in skipped)
     return {k for k, v in done.items() if v}
 
 
 def tallies(S: dict):
-    """(T, n, drawn, new, (strata, cells, labels)): the tallies T[j, c, f] of the draws in
-    complete rounds (:func:`complete_rounds`), their number n[j], all draws and new
-    verifications per system."""
+    """(T, n, drawn, new, (strata, cells, labels), U): the tallies T[j, c, f] of the verified draws in
+    complete rounds (:func:`complete_rounds`), their number n[j] with the skipped ones, all draws and new
+    verifications per system, and U[j, c] the skipped draws in complete rounds -- None where no drawn
+    instance was skipped, so that every estimator is the plain one (``ondemand skip``,
+    :mod:`bayes_eval.ondemand_domain`)."""
     systems, cell, index, known, sidx = S["systems"], S["cell"], S["index"], S["known"], S["sidx"]
     M, C = len(systems), len(S["cells"].size)
-    strata, cs, fs = [], [], []
+    strata, cs, fs, us = [], [], [], []
     drawn = np.zeros(M)
     new = np.zeros(M)
     complete = complete_rounds(S)
@@ -88,23 +91,31 @@ def tallies(S: dict):
         drawn[sidx[s]] += 1
         new[sidx[s]] += nw
         if (s, rnd) in complete:
-            strata.append(sidx[s])
-            cs.append(cell[index[it]])
-            fs.append(known[it])
+            if it in known:
+                strata.append(sidx[s])
+                cs.append(cell[index[it]])
+                fs.append(known[it])
+            else:              # a complete round's instance is verified or skipped
+                us.append((sidx[s], cell[index[it]]))
     T = od.tally(M, C, np.array(strata, dtype=np.int64), np.array(cs, dtype=np.int64),
                  np.array(fs, dtype=np.int64)) if M else np.zeros((0, C, 2))
-    n = T.sum((-1, -2)) if M else np.zeros(0)
-    return T, n, drawn, new, (strata, cs, fs)
+    U = None
+    if us:
+        U = np.zeros((M, C))
+        np.add.at(U, tuple(np.array(us, dtype=np.int64).T), 1.0)
+    n = (T.sum((-1, -2)) + (0 if U is None else U.sum(-1))) if M else np.zeros(0)
+    return T, n, drawn, new, (strata, cs, fs), U
 
 
 def precision_half_widths(S: dict, estimator: str) -> np.ndarray:
     """z √Var π̂ᵢ of every system under ``estimator`` ("joint" or "post") from the labeled draws
     (the session's top-up after its sizing rounds reads it)."""
-    T, n, _, _, _ = tallies(S)
+    T, n, _, _, _, U = tallies(S)
     if estimator == "post":
-        _, cov, _ = od.post_precision(S["cells"], T, n, Rp=S.get("Rp"))
+        _, cov, _ = od.post_precision(S["cells"], T, n, Rp=S.get("Rp"), skipped=U)
         return od.Z95 * np.sqrt(np.maximum(np.diagonal(cov), 0.0))
-    return od.precision_half_width(T, od.precision_influence(S["cells"], n, Rp=S.get("Rp")))
+    _, psi, T = domain_precision(od.precision_influence(S["cells"], n, Rp=S.get("Rp")), T, U)
+    return od.precision_half_width(T, psi)
 
 
 def _post_covered(cells, n, Rp) -> np.ndarray:
@@ -126,7 +137,7 @@ def status_of(S: dict, config: dict) -> dict:
     weighted = weighted_systems(S)
     head = headline_estimator(config, weighted)
     C = len(cells.size)
-    T, n, drawn, new, (strata, cs, fs) = tallies(S)
+    T, n, drawn, new, (strata, cs, fs), U = tallies(S)
     # exhaustive sample: per unit, found instances in the pool X (systems with labeled draws), in each Xᵢ
     units = {}
     for it, u in S["found"]:
@@ -143,6 +154,7 @@ def status_of(S: dict, config: dict) -> dict:
                 t[k, 1:] += cells.P[cell[j]] > 0
     have_recall = len(units) >= 2
     out = {"config": config, "estimator": head, "weighted_systems": weighted, "n_units": len(units), "n_found": int(m_u.sum()),
+           "skipped": len(S.get("skipped", ())),
            "labels": {"verifications": int(S["n_verified"]),
                       "exhaustive": int(m_u.sum())},
            "cost": {"verify": float(new.sum() * cv), "exhaustive": float(m_u.sum() * ce)}}
@@ -158,11 +170,11 @@ def status_of(S: dict, config: dict) -> dict:
         return out
     est_e, cov_e = od.exhaustive_stats(t, m_u) if have_recall else (np.full(1 + M, np.nan),
                                                                      np.zeros((1 + M, 1 + M)))
-    parts_j = od.joint_parts(cells, T, n, Rp=Rp)
-    parts_p = od.post_parts(cells, T, n, Rp=Rp)
+    parts_j = od.joint_parts(cells, T, n, Rp=Rp, skipped=U)
+    parts_p = od.post_parts(cells, T, n, Rp=Rp, skipped=U)
     est = {"joint": od.joint_estimates(cells, T, n, est_e[0], cov_e[0, 0], parts=parts_j),
            "post": od.joint_estimates(cells, T, n, est_e[0], cov_e[0, 0], parts=parts_p),
-           "simple": od.simple_estimates(cells, T, n, est_e[1:], cov_e[1:, 1:], Rp=Rp)}
+           "simple": od.simple_estimates(cells, T, n, est_e[1:], cov_e[1:, 1:], Rp=Rp, skipped=U)}
     Q = od.proposals(cells, od.mixture_weights(cells, n, Rp=Rp), Rp)
     cover = {"joint": ~np.any((cells.P > 0) & (Q <= 0), axis=0), "post": _post_covered(cells, n, Rp)}
     covered = cover[head]
@@ -179,9 +191,12 @@ def status_of(S: dict, config: dict) -> dict:
                 ok = (cover[kind][i] if kind != "simple" else n[i] > 0) and (k == 0 or have_recall)
                 e = est[kind]
                 row[meas][kind] = _interval(e.value[j], e.half_width[j]) if ok else None
-        if n[i] > 0 and (Rp is None or np.allclose(Rp[i], cells.P[:, i])):   # own draws from pᵢ
+        u_i = 0 if U is None else int(U[i].sum())
+        if u_i:
+            row["skipped_draws"] = u_i
+        if n[i] > u_i and (Rp is None or np.allclose(Rp[i], cells.P[:, i])):   # own draws from pᵢ
             k1 = sum(fs[d] for d in range(len(fs)) if strata[d] == i)
-            lo, hi = od.wilson(k1, n[i])
+            lo, hi = od.wilson(k1, n[i] - u_i)
             row["precision"]["simple_wilson"] = {"lo": float(lo), "hi": float(hi)}
         row["reached"] = bool(row["precision"][head] is not None and row["precision"][head]["half_width"] <= eps)
         rows.append(row)

@@ -14,7 +14,8 @@ item, round, new)`` (verification draws from system i's stratum proposal — p�
 ``post-fill`` protocol the ``proposals(system, item, q)`` fixed at its submission — with
 replacement; ``new``: the item needed a new verification when drawn); ``labels(item, label, ingest)`` (one verification per
 item); ``exhaustive(item, unit, ingest)`` (instances found by exhaustive annotation);
-``ingests(ingest, sha256, kind, source, n_rows, n_new, at)``.
+``ingests(ingest, sha256, kind, source, n_rows, n_new, at)``; ``skips(item, ingest)`` (instances nobody can
+verify, ``ondemand skip``: schema 3; a file of an earlier schema gains the table with its first skip).
 """
 from __future__ import annotations
 
@@ -27,9 +28,9 @@ from . import sqlite_store
 from .errors import SessionError, StaleSessionError
 from .sqlite_store import describe_sqlite_error
 
-__all__ = ["OnDemandStore", "SCHEMA_VERSION"]
+__all__ = ["OnDemandStore", "SCHEMA_VERSION", "SKIPS_TABLE"]
 
-SCHEMA_VERSION = 2  # 2: the proposals table (files of version 1 have none and use pᵢ)
+SCHEMA_VERSION = 3  # 2: the proposals table (files of version 1 have none and use pᵢ); 3: the skips table
 _KIND = "bayes_eval.ondemand"
 
 _SCHEMA = """
@@ -48,7 +49,11 @@ CREATE TABLE exhaustive (id INTEGER PRIMARY KEY, item TEXT NOT NULL, unit TEXT N
     ingest INTEGER NOT NULL REFERENCES ingests(ingest), UNIQUE (unit, item));
 CREATE TABLE proposals (system INTEGER NOT NULL REFERENCES systems(system), item TEXT NOT NULL,
     q REAL NOT NULL, PRIMARY KEY (system, item));
+CREATE TABLE skips (item TEXT PRIMARY KEY, ingest INTEGER NOT NULL REFERENCES ingests(ingest));
 """
+#: the skips table, made by the first skip in a file of an earlier schema
+SKIPS_TABLE = ("CREATE TABLE IF NOT EXISTS skips (item TEXT PRIMARY KEY, "
+               "ingest INTEGER NOT NULL REFERENCES ingests(ingest))")
 
 
 class OnDemandStore:
@@ -109,11 +114,17 @@ class OnDemandStore:
     def has_ingest(self, sha256: str, kind: str) -> bool:
         return bool(self.rows("SELECT 1 FROM ingests WHERE sha256=? AND kind=?", (sha256, kind)))
 
+    def skipped_items(self) -> list:
+        """The instances recorded as beyond any annotator (``ondemand skip``), none in a file without the table."""
+        if not self.rows("SELECT 1 FROM sqlite_master WHERE type='table' AND name='skips'"):
+            return []
+        return [r[0] for r in self.rows("SELECT item FROM skips ORDER BY item")]
+
     def dump(self) -> dict:
         """Every table's rows (tests check that a refused operation changed nothing)."""
         tables = {r[0] for r in self.rows("SELECT name FROM sqlite_master WHERE type='table'")}
         return {t: self.rows(f"SELECT * FROM {t} ORDER BY 1")
-                for t in ("meta", "systems", "predictions", "draws", "ingests", "labels", "exhaustive", "proposals")
+                for t in ("meta", "systems", "predictions", "draws", "ingests", "labels", "exhaustive", "proposals", "skips")
                 if t in tables}
 
     # ------------------------------------------------------------------ writing

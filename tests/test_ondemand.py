@@ -1121,3 +1121,125 @@ def test_precision_on_the_verifiable_instances_when_some_cannot_be_verified():
               lambda sk: tuple(od.simple_estimates(cells, T, n, np.zeros((R, 5)), np.zeros((R, 5, 5)), skipped=sk))):
         for a, b in zip(f(None), f(np.zeros_like(U))):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+
+
+def test_a_session_skips_instances_nobody_can_verify(tmp_path, capsys):
+    """``ondemand skip``: instances no annotator can verify (here 20% of the first system's correct
+    instances and 3% of the rest) are recorded once, never sent again, and the rounds that drew them
+    enter the estimates; the estimates then describe the instances that can be verified -- each system's
+    precision interval holds its precision there (within 2.5 half-widths + 0.02; the pool's own precision,
+    0.06 higher for the first system, is not the target).  Refused, with nothing written: a label for a
+    skipped instance, skipping a verified, unknown or undrawn instance, exhaustive annotation that finds a
+    skipped one.  The CLI verb and the status line; reopening gives the same numbers."""
+    from bayes_eval import cli
+
+    s, paths, truth, found = _files(tmp_path)
+    ids = np.array(list(truth))
+    rng = np.random.default_rng(11)
+    on1 = np.isin(ids, pd.read_csv(paths[0])["item"])
+    correct = np.array([truth[i] for i in ids]) == 1
+    unv = set(ids[rng.random(len(ids)) < np.where(on1 & correct, 0.2, 0.03)])
+    verifiable = [set(pd.read_csv(p)["item"]) - unv for p in paths]
+    prec_d = [np.mean([truth[i] for i in v]) for v in verifiable]
+    assert prec_d[0] < sim.truth_of(s)[0] - 0.04
+    db = str(tmp_path / "ev.db")
+    sent, skipped = [], set()
+    with OnDemand.create(db, epsilon=0.08, rounds=2) as ev:
+        for i, p in enumerate(paths):
+            ev.submit_file(f"sys{i + 1}", p)
+            while True:
+                r = ev.next()
+                if not r["tasks"]:
+                    break
+                sent += r["items"]
+                lab = [x for x in r["items"] if x not in unv]
+                if lab:
+                    ev.add_labels(lab, [truth[x] for x in lab])
+                nobody = [x for x in r["items"] if x in unv]
+                if nobody:
+                    assert ev.skip(nobody)["new"] == len(nobody)
+                    skipped |= set(nobody)
+        assert len(sent) == len(set(sent)) and skipped      # a skipped instance is never sent again
+        assert ev.skip(sorted(skipped)[:2]) == {"new": 0, "already": 2, "skipped": len(skipped)}
+        before = ev.store.dump()
+        one = sorted(skipped)[0]
+        verified = ev.store.rows("SELECT item FROM labels")[0][0]
+        never = next(x for x in pd.read_csv(paths[0])["item"] if x not in set(sent))
+        for bad, err, msg in [(lambda: ev.add_labels([one], [1]), LabelConflictError, "beyond any annotator"),
+                              (lambda: ev.skip([verified]), LabelConflictError, "already verified"),
+                              (lambda: ev.skip(["nope"]), UnknownItemError, "not predicted"),
+                              (lambda: ev.skip([never]), NotDrawnError, "never drawn"),
+                              (lambda: ev.skip([]), EmptyInputError, "no instance")]:
+            with pytest.raises(err, match=msg):
+                bad()
+        ex = tmp_path / "found_skipped.csv"
+        pd.DataFrame({"item": [one], "unit": ["docX"]}).to_csv(ex, index=False)
+        with pytest.raises(LabelConflictError, match="exhaustive annotation found it"):
+            ev.add_exhaustive(str(ex))
+        assert ev.store.dump() == before
+        st = ev.status()
+    assert st["skipped"] == len(skipped)
+    for i, row in enumerate(st["systems"]):
+        assert row["awaiting_draws"] == 0 and row["reached"]
+        iv = row["precision"]["post"]
+        assert abs(iv["estimate"] - prec_d[i]) < 2.5 * iv["half_width"] + 0.02, (i, iv, prec_d[i])
+    assert st["systems"][0]["skipped_draws"] > 0
+    assert cli.main(["ondemand", "status", db]) == 0
+    assert f"{len(skipped)} instances recorded as beyond any annotator" in capsys.readouterr().out
+    with OnDemand.open(db) as ev:
+        assert ev.status() == st
+    # the verb: a drawn instance awaiting its verification, then one no system predicts
+    db2 = str(tmp_path / "ev2.db")
+    with OnDemand.create(db2, epsilon=0.08, rounds=2) as ev:
+        ev.submit_file("sys1", paths[0])
+        item = ev.next()["items"][0]
+    capsys.readouterr()
+    assert cli.main(["ondemand", "skip", db2, item]) == 0
+    assert "recorded 1 instance as beyond any annotator" in capsys.readouterr().out
+    assert cli.main(["ondemand", "skip", db2, "nope"]) != 0
+    assert "'nope' is not predicted by any submitted system" in capsys.readouterr().err
+    with OnDemand.open(db2) as ev:
+        assert item not in ev.next()["items"] and ev.store.skipped_items() == [item]
+
+
+@pytest.mark.slow
+def test_sessions_with_skipped_instances_cover_the_precision_on_the_verifiable_ones(tmp_path):
+    """80 scripted post-fill sessions of three systems (each its own draw seed) where 20% of the first
+    system's correct instances and 3% of the rest cannot be verified (``ondemand skip``): the headline
+    precision intervals hold the precision on the verifiable instances within the binomial band of
+    0.95, every system's mean error is within 3 Monte Carlo SE of it, and the pool's own precision --
+    0.05 higher for the first system -- is held less often (the target is D's, not the pool's)."""
+    s, paths, truth, _ = _files(tmp_path)
+    ids = np.array(list(truth))
+    rng = np.random.default_rng(11)
+    on1 = np.isin(ids, pd.read_csv(paths[0])["item"])
+    correct = np.array([truth[i] for i in ids]) == 1
+    unv = set(ids[rng.random(len(ids)) < np.where(on1 & correct, 0.2, 0.03)])
+    prec_d = np.array([np.mean([truth[i] for i in set(pd.read_csv(p)["item"]) - unv]) for p in paths])
+    R = 80
+    est, hw = np.zeros((R, 3)), np.zeros((R, 3))
+    for r in range(R):
+        db = str(tmp_path / f"s{r}.db")
+        with OnDemand.create(db, epsilon=0.08, rounds=2, seed=r) as ev:
+            for i, p in enumerate(paths):
+                ev.submit_file(f"sys{i + 1}", p)
+                while True:
+                    items = ev.next()["items"]
+                    if not items:
+                        break
+                    lab = [x for x in items if x not in unv]
+                    if lab:
+                        ev.add_labels(lab, [truth[x] for x in lab])
+                    if len(lab) < len(items):
+                        ev.skip([x for x in items if x in unv])
+            st = ev.status()
+        os.remove(db)
+        for i, row in enumerate(st["systems"]):
+            est[r, i], hw[r, i] = row["precision"]["post"]["estimate"], row["precision"]["post"]["half_width"]
+    cover = (np.abs(est - prec_d) <= hw).mean(0)
+    band = 3 * np.sqrt(0.95 * 0.05 / R)
+    assert np.all(cover >= 0.95 - band - 0.02), cover
+    z = (est.mean(0) - prec_d) / (est.std(0, ddof=1) / np.sqrt(R))
+    assert np.all(np.abs(z) < 3), z
+    pool = (np.abs(est[:, 0] - sim.truth_of(s)[0]) <= hw[:, 0]).mean()
+    assert pool < cover[0] - 0.1, (pool, cover)
