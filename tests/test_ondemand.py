@@ -1192,8 +1192,17 @@ def test_a_session_skips_instances_nobody_can_verify(tmp_path, capsys):
     db2 = str(tmp_path / "ev2.db")
     with OnDemand.create(db2, epsilon=0.08, rounds=2) as ev:
         ev.submit_file("sys1", paths[0])
-        item = ev.next()["items"][0]
+        item, other = ev.next()["items"][:2]
+    # a Label Studio export where every annotator skipped the instance: the ingest line names the command
+    e = tmp_path / "export.json"
+    e.write_text(json.dumps([{"id": 1, "data": {"item": item}, "annotations": [
+        {"id": 1, "completed_by": {"id": 1, "email": "ann@x.org"}, "was_cancelled": True, "result": []}]},
+        {"id": 2, "data": {"item": other}, "annotations": [
+            {"id": 2, "completed_by": {"id": 1, "email": "ann@x.org"}, "was_cancelled": False,
+             "result": [{"from_name": "label", "to_name": "text", "type": "choices", "value": {"choices": ["1"]}}]}]}]))
     capsys.readouterr()
+    assert cli.main(["ondemand", "ingest", db2, str(e)]) == 0
+    assert f"if nobody can verify them: bayes-eval ondemand skip {db2} {item}" in capsys.readouterr().out
     assert cli.main(["ondemand", "skip", db2, item]) == 0
     assert "recorded 1 instance as beyond any annotator" in capsys.readouterr().out
     assert cli.main(["ondemand", "skip", db2, "nope"]) != 0
