@@ -104,7 +104,8 @@ def _check(args):
         raise UsageError("--resolve needs a rule: error, majority, ground-truth, first or an annotator's email")
 
 
-def print_status(st, out=sys.stdout):
+def print_status(st, out=None):
+    out = sys.stdout if out is None else out   # read at the call: a default bound at import keeps a stale stream
     cfg = st["config"]
     from .ondemand_status import counted
 
