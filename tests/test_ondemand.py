@@ -833,8 +833,10 @@ def test_simulation_post_fill_protocols_reach_epsilon_and_cover():
     assert out["reached"]["joint_post_fill_session"] == 1.0
 
 
-def _session_run(tmp_path, protocol, seed, s, ids, paths):
-    """One scripted session on the setting ``s`` (annotators answer from the truth)."""
+def _session_run(tmp_path, protocol, seed, s, ids, paths, unverifiable=frozenset(), sent=None, keep=False):
+    """One scripted session on the setting ``s`` (annotators answer from the truth, and skip the
+    ``unverifiable`` instances: ``ondemand skip``); ``sent`` collects the instances sent for verification;
+    ``keep``: the file stays, ``tmp_path / f"{protocol}{seed}.db"``."""
     truth = dict(zip(ids, s.truth.astype(int)))
     db = str(tmp_path / f"{protocol}{seed}.db")
     with OnDemand.create(db, epsilon=0.08, rounds=2, protocol=protocol, seed=seed) as ev:
@@ -844,9 +846,17 @@ def _session_run(tmp_path, protocol, seed, s, ids, paths):
                 r = ev.next()
                 if not r["tasks"]:
                     break
-                ev.add_labels(r["items"], [truth[x] for x in r["items"]])
+                if sent is not None:
+                    sent += r["items"]
+                lab = [x for x in r["items"] if x not in unverifiable]
+                if lab:
+                    ev.add_labels(lab, [truth[x] for x in lab])
+                if len(lab) < len(r["items"]):
+                    nobody = [x for x in r["items"] if x in unverifiable]
+                    assert ev.skip(nobody)["new"] == len(nobody)
         st = ev.status()
-    os.remove(db)
+    if not keep:
+        os.remove(db)
     return st
 
 
@@ -1123,6 +1133,17 @@ def test_precision_on_the_verifiable_instances_when_some_cannot_be_verified():
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
 
 
+def _unverifiable(paths, truth):
+    """The instances of :func:`_files`' universe nobody can verify (20% of the first system's correct
+    ones, 3% of the rest) and each system's precision on the others."""
+    ids = np.array(list(truth))
+    rng = np.random.default_rng(11)
+    on1 = np.isin(ids, pd.read_csv(paths[0])["item"])
+    correct = np.array([truth[i] for i in ids]) == 1
+    unv = set(ids[rng.random(len(ids)) < np.where(on1 & correct, 0.2, 0.03)])
+    return unv, np.array([np.mean([truth[i] for i in set(pd.read_csv(p)["item"]) - unv]) for p in paths])
+
+
 def test_a_session_skips_instances_nobody_can_verify(tmp_path, capsys):
     """``ondemand skip``: instances no annotator can verify (here 20% of the first system's correct
     instances and 3% of the rest) are recorded once, never sent again, and the rounds that drew them
@@ -1130,35 +1151,17 @@ def test_a_session_skips_instances_nobody_can_verify(tmp_path, capsys):
     precision interval holds its precision there (within 2.5 half-widths + 0.02; the pool's own precision,
     0.06 higher for the first system, is not the target).  Refused, with nothing written: a label for a
     skipped instance, skipping a verified, unknown or undrawn instance, exhaustive annotation that finds a
-    skipped one.  The CLI verb and the status line; reopening gives the same numbers."""
+    skipped one.  The CLI verb, the status line and the ingest line's hint; reopening gives the same numbers."""
     from bayes_eval import cli
 
     s, paths, truth, found = _files(tmp_path)
-    ids = np.array(list(truth))
-    rng = np.random.default_rng(11)
-    on1 = np.isin(ids, pd.read_csv(paths[0])["item"])
-    correct = np.array([truth[i] for i in ids]) == 1
-    unv = set(ids[rng.random(len(ids)) < np.where(on1 & correct, 0.2, 0.03)])
-    verifiable = [set(pd.read_csv(p)["item"]) - unv for p in paths]
-    prec_d = [np.mean([truth[i] for i in v]) for v in verifiable]
+    unv, prec_d = _unverifiable(paths, truth)
     assert prec_d[0] < sim.truth_of(s)[0] - 0.04
-    db = str(tmp_path / "ev.db")
-    sent, skipped = [], set()
-    with OnDemand.create(db, epsilon=0.08, rounds=2) as ev:
-        for i, p in enumerate(paths):
-            ev.submit_file(f"sys{i + 1}", p)
-            while True:
-                r = ev.next()
-                if not r["tasks"]:
-                    break
-                sent += r["items"]
-                lab = [x for x in r["items"] if x not in unv]
-                if lab:
-                    ev.add_labels(lab, [truth[x] for x in lab])
-                nobody = [x for x in r["items"] if x in unv]
-                if nobody:
-                    assert ev.skip(nobody)["new"] == len(nobody)
-                    skipped |= set(nobody)
+    sent = []
+    st0 = _session_run(tmp_path, "post-fill", 0, s, np.array(list(truth)), paths, unv, sent, keep=True)
+    db, skipped = str(tmp_path / "post-fill0.db"), set(sent) & unv
+    with OnDemand.open(db) as ev:
+        assert ev.status() == st0
         assert len(sent) == len(set(sent)) and skipped      # a skipped instance is never sent again
         assert ev.skip(sorted(skipped)[:2]) == {"new": 0, "already": 2, "skipped": len(skipped)}
         before = ev.store.dump()
@@ -1186,8 +1189,6 @@ def test_a_session_skips_instances_nobody_can_verify(tmp_path, capsys):
     assert st["systems"][0]["skipped_draws"] > 0
     assert cli.main(["ondemand", "status", db]) == 0
     assert f"{len(skipped)} instances recorded as beyond any annotator" in capsys.readouterr().out
-    with OnDemand.open(db) as ev:
-        assert ev.status() == st
     # the verb: a drawn instance awaiting its verification, then one no system predicts
     db2 = str(tmp_path / "ev2.db")
     with OnDemand.create(db2, epsilon=0.08, rounds=2) as ev:
@@ -1219,30 +1220,11 @@ def test_sessions_with_skipped_instances_cover_the_precision_on_the_verifiable_o
     0.95, every system's mean error is within 3 Monte Carlo SE of it, and the pool's own precision --
     0.05 higher for the first system -- is held less often (the target is D's, not the pool's)."""
     s, paths, truth, _ = _files(tmp_path)
-    ids = np.array(list(truth))
-    rng = np.random.default_rng(11)
-    on1 = np.isin(ids, pd.read_csv(paths[0])["item"])
-    correct = np.array([truth[i] for i in ids]) == 1
-    unv = set(ids[rng.random(len(ids)) < np.where(on1 & correct, 0.2, 0.03)])
-    prec_d = np.array([np.mean([truth[i] for i in set(pd.read_csv(p)["item"]) - unv]) for p in paths])
+    unv, prec_d = _unverifiable(paths, truth)
     R = 80
     est, hw = np.zeros((R, 3)), np.zeros((R, 3))
     for r in range(R):
-        db = str(tmp_path / f"s{r}.db")
-        with OnDemand.create(db, epsilon=0.08, rounds=2, seed=r) as ev:
-            for i, p in enumerate(paths):
-                ev.submit_file(f"sys{i + 1}", p)
-                while True:
-                    items = ev.next()["items"]
-                    if not items:
-                        break
-                    lab = [x for x in items if x not in unv]
-                    if lab:
-                        ev.add_labels(lab, [truth[x] for x in lab])
-                    if len(lab) < len(items):
-                        ev.skip([x for x in items if x in unv])
-            st = ev.status()
-        os.remove(db)
+        st = _session_run(tmp_path, "post-fill", r, s, np.array(list(truth)), paths, unv)
         for i, row in enumerate(st["systems"]):
             est[r, i], hw[r, i] = row["precision"]["post"]["estimate"], row["precision"]["post"]["half_width"]
     cover = (np.abs(est - prec_d) <= hw).mean(0)
