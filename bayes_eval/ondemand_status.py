@@ -160,7 +160,8 @@ def status_of(S: dict, config: dict) -> dict:
            "cost": {"verify": float(new.sum() * cv), "exhaustive": float(m_u.sum() * ce)}}
     out["cost"]["total"] = out["cost"]["verify"] + out["cost"]["exhaustive"]
     # verifications drawn and not yet labeled are in the cost (committed), not in the labels
-    out["cost"]["awaiting"] = float(max(int(new.sum()) - int(S["n_verified"]), 0) * cv)
+    # (a skipped instance was a new draw too: its verification was tried, and is no longer awaited)
+    out["cost"]["awaiting"] = float(max(int(new.sum()) - int(S["n_verified"]) - len(S.get("skipped", ())), 0) * cv)
     if M == 0 or n.sum() == 0:
         out["systems"] = [{"name": s[1], "items": int(s[2]), "draws": int(drawn[k]), "labeled_draws": 0,
                            "awaiting_draws": int(drawn[k]),
