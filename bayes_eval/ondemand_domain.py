@@ -16,6 +16,10 @@ import numpy as np
 __all__ = ["domain_precision", "with_skipped", "pad_labels", "post_domain"]
 
 
+#: 1 − Û below this is none: every draw of the system skipped (98 × 1/98 leaves 1e-16, not 0)
+KEEP_MIN = 1e-9
+
+
 def _ratio(a, b):
     return np.where(b > 0, a / np.where(b > 0, b, 1.0), 0.0)
 
@@ -31,15 +35,15 @@ def domain_precision(psi_p, T, skipped=None) -> tuple[np.ndarray, np.ndarray, np
     is consistent (a ratio: domain estimation, as a session's skips, :mod:`bayes_eval.session_skip`), its
     influence bᵢ (1[f = 1] + π̂ᵢ 1[x ∈ U]) / (1 − Ûᵢ) (delta method).  ``T`` gains a third label column,
     the skipped draws, for :func:`~bayes_eval.ondemand.stratified_cov`.  Without a skipped draw (or ``skipped`` None) Û = 0 and
-    π̂, ψ and T are the plain estimator's; where Ûᵢ ≥ 1 π̂ᵢ is NaN (the draws say nearly all of Xᵢ is
-    unverifiable)."""
+    π̂, ψ and T are the plain estimator's; where 1 − Ûᵢ ≤ :data:`KEEP_MIN` π̂ᵢ is NaN (the draws say all, or
+    more than all, of Xᵢ is unverifiable: no estimate)."""
     T = np.asarray(T, dtype=np.float64)
     pi = np.einsum("...jcf,...ijcf->...i", T, psi_p)
     if skipped is None:
         return pi, psi_p, T
     base = psi_p[..., 1]                                      # bᵢ per (stratum, cell)
     keep = 1.0 - np.einsum("...jc,...ijc->...i", np.asarray(skipped, dtype=np.float64), base)
-    ok = keep > 0
+    ok = keep > KEEP_MIN
     pi = np.where(ok, pi / np.where(ok, keep, 1.0), np.nan)
     third = np.where(ok, pi, 0.0)[..., :, None, None] * base
     psi = np.stack(np.broadcast_arrays(np.zeros_like(base), base, third), -1)
@@ -68,7 +72,7 @@ def post_domain(est, v, A):
     if not isinstance(est, tuple):
         return np.einsum("...g,gi->...i", est, A), np.einsum("gi,...g,gk->...ik", A, v, A)
     keep = 1.0 - np.einsum("...g,gi->...i", est[1], A)
-    ok = keep > 0
+    ok = keep > KEEP_MIN
     pi = np.where(ok, np.einsum("...g,gi->...i", est[0], A) / np.where(ok, keep, 1.0), np.nan)
     s = _ratio(1.0, keep)
     return pi, np.einsum("gi,...gik,gk->...ik", A, v(np.where(ok, pi, 0.0)), A) * s[..., :, None] * s[..., None, :]

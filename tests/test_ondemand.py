@@ -1215,6 +1215,16 @@ def test_a_session_skips_instances_nobody_can_verify(tmp_path, capsys):
     assert "'nope' is not predicted by any submitted system" in capsys.readouterr().err
     with OnDemand.open(db2) as ev:
         assert item not in ev.next()["items"] and ev.store.skipped_items() == [item]
+    # a system none of whose instances can be verified has no estimate (not 0 ± 0: 1 − Û is 1e-16 there)
+    tiny = tmp_path / "tiny.csv"
+    pd.DataFrame({"item": ["a", "b", "c"]}).to_csv(tiny, index=False)
+    with OnDemand.create(str(tmp_path / "ev3.db"), epsilon=0.1) as ev:
+        ev.submit_file("T", str(tiny))
+        while items := ev.next()["items"]:
+            ev.skip(items)
+        row = ev.status()["systems"][0]
+    assert row["skipped_draws"] == row["draws"] > 3 and not row["reached"]
+    assert row["precision"] == {"joint": None, "simple": None, "post": None}
 
 
 @pytest.mark.slow
