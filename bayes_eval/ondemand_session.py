@@ -4,8 +4,8 @@
 item 3): :meth:`~OnDemand.create` (``new``), :meth:`~OnDemand.submit_file` /
 :meth:`~OnDemand.submit` (``submit``), :meth:`~OnDemand.next` (``next``),
 :meth:`~OnDemand.ingest` / :meth:`~OnDemand.add_labels` (``ingest``),
-:meth:`~OnDemand.add_exhaustive` (``add-exhaustive``), :meth:`~OnDemand.status`
-(``status``); ``report`` is :func:`bayes_eval.ondemand_report.write_report`.
+:meth:`~OnDemand.add_exhaustive` (``add-exhaustive``), :meth:`~OnDemand.skip` (``skip``: instances
+nobody can verify), :meth:`~OnDemand.status` (``status``); ``report`` is :func:`bayes_eval.ondemand_report.write_report`.
 
 Protocol (003 §"Summary"): when system m is submitted, the number of verification draws
 it needs is the bisection of the variance bound given every label so far
