@@ -604,7 +604,7 @@ def post_precision(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None,
     that of the draws' values y = 1[f = 1] + π̂ᵢ 1[skipped] in place of f (:func:`_post_rates`)."""
     ps, est, v, _, _, _ = _post_rates(cells, T, n, active, prior, Rp, check, skipped)
     A = ps.size[:, None] * ps.P                               # a_ig, (G, M)
-    pi, cov = post_domain(est, v, A)
+    pi, cov, _ = post_domain(est, v, A)
     return pi, cov, ps
 
 
@@ -667,7 +667,7 @@ def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None,
     n = np.asarray(n, dtype=np.float64)
     ps, est, v, kg, ng, P1 = _post_rates(cells, T, n, active, prior, Rp, skipped=skipped)
     A = ps.size[:, None] * ps.P                               # a_ig, (G, M)
-    pi, cov_p = post_domain(est, v, A)
+    pi, cov_p, keep = post_domain(est, v, A)                 # keep: 1 / (1 − Ûᵢ)
     T = with_skipped(T, skipped)
     nu, psi_n = pooled_recall_influence(cells, T, n, Rp)
     scale = _ratio(1.0, ng * P1)[..., ps.group]               # (..., C)
@@ -678,7 +678,6 @@ def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None,
         dev = np.stack([-r_c, 1 - r_c], -1) * scale[..., None]                  # (..., C, f)
         psi_p = np.einsum("ci,...cf,j->...ijcf", A_c, dev, np.ones(T.shape[-3]))
     else:                 # a_ig (y_i − ȳ_ig) / (n_g P_g (1 − Ûᵢ)), y_i = (0, 1, π̂ᵢ)[f]
-        keep = _ratio(1.0, 1.0 - np.einsum("...g,gi->...i", est[1], A))     # 1 / (1 − Ûᵢ)
         est, v = est[0], v(np.zeros_like(pi))[..., 0, 0]     # the correct rate's, for ν̃ below
         pz = np.where(np.isfinite(pi), pi, 0.0)
         y = np.stack(np.broadcast_arrays(np.zeros_like(pz), np.ones_like(pz), pz), -1)     # (..., M, f)

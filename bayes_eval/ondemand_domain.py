@@ -66,13 +66,14 @@ def pad_labels(psi, k: int) -> np.ndarray:
 
 
 def post_domain(est, v, A):
-    """(π̂, Cov π̂) of the post-stratified precision from ``ondemand._post_rates``' ``est`` and ``v``,
+    """(π̂, Cov π̂, 1/(1 − Û)) of the post-stratified precision from ``ondemand._post_rates``' ``est`` and ``v``,
     plain (``v[..., g]``) or on the verifiable instances (``est`` a pair (e_g, e_g of the skipped),
     ``v[..., g, i, k]`` the per-system values' covariances: :func:`~bayes_eval.ondemand.post_precision`)."""
     if not isinstance(est, tuple):
-        return np.einsum("...g,gi->...i", est, A), np.einsum("gi,...g,gk->...ik", A, v, A)
+        pi = np.einsum("...g,gi->...i", est, A)
+        return pi, np.einsum("gi,...g,gk->...ik", A, v, A), np.ones_like(pi)
     keep = 1.0 - np.einsum("...g,gi->...i", est[1], A)
     ok = keep > KEEP_MIN
     pi = np.where(ok, np.einsum("...g,gi->...i", est[0], A) / np.where(ok, keep, 1.0), np.nan)
     s = _ratio(1.0, keep)
-    return pi, np.einsum("gi,...gik,gk->...ik", A, v(np.where(ok, pi, 0.0)), A) * s[..., :, None] * s[..., None, :]
+    return pi, np.einsum("gi,...gik,gk->...ik", A, v(np.where(ok, pi, 0.0)), A) * s[..., :, None] * s[..., None, :], s

@@ -36,7 +36,7 @@ from .annotate import parse_label_map, parse_labels, prepare_output, read_labels
 from .errors import (EmptyInputError, LabelConflictError, MalformedInputError, NotDrawnError, SessionError,
                      UnknownItemError)
 from .ondemand_status import counted, headline_estimator, precision_half_widths, weighted_systems
-from .ondemand_store import OnDemandStore
+from .ondemand_store import SKIPS_TABLE, OnDemandStore
 
 __all__ = ["OnDemand", "read_system_file", "PROTOCOLS", "DEFAULT_PROTOCOL"]
 
@@ -483,20 +483,17 @@ class OnDemand:
         S = self._state()
         drawn = {d[2] for d in S["draws"]}
         found = {it for it, _ in S["found"]}
-        stored = {r[0] for r in self.store.rows("SELECT item FROM labels")}
         for it in items:
             if it not in drawn:
                 if it in S["index"]:
                     raise NotDrawnError(f"instance {it!r} was never drawn for verification (nothing was recorded)")
                 raise UnknownItemError(f"instance {it!r} is not predicted by any submitted system (nothing was "
                                        f"recorded)")
-            if it in stored or it in found:
-                raise LabelConflictError(f"instance {it!r} is already {'verified' if it in stored else 'found by exhaustive annotation'}"
+            if it in S["known"]:   # verified, or found by exhaustive annotation
+                raise LabelConflictError(f"instance {it!r} is already {'found by exhaustive annotation' if it in found else 'verified'}"
                                          f": it can be verified, so it cannot be skipped (nothing was recorded)")
         new = [it for it in items if it not in S["skipped"]]
         if new:
-            from .ondemand_store import SKIPS_TABLE
-
             with self.store.transaction() as conn:
                 conn.execute(SKIPS_TABLE)
                 cur = conn.execute("INSERT INTO ingests(sha256, kind, source, n_rows, n_new, at) VALUES (?,?,?,?,?,?)",

@@ -49,11 +49,11 @@ CREATE TABLE exhaustive (id INTEGER PRIMARY KEY, item TEXT NOT NULL, unit TEXT N
     ingest INTEGER NOT NULL REFERENCES ingests(ingest), UNIQUE (unit, item));
 CREATE TABLE proposals (system INTEGER NOT NULL REFERENCES systems(system), item TEXT NOT NULL,
     q REAL NOT NULL, PRIMARY KEY (system, item));
-CREATE TABLE skips (item TEXT PRIMARY KEY, ingest INTEGER NOT NULL REFERENCES ingests(ingest));
 """
-#: the skips table, made by the first skip in a file of an earlier schema
+#: the skips table: part of a new file's schema, and made by the first skip in a file of an earlier one
 SKIPS_TABLE = ("CREATE TABLE IF NOT EXISTS skips (item TEXT PRIMARY KEY, "
                "ingest INTEGER NOT NULL REFERENCES ingests(ingest))")
+_SCHEMA += SKIPS_TABLE + ";\n"
 
 
 class OnDemandStore:
