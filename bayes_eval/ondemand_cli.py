@@ -88,6 +88,11 @@ def add_ondemand_parser(subparsers):
                         "session's 'post'), joint_post_fill (the post-fill proposal, at submission only), "
                         "joint_post_fill_session (post-fill with the session's top-ups: the session's default "
                         "'post-fill'; the session's names post-fill and post are read as these)")
+    q.add_argument("--unverifiable", type=float, default=0.0, metavar="SHARE",
+                   help="share of the instances nobody can verify (each drawn one is skipped, as `ondemand skip`; "
+                        "the truths and estimates are then those on the verifiable instances); default 0")
+    q.add_argument("--unverifiable-correct", type=float, default=None, metavar="SHARE",
+                   help="the share among the correct instances, where it differs (default: --unverifiable's)")
     q.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -251,6 +256,12 @@ def _simulate(args) -> int:
                                  f"(no {col!r}; columns are {list(frame.columns)})")
         setting = sim.pool_setting(frame, args.systems, seed=args.seed,
                                    name=os.path.splitext(os.path.basename(args.setting))[0])
+    for flag in ("unverifiable", "unverifiable_correct"):
+        v = getattr(args, flag)
+        if v is not None and not 0 <= v < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be in [0, 1), got {v}")
+    if args.unverifiable or args.unverifiable_correct:
+        setting = sim.with_unverifiable(setting, args.unverifiable, args.unverifiable_correct, seed=args.seed)
     # the session's protocol names (`ondemand new --protocol`) read as the protocols they run
     named = (sim.SESSION_TWIN.get(p, p) for p in (x.strip() for x in args.protocols.split(",")))
     extra = tuple(dict.fromkeys(p for p in named if p and p not in ("simple", "joint")))
@@ -266,6 +277,10 @@ def _simulate(args) -> int:
     else:
         print(f"{out['setting']}: {args.systems} systems, epsilon {args.epsilon}, {out['repeats']} repeats, "
               f"{out['seconds']:.1f}s")
+        if out["unverifiable"]:
+            u = out["unverifiable"]
+            print(f"{u['predicted']} predicted instances nobody can verify ({u['predicted_correct']} of them correct): "
+                  f"drawn ones are skipped; the truths are those on the verifiable instances")
         print(f"cost to epsilon on every precision: simple ${out['cost']['simple']:.2f}, joint "
               f"${out['cost']['joint']:.2f} (ratio {out['cost_ratio']:.2f}); recall (exhaustive): simple "
               f"${out['cost_recall']['simple']:.2f}, joint ${out['cost_recall']['joint']:.2f}")

@@ -1,7 +1,8 @@
 """``bayes-eval ondemand report``: CSV + PNG of an on-demand evaluation (seed 003).
 
 Files: ``estimates.csv`` (per system and measure: the joint, post-stratified and simple
-estimates with 95% intervals; column ``headline`` marks the session protocol's estimator),
+estimates with 95% intervals; column ``headline`` marks the session protocol's estimator;
+``skipped_draws`` the system's draws of instances nobody can verify, ``ondemand skip``),
 ``pairs.csv`` (paired differences, the headline estimator), ``estimates.png`` (intervals per
 system, the headline estimator vs simple), ``cost.png`` (cumulative verification cost against
 systems submitted: the protocol as run, and the simple estimator's z²/(4ε²) fresh draws per
@@ -40,7 +41,8 @@ def write_report(ev, out_dir) -> list:
                 iv = r.get(m, {}).get(kind) if isinstance(r.get(m), dict) else None
                 rows.append({"system": r["name"], "measure": m, "estimator": kind, "headline": kind == head,
                              "estimate": iv and iv["estimate"], "lo": iv and iv["lo"], "hi": iv and iv["hi"],
-                             "draws": r["draws"], "new_verifications": r["new_verifications"], "cost": r["cost"]})
+                             "draws": r["draws"], "skipped_draws": r.get("skipped_draws", 0),
+                             "new_verifications": r["new_verifications"], "cost": r["cost"]})
     files = [os.path.join(out_dir, "estimates.csv"), os.path.join(out_dir, "pairs.csv"),
              os.path.join(out_dir, "estimates.png"), os.path.join(out_dir, "cost.png")]
     pd.DataFrame(rows).to_csv(files[0], index=False)

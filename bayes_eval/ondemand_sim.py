@@ -31,20 +31,24 @@ from typing import NamedTuple
 import numpy as np
 
 from . import ondemand as od
+from .ondemand_domain import domain_precision
 
-__all__ = ["PROTOCOLS", "Setting", "synthetic_setting", "pool_setting", "simulate", "summarize", "truth_of"]
+__all__ = ["PROTOCOLS", "Setting", "synthetic_setting", "pool_setting", "with_unverifiable", "simulate", "summarize",
+           "truth_of"]
 
 COST_VERIFY = 0.18
 COST_EXHAUSTIVE = 1.60
 
 
 class Setting(NamedTuple):
-    """A universe: ``truth[u]`` (f), ``G[u, i]`` (x ∈ Xᵢ; uniform pᵢ), system ``names``."""
+    """A universe: ``truth[u]`` (f), ``G[u, i]`` (x ∈ Xᵢ; uniform pᵢ), system ``names``;
+    ``unverifiable[u]``: instances nobody can verify (:func:`with_unverifiable`; None: none)."""
 
     name: str
     truth: np.ndarray
     G: np.ndarray
     names: list
+    unverifiable: np.ndarray | None = None
 
 
 def synthetic_setting(n_systems: int = 10, n_candidates: int = 100_000, n_correct: int = 5_000,
@@ -88,9 +92,29 @@ def pool_setting(frame, n_systems: int = 10, seed: int = 0, name: str = "pool") 
     return Setting(name, truth[keep], G[keep], [f"sys{i + 1}" for i in range(n_systems)])
 
 
+def with_unverifiable(setting: Setting, share: float, share_correct: float | None = None,
+                      seed: int = 0) -> Setting:
+    """The universe with instances nobody can verify (``ondemand skip``): each incorrect instance
+    independently with probability ``share``, each correct one with ``share_correct`` (``share``
+    when None) -- the two differ where what cannot be judged is more often one kind (then the
+    precision on the verifiable instances differs from the precision on all).  Being unverifiable
+    is a property of the instance: a draw of one is skipped, an exhaustive sample never finds one,
+    and the estimands become those on the verifiable instances D (:func:`truth_of`)."""
+    share_correct = share if share_correct is None else share_correct
+    for what, v in (("share", share), ("share_correct", share_correct)):
+        if not 0 <= v < 1:
+            raise ValueError(f"{what} of unverifiable instances must be in [0, 1), got {v}")
+    rng = np.random.default_rng([seed, 3])
+    unv = rng.random(len(setting.truth)) < np.where(setting.truth, share_correct, share)
+    return setting._replace(unverifiable=unv)
+
+
 def truth_of(setting: Setting) -> np.ndarray:
-    """True (precision (M), recall (M), F1 (M))."""
+    """True (precision (M), recall (M), F1 (M)); with unverifiable instances those on the verifiable
+    ones D: precision |Xᵢ ∩ 𝒴 ∩ D| / |Xᵢ ∩ D|, recall |Xᵢ ∩ 𝒴 ∩ D| / |𝒴 ∩ D| (``ondemand skip``)."""
     G, y = setting.G, setting.truth
+    if setting.unverifiable is not None:
+        G, y = G[~setting.unverifiable], y[~setting.unverifiable]
     pi = (G & y[:, None]).sum(0) / np.maximum(G.sum(0), 1)
     rho = (G & y[:, None]).sum(0) / max(int(y.sum()), 1)
     return np.concatenate([pi, rho, od.f1_of(pi, rho)])
@@ -116,13 +140,19 @@ def _fill(cells, cell, verified, truth, group=None):
     return od.cell_fill(cells.size @ ind, pos @ ind, ver @ ind)[:, group]
 
 
-def _tally_so_far(cells, cell, truth, draws, n, n_max):
+def _tally_so_far(cells, cell, truth, draws, n, n_max, unv=None):
+    """(T, U): the tallies of the verified draws and the skipped draws of unverifiable instances
+    ``unv`` (U[..., j, c]; None without any)."""
     R, M, _ = draws.shape
     mask = np.arange(n_max)[None, None, :] < n[:, :, None]
-    strata = np.broadcast_to(np.arange(M)[None, :, None], draws.shape)
+    strata = np.broadcast_to(np.arange(M)[None, :, None], draws.shape).reshape(R, -1)
     d = np.maximum(draws, 0)
-    return od.tally(M, len(cells.size), strata.reshape(R, -1), cell[d].reshape(R, -1),
-                    truth[d].astype(np.int64).reshape(R, -1), mask.reshape(R, -1))
+    c, y = cell[d].reshape(R, -1), truth[d].astype(np.int64).reshape(R, -1)
+    if unv is None:
+        return od.tally(M, len(cells.size), strata, c, y, mask.reshape(R, -1)), None
+    skip = unv[d]
+    return (od.tally(M, len(cells.size), strata, c, y, (mask & ~skip).reshape(R, -1)),
+            od.tally(M, len(cells.size), strata, c, np.zeros_like(y), (mask & skip).reshape(R, -1))[..., 0])
 
 
 #: the protocols :func:`simulate` knows: (stratum proposal, estimator rule).  "simple" and
@@ -151,21 +181,23 @@ SESSION_TOP_UP = frozenset({"joint_post_fill_session"})
 SESSION_TWIN = {"post-fill": "joint_post_fill_session", "post": "joint_post", "joint": "joint"}
 
 
-def _realized_hw(kind, cells, T, n, m, Rp=None):
+def _realized_hw(kind, cells, T, n, m, Rp=None, U=None):
     """The realized half-width of π̂ₘ from the draws so far (the estimator's own variance);
-    ``m`` None: of every system (post-stratified protocols only, all systems active)."""
+    ``m`` None: of every system (post-stratified protocols only, all systems active); ``U``: the
+    skipped draws (the precision on the verifiable instances)."""
     prop, rule = PROTOCOLS[kind]
     if rule == "post":
         M = cells.P.shape[1]                                  # systems (n may hold extra strata)
         active = np.ones(M, dtype=bool) if m is None else np.arange(M) <= m
-        _, cov, _ = od.post_precision(cells, T, n, active, Rp=Rp if prop == "postfill" else None)
+        _, cov, _ = od.post_precision(cells, T, n, active, Rp=Rp if prop == "postfill" else None, skipped=U)
         var = np.diagonal(cov, axis1=-2, axis2=-1) if m is None else cov[..., m, m]
         return od.Z95 * np.sqrt(np.maximum(var, 0.0))
     if kind == "simple":
         psi = od.simple_precision_influence(cells, n)
     else:
         psi = od.precision_influence(cells, n, Rp=Rp, rule=rule)
-    return od.precision_half_width(T[..., :, :, :], psi[..., m:m + 1, :, :, :])[..., 0]
+    _, psi, T = domain_precision(psi, T, U)
+    return od.precision_half_width(T, psi[..., m:m + 1, :, :, :])[..., 0]
 
 
 def _cell_draws(rng, r, cells, order, offset, n_max):
@@ -187,7 +219,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
     """One protocol (:data:`PROTOCOLS`) on R repeats.  Systems in turn: the sized rounds, then
     (``fair``) top-ups until the realized half-width of π̂ₘ is ≤ ε (or n_max draws), the same
     rule for every protocol.  Returns draws, new labels per system, exhaustive size, estimates."""
-    truth, G = setting.truth, setting.G
+    truth, G, unv = setting.truth, setting.G, setting.unverifiable
     R, M, _ = draws.shape
     if kind not in PROTOCOLS:
         raise ValueError(f"unknown protocol {kind!r}; known: {sorted(PROTOCOLS)}")
@@ -199,7 +231,8 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         inX = cell >= 0
         order = np.flatnonzero(inX)[np.argsort(cell[inX], kind="stable")]
         offset = np.concatenate([[0], np.cumsum(cells.size)[:-1]]).astype(np.int64)
-    verified = np.zeros((R, len(truth)), dtype=bool)
+    verified = np.zeros((R, len(truth)), dtype=bool)   # sent: verified, or skipped where unverifiable
+    can = None if unv is None else ~unv[None, :]      # the sizing counts a skipped one as unverified
     n = np.zeros((R, M))
     new = np.zeros((R, M))
     rows = np.broadcast_to(np.arange(R)[:, None], (R, n_max))
@@ -215,7 +248,8 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
         act = np.arange(M) <= m
         if postfill:
             D_prev = np.einsum("rj,rjc->rc", n, Rp)
-            fill = _fill(cells, cell, verified, truth, od.post_strata(cells, act).group)
+            fill = _fill(cells, cell, verified if can is None else verified & can, truth,
+                         od.post_strata(cells, act).group)
 
             def prop_of(k):
                 return od.post_fill_proposal(cells, D_prev, m, k, act, POST_FILL_DEFENSIVE)
@@ -224,7 +258,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
             draws[:, m] = _cell_draws(rng, Rp[:, m], cells, order, offset, n_max)
         for rnd in range(rounds):
             group = od.post_strata(cells, act).group if rule == "post" else None
-            fill = _fill(cells, cell, verified, truth, group)
+            fill = _fill(cells, cell, verified if can is None else verified & can, truth, group)
             if rule == "post":
                 req = od.post_required_draws(cells, n, m, fill, epsilon, n_max, act, Rp=Rp if postfill else None)
             else:
@@ -232,17 +266,17 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
                                         rule=rule or "overlap")
             add(m, od.round_size(req, n[:, m], rnd == rounds - 1))
         for _ in range(12 if fair else 0):
-            T = _tally_so_far(cells, cell, truth, draws, n, n_max)
-            k = od.top_up(_realized_hw(kind, cells, T, n, m, Rp), n[:, m], epsilon, n_max)
+            T, U = _tally_so_far(cells, cell, truth, draws, n, n_max, unv)
+            k = od.top_up(_realized_hw(kind, cells, T, n, m, Rp, U), n[:, m], epsilon, n_max)
             if not np.any(k > 0):
                 break
             add(m, k)
-        T = _tally_so_far(cells, cell, truth, draws, n, n_max)
-        hw_at[:, m] = _realized_hw(kind, cells, T, n, m, Rp)
+        T, U = _tally_so_far(cells, cell, truth, draws, n, n_max, unv)
+        hw_at[:, m] = _realized_hw(kind, cells, T, n, m, Rp, U)
         new[:, m] = verified.sum(1) - before
         for _ in range(12 if kind in SESSION_TOP_UP and m > 0 else 0):   # earlier systems, as `next` does
-            T = _tally_so_far(cells, cell, truth, draws, n, n_max)
-            _, cov, _ = od.post_precision(cells, T, n, act, Rp=Rp)
+            T, U = _tally_so_far(cells, cell, truth, draws, n, n_max, unv)
+            _, cov, _ = od.post_precision(cells, T, n, act, Rp=Rp, skipped=U)
             hw = od.Z95 * np.sqrt(np.maximum(np.diagonal(cov, axis1=-2, axis2=-1)[:, :m], 0.0))
             k = od.top_up(hw, n[:, :m], epsilon, n_max)
             if not np.any(k > 0):
@@ -251,7 +285,7 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
                 before_i = verified.sum(1)
                 add(i, k[:, i])
                 new[:, i] += verified.sum(1) - before_i
-    T = _tally_so_far(cells, cell, truth, draws, n, n_max)
+    T, U = _tally_so_far(cells, cell, truth, draws, n, n_max, unv)
     # exhaustive: one instance per unit (document), uniform over 𝒴
     t = np.concatenate([G[exh].any(-1, keepdims=True), G[exh]], axis=-1).astype(np.float64)
     ones = np.ones(exh.shape)
@@ -260,9 +294,9 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
     joint = kind != "simple"
     if joint:
         if rule == "post":
-            parts = od.post_parts(cells, T, n, Rp=Rp if postfill else None)
+            parts = od.post_parts(cells, T, n, Rp=Rp if postfill else None, skipped=U)
         else:
-            parts = od.joint_parts(cells, T, n, Rp, rule)
+            parts = od.joint_parts(cells, T, n, Rp, rule, skipped=U)
         var_nu = np.diagonal(parts[2], axis1=-2, axis2=-1)[:, M:]
         n0, reach = od.required_exhaustive(smooth[:, 0], parts[1], var_nu, None, 0.0 + epsilon, n0_max)
     else:
@@ -273,9 +307,9 @@ def _protocol(setting, cells, cell, draws, exh, epsilon, n_max, n0_pilot, n0_max
     if joint:
         est = od.joint_estimates(cells, T, n, est_e[:, 0], cov_e[:, 0, 0], parts=parts)
     else:
-        est = od.simple_estimates(cells, T, n, est_e[:, 1:], cov_e[:, 1:, 1:])
+        est = od.simple_estimates(cells, T, n, est_e[:, 1:], cov_e[:, 1:, 1:], skipped=U)
     return {"value": est.value, "hw": est.half_width, "n": n, "new": new, "n0": n0, "reach": reach,
-            "cov": est.cov, "hw_at": hw_at}
+            "cov": est.cov, "hw_at": hw_at, "skipped": np.zeros((R, M)) if U is None else U.sum(-1)}
 
 
 def simulate(setting: Setting, epsilon: float = 0.05, repeats: int = 100, seed: int = 0, chunk: int = 25,
@@ -300,7 +334,8 @@ def simulate(setting: Setting, epsilon: float = 0.05, repeats: int = 100, seed: 
     cell = np.full(len(truth), -1)
     cell[inX] = cx
     members = [np.flatnonzero(G[:, m]) for m in range(M)]
-    Y = np.flatnonzero(truth)
+    # the exhaustive sample: uniform over the correct instances an annotator can find (the verifiable)
+    Y = np.flatnonzero(truth if setting.unverifiable is None else truth & ~setting.unverifiable)
     rng = np.random.default_rng(seed)
     out = {k: [] for k in protocols}
     for start in range(0, repeats, chunk):
@@ -338,7 +373,7 @@ def summarize(sim: dict, cost_verify: float = COST_VERIFY, cost_exhaustive: floa
     cost to reach half-width ε on every system's precision (verifications) and on every
     recall (exhaustive), labels, and the mean cost after each submission."""
     setting, runs, truth = sim["setting"], sim["runs"], sim["truth"]
-    M = setting.G.shape[1]
+    M, unv = setting.G.shape[1], setting.unverifiable
     systems = []
     for i, name in enumerate(setting.names):
         row = {"name": name, "size": int(setting.G[:, i].sum())}
@@ -350,6 +385,9 @@ def summarize(sim: dict, cost_verify: float = COST_VERIFY, cost_exhaustive: floa
         for key, r in runs.items():
             row.setdefault("draws", {})[key] = float(r["n"][:, i].mean())
             row.setdefault("new_labels", {})[key] = float(r["new"][:, i].mean())
+        if unv is not None:   # draws of instances nobody can verify (in draws and new_labels: sent, then skipped)
+            row["unverifiable"] = int((setting.G[:, i] & unv).sum())
+            row["skipped_draws"] = {key: float(r["skipped"][:, i].mean()) for key, r in runs.items()}
         systems.append(row)
     cost = {k: float(r["new"].sum(1).mean() * cost_verify) for k, r in runs.items()}
     cost_recall = {k: float(r["n0"].mean() * cost_exhaustive) for k, r in runs.items()}
@@ -375,4 +413,9 @@ def summarize(sim: dict, cost_verify: float = COST_VERIFY, cost_exhaustive: floa
         "reached_at_submission": {k: float(np.mean(r["hw_at"] <= eps + 1e-12)) for k, r in runs.items()},
         "recall_reachable": {k: float(np.mean(r["reach"])) for k, r in runs.items()},
         "cells": sim["cells"], "seconds": sim["seconds"],
+        # instances nobody can verify (with_unverifiable): the truths above are those on the verifiable ones
+        "unverifiable": None if unv is None else {
+            "instances": int(unv.sum()), "predicted": int((unv & setting.G.any(1)).sum()),
+            "predicted_correct": int((unv & setting.G.any(1) & setting.truth).sum()),
+            "correct": int((unv & setting.truth).sum())},
     }
