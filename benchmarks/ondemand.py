@@ -2,8 +2,10 @@
 
     taskset -c 1 .venv/bin/python benchmarks/ondemand.py [--repeats 500] [--epsilon 0.05]
 
-Settings: the synthetic KBP-like universe (10 systems) and the two shared entity-resolution
-pools (systems = top-k sets of noisy copies of the score).  Writes
+Settings: the synthetic KBP-like universe (10 systems), the same with instances nobody can verify
+(``--unverifiable``: 3% of the incorrect and 15% of the correct ones by default; simple, joint and
+the session's protocol) and the two shared entity-resolution pools (systems = top-k sets of noisy
+copies of the score).  Writes
 ``benchmarks/results/ondemand.md`` / ``.csv`` and ``ondemand_cost.png`` /
 ``ondemand_coverage.png``.
 
@@ -139,7 +141,7 @@ def markdown(a, summaries, df) -> list:
              "understated).  \"reached at submission\": share of (run, system) whose precision half-width is ≤ ε "
              "when the system's draws are done; \"final\": after every system (the joint intervals of earlier "
              "systems change as later strata enter the mixture).", ""]
-    post = all("joint_post" in o["cost"] for o in summaries)
+    post = any("joint_post" in o["cost"] for o in summaries)
     lines += md_table(["setting", "systems", "cost simple", "cost joint", "joint/simple", "labels simple",
                        "labels joint", "reached at submission (simple / joint)", "final (simple / joint)",
                        "recall cost simple",
@@ -151,8 +153,8 @@ def markdown(a, summaries, df) -> list:
                         f"{o['reached']['simple']:.3f} / {o['reached']['joint']:.3f}",
                         f"{o['cost_recall']['simple']:.2f}", f"{o['cost_recall']['joint']:.2f}",
                         f"{o['seconds']:.0f}"]
-                       + ([f"{o['cost']['joint_post']:.2f}", f"{o['cost']['joint_post'] / o['cost']['simple']:.3f}"]
-                          if post else [])
+                       + (([f"{o['cost']['joint_post']:.2f}", f"{o['cost']['joint_post'] / o['cost']['simple']:.3f}"]
+                           if "joint_post" in o["cost"] else ["–", "–"]) if post else [])
                        for o in summaries])
     lines += ["", "Coverage of the 95% intervals over systems (min / mean / max), and bias: the number of systems "
               f"whose mean error exceeds 3 Monte Carlo SE (and {BIAS_FLOOR:g}: a system verified almost entirely has an "
@@ -250,8 +252,15 @@ def main(argv=None):
     ap.add_argument("--epsilon", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-alternatives", action="store_true", help="only simple and joint on the synthetic setting")
+    ap.add_argument("--unverifiable", default="0.03,0.15", metavar="SHARE,SHARE_CORRECT",
+                    help="also the synthetic setting with instances nobody can verify (`ondemand simulate "
+                         "--unverifiable`): the shares of the incorrect and the correct instances ('none': not run)")
     a = ap.parse_args(argv)
     settings = [sim.synthetic_setting(10, seed=a.seed)]
+    if a.unverifiable != "none":
+        share, share_correct = (float(x) for x in a.unverifiable.split(","))
+        settings.append(sim.with_unverifiable(settings[0], share, share_correct, seed=a.seed)._replace(
+            name=f"synthetic, unverifiable {share:g} / {share_correct:g}"))
     for name in ("abt-buy", "dblp-acm"):
         path = os.path.join(DATA, f"{name}.parquet")
         if os.path.exists(path):
@@ -259,6 +268,8 @@ def main(argv=None):
     rows, summaries = [], []
     for s in settings:
         kinds = ("simple", "joint") if a.no_alternatives else ("simple", "joint") + POST_KINDS
+        if s.unverifiable is not None:   # the skips' cost and coverage: 003's protocols and the session's
+            kinds = ("simple", "joint") + (() if a.no_alternatives else (HEAD,))
         out = sim.summarize(sim.simulate(s, a.epsilon, a.repeats, a.seed, pairs=((0, 1), (2, 3)), protocols=kinds))
         summaries.append(out)
         for r in out["systems"]:
