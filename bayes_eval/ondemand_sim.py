@@ -10,6 +10,8 @@ Two settings (issue 17 item 4):
 * :func:`pool_setting` — a scored pool (``score``, ``label``): system i is the top-kᵢ set of
   a noisy copy of the score (kᵢ and the noise varied), so the shared entity-resolution
   pools serve too.
+* :func:`with_unverifiable` — either, with instances nobody can verify (``ondemand skip``):
+  a drawn one is skipped and the estimands are those on the verifiable instances.
 
 :func:`simulate` runs both protocols of 003 — the simple estimator and the joint one — on
 the same universe, repeats vectorized with NumPy: systems are submitted one at a time; for
