@@ -656,7 +656,8 @@ def post_parts(cells: Cells, T, n, active=None, prior: float = 0.5, Rp=None,
     λ(1 − P), Var n = λ): the Horvitz–Thompson term n_g/λ_g where draws rarely reach g, nothing where they
     always do.  Without these two (stop 92) the π–ν̂ covariance was 0.23-0.79 × its spread over samples
     for systems of 8-60 draws (with them 0.71-0.97; at 200-2000 draws both ~1), and the F1 intervals of the
-    ``post-fill`` sessions held 0.938 on average, 0.90 for the lowest of ten systems (0.946 and 0.915 with them).
+    ``post-fill`` sessions held 0.934 on average, 0.912 for the lowest of ten systems (0.942 and 0.924 with them;
+    ``benchmarks/results/ondemand.md``, 500 runs).
 
     ν̂'s variance is the larger of two estimates: its linearization over the draws, and the
     post-strata's, Σ_g (N_g 1[g ⊆ Xᵢ] − ν̃ᵢ N_g)² v_g / (Σ_g N_g e_g)², the delta method of

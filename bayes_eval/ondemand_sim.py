@@ -323,7 +323,8 @@ def simulate(setting: Setting, epsilon: float = 0.05, repeats: int = 100, seed: 
     ``protocols``: names of :data:`PROTOCOLS` ("simple" and "joint" are 003's estimators);
     ``fair``: after the sized rounds, top up every protocol alike until the realized
     half-width of the new system's precision is ≤ ε (or n_max draws) — the costs compared
-    are then costs of reaching ε (issue 17)."""
+    are then costs of reaching ε (issue 17).  A setting with instances nobody can verify
+    (:func:`with_unverifiable`) skips their draws, every estimator then on the verifiable ones."""
     t0 = time.perf_counter()
     truth, G = setting.truth, setting.G
     M = G.shape[1]
@@ -338,6 +339,8 @@ def simulate(setting: Setting, epsilon: float = 0.05, repeats: int = 100, seed: 
     members = [np.flatnonzero(G[:, m]) for m in range(M)]
     # the exhaustive sample: uniform over the correct instances an annotator can find (the verifiable)
     Y = np.flatnonzero(truth if setting.unverifiable is None else truth & ~setting.unverifiable)
+    if not len(Y):
+        raise ValueError(f"{setting.name}: no correct instance that can be verified: recall is undefined")
     rng = np.random.default_rng(seed)
     out = {k: [] for k in protocols}
     for start in range(0, repeats, chunk):

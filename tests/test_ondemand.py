@@ -1292,6 +1292,8 @@ def test_simulation_with_instances_nobody_can_verify(capsys):
             np.testing.assert_allclose(none["runs"][k][f], plain["runs"][k][f], rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="unverifiable"):
         sim.with_unverifiable(s, 1.0)
+    with pytest.raises(ValueError, match="no correct instance that can be verified"):
+        sim.simulate(s._replace(unverifiable=s.truth.copy()), repeats=2)
     # the command line
     assert cli.main(["ondemand", "simulate", "synthetic", "--systems", "3", "--repeats", "4", "--epsilon", "0.1",
                      "--unverifiable", "0.02", "--unverifiable-correct", "0.2", "--format", "json"]) == 0
